@@ -14,12 +14,13 @@ according to ``on_rewrite``; it is never silently patched.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .chat import ChatFormat
-from .trajectory import Segment, SegmentRole
+from .trajectory import Segment, SegmentRole, int32_bytes
 from .types import GenerationResult, Message
 
 OnRewrite = Literal["new_sequence", "untrainable"]
@@ -57,6 +58,7 @@ class TokenAssembler:
     untrainable_reason: str | None = None
     rewrites: list[str] = field(default_factory=list)
     _ids: list[int] = field(default_factory=list)
+    _digest: Any = field(default_factory=hashlib.sha256)
     _text: str = ""
     _turn_start: int = 0
     """Offset in ``_text`` where the current assistant turn's content begins."""
@@ -82,10 +84,21 @@ class TokenAssembler:
         if not first:
             self.sequence += 1
         self._ids = list(ids)
+        self._digest = hashlib.sha256()
+        self._digest.update(int32_bytes(ids))
         self._text = text
         self._turn_start = self._content_end = len(text)
         self._in_turn = False
         self.segments.append(_Seg(self.sequence, role, ids, None, text))
+
+    def _append_ids(self, ids: list[int]) -> None:
+        self._ids.extend(ids)
+        self._digest.update(int32_bytes(ids))
+
+    @property
+    def prompt_digest(self) -> str:
+        """``prompt_digest(prompt_ids)``, kept up to date as tokens are appended (O(new tokens))."""
+        return self._digest.copy().hexdigest()[:32]
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -109,7 +122,7 @@ class TokenAssembler:
         self._text += eos_text
         self.messages[-1]["content"] = self._text[self._turn_start : self._content_end]
         self._in_turn = True
-        self._ids.extend(ids)
+        self._append_ids(ids)
         self.segments.append(_Seg(self.sequence, "assistant", ids, list(result.logprobs) if result.logprobs is not None else None, content + eos_text))
         return Completion(len(self.segments) - 1, content, self.sequence, prompt_len)
 
@@ -128,7 +141,7 @@ class TokenAssembler:
         self._text += text
         self._content_end = len(self._text)
         self.messages[-1]["content"] = self._text[self._turn_start : self._content_end]
-        self._ids.extend(ids)
+        self._append_ids(ids)
         self.segments.append(_Seg(self.sequence, "inline", ids, None, text))
 
     def add_messages(self, new: Sequence[Message]) -> None:
@@ -157,7 +170,7 @@ class TokenAssembler:
             return
         delta = nxt[len(self._text) :]
         ids = self.chat.encode(delta)
-        self._ids.extend(ids)
+        self._append_ids(ids)
         self._text = nxt
         self._turn_start = self._content_end = len(nxt)
         self._in_turn = False
@@ -183,6 +196,7 @@ class TokenAssembler:
         other.untrainable_reason = self.untrainable_reason
         other.rewrites = list(self.rewrites)
         other._ids = list(self._ids)
+        other._digest = self._digest.copy()
         other._text = self._text
         other._turn_start, other._content_end, other._in_turn = self._turn_start, self._content_end, self._in_turn
         return other

@@ -16,7 +16,9 @@ from typing import Any
 
 import jinja2
 from jinja2.ext import loopcontrols
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from .errors import ConfigError
 from .types import Message
@@ -53,9 +55,19 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         # `message.role` on a dict: Jinja tries the attribute first, then the item. A dict has no
-        # attribute of that name, so going straight to the item gives the same answer, faster.
-        if type(obj) is dict and attribute in obj and attribute not in _DICT_ATTRS:
-            return obj[attribute]
+        # attribute of that name, so going straight to the item (or to undefined, for a missing
+        # key like `message.tool_calls`) gives the same answer without raising two exceptions.
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRS:
+            if attribute in obj:
+                return obj[attribute]
+            return self.undefined(obj=obj, name=attribute)
+        # Jinja's own loop and namespace objects: public attributes are what templates read
+        if (kind is LoopContext or kind is Namespace) and not attribute.startswith("_"):
+            try:
+                return getattr(obj, attribute)
+            except AttributeError:
+                pass
         return super().getattr(obj, attribute)
 
 

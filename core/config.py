@@ -68,5 +68,8 @@ class EngineConfig(BaseModel):
     on_rewrite: Literal["new_sequence", "untrainable"] = "new_sequence"
     """What to do when the chat template rewrites history (see ``toolgym.core.assembly``)."""
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    tune_gc: bool = True
+    """Raise the garbage collector's threshold (and freeze older objects) while a run is going:
+    fewer collections over the many live token lists, less CPU per turn."""
     arpo: ArpoConfig = Field(default_factory=ArpoConfig)
     """Entropy-based branching after tool results (off by default)."""

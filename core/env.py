@@ -248,11 +248,23 @@ def load_object(path: str) -> Any:
 
 def digest(*parts: Any) -> str:
     """A short stable digest of text parts, for anchors."""
-    h = hashlib.blake2b(digest_size=12)
-    for part in parts:
-        h.update(str(part).encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-    return h.hexdigest()
+    return RunningDigest(*parts).hexdigest()
+
+
+class RunningDigest:
+    """``digest(*parts)`` built up part by part: appending costs only the new part."""
+
+    def __init__(self, *parts: Any) -> None:
+        self._h = hashlib.blake2b(digest_size=12)
+        for part in parts:
+            self.add(part)
+
+    def add(self, part: Any) -> None:
+        self._h.update(str(part).encode("utf-8", "surrogatepass"))
+        self._h.update(b"\x1f")
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
 
 
 @dataclass(slots=True)
@@ -281,7 +293,8 @@ class ToolTaskEnv(Env):
 
     def __init__(self) -> None:
         self.task: Task | None = None
-        self._history: list[str] = []
+        self._state = RunningDigest()
+        """Digest of the task and everything that happened so far: the GiGPO anchor."""
 
     def bind(self, ctx: EpisodeContext) -> None:
         super().bind(ctx)
@@ -309,7 +322,7 @@ class ToolTaskEnv(Env):
 
     async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
         self.task = self.load_task(seed)
-        self._history = []
+        self._state = RunningDigest(self.task.id)
         messages: list[Message] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -318,7 +331,7 @@ class ToolTaskEnv(Env):
 
     def anchor(self) -> str:
         assert self.task is not None
-        return digest(self.task.id, *self._history)
+        return self._state.hexdigest()
 
     async def step(self, action: Action) -> StepResult:
         assert self.task is not None, "reset() first"
@@ -328,7 +341,7 @@ class ToolTaskEnv(Env):
             return StepResult(observation=[], reward=reward, terminated=True, info={"answer": answer})
         if action.kind is ActionKind.INVALID or not action.tool_calls:
             error = action.error or "no tool call and no answer found"
-            self._history.append(f"invalid:{error}")
+            self._state.add(f"invalid:{error}")
             return StepResult(
                 observation=[{"role": self.invalid_observation_role, "content": f"Error: {error}"}], valid=False
             )
@@ -348,7 +361,7 @@ class ToolTaskEnv(Env):
                 )
             )
             messages.append({"role": "tool", "name": call.name, "content": out.text})
-            self._history.append(f"{call.name}:{call.arguments}:{out.text}")
+            self._state.add(f"{call.name}:{call.arguments}:{out.text}")
         return StepResult(observation=messages, tool_calls=records, valid=all(not r.error for r in records))
 
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutput:

@@ -25,7 +25,7 @@ from .assembly import TokenAssembler
 from .env import Env, EpisodeContext, StepResult, digest
 from .parsers import ToolParser
 from .policy import ChatPolicy, ModelPolicy, ScriptedPolicy
-from .trajectory import LLMCall, Status, Step, Timings, Trajectory, prompt_digest
+from .trajectory import LLMCall, Status, Step, Timings, Trajectory
 from .types import Action, ActionKind, ToolCall
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class Episode:
             if arpo is not None and branchable and self.steps and self.steps[-1].tool_calls and arpo.used(req.group_id) < arpo.config.budget:
                 checkpoint = Checkpoint(asm.fork(), len(self.steps), self.reward, last_obs, turn)
             prompt_len = len(asm.prompt_ids)
-            prompt_hash = prompt_digest(asm.prompt_ids)
+            prompt_hash = asm.prompt_digest
             t0 = time.perf_counter()
             if isinstance(policy, ScriptedPolicy):
                 result, attempts = await policy.act(env), 1

@@ -194,9 +194,14 @@ class Trajectory(BaseModel):
         return self.status is Status.OK and self.token_faithful
 
 
-def prompt_digest(ids: list[int]) -> str:
-    """The digest stored in ``LLMCall.prompt_sha256``."""
+def int32_bytes(ids: list[int]) -> bytes:
+    """Token ids as little-endian int32 bytes (what ``prompt_digest`` hashes)."""
     buf = array("i", ids)
     if sys.byteorder == "big":  # pragma: no cover
         buf.byteswap()
-    return hashlib.sha256(buf.tobytes()).hexdigest()[:32]
+    return buf.tobytes()
+
+
+def prompt_digest(ids: list[int]) -> str:
+    """The digest stored in ``LLMCall.prompt_sha256``."""
+    return hashlib.sha256(int32_bytes(ids)).hexdigest()[:32]
