@@ -293,8 +293,10 @@ class ToolTaskEnv(Env):
 
     def __init__(self) -> None:
         self.task: Task | None = None
+        self._history: list[str] = []
+        """Every tool call with its output (``name:arguments:output``) and every invalid action so far."""
         self._state = RunningDigest()
-        """Digest of the task and everything that happened so far: the GiGPO anchor."""
+        """Digest of the task and of ``_history``, kept up to date: the GiGPO anchor."""
 
     def bind(self, ctx: EpisodeContext) -> None:
         super().bind(ctx)
@@ -322,6 +324,7 @@ class ToolTaskEnv(Env):
 
     async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
         self.task = self.load_task(seed)
+        self._history = []
         self._state = RunningDigest(self.task.id)
         messages: list[Message] = []
         if self.system_prompt:
@@ -333,6 +336,10 @@ class ToolTaskEnv(Env):
         assert self.task is not None
         return self._state.hexdigest()
 
+    def _record(self, event: str) -> None:
+        self._history.append(event)
+        self._state.add(event)
+
     async def step(self, action: Action) -> StepResult:
         assert self.task is not None, "reset() first"
         if action.kind is ActionKind.ANSWER:
@@ -341,7 +348,7 @@ class ToolTaskEnv(Env):
             return StepResult(observation=[], reward=reward, terminated=True, info={"answer": answer})
         if action.kind is ActionKind.INVALID or not action.tool_calls:
             error = action.error or "no tool call and no answer found"
-            self._state.add(f"invalid:{error}")
+            self._record(f"invalid:{error}")
             return StepResult(
                 observation=[{"role": self.invalid_observation_role, "content": f"Error: {error}"}], valid=False
             )
@@ -361,7 +368,7 @@ class ToolTaskEnv(Env):
                 )
             )
             messages.append({"role": "tool", "name": call.name, "content": out.text})
-            self._state.add(f"{call.name}:{call.arguments}:{out.text}")
+            self._record(f"{call.name}:{call.arguments}:{out.text}")
         return StepResult(observation=messages, tool_calls=records, valid=all(not r.error for r in records))
 
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutput:

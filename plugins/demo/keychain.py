@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolgym.core.env import Task, ToolTaskEnv, digest
+from toolgym.core.env import Task, ToolTaskEnv
 from toolgym.core.errors import ConfigError, ToolExecutionError
 from toolgym.core.tools import Tool, ToolOutput, tool
 from toolgym.core.types import Message
@@ -165,11 +165,6 @@ class KeychainEnv(ToolTaskEnv):
 
     def reward(self, task: Task, answer: str) -> float:
         return float(answer.strip() == str(task.answer))
-
-    def anchor(self) -> str:
-        """The tool's state: the task and every call made so far, with its answer."""
-        assert self.task is not None
-        return digest(self.task.id, *self._history)
 
     @classmethod
     def tokenizer_corpus(cls) -> list[str]:

@@ -121,7 +121,7 @@ class SearchQAEnv(ToolTaskEnv):
                               info={"answer": extract_answer(answer)})
         if action.kind is ActionKind.INVALID or not action.tool_calls:
             error = action.error or "no search and no answer found"
-            self._state.add(f"invalid:{error}")
+            self._record(f"invalid:{error}")
             if self.style == "hermes":
                 return StepResult(observation=[{"role": "tool", "content": f"Error: {error}"}], valid=False)
             hint = "Search with <search> query </search>, or answer with <answer> answer </answer>."
@@ -134,7 +134,7 @@ class SearchQAEnv(ToolTaskEnv):
             out = await self.call_tool(tool, call.arguments)
             out_text, error, ids, duration = out.text, out.error, out.metadata.get("ids", []), out.duration_s
         record = ToolCallRecord(name=call.name, arguments=call.arguments, output=out_text, error=error, duration_s=duration)
-        self._state.add(f"{call.name}:{call.arguments}:{out_text}")
+        self._record(f"{call.name}:{call.arguments}:{out_text}")
         info = {"retrieved": ids}
         if self.style == "hermes":
             return StepResult(observation=[{"role": "tool", "name": call.name, "content": out_text}],
