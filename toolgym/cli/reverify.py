@@ -20,7 +20,7 @@ def command(
     limit: int = typer.Option(20, help="Changed trajectories to print."),
 ) -> None:
     """Replay each trajectory's actions in its environment and compare the rewards; exit 1 if any changed."""
-    from toolgym.collect import LazySandboxBackend
+    from toolgym.core.sandbox import LazySandboxBackend
     from toolgym.trajectories.reverify import Change, ReverifyReport, reverify
     from toolgym.trajectories.store import dataset_manifest, iter_trajectories
 

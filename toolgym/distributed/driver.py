@@ -325,7 +325,8 @@ async def _dedup(planned: list[EpisodeRequest], opts: CollectOptions, registry: 
     """``--dedup prompt`` runs here, on the driver, before anything is dispatched."""
     if getattr(opts, "dedup", "none") != "prompt":
         return planned, None
-    from toolgym.collect import LazySandboxBackend, drop_duplicate_prompts
+    from toolgym.collect import drop_duplicate_prompts
+    from toolgym.core.sandbox import LazySandboxBackend
 
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
     try:

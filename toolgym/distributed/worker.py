@@ -85,7 +85,8 @@ class RolloutWorker:
 
     async def setup(self) -> dict[str, Any]:
         """Build the registry, policy, sandbox backend and engine; returns what the driver records."""
-        from toolgym.collect import LazySandboxBackend, make_policy
+        from toolgym.collect import make_policy
+        from toolgym.core.sandbox import LazySandboxBackend
 
         opts = self.spec.opts
         registry = load_registry(self.spec.registry)
