@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ def command(
 def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: Path | None) -> None:
     if importlib.util.find_spec("verl") is None:
         raise ConfigError("verl is not installed; install it with `pip install toolgym[verl]` or use --trainer local")
+    # verl lists every optional training engine it cannot import (torchtitan, megatron, ...) as a
+    # UserWarning on import; none of them is used here.
+    warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
     from toolgym.training.verl import compose
 
     cfg, settings = compose.compose_config(config, overrides, data_dir=data_dir)
