@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import resource
@@ -15,10 +16,14 @@ from toolgym.core.types import Action, ActionKind
 CALL_TEXT = '<tool_call>\n{"name": "lookup", "arguments": {"key": "population of Paris"}}\n</tool_call>'
 
 
+_lookups = itertools.count()
+
+
 @tool
 async def lookup(key: str) -> str:
     """Look a key up in a small in-memory table."""
-    return f"{key}: 2,102,650 (2023 estimate)"
+    # every answer differs, as real tool outputs do, so no tokenizer cache can skip the work
+    return f"{key}: 2,102,650 (2023 estimate, record {next(_lookups)})"
 
 
 class BenchEnv(ToolTaskEnv):

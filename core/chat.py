@@ -21,6 +21,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
 from .errors import ConfigError
+from .pieces import PieceEncoder
 from .types import Message
 
 
@@ -106,6 +107,7 @@ class ChatFormat:
         self._base_kwargs = {**special, **(template_kwargs or {})}
         fast = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
         self._fast = fast if fast is not None and hasattr(fast, "encode") else None
+        self._pieces = PieceEncoder.for_tokenizer(self._fast) if self._fast is not None else None
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_token_ids: frozenset[int] = frozenset([eos] if isinstance(eos, int) else (eos or []))
 
@@ -126,6 +128,8 @@ class ChatFormat:
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
+        if self._pieces is not None:
+            return self._pieces.encode(text)
         if self._fast is not None:
             return list(self._fast.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
