@@ -235,6 +235,20 @@ class EnvSpec:
         return env
 
 
+def parse_flag(value: bool | str | int | None, name: str, default: bool = True) -> bool:
+    """A boolean option given as a bool or as text (``--env-arg sql_sandbox=false``); None or empty → ``default``."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
 def load_object(path: str) -> Any:
     """Import ``"package.module:Attr"``."""
     module_name, sep, attr = path.partition(":")

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from toolgym.core.env import parse_flag
 from toolgym.core.errors import ConfigError, SandboxError
 from toolgym.core.sandbox import Sandbox
 
@@ -69,20 +70,6 @@ SANDBOX_ENV = "TOOLGYM_SQL_SANDBOX"
 """``0`` / ``false`` / ``no`` / ``off`` keeps the registered tools on the host path."""
 
 SandboxSource: TypeAlias = Sandbox | Callable[[], Awaitable[Sandbox]]
-
-
-def parse_flag(value: bool | str | int | None, name: str, default: bool = True) -> bool:
-    """A boolean option given as a bool or as text (``--env-arg sql_sandbox=false``)."""
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
 def sandbox_enabled_by_env() -> bool:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolgym.core.env import Env, EpisodeContext, StepResult, digest
+from toolgym.core.env import Env, EpisodeContext, StepResult, digest, parse_flag
 from toolgym.core.errors import ConfigError
 from toolgym.core.sandbox import Sandbox
 from toolgym.core.tools import Tool, ToolOutput
@@ -66,17 +66,6 @@ CLEAN_DIFF = hashlib.sha1(b"").hexdigest()[:16]
 """``harness.diff_digest`` of a repository without changes."""
 
 
-def _bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be true or false, got {value!r}")
-
-
 def _number(value: Any, name: str, kind: type = int) -> Any:
     try:
         number = kind(value)
@@ -106,8 +95,8 @@ class SWEEnv(Env):
         if not self.tasks:
             raise ConfigError(f"the dataset {dataset!r} holds no tasks")
         self.max_turns = _number(max_turns, "max_turns")
-        self.autosubmit = _bool(autosubmit, "autosubmit")
-        self.show_hints = _bool(show_hints, "show_hints")
+        self.autosubmit = parse_flag(autosubmit, "autosubmit", default=True)
+        self.show_hints = parse_flag(show_hints, "show_hints", default=False)
         self.test_timeout = _number(test_timeout, "test_timeout", float)
         self.bash_tool = bash_tool
         self.tools: list[Tool] = list(SWE_TOOLS)

@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import StepResult, Task, ToolTaskEnv
+from toolgym.core.env import StepResult, Task, ToolTaskEnv, parse_flag
 from toolgym.core.errors import ConfigError
 from toolgym.core.types import Action, ActionKind, Message
 
 from ..backends import DEFAULT_TIMEOUT_S, SQLBackend, SQLError
 from ..databases import DATA_DIR, open_database, shipped_names, shipped_postgres
-from ..sandboxed import SandboxSQLiteBackend, episode_backend, parse_flag
+from ..sandboxed import SandboxSQLiteBackend, episode_backend
 from ..tools import make_sql_tools
 from .reward import extract_sql, orders_result, results_match
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env import EpisodeContext, parse_flag
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
 from toolgym.core.sandbox import LazySandboxBackend
@@ -25,7 +25,6 @@ from toolgym.plugins.sql.sandboxed import (
     RUNNER,
     SandboxSQLiteBackend,
     episode_backend,
-    parse_flag,
     runner_source,
     snapshot,
 )
