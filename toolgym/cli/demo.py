@@ -71,6 +71,7 @@ def command(
     # Idle OpenMP workers sleep instead of spinning: on a shared or busy CPU, spinning threads
     # steal the cores the other thread needs (10x slower decode steps measured on 2 shared cores).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars: the phases have their own
     from toolgym.cli.common import err_console
     from toolgym.training.local.demo import DemoConfig, run_demo
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: P
 
 
 def _train_local(config: str, overrides: list[str], *, dry_run: bool) -> None:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars
     try:
         local: Any = importlib.import_module("toolgym.training.local")
     except ModuleNotFoundError:
