@@ -2,9 +2,14 @@
 # Make sure headless Chromium is installed (the HTML report test opens the report in it).
 # Installs Debian's `chromium` package when /usr/bin/chromium is missing; exits at once when it is
 # there. Idempotent. Usage: bash scripts/ensure-chromium.sh   (needs root to install)
+#        bash scripts/ensure-chromium.sh --packages   only print the Debian packages it would install
 set -euo pipefail
 
 bin=${TOOLGYM_CHROMIUM:-/usr/bin/chromium}
+if [ "${1:-}" = "--packages" ]; then
+  [ -x "$bin" ] || echo "chromium fonts-dejavu-core"
+  exit 0
+fi
 if [ -x "$bin" ]; then
   exit 0
 fi

@@ -4,6 +4,7 @@
 # sandboxes need when they are missing: bubblewrap (the local backend) and debootstrap (building
 # the base image without a registry). Idempotent and quick when all is there.
 # Usage: bash scripts/ensure-docker.sh   (needs root to install or start anything)
+#        bash scripts/ensure-docker.sh --packages   only print the Debian packages it would install
 set -euo pipefail
 
 answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
@@ -12,6 +13,11 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the second engine of the remote-host tests gets its own bridge
+if [ "${1:-}" = "--packages" ]; then
+  echo "${missing[*]}"
+  exit 0
+fi
 if ((${#missing[@]})); then
   echo "ensure-docker: installing ${missing[*]} ..." >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -11,6 +11,7 @@
 # Settings: TOOLGYM_POSTGRES_PORT (5432), TOOLGYM_POSTGRES_USER (toolgym),
 # TOOLGYM_POSTGRES_PASSWORD (toolgym), TOOLGYM_POSTGRES_DATA (/var/lib/toolgym-postgres/PORT).
 # Usage: DSN=$(bash scripts/ensure-postgres.sh)   then export TOOLGYM_TEST_POSTGRES_DSN="$DSN"
+#        bash scripts/ensure-postgres.sh --packages   only print the Debian packages it would install
 set -euo pipefail
 
 PORT=${TOOLGYM_POSTGRES_PORT:-5432}
@@ -21,6 +22,11 @@ DSN="postgresql://$ROLE:$PASSWORD@127.0.0.1:$PORT/postgres"
 log() { echo "ensure-postgres: $*" >&2; }
 
 dsn_works() { command -v psql >/dev/null 2>&1 && psql "$DSN" -Atqc 'SELECT 1' >/dev/null 2>&1; }
+bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+if [ "${1:-}" = "--packages" ]; then
+  if ! dsn_works && [ -z "$(bin_dir)" ]; then echo "postgresql postgresql-client"; fi
+  exit 0
+fi
 if dsn_works; then
   echo "$DSN"
   exit 0
@@ -32,7 +38,6 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
-bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 if [ -z "$(bin_dir)" ]; then
   log "installing postgresql ..."
   export DEBIAN_FRONTEND=noninteractive

@@ -23,6 +23,25 @@ EXTRAS=${TOOLGYM_EXTRAS:-dev,verl,gui,alfworld}
 VENV=.venv
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
 
+# -- system packages, in the background while Python installs -------------------------------------
+# Each ensure-*.sh says which Debian packages it would install (--packages); one apt run fetches
+# them all at once, beside the pip install. The scripts themselves run afterwards and find them.
+apt_pid=""
+apt_log=$(mktemp /tmp/toolgym-apt.XXXXXX)
+if [ "$SYSTEM" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  packages=""
+  for script in scripts/ensure-*.sh; do
+    [ -f "$script" ] && packages="$packages $(bash "$script" --packages)"
+  done
+  packages=$(echo $packages)
+  if [ -n "$packages" ]; then
+    log "installing Debian packages in the background: $packages"
+    ( export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages ) >"$apt_log" 2>&1 &
+    apt_pid=$!
+  fi
+fi
+
 # -- Python -----------------------------------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $($PY --version)"
@@ -48,6 +67,15 @@ else
 fi
 
 # -- system services (tests) ----------------------------------------------------------------------
+if [ -n "$apt_pid" ]; then
+  if ! wait "$apt_pid"; then
+    echo "setup.sh: installing Debian packages failed; last lines of apt's output:" >&2
+    tail -n 30 "$apt_log" >&2
+    exit 1
+  fi
+  log "Debian packages installed"
+fi
+rm -f "$apt_log"
 if [ "$SYSTEM" = 1 ]; then
   for script in scripts/ensure-*.sh; do
     [ -f "$script" ] || continue

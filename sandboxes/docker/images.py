@@ -19,7 +19,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,8 @@ def recipes() -> dict[str, Recipe]:
 
 
 SANDBOX_IMAGES = ("python", "shell", "sql", "browser")
+PARALLEL_BUILDS = 4
+"""Images built at once (when their parents are ready)."""
 
 
 def recipe_hash(recipe: Recipe, parent_id: str) -> str:
@@ -112,24 +116,44 @@ def build(names: list[str], *, force: bool = False, progress: Callable[[str], No
         wanted.extend(reversed(chain))
     api = engine.api(base_url)
     ids: dict[str, str] = {}
-    for name in wanted:
-        recipe = table[name]
-        parent_id = ids.get(recipe.parent or "", "")
-        digest = recipe_hash(recipe, parent_id)
-        info = _image(api, recipe.tag)
-        label = ((info or {}).get("Config") or {}).get("Labels") or {}
-        if info is not None and not force and label.get("toolgym.recipe") == digest:
-            progress(f"{name}: up to date ({recipe.tag})")
-            ids[name] = info["Id"]
-            continue
-        progress(f"{name}: building {recipe.tag} ...")
-        if name == "rootfs":
-            ids[name] = _build_rootfs(api, recipe, digest, progress)
-        else:
-            parent_tag = table[recipe.parent].tag if recipe.parent else ""
-            ids[name] = _build_dockerfile(api, recipe, digest, parent_tag, progress)
-        progress(f"{name}: built {recipe.tag}")
+    pending = list(wanted)
+    # Images whose parents are built go at once: the sandbox images share only the base, and their
+    # builds spend most of their time waiting on package downloads.
+    with ThreadPoolExecutor(max_workers=PARALLEL_BUILDS, thread_name_prefix="toolgym-build") as pool:
+        running: dict[Future[str], str] = {}
+        try:
+            while pending or running:
+                for name in [n for n in pending if table[n].parent is None or table[n].parent in ids]:
+                    pending.remove(name)
+                    parent_id = ids.get(table[name].parent or "", "")
+                    running[pool.submit(_build_one, api, table, name, parent_id, force, progress)] = name
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    ids[running.pop(fut)] = fut.result()
+        except BaseException:
+            pending.clear()  # builds already running finish (a Docker build cannot be interrupted cleanly)
+            raise
     return ids
+
+
+def _build_one(api: Any, table: dict[str, Recipe], name: str, parent_id: str, force: bool,
+               progress: Callable[[str], None]) -> str:
+    recipe = table[name]
+    digest = recipe_hash(recipe, parent_id)
+    info = _image(api, recipe.tag)
+    label = ((info or {}).get("Config") or {}).get("Labels") or {}
+    if info is not None and not force and label.get("toolgym.recipe") == digest:
+        progress(f"{name}: up to date ({recipe.tag})")
+        return str(info["Id"])
+    started = time.monotonic()
+    progress(f"{name}: building {recipe.tag} ...")
+    if name == "rootfs":
+        image_id = _build_rootfs(api, recipe, digest, progress)
+    else:
+        parent_tag = table[recipe.parent].tag if recipe.parent else ""
+        image_id = _build_dockerfile(api, recipe, digest, parent_tag, progress)
+    progress(f"{name}: built {recipe.tag} in {time.monotonic() - started:.0f} s")
+    return image_id
 
 
 def _build_rootfs(api: Any, recipe: Recipe, digest: str, progress: Callable[[str], None]) -> str:
@@ -191,12 +215,14 @@ def _context(recipe: Recipe, into: Path) -> None:
 
 
 def _build_dockerfile(api: Any, recipe: Recipe, digest: str, parent_tag: str, progress: Callable[[str], None]) -> str:
+    # Build steps use the host's network: package downloads need no bridge or NAT (and a daemon
+    # whose docker0 bridge went missing can still build).
     with tempfile.TemporaryDirectory(prefix=f"toolgym-build-{recipe.name}-") as tmp:
         _context(recipe, Path(tmp))
         log: list[str] = []
         for chunk in api.build(path=tmp, tag=recipe.tag, labels={"toolgym.recipe": digest},
                                buildargs={"BASE": parent_tag} if parent_tag else {}, rm=True, forcerm=True,
-                               decode=True, pull=False):
+                               decode=True, pull=False, network_mode="host"):
             if "error" in chunk:
                 tail = "\n".join(log[-20:])
                 raise SandboxError(f"building {recipe.tag} failed: {chunk['error'].strip()}\n{tail}")

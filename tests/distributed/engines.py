@@ -68,24 +68,33 @@ class SecondEngine:
     proc: subprocess.Popen[bytes]
     certs: Path | None = None
     """Client certificate directory when the TCP listener wants TLS."""
+    bridge: str | None = None
+    """The network bridge made for this engine (removed by ``stop``)."""
 
     @classmethod
     def start(cls, *, tls: bool = False, wait_s: float = 60.0) -> SecondEngine:
         root = Path(tempfile.mkdtemp(prefix="tg-dk2-", dir="/tmp"))  # short: containerd's socket lives under it
         (root / "daemon.json").write_text("{}")
-        url, local = f"tcp://127.0.0.1:{_free_port()}", f"unix://{root}/d.sock"
+        port = _free_port()
+        url, local = f"tcp://127.0.0.1:{port}", f"unix://{root}/d.sock"
+        bridge = f"tgdk2-{port}"
         args = ["dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
                 "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "-H", url, "-H", local,
-                "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false",
+                f"--bridge={bridge}", "--iptables=false", "--ip-masq=false", "--ip-forward=false",
                 "--cgroup-parent=toolgym-test-dk2", "--shutdown-timeout=2", "--log-level=warn"]
         certs = None
         if tls:
             certs = make_certs(root / "tls")
             args += ["--tlsverify", "--tlscacert", str(root / "tls/ca.pem"), "--tlscert", str(root / "tls/server-cert.pem"),
                      "--tlskey", str(root / "tls/server-key.pem")]
+        # A bridge of its own: with --bridge=none dockerd deletes the interface named docker0, which
+        # belongs to the first engine here (same network namespace) and which its builds need.
+        made = subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise RuntimeError(f"could not create bridge {bridge} for the second engine: {made.stderr.strip()}")
         log = (root / "dockerd.log").open("wb")
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        engine = cls(root, url, local, proc, certs)
+        engine = cls(root, url, local, proc, certs, bridge)
         deadline = time.monotonic() + wait_s
         while engine.docker("version").returncode != 0:
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -122,6 +131,8 @@ class SecondEngine:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)  # a containerd left behind
         subprocess.run(["umount", "-R", str(self.root / "exec")], capture_output=True)
+        if self.bridge:
+            subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
         # the data root holds an unpacked image: thousands of files, seconds to delete; not our wait
         subprocess.Popen(["rm", "-rf", str(self.root)], start_new_session=True, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
