@@ -68,8 +68,8 @@ def remove_sandbox_dir(sandbox_id: str) -> None:
 
 def sweep_state_dirs(*, everything: bool = False) -> int:
     """Remove state directories whose owner process is gone (all of them with ``everything``)."""
-    removed = 0
     current = staged_agent_dir().name
+    doomed: list[Path] = []
     for path in state_root().iterdir():
         if path.name.startswith(("agent-", ".")):
             # older agents' files: kept while a sandbox of an older process may still mount them
@@ -84,9 +84,47 @@ def sweep_state_dirs(*, everything: bool = False) -> int:
             owner = ""
         stale = not owner_alive(owner) if owner else time.time() - path.stat().st_mtime > 60
         if everything or stale:
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-    return removed
+            doomed.append(path)
+    if doomed:
+        # A local sandbox dies with its owner (bubblewrap's --die-with-parent), but not at once:
+        # end what still runs from these directories before removing them.
+        end_processes_using([str(p) for p in doomed])
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(doomed)
+
+
+def end_processes_using(paths: list[str], *, wait_s: float = 5.0) -> int:
+    """SIGKILL every process whose command line names one of ``paths``, and wait until they are
+    gone (zombies count as gone); returns how many there were."""
+    needles = [p.encode() for p in paths]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(n in cmdline for n in needles):
+            pids.append(int(entry.name))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+    found = len(pids)
+    deadline = time.monotonic() + wait_s
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _running(pid)]
+        if pids:
+            time.sleep(0.02)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] != "Z"
 
 
 _staged: Path | None = None
