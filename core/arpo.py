@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,11 +84,22 @@ class BranchBudget:
         self.config = config
         self._used: dict[str, int] = {}
         self._next_index: dict[str, int] = {}
+        self._taken: dict[str, set[int]] = {}
 
-    def start(self, group_id: str) -> None:
-        """Register one initial rollout of a group."""
-        self._used[group_id] = self._used.get(group_id, 0) + 1
-        self._next_index[group_id] = max(self._next_index.get(group_id, 0), self._used[group_id])
+    def start(self, group_id: str, sample_index: int | None = None) -> None:
+        """Register one initial rollout of a group. Forks get sample indices after every initial
+        one (``initial``, and ``sample_index`` when given), so their ids never collide."""
+        used = self._used[group_id] = self._used.get(group_id, 0) + 1
+        floor = max(used, self.config.initial, -1 if sample_index is None else sample_index + 1)
+        self._next_index[group_id] = max(self._next_index.get(group_id, 0), floor)
+
+    def stored(self, group_id: str, sample_indices: Iterable[int]) -> None:
+        """Count a group's trajectories already stored (a resumed collection) against its budget;
+        forks skip their sample indices."""
+        taken = self._taken.setdefault(group_id, set())
+        new = set(sample_indices) - taken
+        taken |= new
+        self._used[group_id] = self._used.get(group_id, 0) + len(new)
 
     def decide(self, group_id: str, h_t: float | None, h_initial: float | None, rng: random.Random) -> list[int]:
         """Sample index of each fork to create now (possibly none), reserving budget for them."""
@@ -102,6 +113,9 @@ class BranchBudget:
             if rng.random() < p:
                 self._used[group_id] = self._used.get(group_id, 0) + 1
                 index = self._next_index.get(group_id, 0)
+                taken = self._taken.get(group_id, ())
+                while index in taken:
+                    index += 1
                 self._next_index[group_id] = index + 1
                 forks.append(index)
         return forks

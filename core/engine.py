@@ -150,18 +150,24 @@ class RolloutEngine:
 
     # -- running many ----------------------------------------------------------------------------
 
-    async def run(self, requests: Iterable[EpisodeRequest]) -> EngineStats:
-        """Run every request (and any ARPO forks), at most ``max_live_episodes`` at once."""
-        with _collector_tuned(self.config.tune_gc):
-            return await self._run(list(requests))
+    async def run(self, requests: Iterable[EpisodeRequest], *, stored: Mapping[str, Iterable[int]] | None = None) -> EngineStats:
+        """Run every request (and any ARPO forks), at most ``max_live_episodes`` at once.
 
-    async def _run(self, requests: list[EpisodeRequest]) -> EngineStats:
+        ``stored``: for a resumed ARPO collection, the sample indices of each group's trajectories
+        already stored; they count against the group's branch budget and forks skip them.
+        """
+        with _collector_tuned(self.config.tune_gc):
+            return await self._run(list(requests), stored or {})
+
+    async def _run(self, requests: list[EpisodeRequest], stored: Mapping[str, Iterable[int]]) -> EngineStats:
         self.stats = EngineStats(total=len(requests))
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
         self.arpo = BranchBudget(self.config.arpo) if self.config.arpo.enabled else None  # budgets reset every batch
         if self.arpo is not None:
             for req in requests:
-                self.arpo.start(req.group_id)
+                self.arpo.start(req.group_id, req.sample_index)
+            for group_id, indices in stored.items():
+                self.arpo.stored(group_id, indices)
         try:
             for req in requests:
                 await self._live.acquire()

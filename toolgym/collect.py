@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
-from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
+from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes, trajectory_id
 from toolgym.core.env import EpisodeContext
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.base import ChatBackend, LLMBackend
@@ -276,6 +276,18 @@ async def drop_duplicate_prompts(
     return kept, {"by": "prompt", "dropped_groups": len(gone), "dropped_trajectories": len(requests) - len(kept), "examples": dropped[:20]}
 
 
+def stored_samples(requests: list[EpisodeRequest], done: set[str], config: EngineConfig) -> dict[str, list[int]]:
+    """For an ARPO resume: the sample indices already stored of each group still to run (initial
+    samples and forks; a fork's index is below twice the budget plus the initial count)."""
+    span = 2 * config.arpo.budget + max(config.arpo.initial, config.group_size)
+    out: dict[str, list[int]] = {}
+    for group_id in {r.group_id for r in requests}:
+        indices = [i for i in range(span) if trajectory_id(group_id, i) in done]
+        if indices:
+            out[group_id] = indices
+    return out
+
+
 async def collect(
     opts: CollectOptions,
     *,
@@ -341,7 +353,7 @@ async def collect(
     state = "interrupted"
     stats = EngineStats()
     try:
-        stats = await engine.run(todo)
+        stats = await engine.run(todo, stored=stored_samples(todo, done, opts.engine) if opts.engine.arpo.enabled else None)
         state = "complete" if writer.failed == 0 else "complete_with_failures"
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):

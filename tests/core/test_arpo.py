@@ -128,3 +128,46 @@ def test_always_branch_fills_the_budget_with_faithful_forks(qwen_tokenizer: Any)
 def test_never_branch_keeps_the_initial_rollouts(qwen_tokenizer: Any) -> None:
     out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=16, initial=3, tau=0.0, beta=0.0), tasks=2)
     assert len(out) == 6 and all(t.parent_id is None for t in out)
+
+
+def test_budget_on_resume_counts_what_is_stored_and_never_reuses_an_index() -> None:
+    budget = BranchBudget(ArpoConfig(enabled=True, budget=6, initial=4, tau=1.0, beta=0.0, branch_factor=3))
+    budget.start("g", 2)  # samples 0 and 1 are stored; 2 and 3 run again
+    budget.start("g", 3)
+    budget.stored("g", [0, 1, 4])  # and one fork (4) of the interrupted run
+    rng = random.Random(0)
+    assert budget.used("g") == 5
+    assert budget.decide("g", 0.5, 0.5, rng) == [5]  # after the initial samples, skipping 4; M = 6 reached
+
+
+async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any, tmp_path: Any) -> None:
+    from toolgym.collect import CollectOptions, collect
+    from toolgym.core import builtin
+    from toolgym.trajectories import iter_trajectories
+
+    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
+    cfg = EngineConfig(max_turns=6, group_size=2, arpo=ArpoConfig(enabled=True, budget=5, initial=2, tau=1.0, beta=0.2))
+    opts = CollectOptions(env="two-tools", out=tmp_path / "ds", episodes=2, engine=cfg, sandbox_backend="none")
+
+    def policy() -> ModelPolicy:
+        return ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg)
+
+    await collect(opts, registry=registry, policy=policy())
+    first = list(iter_trajectories(opts.out))
+    assert len(first) == 10  # 2 groups × budget 5
+    # an interrupted run: drop an initial sample and a fork of one group
+    group = first[0].group_id
+    lost = {next(t.trajectory_id for t in first if t.group_id == group and t.sample_index == 1),
+            next(t.trajectory_id for t in first if t.group_id == group and t.parent_id is not None)}
+    data = opts.out / "trajectories.jsonl"
+    data.write_text("".join(line for line in data.read_text().splitlines(keepends=True)
+                            if not any(i in line[:400] for i in lost)))
+    await collect(opts, registry=registry, policy=policy())
+    after = list(iter_trajectories(opts.out))
+    ids = [t.trajectory_id for t in after]
+    assert len(ids) == len(set(ids))  # nothing duplicated ...
+    raw_ids = [line.split('"trajectory_id":"', 1)[1][:16] for line in data.read_text().splitlines()]
+    assert len(raw_ids) == len(set(raw_ids))  # ... not even in the file
+    mine = [t for t in after if t.group_id == group]
+    assert {0, 1} <= {t.sample_index for t in mine}  # the lost initial sample ran again
+    assert len(mine) <= 5  # and the group stayed within its budget
