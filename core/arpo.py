@@ -120,5 +120,11 @@ class BranchBudget:
                 forks.append(index)
         return forks
 
+    def forget(self, group_id: str) -> None:
+        """Drop a finished group's counts."""
+        self._used.pop(group_id, None)
+        self._next_index.pop(group_id, None)
+        self._taken.pop(group_id, None)
+
     def used(self, group_id: str) -> int:
         return self._used.get(group_id, 0)

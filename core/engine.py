@@ -14,7 +14,7 @@ import gc
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +112,19 @@ def _collector_tuned(enabled: bool, gen0: int = 50_000) -> Iterator[None]:
             gc.unfreeze()
 
 
+@dataclass
+class _GroupRun:
+    """The episodes of one ``run_group`` call: its tasks (forks join them) and what they returned."""
+
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    out: list[Trajectory] = field(default_factory=list)
+
+    def launch(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
 class RolloutEngine:
     """Runs episodes of registered environments with one policy.
 
@@ -147,6 +160,7 @@ class RolloutEngine:
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
         self._tasks: set[asyncio.Task[None]] = set()
         self._specs: dict[str, EnvSpec] = {}
+        self._groups: dict[str, _GroupRun] = {}
 
     # -- running many ----------------------------------------------------------------------------
 
@@ -203,7 +217,53 @@ class RolloutEngine:
         p = parent.req
         req = EpisodeRequest(p.env, p.task_index, sample_index, p.seed, p.group_id, trajectory_id(p.group_id, sample_index))
         self.stats.total += 1
-        self._launch(self._run_and_emit(Episode.fork(parent, checkpoint, req, self._context(req)), acquired=False))
+        fork = Episode.fork(parent, checkpoint, req, self._context(req))
+        group = self._groups.get(p.group_id)
+        if group is not None:  # a run_group call waits for it
+            group.launch(self._run_into(group, fork))
+        else:
+            self._launch(self._run_and_emit(fork, acquired=False))
+
+    async def run_group(self, requests: Sequence[EpisodeRequest], *, stored: Iterable[int] = ()) -> list[Trajectory]:
+        """Run the episodes of one task group and any ARPO forks they spawn; their trajectories, in
+        finishing order (``on_trajectory`` is not called). Calls for different groups may run at
+        once, each with its own branch budget (``stored``: sample indices of the group's
+        trajectories already stored, as in :meth:`run`); at most ``max_live_episodes`` episodes of
+        all of them run at a time."""
+        if not requests:
+            return []
+        group_id = requests[0].group_id
+        if any(r.group_id != group_id for r in requests):
+            raise ValueError("run_group takes the requests of one group")
+        if group_id in self._groups:
+            raise ValueError(f"group {group_id} is already running")
+        if self.config.arpo.enabled:
+            if self.arpo is None:
+                self.arpo = BranchBudget(self.config.arpo)
+            for req in requests:
+                self.arpo.start(group_id, req.sample_index)
+            self.arpo.stored(group_id, stored)
+        group = self._groups[group_id] = _GroupRun()
+        self.stats.total += len(requests)
+        try:
+            for req in requests:
+                group.launch(self._run_into(group, self._new_episode(req)))
+            while group.tasks:  # forks may add tasks while we wait
+                await asyncio.gather(*list(group.tasks))
+        finally:
+            pending = [t for t in group.tasks if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            del self._groups[group_id]
+            if self.arpo is not None:
+                self.arpo.forget(group_id)
+        return group.out
+
+    async def _run_into(self, group: _GroupRun, ep: Episode) -> None:
+        async with self._live:
+            group.out.append(await self._finish(ep))
 
     # -- one episode ---------------------------------------------------------------------------
 

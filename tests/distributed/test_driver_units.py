@@ -11,7 +11,6 @@ import pytest
 
 from tests.distributed.envs import LOOKUP_CALL, registry
 from toolgym.collect import CollectOptions, collect
-from toolgym.core.arpo import ArpoConfig
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
 from toolgym.distributed import RayOptions, collect_ray
@@ -26,11 +25,10 @@ def options(out: Path, **engine: object) -> CollectOptions:
 
 @pytest.mark.parametrize("change, message", [
     ({"num_workers": 0}, "--ray-workers must be at least 1"),
-    ({"arpo": True}, "--arpo cannot run with --ray"),
     ({"shard": (0, 2)}, "--shard and --ray do not combine"),
 ])
 def test_option_errors_say_what_to_do(tmp_path: Path, change: dict[str, object], message: str) -> None:
-    opts = options(tmp_path / "ds", arpo=ArpoConfig(enabled=bool(change.get("arpo"))))
+    opts = options(tmp_path / "ds")
     if "shard" in change:
         opts.shard = change["shard"]  # type: ignore[assignment]
     ray_opts = RayOptions(address="local", num_workers=int(change.get("num_workers", 2)))  # type: ignore[call-overload]
@@ -51,3 +49,16 @@ def test_a_complete_dataset_needs_no_cluster(tmp_path: Path) -> None:
     assert first.written == 6
     again = asyncio.run(collect_ray(options(out), RayOptions(address="127.0.0.1:1"), registry=registry()))
     assert (again.skipped, again.written) == (6, 0), "resumed without starting (or reaching) Ray"
+
+
+def test_arpo_work_goes_out_by_group_with_what_is_stored() -> None:
+    from toolgym.core.engine import plan_episodes
+    from toolgym.distributed.dispatch import GroupRequest
+    from toolgym.distributed.driver import group_units
+
+    plan = plan_episodes("relay", num_tasks=3, group_size=2)
+    units = group_units(plan[1:], {plan[0].group_id: [0, 2]})
+    assert [len(u.requests) for u in units] == [1, 2, 2] and all(isinstance(u, GroupRequest) for u in units)
+    assert units[0].stored == (0, 2) and units[1].stored == ()
+    assert {r.group_id for u in units for r in u.requests} == {r.group_id for r in plan}
+    assert units[0].trajectory_id != units[1].trajectory_id

@@ -149,3 +149,38 @@ def test_cli_collect_with_ray(ray_cluster: Any, tmp_path: Path) -> None:
     assert "ray: 1 workers" in result.output and len(stored(out)) == 6
     bad = CliRunner().invoke(app, [*args[:-1], "--shard", "0/2"])
     assert bad.exit_code != 0 and "--shard and --ray" in (bad.output + str(bad.exception))
+
+
+def test_arpo_groups_branch_on_one_worker_and_resume(ray_cluster: Any, tmp_path: Path) -> None:
+    from toolgym.core.arpo import ArpoConfig
+
+    out = tmp_path / "ds"
+    opts = options(out, episodes=4, group=2, turns=3, live=4)
+    # the simulated model's entropy never changes: tau = 1 branches at every tool result, up to M = 4
+    opts.engine.arpo = ArpoConfig(enabled=True, budget=4, initial=2, tau=1.0, beta=0.0)
+    result = asyncio.run(collect_ray(opts, on_ray(2)))
+    rows = stored(out)
+    ids = [r["trajectory_id"] for r in rows]
+    assert (result.written, result.failed) == (16, 0) and len(ids) == len(set(ids)) == 16
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_group.setdefault(r["group_id"], []).append(r)
+    assert len(by_group) == 4
+    for group in by_group.values():
+        assert sorted(r["sample_index"] for r in group) == [0, 1, 2, 3]
+        assert sum(r["parent_id"] is not None for r in group) == 2  # forks of this group's own episodes
+        assert len({r["metadata"]["worker"]["pid"] for r in group}) == 1, "a group runs on one worker"
+    assert len({r["metadata"]["worker"]["pid"] for r in rows}) == 2
+    assert result.stats.done == result.stats.total == 16
+    # resume after losing an initial episode and a fork of one group: only that group runs again,
+    # within its budget, and no id is written twice
+    gid = rows[0]["group_id"]
+    lost = {next(r["trajectory_id"] for r in by_group[gid] if r["sample_index"] == 0),
+            next(r["trajectory_id"] for r in by_group[gid] if r["parent_id"] is not None)}
+    path = out / "trajectories.jsonl"
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True) if not any(i in line[:400] for i in lost)))
+    again = asyncio.run(collect_ray(opts, on_ray(1)))
+    ids = [r["trajectory_id"] for r in stored(out)]
+    assert len(ids) == len(set(ids)) and again.written >= 1
+    mine = [r for r in stored(out) if r["group_id"] == gid]
+    assert 0 in {r["sample_index"] for r in mine} and len(mine) <= 4

@@ -8,6 +8,8 @@ Contract:
   worker first; the driver therefore holds at most ``workers × in_flight_per_worker`` requests and
   results at a time (back-pressure), however many episodes are planned;
 - each request has at most one submission outstanding, so a finished episode is reported once;
+- a request may be a ``GroupRequest`` (one task group, for ARPO): its worker returns a list of
+  trajectories, each reported; if it is given up, each of its episodes is reported lost;
 - a submission that fails because its worker died (``is_worker_death``) marks the worker dead
   (it is killed for good, so it cannot finish a copy later), and its request goes back to the
   front of the queue for the remaining workers; a replacement worker is started while
@@ -33,10 +35,28 @@ from toolgym.core.trajectory import Status, Timings, Trajectory
 log = logging.getLogger("toolgym.distributed")
 
 
+@dataclass(frozen=True)
+class GroupRequest:
+    """The episodes of one task group, run together on one worker: ARPO forks need their group's
+    episodes and branch budget in one engine. The worker returns every trajectory of the group."""
+
+    requests: tuple[EpisodeRequest, ...]
+    stored: tuple[int, ...] = ()
+    """Sample indices of the group's trajectories already stored (a resumed run)."""
+
+    @property
+    def trajectory_id(self) -> str:
+        """The dispatcher's key for this unit of work."""
+        return f"group:{self.requests[0].group_id}"
+
+
+Unit = EpisodeRequest | GroupRequest
+
+
 class Worker(Protocol):
     index: int
 
-    def submit(self, request: EpisodeRequest) -> Awaitable[Trajectory]: ...
+    def submit(self, request: Unit) -> Awaitable[Trajectory | list[Trajectory]]: ...
 
     def kill(self) -> None: ...
 
@@ -104,7 +124,7 @@ class Dispatcher:
         self.max_attempts = max_attempts
         self.stats = DispatchStats()
         self.attempts: dict[str, int] = {}
-        self._pending: dict[asyncio.Future[Trajectory], tuple[EpisodeRequest, _Slot]] = {}
+        self._pending: dict[asyncio.Future[Trajectory | list[Trajectory]], tuple[Unit, _Slot]] = {}
         self._spawning: set[asyncio.Task[Worker]] = set()
 
     @property
@@ -116,9 +136,10 @@ class Dispatcher:
         """The live workers."""
         return [s.worker for s in self._slots if s.alive]
 
-    async def run(self, requests: Iterable[EpisodeRequest], on_result: Callable[[Trajectory], Any]) -> DispatchStats:
-        """Run every request; ``on_result`` gets each trajectory once, in finishing order."""
-        queue: deque[EpisodeRequest] = deque(requests)
+    async def run(self, requests: Iterable[Unit], on_result: Callable[[Trajectory], Any]) -> DispatchStats:
+        """Run every request (an episode, or a group of them); ``on_result`` gets each trajectory
+        once, in finishing order."""
+        queue: deque[Unit] = deque(requests)
         try:
             while queue or self._pending:  # replacements still starting once all is done are cancelled
                 self._fill(queue)
@@ -141,7 +162,7 @@ class Dispatcher:
                 await asyncio.gather(*self._spawning, return_exceptions=True)
         return self.stats
 
-    def _fill(self, queue: deque[EpisodeRequest]) -> None:
+    def _fill(self, queue: deque[Unit]) -> None:
         while queue:
             open_slots = [s for s in self._slots if s.alive and s.in_flight < self.in_flight_per_worker]
             if not open_slots:
@@ -154,23 +175,27 @@ class Dispatcher:
             self.stats.submitted += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, len(self._pending))
 
-    def _finished(self, fut: asyncio.Future[Trajectory], queue: deque[EpisodeRequest], on_result: Callable[[Trajectory], Any]) -> None:
+    def _finished(self, fut: asyncio.Future[Trajectory | list[Trajectory]], queue: deque[Unit], on_result: Callable[[Trajectory], Any]) -> None:
         req, slot = self._pending.pop(fut)
         slot.in_flight -= 1
         exc = fut.exception()
         if exc is None:
-            self.stats.completed += 1
-            self.stats.per_worker[slot.worker.index] = self.stats.per_worker.get(slot.worker.index, 0) + 1
-            on_result(fut.result())
+            result = fut.result()
+            results = result if isinstance(result, list) else [result]
+            self.stats.completed += len(results)
+            self.stats.per_worker[slot.worker.index] = self.stats.per_worker.get(slot.worker.index, 0) + len(results)
+            for traj in results:
+                on_result(traj)
             return
         if not self.is_worker_death(exc):
             raise exc
         self._lose(slot, exc)
         n = self.attempts[req.trajectory_id] = self.attempts.get(req.trajectory_id, 0) + 1
         if n >= self.max_attempts:
-            self.stats.gave_up += 1
-            on_result(lost_episode(req, f"its worker died {n} times while running it (last: {type(exc).__name__}); "
-                                        "a resumed run tries it again"))
+            reason = f"its worker died {n} times while running it (last: {type(exc).__name__}); a resumed run tries it again"
+            for lost in req.requests if isinstance(req, GroupRequest) else (req,):
+                self.stats.gave_up += 1
+                on_result(lost_episode(lost, reason))
         else:
             self.stats.retried += 1
             queue.appendleft(req)

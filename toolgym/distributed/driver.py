@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from toolgym.collect import CollectOptions, CollectResult, describe_run, prepare_output
+from toolgym.collect import CollectOptions, CollectResult, describe_run, prepare_output, stored_samples
 from toolgym.core.engine import EngineStats, EpisodeRequest, plan_episodes
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Status, Trajectory
-from toolgym.distributed.dispatch import Dispatcher, DispatchStats
+from toolgym.distributed.dispatch import Dispatcher, DispatchStats, GroupRequest, Unit
 from toolgym.distributed.worker import RolloutWorker, WorkerSpec, load_registry
 from toolgym.trajectories.store import TrajectoryWriter, completed_ids, read_manifest, write_manifest
 
@@ -86,7 +86,9 @@ class RayWorker:
     def __init__(self, handle: Any, index: int, info: dict[str, Any]) -> None:
         self.handle, self.index, self.info = handle, index, info
 
-    def submit(self, request: EpisodeRequest) -> asyncio.Future[Trajectory]:
+    def submit(self, request: Unit) -> asyncio.Future[Any]:
+        if isinstance(request, GroupRequest):
+            return asyncio.wrap_future(self.handle.run_group.remote(request).future())
         return asyncio.wrap_future(self.handle.run_episode.remote(request).future())
 
     def kill(self) -> None:
@@ -203,9 +205,6 @@ async def collect_ray(
         raise ConfigError("--episodes must be at least 1")
     if ray_opts.num_workers < 1:
         raise ConfigError(f"--ray-workers must be at least 1, got {ray_opts.num_workers}")
-    if opts.engine.arpo.enabled:
-        raise ConfigError("--arpo cannot run with --ray: a group's forks share one engine's branch budget; "
-                          "collect ARPO runs with --shard K/N (one process per shard) instead")
     if opts.shard is not None:
         raise ConfigError("--shard and --ray do not combine: Ray already spreads the episodes; drop --shard")
     registry = registry or load_registry(ray_opts.registry)
@@ -223,6 +222,11 @@ async def collect_ray(
     n = ray_opts.num_workers
     max_live = ray_opts.max_live_per_worker or opts.engine.max_live_episodes
     in_flight = ray_opts.in_flight_per_worker or max_live + max(2, max_live // 4)
+    units: list[Unit] = list(todo)
+    if opts.engine.arpo.enabled:  # a group's episodes and forks share one engine's branch budget
+        units = group_units(todo, stored_samples(todo, done_ids, opts.engine))
+        if ray_opts.in_flight_per_worker is None:
+            in_flight = max(2, -(-in_flight // opts.engine.group_size))
     started_ray = connect(ray_opts.address, num_cpus=max(os.cpu_count() or 1, int(n * ray_opts.worker_cpus + 0.999)))
     import ray
 
@@ -266,6 +270,8 @@ async def collect_ray(
                 duplicates += 1
                 return
             seen.add(traj.trajectory_id)
+            if traj.parent_id is not None:
+                stats.total += 1  # an ARPO fork: not planned
             assert writer is not None
             writer.write(traj)
             registry.notify_trajectory_done(traj)
@@ -284,7 +290,7 @@ async def collect_ray(
                     await asyncio.sleep(0.25)
 
             ticker = asyncio.create_task(tick())
-        await dispatcher.run(todo, on_result)
+        await dispatcher.run(units, on_result)
         state = "complete" if writer.failed == 0 else "complete_with_failures"
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -309,6 +315,14 @@ async def collect_ray(
     return RayCollectResult(out=opts.out, planned=len(requests), skipped=len(requests) - len(todo), written=writer.written,
                             failed=writer.failed, stats=stats, elapsed_s=time.perf_counter() - started,
                             duplicates=len(planned) - len(requests), dispatch=dispatcher.stats, workers=result_workers)
+
+
+def group_units(requests: list[EpisodeRequest], stored: dict[str, list[int]]) -> list[Unit]:
+    """One ``GroupRequest`` per task group, in the order of the groups' first requests."""
+    groups: dict[str, list[EpisodeRequest]] = {}
+    for req in requests:
+        groups.setdefault(req.group_id, []).append(req)
+    return [GroupRequest(tuple(reqs), tuple(stored.get(g, ()))) for g, reqs in groups.items()]
 
 
 def _already_complete(opts: CollectOptions, planned: int, requested: int) -> RayCollectResult:

@@ -27,6 +27,7 @@ from toolgym.core.engine import EpisodeRequest, RolloutEngine
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.trajectory import Trajectory
+from toolgym.distributed.dispatch import GroupRequest
 
 
 @dataclass
@@ -128,6 +129,21 @@ class RolloutWorker:
         self.done += 1
         traj.metadata["worker"] = dict(self._where)
         return traj
+
+    async def run_group(self, group: GroupRequest) -> list[Trajectory]:
+        """Run one task group with its ARPO forks; every trajectory of it (see ``GroupRequest``)."""
+        if self.engine is None:
+            raise RuntimeError("RolloutWorker.setup() must be called first")
+        self.live += len(group.requests)
+        self.peak_live = max(self.peak_live, self.live)
+        try:
+            trajs = await self.engine.run_group(list(group.requests), stored=group.stored)
+        finally:
+            self.live -= len(group.requests)
+        self.done += len(trajs)
+        for traj in trajs:
+            traj.metadata["worker"] = dict(self._where)
+        return trajs
 
     async def info(self) -> dict[str, Any]:
         """Where the worker runs and what it holds: pid, node, live and peak live episodes, RSS after
