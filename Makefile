@@ -19,13 +19,17 @@ demo: setup
 # Sandbox images the tests use (built offline with debootstrap when no registry answers; cached).
 TEST_IMAGES ?= python shell sql browser
 
+TYPED = core sandboxes plugins trajectories training toolgym
+
 test: setup-system
 	.venv/bin/toolgym sandbox build $(TEST_IMAGES)
 	.venv/bin/ruff check .
+	.venv/bin/python -m mypy $(TYPED)
 	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/python -m mypy $(TYPED)
 
 bench: setup
 	.venv/bin/python bench/engine_efficiency.py

@@ -26,7 +26,7 @@ LIBRARIES = ("toolgym", "torch", "transformers", "tokenizers", "pydantic", "pyar
 
 @functools.lru_cache(maxsize=1)
 def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+    return dict(importlib.metadata.packages_distributions())
 
 
 @functools.lru_cache(maxsize=256)

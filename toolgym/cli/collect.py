@@ -62,7 +62,7 @@ def command(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
-    from toolgym.collect import CollectOptions, collect, parse_shard
+    from toolgym.collect import CollectOptions, CollectResult, collect, parse_shard
     from toolgym.core.arpo import ArpoConfig
     from toolgym.core.config import EngineConfig, SamplingConfig
 
@@ -89,6 +89,7 @@ def command(
     tasks = range(first_task, first_task + episodes)
     total = group_size * (len(tasks) if opts.shard is None else sum(1 for i in tasks if i % opts.shard[1] == opts.shard[0]))
     bar = EngineProgress(err_console(), total=total, enabled=progress)
+    result: CollectResult
     with bar:
         if ray:
             from toolgym.distributed import RayOptions, collect_ray

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from toolgym.core.engine import EpisodeRequest
 from toolgym.core.trajectory import Status, Timings, Trajectory
@@ -50,7 +50,7 @@ class GroupRequest:
         return f"group:{self.requests[0].group_id}"
 
 
-Unit = EpisodeRequest | GroupRequest
+Unit: TypeAlias = EpisodeRequest | GroupRequest
 
 
 class Worker(Protocol):
