@@ -112,6 +112,20 @@ def _collector_tuned(enabled: bool, gen0: int = 50_000) -> Iterator[None]:
             gc.unfreeze()
 
 
+async def _drain(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait until the set is empty: finished tasks leave it, forks may join it while we wait."""
+    while tasks:
+        await asyncio.gather(*list(tasks))
+
+
+async def _cancel_unfinished(tasks: set[asyncio.Task[None]]) -> None:
+    pending = [t for t in tasks if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
 @dataclass
 class _GroupRun:
     """The episodes of one ``run_group`` call: its tasks (forks join them) and what they returned."""
@@ -186,14 +200,9 @@ class RolloutEngine:
             for req in requests:
                 await self._live.acquire()
                 self._launch(self._run_and_emit(self._new_episode(req), acquired=True))
-            while self._tasks:  # forks may add tasks while we wait
-                await asyncio.gather(*list(self._tasks))
+            await _drain(self._tasks)
         finally:
-            pending = [t for t in self._tasks if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await _cancel_unfinished(self._tasks)
         return self.stats
 
     def _launch(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -248,14 +257,9 @@ class RolloutEngine:
         try:
             for req in requests:
                 group.launch(self._run_into(group, self._new_episode(req)))
-            while group.tasks:  # forks may add tasks while we wait
-                await asyncio.gather(*list(group.tasks))
+            await _drain(group.tasks)
         finally:
-            pending = [t for t in group.tasks if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await _cancel_unfinished(group.tasks)
             del self._groups[group_id]
             if self.arpo is not None:
                 self.arpo.forget(group_id)
