@@ -12,6 +12,8 @@ from typing import Any
 
 import typer
 
+from toolgym.cli.progress import LiveProgress
+
 PHASES = {
     "setup": "model",
     "collect": "scripted data",
@@ -22,29 +24,16 @@ PHASES = {
 }
 
 
-class PhaseBars:
+class PhaseBars(LiveProgress):
     """One rich progress bar per phase, created when the phase starts; plain lines off a terminal."""
 
     def __init__(self, console: Any) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-        self.console = console
-        self.live = console.is_terminal
-        self.progress = Progress(
-            TextColumn("[bold blue]{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[note]}"), console=console,
-        )
+        super().__init__(console, TextColumn("[bold blue]{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), TextColumn("{task.fields[note]}"))
         self.tasks: dict[str, Any] = {}
         self._printed: dict[str, int] = {}
-
-    def __enter__(self) -> PhaseBars:
-        if self.live:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.live:
-            self.progress.stop()
 
     def __call__(self, phase: str, done: int, total: int, note: str) -> None:
         label = PHASES.get(phase, phase)

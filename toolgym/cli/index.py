@@ -12,35 +12,25 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
+from toolgym.cli.progress import LiveProgress
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Build, serve and query search indexes.")
 DENSE_HELP = "Also embed the passages for dense and hybrid search (default: when the embedding model is installed)."
 
 
-class _BuildProgress:
+class _BuildProgress(LiveProgress):
     """One bar per stage on a terminal; a plain line per 10% elsewhere (CI logs)."""
 
     def __init__(self, console: Console) -> None:
-        self.console = console
-        self.live = console.is_terminal
-        self.progress = Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        super().__init__(console, TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), TimeRemainingColumn())
         self.tasks: dict[str, Any] = {}
         self.done: dict[str, int] = {}
-
-    def __enter__(self) -> _BuildProgress:
-        if self.live:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live:
-            self.progress.stop()
 
     def __call__(self, stage: str, advance: int, total: int) -> None:
         label = {"bm25": "BM25 (analysing passages)", "dense": "dense (embedding passages)"}.get(stage, stage)
