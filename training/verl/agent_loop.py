@@ -104,7 +104,6 @@ class ToolgymAgentLoop(AgentLoopBase):
             env_kwargs={**self.settings.env_kwargs, **task["env_kwargs"]},
             run_id=str(uid or "verl"),
         )
-        steps = (backend.min_global_steps, backend.max_global_steps)
         if self.settings.arpo is not None:
             return await self._run_arpo_group(engine, task, group_id, trajectory_id, backend)
         request = EpisodeRequest(task["env"], task["task_index"], int(session or 0), task["seed"], group_id, trajectory_id)
@@ -113,7 +112,8 @@ class ToolgymAgentLoop(AgentLoopBase):
         try:
             outputs = agent_loop_outputs(
                 trajectory, self.settings.layout, max_prompt_len=self.prompt_length, max_response_len=self.response_length,
-                global_steps=steps, num_preempted=backend.num_preempted,
+                # read after the episode: the versions are those of the calls that answered it
+                global_steps=(backend.min_global_steps, backend.max_global_steps), num_preempted=backend.num_preempted,
             )
         except ConfigError as exc:
             raise EpisodeFailed(f"episode {trajectory_id} of {group_id}: {exc}") from None
