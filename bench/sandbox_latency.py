@@ -3,9 +3,10 @@
 Each figure is printed beside its baseline, measured in the same run on the same image:
 ``docker exec`` of the same command in the same container (round trip), and
 ``docker run --rm IMAGE true`` (cold start). Goals: round trip p50 ≤ 5 ms and ≥ 20× faster than
-``docker exec``; acquire p50 ≤ 10 ms; cold create-to-ready p50 ≤ 1 s.
+``docker exec``; acquire p50 ≤ 10 ms; cold create-to-ready p50 ≤ 1 s. "release to ready again" is the time a
+released sandbox takes to come back to the pool (reset inside, checked from the host).
 
-    python bench/sandbox_latency.py [--backend docker|local] [--calls 300] [--cold 10]
+    python bench/sandbox_latency.py [--backend docker|local] [--calls 300] [--cold 10] [--smoke]
 """
 
 from __future__ import annotations
@@ -80,6 +81,17 @@ async def main(backend_name: str, calls: int, cold: int, baseline_calls: int) ->
             await backend.release(got)
         line("acquire from the warm pool", acquires)
 
+        recycles = []  # release -> reset, checked from the host, back in the idle list
+        for _ in range(20):
+            await backend.settle()
+            got = await backend.acquire("python")
+            await (await got.python()).execute("x = 1")
+            start = time.perf_counter()
+            await backend.release(got)
+            await backend.settle()
+            recycles.append(time.perf_counter() - start)
+        line("release to ready again (reset)", recycles)
+
         unpooled = open_backend(backend_name, max_idle=0)  # no warm pool: every acquire creates
         try:
             await unpooled.release(await unpooled.acquire("python"))  # start-up sweep, image check
@@ -110,5 +122,8 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--cold", type=int, default=10)
     parser.add_argument("--baseline-calls", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true", help="a few calls only (checks that it runs)")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls, args.cold, args.baseline_calls = 20, 2, 3
     asyncio.run(main(args.backend, args.calls, args.cold, args.baseline_calls))
