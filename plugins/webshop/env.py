@@ -5,6 +5,8 @@ seeds give equal episodes); ``reset(options={"goal_index": i})`` picks goal ``i`
 is the new page (``text``, ``text_rich`` or ``html``). ``Buy Now`` ends the episode with the
 published score in [0, 1], times ``reward_scale``; with ``reward_mode="success"`` the reward is
 ``reward_scale`` for a perfect purchase (score 1.0) and 0 otherwise, as verl-agent trains.
+``reward="original"`` (default) scores as the original code does; ``reward="strict"`` counts an
+option only when the chosen value equals the goal's (``reward.py``).
 Every other step earns 0. An action that changes nothing (unparsable, not clickable here, empty
 search) leaves the page as it is and is reported invalid.
 
@@ -37,6 +39,7 @@ from .prompts import (
     plain_observation,
     verl_prompt,
 )
+from .reward import REWARD_VARIANTS, RewardVariant
 from .session import Outcome, ShopSession
 from .shop import Shop, ShopConfig, cached_shop, get_shop
 
@@ -60,6 +63,7 @@ class WebShopEnv(Env):
         num_products: int | None = None,
         prompt_format: Literal["plain", "verl"] = "plain",
         history_length: int = 2,
+        reward: RewardVariant = "original",
         reward_mode: Literal["score", "success"] = "score",
         reward_scale: float = 1.0,
         max_turns: int = 15,
@@ -72,6 +76,8 @@ class WebShopEnv(Env):
             raise ConfigError(f"observation_mode {observation_mode!r} is not one of text, text_rich, html")
         if prompt_format not in ("plain", "verl"):
             raise ConfigError(f"prompt_format {prompt_format!r} is not one of plain, verl")
+        if reward not in REWARD_VARIANTS:
+            raise ConfigError(f"reward {reward!r} is not one of {', '.join(REWARD_VARIANTS)}")
         if reward_mode not in ("score", "success"):
             raise ConfigError(f"reward_mode {reward_mode!r} is not one of score, success")
         self.config = ShopConfig(data=data, human_goals=human_goals, num_products=num_products,
@@ -80,6 +86,7 @@ class WebShopEnv(Env):
         self.split = split
         self.prompt_format = prompt_format
         self.history_length = history_length
+        self.reward = reward
         self.reward_mode = reward_mode
         self.reward_scale = reward_scale
         self.max_turns = max_turns
@@ -116,7 +123,7 @@ class WebShopEnv(Env):
         index = int(options["goal_index"]) if "goal_index" in options else self.goal_index(seed)
         if not 0 <= index < len(shop.goals):
             raise ConfigError(f"goal_index {index} is out of range: this shop has {len(shop.goals)} goals")
-        self.session = ShopSession(shop, index, show_attrs=self.show_attrs)
+        self.session = ShopSession(shop, index, show_attrs=self.show_attrs, reward=self.reward)
         self._history = []
         goal = self.session.goal
         info = {"goal_index": index, "split": self.split, "instruction": self.session.instruction, "goal_asin": goal["asin"]}

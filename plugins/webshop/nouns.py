@@ -1,6 +1,6 @@
 """An offline noun tagger for product titles (WebShop's type reward needs the nouns of a title).
 
-The published reward runs spaCy's ``en_core_web_lg`` and keeps tokens tagged NOUN or PROPN. No
+The published reward runs spaCy's ``en_core_web_sm`` and keeps tokens tagged NOUN or PROPN. No
 model can be downloaded here, so this module approximates that tagger with rules that fit product
 titles, which are mostly Title Case noun phrases that spaCy tags as runs of PROPN/NOUN:
 
@@ -135,11 +135,11 @@ def rule_nouns(text: str) -> list[str]:
 class SpacyNounTagger:
     """spaCy's tagger, for users who have spaCy and a model installed (the published setup)."""
 
-    def __init__(self, model: str = "en_core_web_lg") -> None:
+    def __init__(self, model: str = "en_core_web_sm") -> None:
         try:
             import spacy  # type: ignore[import-not-found]
         except ImportError as exc:
-            raise ImportError("noun_tagger='spacy' needs spaCy: pip install spacy and a model such as en_core_web_lg") from exc
+            raise ImportError("noun_tagger='spacy' needs spaCy: pip install spacy and a model such as en_core_web_sm") from exc
         try:
             self._nlp = spacy.load(model, disable=["parser", "ner", "lemmatizer"])
         except OSError as exc:
@@ -157,6 +157,6 @@ def make_noun_tagger(name: str = "rules") -> NounTagger:
     if name == "rules":
         return rule_nouns
     if name == "spacy" or name.startswith("spacy:"):
-        model = name.partition(":")[2] or "en_core_web_lg"
+        model = name.partition(":")[2] or "en_core_web_sm"
         return SpacyNounTagger(model)
     raise ValueError(f"unknown noun tagger {name!r}; use 'rules' or 'spacy[:MODEL]'")

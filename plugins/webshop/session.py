@@ -31,6 +31,7 @@ from .pages import (
     describe,
     page_for,
 )
+from .reward import RewardVariant
 from .shop import Shop
 
 _ACTION = re.compile(r"(.+)\[(.+)\]")
@@ -84,8 +85,9 @@ class Outcome:
 class ShopSession:
     """A session on one goal. Not thread-safe: one session per episode or per browser user."""
 
-    def __init__(self, shop: Shop, goal_index: int, *, show_attrs: bool = False) -> None:
+    def __init__(self, shop: Shop, goal_index: int, *, show_attrs: bool = False, reward: RewardVariant = "original") -> None:
         self.shop = shop
+        self.reward = reward
         self.goal_index = goal_index
         self.goal: Goal = shop.goals[goal_index]
         self.show_attrs = show_attrs
@@ -182,7 +184,7 @@ class ShopSession:
     def buy(self) -> Outcome:
         view = self.view
         assert view.asin is not None
-        score, parts = self.shop.score(self.goal, view.asin, view.option_dict)
+        score, parts = self.shop.score(self.goal, view.asin, view.option_dict, self.reward)
         self.score, self.reward_info, self.done = score, parts, True
         self.view = View("done", view.keywords, view.page, view.asin, view.options)
         info = {"asin": view.asin, "options": view.option_dict, "price": self.shop.catalog.prices[view.asin],

@@ -19,7 +19,7 @@ from toolgym.core.errors import ConfigError
 from .goals import SHUFFLE_SEED, Goal, make_goals, split_indices
 from .nouns import NounTagger, make_noun_tagger
 from .products import Catalog, DataFiles, Product, load_catalog
-from .reward import get_reward
+from .reward import RewardVariant, get_reward
 from .search import ProductSearch
 
 BUILTIN_DATA = Path(__file__).parent / "data"
@@ -88,10 +88,10 @@ class Shop:
     def split(self, name: str) -> range:
         return split_indices(len(self.goals), name)
 
-    def score(self, goal: Goal, asin: str, options: dict[str, str]) -> tuple[float, dict]:
-        """The published reward for buying ``asin`` with ``options`` for ``goal``."""
+    def score(self, goal: Goal, asin: str, options: dict[str, str], variant: RewardVariant = "original") -> tuple[float, dict]:
+        """The reward (``original`` as published, or ``strict``) for buying ``asin`` with ``options`` for ``goal``."""
         product = self.product(asin)
-        return get_reward(product, goal, price=self.catalog.prices[asin], options=options, nouns=self.nouns)
+        return get_reward(product, goal, price=self.catalog.prices[asin], options=options, nouns=self.nouns, variant=variant)
 
 
 _shops: dict[ShopConfig, Shop] = {}

@@ -13,6 +13,7 @@ from toolgym.plugins.webshop.reward import (
     get_reward,
     normalize_color,
     option_reward,
+    strict_option_reward,
     token_set_ratio,
     type_reward,
 )
@@ -46,8 +47,22 @@ def test_perfect_purchase_scores_one() -> None:
 def test_wrong_option_loses_its_share() -> None:
     score, parts = get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "small"})
     assert isclose(score, 5 / 6) and parts["r_option"] == 0.5
-    # as published, a chosen value found anywhere in the title still counts ("l" is in "basketball")
-    assert get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "l"})[0] == 1.0
+    # a chosen value found in the title earns nothing ("l" is in "basketball"): options have no substring fallback
+    assert isclose(get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "l"})[0], 5 / 6)
+
+
+def test_options_whose_values_appear_in_the_title_do_not_raise_the_score() -> None:
+    """Attack: pick option values printed in the title (``3 tier``) instead of the goal's colour.
+    Before issue 18 each chosen option was counted, with a substring fallback on the title, so this
+    scored 1.0; the original counts goal options, none of which was chosen."""
+    shelf = product(Title="Oak 3 Tier Bookshelf", name="Oak 3 Tier Bookshelf")
+    wanted = goal(goal_options=["white"], name="Oak 3 Tier Bookshelf")
+    honest = get_reward(shelf, wanted, price=35.0, options={})[0]
+    for choice in ({"color": "oak", "size": "3 tier"}, {"size": "3 tier"}, {"a": "oak", "b": "3 tier", "c": "bookshelf"}):
+        assert get_reward(shelf, wanted, price=35.0, options=choice)[0] == honest == 0.8
+    # repeating the goal's value under several names cannot count it twice
+    assert get_reward(shelf, wanted, price=35.0, options={"a": "white", "b": "white"})[0] == 1.0
+    assert get_reward(shelf, goal(goal_options=["white", "large"], name=shelf["name"]), 35.0, {"a": "white", "b": "white"})[0] == 5 / 6
 
 
 def test_over_price_loses_its_share() -> None:
@@ -74,17 +89,34 @@ def test_attribute_fuzzy_and_substring_fallback() -> None:
 
 
 def test_option_rules() -> None:
-    p = product()
-    assert option_reward(p, ["grey", "XL", "pack of 12"], {"a": "pack of 12", "color": "grey", "size": "XL"}) == (1.0, 3)
-    r, n = option_reward(p, ["grey", "XL", "pack of 12"], {"a": "pack of 12", "color": "blue", "size": "XL"})
+    assert option_reward(["grey", "XL", "pack of 12"], ["pack of 12", "grey", "XL"]) == (1.0, 3)
+    r, n = option_reward(["grey", "XL", "pack of 12"], ["pack of 12", "blue", "XL"])
     assert n == 2 and isclose(r, 2 / 3)
-    assert option_reward(p, ["cool powder snow", "XL"], {"color": "powder snow", "size": "XL"}) == (1.0, 2)
-    assert option_reward(p, [], {"color": "red"}) == (None, 1 if "red" in SHOE.lower() else 0)
-    assert option_reward(p, ["a", "b"], {}) == (0.0, 0)
-    # size is matched exactly: a fuzzy-close size does not count
-    assert option_reward(p, ["x-large"], {"size": "large"})[1] == 0
+    assert option_reward(["cool powder snow", "XL"], ["powder snow", "XL"]) == (1.0, 2)
+    assert option_reward([], ["red"]) == (None, 0)
+    assert option_reward(["a", "b"], []) == (0.0, 0)
+    # size is fuzzy like every option: one word of difference in a long size still matches
+    assert option_reward(["8 fl oz (pack of 1)"], ["8 fl oz (pack of 2)"]) == (1.0, 1)
+    assert option_reward(["x-large"], ["large"]) == (1.0, 1)  # {large} ⊂ {x, large}: token-set ratio 100
     # colours are normalised first: "navy blue" and "royal blue" both become "blue"
-    assert option_reward(p, ["navy blue"], {"color": "royal blue"}) == (1.0, 1)
+    assert option_reward(["navy blue"], ["royal blue"]) == (1.0, 1)
+    # synthetic goals compare (name, value) pairs
+    assert option_reward([("color", "black")], ["jet black"]) == (1.0, 1)
+    assert option_reward([("color", "dark wash")], ["dark wash"]) == (0.0, 0)  # bought side becomes "ash"
+
+
+def test_strict_variant_counts_equal_values_once() -> None:
+    assert strict_option_reward([("size", "8 fl oz (pack of 1)")], {"size": "8 fl oz (pack of 2)"}) == (0.0, 0)
+    assert strict_option_reward([("size", "large")], {"Size": " Large "}) == (1.0, 1)
+    assert strict_option_reward([("size", "large")], {"color": "large"}) == (0.0, 0)
+    assert strict_option_reward(["navy blue"], {"color": "royal blue"}) == (0.0, 0)
+    assert strict_option_reward(["white", "white"], {"a": "white"}) == (0.5, 1)
+    assert strict_option_reward(["white", "white"], {"a": "white", "b": "white"}) == (1.0, 2)
+    shelf = product(Title="Oak 3 Tier Bookshelf")
+    assert get_reward(shelf, goal(), 35.0, {"color": "grey", "size": "xl"}, variant="strict")[0] == 1.0
+    assert isclose(get_reward(shelf, goal(), 35.0, {"color": "gray", "size": "xl"}, variant="strict")[0], 5 / 6)
+    with pytest.raises(ValueError, match="unknown WebShop reward 'lenient'"):
+        get_reward(shelf, goal(), 35.0, {}, variant="lenient")  # type: ignore[arg-type]
 
 
 def test_color_normalisation() -> None:
