@@ -3,12 +3,41 @@
 After a tool result the model's next tokens are often uncertain; ARPO spends extra rollouts
 exactly there. For each episode the engine measures the entropy of the first ``entropy_k`` tokens
 of its first turn (``H_initial``) and of the first ``entropy_k`` tokens generated after each tool
-result (``H_t``), from the backend's top-k logprobs (or, when a server returns only the sampled
-tokens' logprobs, their mean negative value), normalised by log |V|. It then forks the
-episode with probability ``clip(tau + beta * (H_t - H_initial), 0, 1)`` — at most
+result (``H_t``), from the backend's top-k logprobs (``entropy_top_k`` alternatives per token). It
+then forks the episode with probability ``clip(tau + beta * (H_t - H_initial), 0, 1)`` — at most
 ``branch_factor - 1`` forks per source per step, and at most ``budget`` trajectories per task
 (``initial`` of them started up front). A fork shares the token prefix up to the tool result and
-resamples from there; it records its parent and the branch point.
+resamples from there; it records its parent and the branch point. With ``fill_budget`` (the
+default, as in the published rollout) a group whose episodes have all ended before using its
+budget starts fresh rollouts from the prompt, one at a time, until it holds ``budget``.
+
+Entropy measures (``ArpoConfig.entropy``):
+
+- ``"arpo"`` (default): the published rollout's measure (dongguanting/ARPO,
+  ``vllm_rollout_with_tools.py``). Every returned top-k logprob of the first ``k`` generated tokens
+  is flattened into one list and ``H = Σ -p·log p`` is summed over it, *without* renormalising
+  each position's alternatives, then divided by ``log |V|``. It is a sum over up to ``k`` positions,
+  so it ranges over ``[0, ~k·log(top_k)/log|V|]``, not ``[0, 1]``. The published hyper-parameters
+  (w = beta = 0.2, p = tau = 0.5, M = 16, N = 8, B = 2, k = 20 tokens, 10 logprobs per token) were
+  tuned for this measure.
+- ``"mean"``: toolgym's earlier measure: the mean over the first ``k`` positions of the entropy of
+  each position's top-k distribution renormalised to sum to 1, divided by ``log |V|`` (in
+  ``[0, 1]``). It is about ``1/k`` of the published value, so with the published ``beta`` the
+  entropy term barely moves the probability (branching is close to random at ``tau``); use it only
+  with a ``beta`` scaled up accordingly.
+
+Servers that return only the sampled token's logprob (verl's, some OpenAI-compatible ones): the
+``"arpo"`` measure is estimated as ``Σ_j -log p(x_j) / log|V|`` over the first ``k`` sampled tokens.
+Its expectation is the *full-vocabulary* entropy summed over those positions, so it is biased
+upward against the published top-k sum by the entropy of each position's tail outside the top-k
+(small for peaked distributions, large for flat ones), and it is noisy (one sample per position).
+``"mean"`` uses the mean of the same surprisals, clipped to 1.
+
+Where toolgym's timing differs from the published code (see docs/fidelity.md, "ARPO"): the published
+rollout decides at tool result ``t`` with the entropy of the tokens generated after tool result
+``t-1`` (for the first tool result ΔH = 0), and a branch's ``H_initial`` is the entropy of its own
+first generation; toolgym measures the tokens generated right after tool result ``t`` and forks
+from that tool result (the paper's description), and a fork inherits its parent's ``H_initial``.
 """
 
 from __future__ import annotations
@@ -16,8 +45,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+EntropyMeasure = Literal["arpo", "mean"]
 
 
 class ArpoConfig(BaseModel):
@@ -27,17 +59,24 @@ class ArpoConfig(BaseModel):
 
     enabled: bool = False
     budget: int = Field(16, ge=1)
-    """M: most trajectories per task, initial ones included."""
+    """M: trajectories per task, initial ones included (a target with ``fill_budget``, else a ceiling)."""
     initial: int = Field(8, ge=1)
     """N: rollouts started per task before any branching."""
     tau: float = 0.5
-    """Base branching probability."""
+    """p: base branching probability."""
     beta: float = 0.2
-    """Weight of the entropy change."""
+    """w: weight of the entropy change."""
     entropy_k: int = Field(20, ge=1)
-    """Tokens whose entropy is measured, and top-k alternatives per token to measure it from."""
+    """Generated tokens whose entropy is measured (the published 20)."""
+    entropy_top_k: int = Field(10, ge=1)
+    """Top-k alternatives requested per token to measure it from (the published code asks vLLM for 10)."""
+    entropy: EntropyMeasure = "arpo"
+    """Entropy measure: ``arpo`` (published, default) or ``mean`` (toolgym's earlier one); see the module docstring."""
     branch_factor: int = Field(2, ge=2)
     """B: a source forks at most B - 1 times per step."""
+    fill_budget: bool = True
+    """Fill every group to ``budget`` with fresh rollouts when branching left slots unused (published);
+    False keeps ``budget`` as a ceiling only (groups of ``initial`` to ``budget`` trajectories)."""
 
 
 def token_entropy(alternatives: Sequence[tuple[int, float]]) -> float:
@@ -51,29 +90,50 @@ def token_entropy(alternatives: Sequence[tuple[int, float]]) -> float:
 
 
 def normalized_entropy(top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int) -> float | None:
-    """Mean entropy of the first ``k`` positions divided by log |V| (in [0, 1]); None without data."""
+    """``"mean"`` measure: mean renormalised entropy of the first ``k`` positions / log |V| (in [0, 1]); None without data."""
     if not top_logprobs or vocab_size < 2:
         return None
     rows = top_logprobs[:k]
     return sum(token_entropy(r) for r in rows) / len(rows) / math.log(vocab_size)
 
 
+def arpo_entropy(top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int) -> float | None:
+    """``"arpo"`` measure: ``Σ -p·log p`` over every returned alternative of the first ``k``
+    positions, flattened and not renormalised, divided by log |V|; None without data."""
+    if not top_logprobs or vocab_size < 2:
+        return None
+    total = 0.0
+    for row in top_logprobs[:k]:
+        for _, lp in row:
+            if lp > -math.inf:
+                total -= math.exp(lp) * lp
+    return total / math.log(vocab_size)
+
+
 def turn_entropy(
-    top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, logprobs: Sequence[float] | None, k: int, vocab_size: int
+    top_logprobs: Sequence[Sequence[tuple[int, float]]] | None,
+    logprobs: Sequence[float] | None,
+    k: int,
+    vocab_size: int,
+    measure: EntropyMeasure = "arpo",
 ) -> float | None:
-    """Normalised entropy of the first ``k`` tokens of a turn: from the top-k alternatives when the
-    backend returns them, else estimated from the sampled tokens' own logprobs (the mean of
-    ``-log p(sampled token)`` is an unbiased estimate of the entropy), which is all some servers
-    return (verl's). None when neither is available."""
+    """Normalised entropy of the first ``k`` tokens of a turn, by ``measure``: from the top-k
+    alternatives when the backend returns them, else estimated from the sampled tokens' own
+    logprobs (see the module docstring for the estimate and its bias). None when neither is there."""
+    if measure not in ("arpo", "mean"):
+        raise ValueError(f"unknown ARPO entropy measure {measure!r}; use 'arpo' or 'mean'")
     if top_logprobs:
-        return normalized_entropy(top_logprobs, k, vocab_size)
+        return arpo_entropy(top_logprobs, k, vocab_size) if measure == "arpo" else normalized_entropy(top_logprobs, k, vocab_size)
     if logprobs and vocab_size >= 2:
         head = logprobs[:k]
-        return min(1.0, -sum(head) / len(head) / math.log(vocab_size))
+        surprisal = -sum(head) / math.log(vocab_size)
+        return surprisal if measure == "arpo" else min(1.0, surprisal / len(head))
     return None
 
 
 def branch_probability(h_t: float, h_initial: float, tau: float, beta: float) -> float:
+    """``clip(tau + beta·(h_t - h_initial), 0, 1)``: the published rule ``clip(U - w·ΔH, 0, 1) ≤ p``
+    (U uniform on [0, 1)) holds with exactly this probability."""
     return min(1.0, max(0.0, tau + beta * (h_t - h_initial)))
 
 
@@ -111,14 +171,24 @@ class BranchBudget:
             if self._used.get(group_id, 0) >= self.config.budget:
                 break
             if rng.random() < p:
-                self._used[group_id] = self._used.get(group_id, 0) + 1
-                index = self._next_index.get(group_id, 0)
-                taken = self._taken.get(group_id, ())
-                while index in taken:
-                    index += 1
-                self._next_index[group_id] = index + 1
-                forks.append(index)
+                forks.append(self._reserve(group_id))
         return forks
+
+    def refill(self, group_id: str) -> int | None:
+        """Sample index of one fresh rollout that fills an unused slot of the budget (reserved
+        now), or None when the group holds ``budget`` trajectories or filling is off."""
+        if not self.config.fill_budget or self._used.get(group_id, 0) >= self.config.budget:
+            return None
+        return self._reserve(group_id)
+
+    def _reserve(self, group_id: str) -> int:
+        self._used[group_id] = self._used.get(group_id, 0) + 1
+        index = self._next_index.get(group_id, 0)
+        taken = self._taken.get(group_id, ())
+        while index in taken:
+            index += 1
+        self._next_index[group_id] = index + 1
+        return index
 
     def forget(self, group_id: str) -> None:
         """Drop a finished group's counts."""

@@ -69,6 +69,7 @@ class Episode:
         self.parent_id: str | None = None
         self.branch_point: int | None = None
         self.h_initial: float | None = None
+        self.branch_decisions: list[list[float]] = []
         self._fork_of: tuple[Episode, Checkpoint] | None = None
         self._parser: ToolParser | None = None
         self._tools_by_name: dict[str, Any] = {}
@@ -136,7 +137,7 @@ class Episode:
         asm = self.asm
         assert asm is not None and self._parser is not None
         max_turns = env.max_turns if cfg.max_turns is None else min(cfg.max_turns, env.max_turns)
-        top_k = max(cfg.sampling.top_logprobs, arpo.config.entropy_k if arpo else 0)
+        top_k = max(cfg.sampling.top_logprobs, arpo.config.entropy_top_k if arpo else 0)
         for turn in range(start_turn, max_turns):
             if turn > 0 and (fresh := env.step_prompt()) is not None:
                 asm.restart(fresh)
@@ -166,13 +167,16 @@ class Episode:
             stats.turns += 1
             if arpo is not None:
                 vocab = len(policy.chat.tokenizer)
-                k = arpo.config.entropy_k
+                k, measure = arpo.config.entropy_k, arpo.config.entropy
                 if turn == 0 and self.h_initial is None:
-                    self.h_initial = turn_entropy(result.top_logprobs, result.logprobs, k, vocab)
+                    self.h_initial = turn_entropy(result.top_logprobs, result.logprobs, k, vocab, measure)
                 elif checkpoint is not None:
-                    h_t = turn_entropy(result.top_logprobs, result.logprobs, k, vocab)
+                    h_t = turn_entropy(result.top_logprobs, result.logprobs, k, vocab, measure)
                     rng = random.Random(_sampling_seed(cfg.seed, req.task_index, req.sample_index, 10_000 + turn))
-                    for index in arpo.decide(req.group_id, h_t, self.h_initial, rng):
+                    forks = arpo.decide(req.group_id, h_t, self.h_initial, rng)
+                    if h_t is not None and self.h_initial is not None:
+                        self.branch_decisions.append([turn, h_t - self.h_initial, len(forks)])
+                    for index in forks:
                         engine._spawn_fork(self, checkpoint, index)
             completion = asm.add_completion(result)
             llm = LLMCall(
@@ -292,6 +296,8 @@ class Episode:
                 status, reason = Status.UNTRAINABLE, self.asm.untrainable_reason
         if self.h_initial is not None:
             metadata["arpo_initial_entropy"] = self.h_initial
+        if self.branch_decisions:
+            metadata["arpo_branch_decisions"] = self.branch_decisions  # [turn, ΔH, forks made] per decision
         if self.error is not None:
             status, reason = Status.ERROR, self.error
         return Trajectory.model_construct(

@@ -22,6 +22,7 @@ from toolgym import (
 from toolgym.core.arpo import (
     ArpoConfig,
     BranchBudget,
+    arpo_entropy,
     branch_probability,
     normalized_entropy,
     token_entropy,
@@ -81,18 +82,77 @@ def _run(tokenizer: Any, arpo: ArpoConfig, tasks: int = 1) -> list[Trajectory]:
     return out
 
 
-def test_entropy_and_probability() -> None:
+def test_mean_measure_and_probability() -> None:
     assert token_entropy([(1, 0.0)]) == 0.0
     assert token_entropy([(i, math.log(0.25)) for i in range(4)]) == pytest.approx(math.log(4))
     rows = [[(i, math.log(1 / 20)) for i in range(20)]] * 3
     assert normalized_entropy(rows, 20, 2048) == pytest.approx(math.log(20) / math.log(2048))
     assert normalized_entropy(None, 20, 2048) is None
     # without alternatives, the sampled tokens' mean -logprob estimates the entropy
-    assert turn_entropy(None, [-2.0, -4.0], 20, 2048) == pytest.approx(3.0 / math.log(2048))
-    assert turn_entropy(rows, [-9.0], 20, 2048) == pytest.approx(math.log(20) / math.log(2048))
+    assert turn_entropy(None, [-2.0, -4.0], 20, 2048, "mean") == pytest.approx(3.0 / math.log(2048))
+    assert turn_entropy(rows, [-9.0], 20, 2048, "mean") == pytest.approx(math.log(20) / math.log(2048))
     assert turn_entropy(None, None, 20, 2048) is None
     assert branch_probability(0.6, 0.1, 0.5, 0.2) == pytest.approx(0.6)
     assert branch_probability(1.0, 0.0, 0.9, 0.5) == 1.0 and branch_probability(0.0, 1.0, 0.1, 0.5) == 0.0
+
+
+def _published(rows: list[list[tuple[int, float]]], k: int, vocab: int) -> float:
+    """The published formula written out: flatten the top-k logprobs of the first k tokens, Σ -p log p, / log |V|."""
+    flat = [lp for row in rows[:k] for _, lp in row]
+    return -sum(math.exp(lp) * lp for lp in flat) / math.log(vocab)
+
+
+def test_arpo_measure_is_the_published_formula_on_hand_built_rows() -> None:
+    rows = [
+        [(0, math.log(0.5)), (1, math.log(0.3)), (2, math.log(0.1))],  # not renormalised: sums to 0.9
+        [(5, math.log(0.9)), (6, math.log(0.05))],
+        [(7, 0.0)],  # a certain token adds nothing
+    ]
+    by_hand = -(0.5 * math.log(0.5) + 0.3 * math.log(0.3) + 0.1 * math.log(0.1) + 0.9 * math.log(0.9) + 0.05 * math.log(0.05))
+    assert arpo_entropy(rows, 20, 1000) == pytest.approx(by_hand / math.log(1000))
+    assert turn_entropy(rows, [-1.0, -1.0, -1.0], 20, 1000) == pytest.approx(_published(rows, 20, 1000))  # "arpo" is the default
+    # only the first k positions count, and every alternative of each of them
+    long = [[(i, math.log(0.1)) for i in range(10)] for _ in range(25)]
+    assert arpo_entropy(long, 20, 32000) == pytest.approx(20 * math.log(10) / math.log(32000))
+    assert arpo_entropy(long, 20, 32000) == pytest.approx(_published(long, 20, 32000))
+    # a sum over positions: about k times the mean measure for flat rows
+    assert arpo_entropy(long, 20, 32000) == pytest.approx(20 * normalized_entropy(long, 20, 32000))  # type: ignore[operator]
+    assert arpo_entropy(None, 20, 1000) is None and arpo_entropy(rows, 20, 1) is None
+    # sampled-token-only servers: the sum of the first k surprisals / log |V|
+    assert turn_entropy(None, [-2.0, -4.0] + [-1.0] * 30, 20, 2048) == pytest.approx((6.0 + 18.0) / math.log(2048))
+    with pytest.raises(ValueError, match="use 'arpo' or 'mean'"):
+        turn_entropy(rows, None, 20, 1000, "sum")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("delta", [-3.0, -1.0, -0.5, 0.0, 0.4, 1.0, 2.5])
+def test_branching_rate_follows_clip_p_plus_w_delta(delta: float) -> None:
+    """Over many seeded draws the fraction of decisions that fork is clip(p + w·ΔH, 0, 1)."""
+    cfg = ArpoConfig(enabled=True, budget=10**9, initial=1, tau=0.5, beta=0.2, branch_factor=2)
+    budget = BranchBudget(cfg)
+    budget.start("g")
+    rng = random.Random(1234)
+    n = 20_000
+    forks = sum(len(budget.decide("g", 0.3 + delta, 0.3, rng)) for _ in range(n))
+    expected = min(1.0, max(0.0, 0.5 + 0.2 * delta))
+    sigma = math.sqrt(expected * (1 - expected) / n)
+    assert abs(forks / n - expected) <= max(4 * sigma, 1e-12)
+
+
+def test_engine_branches_more_where_the_published_entropy_rises(qwen_tokenizer: Any) -> None:
+    """Flat alternatives after tool results, certain ones on the first turn: ΔH is large under the
+    published measure (branching at ~1), about 1/20 of it under the mean measure."""
+    def decisions(measure: str) -> list[list[float]]:
+        out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=10**6, initial=8, tau=0.5, beta=0.2, entropy=measure, fill_budget=False))  # type: ignore[arg-type]
+        return [d for t in out for d in t.metadata.get("arpo_branch_decisions", [])]
+    new, old = decisions("arpo"), decisions("mean")
+    vocab = len(qwen_tokenizer)
+    per_token = 10 * (1 / 20) * math.log(20) / math.log(vocab)  # 10 requested alternatives at p = 1/20, not renormalised
+    assert all(any(d[1] == pytest.approx(n * per_token, abs=1e-9) for n in range(1, 21)) for d in new)  # summed over ≤ 20 tokens
+    assert max(d[1] for d in new) == pytest.approx(20 * per_token, abs=1e-9)
+    assert all(d[1] == pytest.approx(math.log(10) / math.log(vocab), abs=1e-9) for d in old)  # renormalised top-10, mean over tokens
+    assert all(d[2] == 1 for d in new if d[1] >= 2.5)  # clip(0.5 + 0.2·ΔH) = 1: these always fork
+    rate_new, rate_old = sum(d[2] for d in new) / len(new), sum(d[2] for d in old) / len(old)
+    assert rate_new > 0.7 and rate_old < 0.6  # the mean measure barely moves p = 0.5
 
 
 def test_budget_caps_forks() -> None:

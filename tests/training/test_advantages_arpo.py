@@ -45,6 +45,20 @@ def test_soft_is_plain_grpo_over_all_copies() -> None:
     assert seq0(compute_token_advantages(example(), "arpo", std_norm=False)) == out  # soft is the default
 
 
+def test_default_is_the_published_soft_attribution_on_a_branching_tree() -> None:
+    """Published ARPO trains every branch as an independent response under plain GRPO: on a tree
+    R → B → D plus an independent root C, each token of each copy carries its own trajectory's
+    GRPO advantage (std-normalised, as verl's GRPO), the shared prefix included."""
+    trajs = [*example(), traj("D", [10, 11, 20, 40, 41], 1.0, parent="B", bp=6)]
+    rewards = np.array([1.0, 0.0, 1.0, 1.0])
+    grpo = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-6)  # torch.std is unbiased, as in verl
+    out = arpo_token_advantages(trajs)
+    for t, a, o in zip(trajs, grpo, out, strict=True):
+        mask = np.asarray(t.sequence_mask(0), dtype=np.float64)
+        np.testing.assert_allclose(o[0], a * mask, rtol=1e-5)
+    assert out[0][0][3] != out[1][0][3]  # the shared tokens 10 11 are not averaged between R and B
+
+
 def test_hard_gives_shared_tokens_the_mean_of_their_sharers() -> None:
     out = arpo_token_advantages(example(), mode="hard", std_norm=False)
     shared = (1 / 3 - 2 / 3) / 2

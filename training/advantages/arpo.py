@@ -10,6 +10,13 @@ advantage is GRPO's ``Â_i`` (see :mod:`.grpo`). The two attribution modes diffe
   ``Â_i``. Because the copies are the same tokens under the same context, their importance ratios
   are identical, so their summed contribution already equals the shared mean; ARPO reports this
   mode as the more stable one and uses it by default, and so does toolgym.
+
+  What the published code does (dongguanting/ARPO, ``vllm_rollout_with_tools.py`` and its training
+  scripts): the rollout returns every branch as a full, independent response (the copied prefix
+  included, loss-masked like any other response except for tool results), the scripts train with
+  ``algorithm.adv_estimator=grpo``, and verl's GRPO gives each response its own outcome advantage
+  on all of its tokens. That is ``soft`` attribution; no code path of the release averages shared
+  tokens. ``soft`` is therefore toolgym's default, and ``hard`` is the paper's alternative.
 - ``hard``: a token shared by ``d`` trajectories gets ``(1/d) Σ Â_j`` over those ``d``; tokens after
   the divergence keep ``Â_i``. Every copy carries that mean, so the sum over copies is the same as in
   soft mode and only the per-copy values differ.
