@@ -7,7 +7,8 @@ in the same words and return the same values.
 
 The statement runs in a transaction that is always rolled back, on a connection opened through a
 ``file:…?mode=ro`` URI with ``PRAGMA query_only``, no ATTACH (limit 0) and an authorizer that
-lets only reads through (SELECT, WITH, EXPLAIN, read-only PRAGMAs). A progress handler aborts it
+lets only reads through (SELECT, WITH, EXPLAIN, read-only PRAGMAs) and refuses ``fts3_tokenizer``
+(it returns a memory address). A progress handler aborts it
 past its deadline, so a timed-out query stops using the CPU too. At most ``max_rows + 1`` rows are
 fetched (the extra one only tells that there were more).
 
@@ -46,7 +47,10 @@ if TYPE_CHECKING:
 
 _READ_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
                            "foreign_key_list", "collation_list", "function_list", "database_list"})
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+_REFUSED_FUNCTIONS = frozenset({"fts3_tokenizer"})
+"""Functions no query may call: ``fts3_tokenizer('simple')`` returns a memory address of the process
+running SQLite (an address leak; Python before 3.12 cannot turn it off with ``sqlite3_db_config``)."""
 _ACTIONS = ("CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW "
             "CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER "
             "DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH DETACH "
@@ -94,6 +98,11 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float)
     def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
         if action in _ALLOWED:
             return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() not in _REFUSED_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            refused.append(f"the function {(arg2 or '').lower()}")
+            return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
             return sqlite3.SQLITE_OK
         what = _ACTION_NAMES.get(action, f"action {action}")
@@ -118,6 +127,9 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float)
             reusable = True  # rolled back: clean, whatever the statement did
     except sqlite3.Error as exc:
         message = str(exc)
+        if refused and refused[0].startswith("the function "):
+            raise Refused("readonly", f"{refused[0].removeprefix('the function ')} is not allowed: it reveals memory "
+                          "addresses of the process running SQLite", reusable=reusable) from None
         if refused:
             raise Refused("readonly", f"the database is read-only: {refused[0]} is not allowed "
                           "(only SELECT, WITH … SELECT, EXPLAIN and read-only PRAGMAs run)", reusable=reusable) from None

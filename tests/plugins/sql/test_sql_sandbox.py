@@ -133,6 +133,13 @@ async def test_writes_are_refused_and_nothing_changes(sandbox: Any, sqlite_db: S
     assert await sandbox.read_file(inside.db_path) == before == snapshot(sqlite_db.path)
 
 
+async def test_fts3_tokenizer_leaks_no_pointer_in_the_sandbox(sandbox: Any, sqlite_db: SQLiteBackend) -> None:
+    inside = SandboxSQLiteBackend(sqlite_db, sandbox)
+    with pytest.raises(ReadOnlyViolation, match="fts3_tokenizer is not allowed"):
+        await inside.query("SELECT fts3_tokenizer('simple')")
+    assert (await inside.query("SELECT COUNT(*) FROM teams")).rows == [(3,)]
+
+
 async def test_timeouts(sandbox: Any, sqlite_db: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     inside = SandboxSQLiteBackend(sqlite_db, sandbox)
     with pytest.raises(QueryTimeout, match=r"ran past the 0\.3s time limit"):
