@@ -6,6 +6,10 @@
   but the agent killed, work directory, /tmp and home wiped) and checked. It is destroyed instead
   when it is broken (agent dead or hung), poisoned (processes survived the reset, memory, pids or
   disk still near their limits), or when the idle list is full.
+- The reset is not taken on the sandbox's word: after it, the host checks from outside
+  (``_host_check``: its own view of the sandbox's processes) that only the namespace's init and
+  the agent it started with are left, and destroys the sandbox otherwise. Only then does the
+  agent start the next episode's interpreter (``prestart``).
 - ``aclose()`` destroys everything the backend made. Sandboxes are also registered with
   ``lifecycle`` so that an exiting process destroys them, and the first ``acquire`` sweeps away
   leftovers of dead processes.
@@ -92,6 +96,14 @@ class PooledBackend(ABC):
     async def _sweep(self) -> int:
         """Remove leftovers of dead processes; how many."""
         return 0
+
+    async def _note_start(self, sandbox: AgentSandbox) -> None:
+        """Record, from the host, what a fresh sandbox is made of (for ``_host_check``)."""
+
+    async def _host_check(self, sandbox: AgentSandbox) -> str | None:
+        """After a reset: None when the host itself sees the sandbox as fresh, else why not.
+        A backend that cannot look from outside never reuses a sandbox."""
+        return f"the {self.name} backend cannot check a reset from outside; sandboxes are made anew"
 
     # -- the SandboxBackend protocol --------------------------------------------------------------
 
@@ -220,6 +232,13 @@ class PooledBackend(ABC):
             if self._closed:
                 raise SandboxError(f"the {self.name} sandbox backend is closed; create a new one")
             sandbox = await self._create(kind, self.profile(kind), sandbox_id=sandbox_id, episode_id=episode_id, labels=labels)
+            try:
+                await self._note_start(sandbox)
+            except BaseException:
+                sandbox.channel.close("the sandbox was destroyed")
+                await self._destroy(sandbox)
+                lifecycle.remove_sandbox_dir(sandbox.id)
+                raise
         self.counters["created"] += 1
         self._live[sandbox.id] = sandbox
         lifecycle.track(sandbox.id, lambda: self._destroy_sync(sandbox))
@@ -263,11 +282,13 @@ class PooledBackend(ABC):
 
     async def _recycle(self, sandbox: AgentSandbox) -> None:
         try:
-            stats = await asyncio.wait_for(sandbox.reset(), 20.0)
+            stats = await asyncio.wait_for(sandbox.reset(prestart=False), 20.0)
+            reason = self.poison_reason(sandbox, stats) or await self._host_check(sandbox)
+            if reason is None:
+                await asyncio.wait_for(sandbox.prestart(), 20.0)
         except (TimeoutError, SandboxError):
             self._discard(sandbox)
             return
-        reason = self.poison_reason(sandbox, stats)
         if reason is not None:
             self.counters["poisoned"] += 1
             log.info("destroying sandbox %s after reset: %s", sandbox.id, reason)

@@ -168,13 +168,18 @@ class AgentSandbox:
         """Processes, memory, pids and disk use as the agent sees them."""
         return await self._call("stats", limit_s=5.0)
 
-    async def reset(self) -> dict[str, Any]:
+    async def reset(self, *, prestart: bool = True) -> dict[str, Any]:
         """Kill every process but the agent, wipe the work directory, /tmp and home, and forget
-        the sessions; returns the stats afterwards (for the poison check)."""
-        reply = await self._call("reset", limit_s=10.0)
+        the sessions; returns the stats afterwards (for the poison check). With ``prestart``
+        false the next interpreter waits for ``prestart()`` (after the host's own check)."""
+        reply = await self._call("reset", limit_s=10.0, prestart=prestart)
         self._python = self._shell = None
         self.calls = 0
         return reply
+
+    async def prestart(self) -> None:
+        """Start the Python interpreter of the next episode now, when the profile asks for it."""
+        _raise_for(await self.channel.request("prestart", wait_s=15.0 + HOST_MARGIN_S), self.id)
 
 
 class AgentPythonSession:

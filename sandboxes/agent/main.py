@@ -9,7 +9,11 @@ process died) the agent kills every process of the sandbox and exits, which ends
 ``config["ttl_s"]`` bounds its life even if the host never lets go.
 
 Ops: ``ping``, ``run``, ``write_file``, ``read_file``, ``py_exec``, ``py_restart``, ``sh_run``,
-``stats``, ``reset``, ``shutdown`` (see the host client ``toolgym.sandboxes.channel``).
+``stats``, ``reset``, ``prestart``, ``shutdown`` (see the host client ``toolgym.sandboxes.channel``).
+
+Before anything else the agent makes itself unreachable to the code it runs (``harden``: not
+dumpable, a seccomp filter against ptrace, pidfd_getfd, process_vm_*, new user namespaces and the
+key ring); its hello says what was applied.
 Stdlib only; never imports anything outside this directory.
 """
 
@@ -27,6 +31,7 @@ import time
 from typing import Any
 
 import files
+import harden
 import protocol
 from procs import CgroupProbe, process_table, run_command
 from sessions import PythonSession, ShellSession
@@ -48,13 +53,18 @@ class Agent:
         self.started = time.monotonic()
         self._new_sessions()
 
-    def _new_sessions(self, *, wait: bool = False) -> None:
-        """Fresh sessions; with ``prestart_python`` the interpreter starts now, off the path of the
-        first cell (in the background at start-up, before returning with ``wait``)."""
+    def _new_sessions(self, *, prestart: bool = True, wait: bool = False) -> None:
+        """Fresh sessions; with ``prestart_python`` (and ``prestart``) the interpreter starts now,
+        off the path of the first cell (in the background at start-up, before returning with
+        ``wait``)."""
         common = {"cwd": self.workdir, "env": self.env, "probe": self.probe}
         self.python = PythonSession(python=self.config.get("python", sys.executable),
                                     worker=os.path.join(HERE, "pyworker.py"), **common)
         self.shell = ShellSession(bash=self.config.get("bash", "/bin/bash"), **common)
+        if prestart:
+            self._prestart(wait=wait)
+
+    def _prestart(self, *, wait: bool) -> None:
         if self.config.get("prestart_python"):
             if wait:
                 self.python.prestart()
@@ -155,7 +165,9 @@ class Agent:
         return {"processes": len(others), "disk": disk, **self.probe.stats()}
 
     def op_reset(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Kill every other process, wipe the writable directories, start fresh sessions."""
+        """Kill every other process, wipe the writable directories, make fresh sessions. With
+        ``prestart: false`` the Python interpreter is not started yet: the host first checks from
+        outside that only the agent is left, then sends ``prestart``."""
         for session in (self.python, self.shell):
             with session.lock:
                 session.close()
@@ -164,8 +176,14 @@ class Agent:
             if path:
                 files.wipe(path)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
-        self._new_sessions(wait=True)  # the reset runs in the background of the pool: take the time here
+        # the reset runs in the background of the pool: take the time here
+        self._new_sessions(prestart=bool(req.get("prestart", True)), wait=True)
         return stats
+
+    def op_prestart(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Start the Python interpreter now if the profile asks for it (after a checked reset)."""
+        self._prestart(wait=True)
+        return {}
 
     def op_shutdown(self, req: dict[str, Any]) -> dict[str, Any]:
         threading.Timer(0.05, self.exit).start()
@@ -277,11 +295,13 @@ def main() -> None:
     global OWN_PID_NAMESPACE
     config = json.loads(sys.argv[1])
     OWN_PID_NAMESPACE = bool(config.get("own_pid_namespace"))
+    hardening = harden.apply()  # before any thread: the filter covers the threads and every child
     threading.stack_size(512 * 1024)  # per-request threads: little address space under RLIMIT_AS
     apply_rlimits(config.get("rlimits") or {})
     sock: Any = StdioChannel() if config["socket"] == STDIO else connect(config["socket"], within_s=float(config.get("connect_within_s", 30.0)))
     sock.sendall(protocol.encode({"op": "hello", "token": config["token"], "pid": os.getpid(),
-                                  "version": protocol.VERSION, "python": sys.version.split()[0]}))
+                                  "version": protocol.VERSION, "python": sys.version.split()[0],
+                                  "hardening": hardening}))
     agent = Agent(config, sock)
     if config.get("proxy_socket"):
         import netfwd

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgym.core.errors import SandboxError
-from toolgym.sandboxes import lifecycle
+from toolgym.sandboxes import hostprocs, lifecycle
 from toolgym.sandboxes.channel import AgentListener
 from toolgym.sandboxes.docker import engine
 from toolgym.sandboxes.netproxy import EgressProxy
@@ -142,6 +142,56 @@ class DockerBackend(PooledBackend):
         logs = self.api.logs(container_id, tail=20).decode("utf-8", "replace").strip()
         return f"its container exited with status {state.get('ExitCode')}: {logs or 'no output'}"
 
+    # -- checking a reset from outside -----------------------------------------------------------
+
+    async def _note_start(self, sandbox: AgentSandbox) -> None:
+        """Record the host PIDs of the container's init and agent: through this host's ``/proc``
+        when the engine runs here, else through the engine (``docker top``)."""
+        sandbox.handle["pids"] = await engine.call(self._container_pids, sandbox.handle["container"], None)
+
+    async def _host_check(self, sandbox: AgentSandbox) -> str | None:
+        start = sandbox.handle.get("pids")
+        if not start:
+            return "the container's processes were not recorded when it was made"
+        return await engine.call(self._container_pids, sandbox.handle["container"], start)  # type: ignore[no-any-return]
+
+    def _container_pids(self, container_id: str, start: dict[str, Any] | None) -> Any:
+        """Without ``start``: ``{"via", "init", "agent"}`` of a fresh container. With it: None when
+        only that init and that agent are left, else why not."""
+        init = int(self.api.inspect_container(container_id)["State"]["Pid"])
+        if start is not None and init != start["init"]:
+            return f"the container's init changed from {start['init']} to {init}"
+        local = start["via"] == "proc" if start else _engine_is_local(init, container_id)
+        if start is not None:
+            expected = {start["agent"]}
+            if local:
+                return hostprocs.only_expected(init, expected)
+            return self._top_check(container_id, init, expected)
+        if local:
+            kids = hostprocs.children(init)
+        else:
+            kids = [pid for pid, ppid in self._top(container_id) if ppid == init]
+        if len(kids) != 1:
+            raise SandboxError(f"container {container_id[:12]}: expected one agent under its init, found {kids}")
+        return {"via": "proc" if local else "top", "init": init, "agent": kids[0]}
+
+    def _top(self, container_id: str) -> list[tuple[int, int]]:
+        top = self.api.top(container_id)
+        titles = top["Titles"]
+        ipid, ippid = titles.index("PID"), titles.index("PPID")
+        return [(int(row[ipid]), int(row[ippid])) for row in top.get("Processes") or []]
+
+    def _top_check(self, container_id: str, init: int, expected: set[int]) -> str | None:
+        deadline = time.monotonic() + 0.5
+        while True:
+            others = {pid for pid, _ in self._top(container_id)} - {init}
+            if others == expected:
+                return None
+            if time.monotonic() > deadline:
+                return (f"the engine sees processes {sorted(others - expected)} the reset left"
+                        if others - expected else f"the engine no longer sees the agent {sorted(expected)}")
+            time.sleep(0.05)
+
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")
         if proxy is not None:
@@ -150,6 +200,16 @@ class DockerBackend(PooledBackend):
 
     def _destroy_sync(self, sandbox: AgentSandbox) -> None:
         engine.remove_container(self.api, sandbox.handle["container"])
+
+
+def _engine_is_local(pid: int, container_id: str) -> bool:
+    """Whether ``pid`` (the engine's view of the container's init) is that process in this host's
+    ``/proc`` too: the container's id is in its cgroup path (cgroupfs and systemd drivers)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return container_id in f.read()
+    except OSError:
+        return False
 
 
 def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], **extra: Any) -> dict[str, Any]:

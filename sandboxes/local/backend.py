@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.errors import SandboxError
-from toolgym.sandboxes import lifecycle
+from toolgym.sandboxes import hostprocs, lifecycle
 from toolgym.sandboxes.channel import AgentListener
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
@@ -160,6 +160,21 @@ class LocalBackend(PooledBackend):
             raise
         return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
                             episode_id=episode_id, handle={"process": proc, "proxy": proxy})
+
+    async def _note_start(self, sandbox: AgentSandbox) -> None:
+        """Record the host PIDs of the sandbox's namespace init (bwrap's child) and its agent."""
+        outer = sandbox.handle["process"].pid
+        inits = hostprocs.children(outer)
+        agents = hostprocs.children(inits[0]) if len(inits) == 1 else []
+        if len(agents) != 1:
+            raise SandboxError(f"sandbox {sandbox.id}: expected bwrap -> init -> agent, found {inits} -> {agents}")
+        sandbox.handle["pids"] = {"outer": outer, "init": inits[0], "agent": agents[0]}
+
+    async def _host_check(self, sandbox: AgentSandbox) -> str | None:
+        pids = sandbox.handle.get("pids")
+        if not pids:
+            return "the sandbox's processes were not recorded when it was made"
+        return await asyncio.to_thread(hostprocs.only_expected, pids["outer"], {pids["init"], pids["agent"]})
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")
