@@ -36,6 +36,7 @@ Products and goals are the dicts the loaders build (keys ``Title``, ``BulletPoin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 from rapidfuzz import fuzz
@@ -90,9 +91,13 @@ def token_set_ratio(a: object, b: object) -> int:
     """thefuzz's ``fuzz.token_set_ratio`` (0.20 onwards, or 0.19 with python-Levenshtein): each side
     through ``str()`` (a pair reads ``"('size', 'large')"``), characters 128-255 dropped,
     non-alphanumerics to spaces, lowercased, then rapidfuzz's ratio rounded with ``round`` (0-100)."""
-    a = default_process(str(a).translate(_LATIN1))
-    b = default_process(str(b).translate(_LATIN1))
-    return round(fuzz.token_set_ratio(a, b))
+    return round(fuzz.token_set_ratio(_prepared(a), _prepared(b)))
+
+
+@lru_cache(maxsize=65536)
+def _prepared(value: object) -> str:
+    """thefuzz's ``full_process(str(value), force_ascii=True)``; cached: goals' and products' strings recur."""
+    return default_process(str(value).translate(_LATIN1))
 
 
 def _bullets(product: Mapping[str, Any]) -> str:
