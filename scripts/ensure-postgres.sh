@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Make sure a PostgreSQL server answers on 127.0.0.1 with a superuser role for toolgym's tests,
 # then print its DSN on stdout (the only thing printed there; progress goes to stderr).
+# That admin DSN is for administration ($TOOLGYM_POSTGRES_DSN, creating databases): the SQL tools
+# refuse to run as a superuser. For the tools, `--reader DBNAME` prints instead the DSN of
+# DBNAME as the read-only role toolgym_reader (created or updated: LOGIN only, SELECT on the tables
+# of schema public, read-only sessions whose SQL other sessions cannot see, no advisory locks,
+# a connection limit of half the server's max_connections), e.g. for $TOOLGYM_SQL_DATABASE.
 #
 # Idempotent and quick when all is there: if the DSN already works it is printed at once.
 # Otherwise (needs root): install Debian's postgresql if no server binaries are found, start the
@@ -11,6 +16,7 @@
 # Settings: TOOLGYM_POSTGRES_PORT (5432), TOOLGYM_POSTGRES_USER (toolgym),
 # TOOLGYM_POSTGRES_PASSWORD (toolgym), TOOLGYM_POSTGRES_DATA (/var/lib/toolgym-postgres/PORT).
 # Usage: DSN=$(bash scripts/ensure-postgres.sh)   then export TOOLGYM_TEST_POSTGRES_DSN="$DSN"
+#        TOOLGYM_SQL_DATABASE=$(bash scripts/ensure-postgres.sh --reader mydb)   the SQL tools on mydb
 #        bash scripts/ensure-postgres.sh --packages   only print the Debian packages it would install
 set -euo pipefail
 
@@ -20,6 +26,60 @@ PASSWORD=${TOOLGYM_POSTGRES_PASSWORD:-toolgym}
 DATA=${TOOLGYM_POSTGRES_DATA:-/var/lib/toolgym-postgres/$PORT}
 DSN="postgresql://$ROLE:$PASSWORD@127.0.0.1:$PORT/postgres"
 log() { echo "ensure-postgres: $*" >&2; }
+READER=toolgym_reader
+READER_PASSWORD=toolgym_reader
+READER_DB=""
+if [ "${1:-}" = "--reader" ]; then
+  READER_DB=${2:-}
+  if [ -z "$READER_DB" ]; then
+    log "--reader needs the name of a database on the server, e.g. --reader mydb"
+    exit 2
+  fi
+fi
+
+# Print the result: the admin DSN, or with --reader the DSN of the read-only role on READER_DB.
+finish() {
+  if [ -z "$READER_DB" ]; then
+    log "this admin DSN is for administration; the SQL tools refuse it: give them the DSN that --reader DBNAME prints"
+    echo "$DSN"
+    exit 0
+  fi
+  local db_dsn="postgresql://$ROLE:$PASSWORD@127.0.0.1:$PORT/$READER_DB"
+  if ! psql "$db_dsn" -Atqc 'SELECT 1' >/dev/null 2>&1; then
+    log "no database $READER_DB on 127.0.0.1:$PORT: create it first (createdb), then run --reader again"
+    exit 1
+  fi
+  log "granting $READER read access to $READER_DB ..."
+  psql "$DSN" -v ON_ERROR_STOP=1 -q >&2 <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$READER') THEN CREATE ROLE "$READER" LOGIN; END IF;
+  EXECUTE format('ALTER ROLE "$READER" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS '
+                 'CONNECTION LIMIT %s PASSWORD %L', greatest(1, current_setting('max_connections')::int / 2),
+                 '$READER_PASSWORD');
+END \$\$;
+REVOKE pg_execute_server_program, pg_read_server_files, pg_write_server_files, pg_read_all_stats,
+       pg_signal_backend FROM "$READER";
+ALTER ROLE "$READER" SET default_transaction_read_only = on;
+ALTER ROLE "$READER" SET track_activities = off;
+ALTER ROLE "$READER" SET statement_timeout = '60s';
+ALTER ROLE "$READER" SET idle_in_transaction_session_timeout = '60s';
+ALTER ROLE "$READER" SET lock_timeout = '10s';
+GRANT CONNECT ON DATABASE "$READER_DB" TO "$READER";
+SQL
+  psql "$db_dsn" -v ON_ERROR_STOP=1 -q >&2 <<SQL
+REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), pg_cancel_backend(integer) FROM PUBLIC;
+DO \$\$ DECLARE f regprocedure; BEGIN
+  FOR f IN SELECT oid FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace
+           AND proname ~ '^pg_(try_)?advisory_(xact_)?lock(_shared)?\$' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END \$\$;
+GRANT USAGE ON SCHEMA public TO "$READER";
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO "$READER";
+SQL
+  echo "postgresql://$READER:$READER_PASSWORD@127.0.0.1:$PORT/$READER_DB"
+  exit 0
+}
 
 dsn_works() { command -v psql >/dev/null 2>&1 && psql "$DSN" -Atqc 'SELECT 1' >/dev/null 2>&1; }
 bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
@@ -28,8 +88,7 @@ if [ "${1:-}" = "--packages" ]; then
   exit 0
 fi
 if dsn_works; then
-  echo "$DSN"
-  exit 0
+  finish
 fi
 
 if [ "$(id -u)" != 0 ]; then
@@ -94,4 +153,4 @@ if ! dsn_works; then
   log "the server answers but $DSN does not log in (check pg_hba.conf allows password logins from 127.0.0.1)"
   exit 1
 fi
-echo "$DSN"
+finish

@@ -5,9 +5,9 @@ statement timeout, with at most ``max_rows + 1`` rows fetched (the extra row onl
 there were more).
 
 SQLite is opened with a ``file:…?mode=ro`` URI, ``PRAGMA query_only``, no ATTACH (limit 0) and an
-authorizer that lets only reads through (SELECT, WITH, EXPLAIN, read-only PRAGMAs), so a write
-fails with an error naming what was refused. A progress handler aborts statements past their
-deadline, so a timed-out query stops using the CPU too. That logic lives in
+authorizer that lets only reads through (SELECT, WITH, EXPLAIN, read-only PRAGMAs, no
+``fts3_tokenizer``), so a write fails with an error naming what was refused. A progress handler
+aborts statements past their deadline, so a timed-out query stops using the CPU too. That logic lives in
 :mod:`.readonly_sqlite`, which the sandboxed backend (:mod:`.sandboxed`) runs inside the ``sql``
 sandbox as well, so that both paths answer alike.
 """

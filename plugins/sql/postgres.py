@@ -1,11 +1,15 @@
 """PostgreSQL: a read-only backend over psycopg 3, and the provisioning of databases for it.
 
-Each query: ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout``, the statement itself through the
-extended query protocol (so one string holds exactly one statement: ``SELECT 1; DROP …`` is
-refused by the server), rows streamed and the stream abandoned after ``max_rows + 1``, then
-``ROLLBACK``. Point the backend at a role that can only read (what :func:`create_database` sets
-up: SELECT grants only, ``default_transaction_read_only``): then the grants are the boundary and
-the transaction settings a second fence. Connections are pooled per event loop.
+Each query: the statement filter of :mod:`.pg_guard`, then ``BEGIN READ ONLY``, ``SET LOCAL
+statement_timeout``, the statement itself through the extended query protocol (so one string holds
+exactly one statement: ``SELECT 1; DROP …`` is refused by the server), rows streamed and the stream
+abandoned after ``max_rows + 1``, then ``ROLLBACK`` and a reset of the session (``DISCARD ALL``'s
+steps) before the connection serves again. Connections are pooled per event loop, and each new one
+is checked: a role that may reach the server's programs or files, or whose SQL other sessions can
+read, is refused (:func:`.pg_guard.unsafe_role_reason`). Point the backend at a role that can only
+read (what :func:`create_database` sets up: SELECT grants only, ``default_transaction_read_only``,
+``track_activities`` off, no advisory locks, a connection limit): then the grants are the boundary
+and the transaction settings a second fence.
 
 Needs ``psycopg`` (``pip install 'toolgym[sql]'``), imported lazily.
 """
@@ -21,6 +25,7 @@ from typing import Any
 
 from toolgym.core.errors import ConfigError
 
+from . import pg_guard
 from .backends import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -33,6 +38,11 @@ from .backends import (
     SQLError,
     Table,
 )
+
+
+class UnsafeRoleError(SQLError):
+    """The DSN's role may reach the server's programs or files, or other sessions' SQL (see :mod:`.pg_guard`)."""
+
 
 READER_ROLE = "toolgym_reader"
 READER_PASSWORD = "toolgym_reader"
@@ -85,20 +95,49 @@ class _Pool:
         async with self.slots:
             conn = self.idle.pop() if self.idle else None
             if conn is None:
-                try:
-                    conn = await psycopg.AsyncConnection.connect(
-                        self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout_s)))
-                except psycopg.OperationalError as exc:
-                    raise SQLError(f"cannot connect to the PostgreSQL database: {str(exc).strip()}") from None
+                conn = await self._connect(psycopg)
             try:
                 yield conn
             finally:
-                # an error the database reported leaves the connection idle and reusable; a
-                # cancelled or broken one is closed
-                if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                await self._release(psycopg, conn)
+
+    async def _connect(self, psycopg: Any) -> Any:
+        """A new connection, refused (closed, ``UnsafeRoleError``) if its role is unsafe for the model."""
+        try:
+            # prepare_threshold None: psycopg prepares nothing, so the reset's DEALLOCATE ALL drops nothing of its own
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=max(1, round(self.connect_timeout_s)))
+        except psycopg.OperationalError as exc:
+            raise SQLError(f"cannot connect to the PostgreSQL database: {str(exc).strip()}") from None
+        try:
+            cur = await conn.execute(pg_guard.ROLE_CHECK_SQL, (list(pg_guard.REFUSED_MEMBERSHIPS),))
+            reason = pg_guard.unsafe_role_reason(tuple(await cur.fetchone()))
+        except psycopg.Error as exc:
+            await conn.close()
+            raise SQLError(f"cannot check the PostgreSQL role of the connection: {_message(exc)}") from None
+        except BaseException:
+            await conn.close()
+            raise
+        if reason:
+            await conn.close()
+            raise UnsafeRoleError(reason)
+        return conn
+
+    async def _release(self, psycopg: Any, conn: Any) -> None:
+        """Back to the idle list with its transaction ended and its session reset; closed if that fails
+        or the connection is busy or broken (a cancelled call)."""
+        if not conn.closed and conn.info.transaction_status in (
+                psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
+            try:
+                async with asyncio.timeout(self.connect_timeout_s):
+                    await conn.execute(pg_guard.RESET_SQL)
+            except (psycopg.Error, TimeoutError):
+                pass
+            else:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                     self.idle.append(conn)
-                else:
-                    await conn.close()
+                    return
+        await conn.close()
 
     async def aclose(self) -> None:
         while self.idle:
@@ -128,6 +167,10 @@ class PostgresBackend(SQLBackend):
                     cell_chars: int | None = None) -> QueryResult:
         psycopg = _psycopg()
         errors = psycopg.errors
+        refused = pg_guard.refusal(sql)
+        if refused:
+            kind, message = refused
+            raise (ReadOnlyViolation if kind == "readonly" else SQLError)(message)
         start = time.perf_counter()
         async with self._pool().connection() as conn:
             columns: list[str] = []
@@ -164,12 +207,7 @@ class PostgresBackend(SQLBackend):
                 raise SQLError(_message(exc)) from None
             except psycopg.Error as exc:
                 raise SQLError(_message(exc)) from None
-            finally:
-                if not conn.closed:
-                    try:
-                        await conn.execute("ROLLBACK")
-                    except psycopg.Error:
-                        await conn.close()
+            # the pool rolls back and resets the session when the connection comes back
         return QueryResult(columns, rows[:max_rows], len(rows) > max_rows, time.perf_counter() - start)
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:
@@ -210,13 +248,24 @@ def reader_dsn(admin_dsn: str, dbname: str, *, role: str = READER_ROLE, password
     return _psycopg().conninfo.make_conninfo(admin_dsn, dbname=dbname, user=role, password=password)
 
 
+READER_SETTINGS = {"default_transaction_read_only": "on", "track_activities": "off", "statement_timeout": "60s",
+                   "idle_in_transaction_session_timeout": "60s", "lock_timeout": "10s"}
+"""Session defaults of the reader role: read-only; its SQL not shown to other sessions of the role in
+``pg_stat_activity`` (concurrent episodes share the role); backstop timeouts behind each call's own."""
+
+
 async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str = READER_ROLE,
                           password: str = READER_PASSWORD) -> str:
     """Create ``dbname`` from ``script`` unless it exists, grant ``role`` read access, return its DSN.
 
-    ``admin_dsn`` must be a role that may create databases and roles. The database is built under
-    a temporary name and renamed when complete, so a crash never leaves a half-loaded one; an
-    advisory lock serialises concurrent callers.
+    ``admin_dsn`` must be a superuser (only a superuser may set ``track_activities`` for a role).
+    The role gets :data:`READER_SETTINGS`, no attribute beyond LOGIN, and a connection limit of
+    half the server's ``max_connections`` (so readers can never take every slot); in ``dbname`` it
+    gets SELECT on the tables of ``public`` and may not execute the advisory-lock functions (one
+    statement could otherwise fill the server's shared lock table, and new connections to any
+    database would fail), nor signal other sessions. The database is built under a temporary
+    name and renamed when complete, so a crash never leaves a half-loaded one; an advisory lock
+    serialises concurrent callers.
     """
     psycopg = _psycopg()
     from psycopg import sql
@@ -236,9 +285,7 @@ async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str
             await admin.execute(sql.SQL(
                 "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN "
                 "CREATE ROLE {role} LOGIN; END IF; END $$").format(name=sql.Literal(role), role=sql.Identifier(role)))
-            await admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)))
-            await admin.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(sql.Identifier(role)))
+            await _harden_role(admin, role, password)
             await admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(role)))
         finally:
             await admin.execute("SELECT pg_advisory_unlock(hashtext('toolgym-provision'))")
@@ -248,9 +295,35 @@ async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str
         # roles may signal their own other sessions: keep one episode from ending another's
         await conn.execute("REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), "
                            "pg_cancel_backend(integer) FROM PUBLIC")
+        # nor hold advisory locks: the lock table is shared by every database of the server
+        cur = await conn.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY(%s) "
+                                 "AND pronamespace = 'pg_catalog'::regnamespace", (list(pg_guard.LOCK_FUNCTIONS),))
+        signatures = [row[0] for row in await cur.fetchall()]
+        await conn.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(
+            sql.SQL(", ").join(sql.SQL(s) for s in signatures)))
         await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
         await conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(role)))
     return reader_dsn(admin_dsn, dbname, role=role, password=password)
+
+
+async def _harden_role(admin: Any, role: str, password: str) -> None:
+    """Give ``role`` LOGIN and nothing more, :data:`READER_SETTINGS` and its connection limit."""
+    psycopg = _psycopg()
+    from psycopg import sql
+
+    ident = sql.Identifier(role)
+    cur = await admin.execute("SELECT current_setting('max_connections')::int")
+    limit = max(1, (await cur.fetchone())[0] // 2)
+    await admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+                                "CONNECTION LIMIT {} PASSWORD {}").format(ident, sql.Literal(limit), sql.Literal(password)))
+    for granted in pg_guard.REFUSED_MEMBERSHIPS:
+        await admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), ident))
+    try:
+        for name, value in READER_SETTINGS.items():
+            await admin.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(ident, sql.Identifier(name), sql.Literal(value)))
+    except psycopg.errors.InsufficientPrivilege:
+        raise ConfigError("the admin DSN must be a PostgreSQL superuser, to set track_activities off for the reader "
+                          "role; use the DSN scripts/ensure-postgres.sh prints") from None
 
 
 async def drop_database(admin_dsn: str, dbname: str) -> None:

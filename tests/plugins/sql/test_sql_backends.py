@@ -123,16 +123,25 @@ async def test_sqlite_specific_refusals(sqlite_db: SQLiteBackend, tmp_path_facto
     assert (await sqlite_db.query("EXPLAIN QUERY PLAN SELECT * FROM people")).rows
 
 
-async def test_postgres_is_read_only_even_for_a_superuser(postgres_db: tuple[str, str, str]) -> None:
-    admin, _reader, _ = postgres_db
-    db = PostgresBackend(admin, max_connections=1)
+async def test_sqlite_fts3_tokenizer_leaks_no_pointer(sqlite_db: SQLiteBackend) -> None:
+    # fts3_tokenizer('simple') returns the address of a tokenizer module in the process running SQLite
+    for query in ("SELECT fts3_tokenizer('simple')", "SELECT hex(FTS3_TOKENIZER('porter'))",
+                  "WITH t(n) AS (SELECT 'simple') SELECT length(fts3_tokenizer(n)) FROM t"):
+        with pytest.raises(ReadOnlyViolation, match="fts3_tokenizer is not allowed"):
+            await sqlite_db.query(query)
+    assert (await sqlite_db.query("SELECT COUNT(*) FROM teams")).rows == [(3,)]
+
+
+async def test_postgres_calls_change_nothing_that_outlives_them(postgres_db: tuple[str, str, str]) -> None:
+    _admin, reader, _ = postgres_db
+    db = PostgresBackend(reader, max_connections=1)  # every call on the same pooled connection
     try:
+        # transaction control is refused: the next call is always a fresh read-only transaction
+        for statement in ("COMMIT", "SET TRANSACTION READ WRITE", "BEGIN"):
+            with pytest.raises(ReadOnlyViolation, match="read-only"):
+                await db.query(statement)
         with pytest.raises(ReadOnlyViolation, match="read-only transaction"):
-            await db.query("INSERT INTO teams (id, name) VALUES (9, 'gold')")
-        # a COMMIT inside the call ends nothing that follows: the next call is a fresh read-only transaction
-        await db.query("COMMIT")
-        with pytest.raises(ReadOnlyViolation):
-            await db.query("DELETE FROM numbers")
+            await db.query("WITH gone AS (DELETE FROM numbers RETURNING n) SELECT count(*) FROM gone")
         # session changes made by a query are rolled back with its transaction
         changed = await db.query("SELECT set_config('application_name', 'changed-by-model', false)")
         assert changed.rows == [("changed-by-model",)]
