@@ -139,26 +139,34 @@ async def test_concurrent_episodes_cannot_read_each_others_sql(postgres_db: tupl
     _admin, reader, _ = postgres_db
     secret = uuid.uuid4().hex
     # two episodes, each with its own pool (as in two rollout workers), both reading as the reader role
-    (q_a, _), (q_b, _) = make_sql_tools(PostgresBackend(reader), sandbox=False), make_sql_tools(PostgresBackend(reader), sandbox=False)
-    planted = asyncio.create_task(q_a.call({"query": f"SELECT 'ANSWER_{secret}' AS answer, pg_sleep(2)"}))
+    episode_a, episode_b = PostgresBackend(reader), PostgresBackend(reader)
+    (q_a, _), (q_b, _) = make_sql_tools(episode_a, sandbox=False), make_sql_tools(episode_b, sandbox=False)
+    planted = asyncio.create_task(q_a.call({"query": f"SELECT 'ANSWER_{secret}' AS answer, pg_sleep(4)"}))
     try:
-        await asyncio.sleep(0.5)
+        # wait until the planting statement runs (its wait event shows even with track_activities off)
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as admin:
+            for _ in range(100):
+                cur = await admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event = 'PgSleep'",
+                                          (READER_ROLE,))
+                if (await cur.fetchone())[0]:  # type: ignore[index]
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the planting statement never started")
         # the spy's own text never holds the secret whole, so a match can only be the neighbour's
         spy = await q_b.call({"query": f"SELECT count(*) AS seen FROM pg_stat_activity "
                                        f"WHERE strpos(query, 'ANSWER_' || '{secret}') > 0 AND pid <> pg_backend_pid()"})
         texts = await q_b.call({"query": "SELECT count(*) AS with_text FROM pg_stat_activity "
-                                         f"WHERE usename = '{READER_ROLE}' AND pid <> pg_backend_pid() AND query <> ''"})
-        assert not spy.error and not texts.error, (spy.text, texts.text)
-        # the admin does see that the planting session is there: the spy looked at the right time
-        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as admin:
-            cur = await admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND pid <> pg_backend_pid()",
-                                      (READER_ROLE,))
-            assert (await cur.fetchone())[0] >= 2  # type: ignore[index]
+                                         f"WHERE usename = '{READER_ROLE}' AND datname = current_database() "
+                                         "AND pid <> pg_backend_pid() AND query <> ''"})
+        assert not planted.done(), "the spy looked too late"
         assert single_value(spy) == "0", f"one episode read another's SQL:\n{spy.text}"
         assert single_value(texts) == "0", f"another session's SQL text is visible:\n{texts.text}"
         assert not (await planted).error
     finally:
         planted.cancel()
+        await episode_a.aclose()
+        await episode_b.aclose()
 
 
 # -- 3. session state and the lock table -----------------------------------------------------------
