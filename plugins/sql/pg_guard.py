@@ -12,9 +12,10 @@ Three guards, each for something ``BEGIN READ ONLY`` does not stop:
   could copy it.
 - :func:`refusal`, run on every statement: no other command than SELECT, WITH, EXPLAIN, VALUES,
   TABLE or SHOW, and no statement that names a function holding server-wide state beyond the
-  query (advisory locks) or running SQL given as text (which would hide such a name). It is a
-  second fence: on databases :func:`.postgres.create_database` provisions, the reader role may
-  not execute those functions at all.
+  query (advisory locks) or running SQL given as text (``query_to_xml``, ``ts_stat``,
+  ``ts_rewrite``: such text could hide a name). It is a second fence: on databases
+  :func:`.postgres.create_database` provisions, the reader role may not execute the advisory-lock
+  functions at all.
 - :data:`RESET_SQL`, run after every call in the same round trip as its ``ROLLBACK``: what
   ``DISCARD ALL`` does (advisory locks, prepared statements, cursors, settings, temp objects), in
   statements allowed in a transaction block, so nothing one call leaves reaches the next call on
@@ -56,7 +57,8 @@ REFUSED_FIRST_WORDS = frozenset(
 command at all is left to the server, whose syntax error then reaches the model as it is)."""
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
 _FIRST_WORD = re.compile(r"[A-Za-z_]+")
-_REFUSED_NAME = re.compile(r"\b(pg_(?:try_)?advisory_\w*|query_to_xml\w*|cursor_to_xml\w*|ts_stat|dblink\w*)\b", re.I)
+_REFUSED_NAME = re.compile(r"\b(pg_(?:try_)?advisory_\w*|query_to_xml\w*|cursor_to_xml\w*|ts_stat|ts_rewrite|dblink\w*)\b",
+                           re.I)
 _UNICODE_IDENTIFIER = re.compile(r"\bU&\"", re.I)
 
 

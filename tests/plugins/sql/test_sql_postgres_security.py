@@ -214,6 +214,7 @@ async def test_the_reader_role_cannot_take_advisory_locks_by_any_route(postgres_
     try:
         for query in ("SELECT * FROM query_to_xml('SELECT pg_' || 'advisory_lock(42)', true, false, '')",
                       'SELECT U&"pg\\005fadvisory\\005flock"(42)',
+                      "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery FROM pg_' || 'advisory_lock(42) x')",
                       "SELECT pg_catalog.PG_ADVISORY_LOCK(42)"):
             out = await sql_query.call({"query": query})
             assert out.error, out.text
