@@ -103,6 +103,8 @@ class HermesParser(ToolParser):
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             return None, f"tool call is not valid JSON ({exc.msg} at position {exc.pos})"
+        except (RecursionError, ValueError):  # nesting past the interpreter's limit
+            return None, "tool call is nested too deeply to parse; give flat JSON arguments"
         if not isinstance(obj, dict):
             return None, 'a tool call must be a JSON object: {"name": ..., "arguments": {...}}'
         name = obj.get("name")
@@ -114,6 +116,8 @@ class HermesParser(ToolParser):
                 args = json.loads(args) if args.strip() else {}
             except json.JSONDecodeError:
                 return None, f'"arguments" of {name} is a string that is not valid JSON'
+            except (RecursionError, ValueError):
+                return None, f'"arguments" of {name} are nested too deeply to parse; give flat JSON arguments'
         if args is None:
             args = {}
         if not isinstance(args, dict):

@@ -32,6 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from toolgym.collect_guard import (
+    RunGuard,
+    check_env_kwargs,
+    check_out_dir,
+    check_sandbox_backend,
+    unexpected_keyword,
+)
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes, trajectory_id
@@ -46,9 +53,11 @@ from toolgym.trajectories.dedup import prompt_key
 from toolgym.trajectories.provenance import code_version, distribution_of, runtime
 from toolgym.trajectories.store import (
     MANIFEST,
+    StoreWriteError,
     TrajectoryWriter,
     completed_ids,
     data_files,
+    quarantine_path,
     read_manifest,
     write_manifest,
 )
@@ -83,6 +92,8 @@ class CollectOptions:
     """Model requests per second, this process (retries count); None: unlimited."""
     max_tokens_per_min: float | None = None
     """Prompt + completion tokens per minute, this process; None: unlimited."""
+    fail_fast: int = 8
+    """Stop when the first ``fail_fast`` episodes of the run all failed with the same error; 0: never."""
 
 
 @dataclass
@@ -96,6 +107,12 @@ class CollectResult:
     elapsed_s: float
     duplicates: int = 0
     """Trajectories not run because their task instance repeated an earlier prompt."""
+    stopped: str | None = None
+    """Why the run stopped before its end (every early episode failed alike); None when it did not."""
+    all_failed: str | None = None
+    """One sentence when the run went to its end but every episode of it failed; else None."""
+    quarantined: list[Path] = field(default_factory=list)
+    """Side files that received a damaged last record found on resume (its episode ran again)."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -113,6 +130,17 @@ def parse_shard(text: str) -> tuple[int, int]:
 def make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any] | None = None) -> Policy:
     """Turn ``--model`` into a policy: ``scripted``, ``sim[:LATENCY]``, ``tiny``, a directory, a URL."""
     options = dict(options or {})
+    try:
+        return _make_policy(model, backend=backend, tokenizer=tokenizer, config=config, options=options)
+    except TypeError as exc:
+        key = unexpected_keyword(exc, options)
+        if key is None:
+            raise
+        which = "simulated" if model.startswith("sim") else (backend or "default")
+        raise ConfigError(f"--backend-arg {key}: the {which} model backend takes no option {key!r}; fix the spelling or drop it") from None
+
+
+def _make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any]) -> Policy:
     if model == "scripted":
         return ScriptedPolicy(ChatFormat(_tokenizer(tokenizer)))
     if model == "sim" or model.startswith("sim:"):
@@ -167,8 +195,10 @@ def prepare_output(opts: CollectOptions) -> None:
             "--overwrite cannot be combined with --shard: it would delete what the other shards write; "
             "empty the directory once, then start the shards"
         )
+    check_out_dir(out)
     if opts.overwrite and out.exists():
-        for p in [*data_files(out), *out.glob("failures*.jsonl"), *out.glob("manifest-*.json"), out / MANIFEST]:
+        files = [*data_files(out), *out.glob("failures*.jsonl")]
+        for p in [*files, *map(quarantine_path, files), *out.glob("manifest-*.json"), out / MANIFEST]:
             p.unlink(missing_ok=True)
         shutil.rmtree(out / "artifacts", ignore_errors=True)
     old = read_manifest(out)
@@ -302,6 +332,8 @@ async def collect(
         raise ConfigError("--episodes must be at least 1")
     if opts.dedup not in ("none", "prompt"):
         raise ConfigError(f"--dedup must be 'none' or 'prompt', got {opts.dedup!r}")
+    check_env_kwargs(registry, opts.env, opts.env_kwargs)
+    check_sandbox_backend(registry, opts.sandbox_backend)
     prepare_output(opts)
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
     planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.engine.group_size, seed=opts.engine.seed, first_task=opts.first_task)
@@ -333,9 +365,11 @@ async def collect(
                     "host": socket.gethostname(), "pid": os.getpid(), "toolgym_version": run["toolgym_version"],
                     "started_at": time.time(), "state": "running"}
         write_manifest(opts.out, manifest, shard=shard)
+    me = asyncio.current_task()
+    guard = RunGuard(writer.write, fail_fast=opts.fail_fast, stop=lambda: me and me.cancel(), failures_file=writer.failures_path.name)
     engine = RolloutEngine(
         registry=registry, policy=policy, config=opts.engine, sandbox_backend=sandboxes,  # type: ignore[arg-type]
-        env_kwargs=opts.env_kwargs, artifacts_dir=str(opts.out / "artifacts"), on_trajectory=writer.write,
+        env_kwargs=opts.env_kwargs, artifacts_dir=str(opts.out / "artifacts"), on_trajectory=guard,
     )
     started = time.perf_counter()
     ticker: asyncio.Task[None] | None = None
@@ -347,7 +381,6 @@ async def collect(
 
         ticker = asyncio.create_task(tick())
     loop = asyncio.get_running_loop()
-    me = asyncio.current_task()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGTERM, lambda: me and me.cancel())
     state = "interrupted"
@@ -355,6 +388,11 @@ async def collect(
     try:
         stats = await engine.run(todo, stored=stored_samples(todo, done, opts.engine) if opts.engine.arpo.enabled else None)
         state = "complete" if writer.failed == 0 else "complete_with_failures"
+    except asyncio.CancelledError:
+        if guard.reason is None or me is None:
+            raise  # SIGTERM, or our caller cancelled us
+        me.uncancel()  # the guard stopped the run; say why below
+        state = "write_error" if guard.write_error is not None else "stopped"
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
@@ -370,8 +408,17 @@ async def collect(
         manifest.update(state=state, finished_at=time.time(), written=writer.written, failed=writer.failed)
         if limiter is not None:
             manifest["rate_limit_stats"] = {"requests": limiter.requests, "tokens": limiter.tokens, "waited_s": round(limiter.waited_s, 3)}
-        write_manifest(opts.out, manifest, shard=shard)
+        if guard.reason is not None:
+            manifest["stopped_because"] = guard.reason
+        try:
+            write_manifest(opts.out, manifest, shard=shard)
+        except StoreWriteError:
+            if guard.write_error is None:
+                raise  # after a write error the disk is likely still full: report the first error
+    if guard.write_error is not None:
+        raise guard.write_error
     duplicates = dedup_info["dropped_trajectories"] if dedup_info else 0
     return CollectResult(opts.out, len(requests), len(requests) - len(todo), writer.written, writer.failed, stats,
-                         time.perf_counter() - started, duplicates)
+                         time.perf_counter() - started, duplicates, stopped=guard.reason,
+                         all_failed=None if guard.reason else guard.all_failed(), quarantined=writer.quarantined)
 

@@ -8,11 +8,18 @@ Layout of a dataset directory::
     failures.jsonl           episodes that ended with status=error, with their reasons
                              (shards: failures-<k>.jsonl)
 
-Crash safety: each trajectory is one ``write`` of one line, flushed at once, so a killed process
-(SIGKILL included) leaves at most one partial last line; it is cut off when the store is opened
-again. ``fsync`` runs every ``fsync_every_s`` seconds and on close (for power loss). Resume: the
-ids already present are skipped, so a restarted collection loses nothing and duplicates nothing.
-Reading never loads a whole file: every reader is a generator.
+Crash safety: each trajectory is one unbuffered append of one line, so a killed process (SIGKILL
+included) leaves at most one partial last line. When a writer opens the file again it checks the
+last record (complete line, JSON object with a ``trajectory_id``); a torn or invalid one is moved
+to a side file, ``<file>.quarantine`` (its bytes kept, never deleted), and cut from the data, so a
+resumed collection runs that episode again. ``fsync`` runs every ``fsync_every_s`` seconds and on
+close (for power loss). A write that fails (a full disk) is rolled back to the last whole line and
+raises :class:`StoreWriteError`: everything written before stays readable. Resume: the ids already
+present are skipped, so a restarted collection loses nothing and duplicates nothing.
+
+Reading never loads a whole file: every reader is a generator. Readers skip a line they cannot read
+(torn, not JSON, not a trajectory) and a repeated id, and count them in a :class:`ReadReport`
+(logged as warnings when the caller gives none), instead of refusing the whole dataset.
 
 Several processes (or machines sharing a filesystem) may write one directory at once, each its
 own shard file; a writer holds an exclusive ``flock`` on its file, so a second writer of the same
@@ -21,16 +28,21 @@ shard is refused instead of interleaving lines.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from toolgym.core.errors import ConfigError
+from pydantic import ValidationError
+
+from toolgym.core.errors import ConfigError, ToolgymError
 from toolgym.core.trajectory import Status, Trajectory
 
 MAIN = "trajectories"
@@ -39,30 +51,81 @@ MANIFEST = "manifest.json"
 _ID_RE = re.compile(rb'"trajectory_id":\s*"([^"]+)"')
 
 
-def _repair_tail(path: Path) -> int:
-    """Cut a partial last line left by a crash; returns the bytes removed."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0
+_log = logging.getLogger("toolgym.trajectories")
+
+
+class StoreWriteError(ToolgymError):
+    """Appending to (or creating a file of) a dataset failed, e.g. the disk is full. What was
+    written before is intact; the message says what to do. The CLI exits 1 (the input was fine)."""
+
+    exit_code = 1
+
+
+def quarantine_path(path: Path) -> Path:
+    """The side file that keeps the bytes of torn or invalid records cut from ``path``."""
+    return path.with_name(path.name + ".quarantine")
+
+
+def _parse_record(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """One line of a data file (newline included) → (record, None), or (None, why it is not a
+    stored record). Checks the framing and the JSON, not the trajectory schema."""
+    if not line.endswith(b"\n"):
+        return None, "incomplete line (no newline at its end: a crash, or a writer still at work)"
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not valid JSON ({getattr(exc, 'msg', type(exc).__name__)})"
+    if not isinstance(obj, dict) or not isinstance(obj.get("trajectory_id"), str):
+        return None, "not a trajectory record (a JSON object with a trajectory_id)"
+    return obj, None
+
+
+def _record_problem(line: bytes) -> str | None:
+    return _parse_record(line)[1]
+
+
+def _last_line_start(fh: IO[bytes], size: int) -> int:
+    """Offset of the first byte of the last line of a file of ``size`` bytes (newline ended or not)."""
+    end = size - 1 if size else 0  # a newline at the very end closes the last line, not a new one
+    block = 1 << 16
+    pos = end
+    while pos > 0:
+        start = max(0, pos - block)
+        fh.seek(start)
+        idx = fh.read(pos - start).rfind(b"\n")
+        if idx != -1:
+            return start + idx + 1
+        pos = start
+    return 0
+
+
+def _quarantine_tail(path: Path) -> int:
+    """Move torn or invalid records at the end of ``path`` into its quarantine file (appended,
+    synced before the data is cut); returns the bytes moved."""
+    moved = 0
     with path.open("rb+") as fh:
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return 0
-        # walk back to the previous newline
-        block = 1 << 16
-        pos = size
-        cut = 0
-        while pos > 0:
-            start = max(0, pos - block)
+        while (size := os.fstat(fh.fileno()).st_size) > 0:
+            start = _last_line_start(fh, size)
             fh.seek(start)
-            chunk = fh.read(pos - start)
-            idx = chunk.rfind(b"\n")
-            if idx != -1:
-                cut = start + idx + 1
+            tail = fh.read(size - start)
+            problem = _record_problem(tail)
+            if problem is None:
                 break
-            pos = start
-        fh.truncate(cut)
-        return size - cut
+            side = quarantine_path(path)
+            try:
+                with side.open("ab") as q:
+                    q.write(tail if tail.endswith(b"\n") else tail + b"\n")
+                    q.flush()
+                    os.fsync(q.fileno())
+            except OSError as exc:
+                raise StoreWriteError(
+                    f"cannot keep the damaged last record of {path} in {side.name} ({exc.strerror or exc}); "
+                    "free space or fix the directory's permissions, then run again"
+                ) from None
+            _log.warning("%s:%s: %s; moved to %s and will be collected again", path, "last line", problem, side.name)
+            fh.truncate(start)
+            moved += len(tail)
+    return moved
 
 
 def data_files(root: Path) -> list[Path]:
@@ -80,7 +143,7 @@ class TrajectoryWriter:
         name = f"{MAIN}.jsonl" if shard is None else f"{MAIN}-{shard:05d}.jsonl"
         self.path = self.root / name
         self.failures_path = self.root / (FAILURES if shard is None else f"failures-{shard:05d}.jsonl")
-        self._fh: IO[bytes] = self.path.open("ab")
+        self._fh: IO[bytes] = self.path.open("ab", buffering=0)
         try:  # before repairing: cutting a line another live writer is appending would lose it
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -91,21 +154,49 @@ class TrajectoryWriter:
                 "process its own shard (`toolgym collect --shard K/N`) or wait for it to finish"
             ) from None
         self.repaired_bytes = 0
-        for p in (self.path, self.failures_path):
-            if p.exists():
-                self.repaired_bytes += _repair_tail(p)
-        self._fail_fh: IO[bytes] = self.failures_path.open("ab")
+        self.quarantined: list[Path] = []
+        """The quarantine files that received a damaged last record when this writer opened."""
+        try:
+            for p in (self.path, self.failures_path):
+                if p.exists() and (moved := _quarantine_tail(p)):
+                    self.repaired_bytes += moved
+                    self.quarantined.append(quarantine_path(p))
+            self._fail_fh: IO[bytes] = self.failures_path.open("ab", buffering=0)
+        except BaseException:
+            self._fh.close()
+            raise
         self._fsync_every_s = fsync_every_s
         self._last_sync = time.monotonic()
         self.written = 0
         self.failed = 0
+        self.error: StoreWriteError | None = None
+        """The first write error; later writes are refused with it."""
+
+    def _append(self, fh: IO[bytes], line: bytes) -> None:
+        """Write the whole line or nothing: a partial write is cut back before the error is raised."""
+        if self.error is not None:
+            raise self.error
+        fd = fh.fileno()
+        start = os.fstat(fd).st_size
+        view = memoryview(line)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            stored = f"the {self.written} trajectories and {self.failed} failures written by this run are intact"
+            self.error = StoreWriteError(
+                f"cannot write to {Path(fh.name)} ({exc.strerror or exc}); {stored} — "
+                "free space (or fix the directory) and run the same command again to resume"
+            )
+            raise self.error from None
 
     def write(self, traj: Trajectory) -> None:
-        """Append one finished trajectory; errored episodes go to the failures file."""
+        """Append one finished trajectory; errored episodes go to the failures file. Raises
+        :class:`StoreWriteError` (and writes nothing more) when the append fails."""
         line = traj.model_dump_json().encode() + b"\n"
-        fh = self._fail_fh if traj.status is Status.ERROR else self._fh
-        fh.write(line)
-        fh.flush()
+        self._append(self._fail_fh if traj.status is Status.ERROR else self._fh, line)
         if traj.status is Status.ERROR:
             self.failed += 1
         else:
@@ -117,14 +208,18 @@ class TrajectoryWriter:
 
     def sync(self) -> None:
         for fh in (self._fh, self._fail_fh):
-            fh.flush()
             os.fsync(fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:
-            self.sync()
-            self._fh.close()
-            self._fail_fh.close()
+            try:
+                self.sync()
+            except OSError:
+                if self.error is None:
+                    raise
+            finally:
+                self._fh.close()
+                self._fail_fh.close()
 
     def __enter__(self) -> TrajectoryWriter:
         return self
@@ -134,58 +229,136 @@ class TrajectoryWriter:
 
 
 def completed_ids(root: str | Path) -> set[str]:
-    """Ids of the trajectories already stored (failures excluded: they are retried on resume)."""
+    """Ids of the trajectories already stored (failures excluded: they are retried on resume).
+
+    Fast: each line is framed-checked (``{`` … ``}`` and a newline) and its id found with a regex;
+    the last line of each file, the one a crash can tear, is parsed in full."""
     done: set[str] = set()
     for path in data_files(Path(root)):
+        last: bytes | None = None
         with path.open("rb") as fh:
             for line in fh:
-                m = _ID_RE.search(line, 0, 400)
-                if m and line.endswith(b"\n"):
-                    done.add(m.group(1).decode())
+                if last is not None:
+                    _add_id(done, last)
+                last = line
+        if last is not None and _record_problem(last) is None:
+            _add_id(done, last)
     return done
 
 
-def iter_raw(root: str | Path, *, include_failures: bool = False) -> Iterator[dict[str, Any]]:
-    """Stream stored trajectories as dicts, skipping duplicates of an id already seen."""
-    root = Path(root)
+def _add_id(done: set[str], line: bytes) -> None:
+    if line.startswith(b"{") and line.endswith(b"}\n") and (m := _ID_RE.search(line, 0, 400)):
+        done.add(m.group(1).decode())
+
+
+@dataclass
+class BadLine:
+    """A line a reader skipped: where it is and why it could not be read."""
+
+    path: Path
+    lineno: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.reason}"
+
+
+@dataclass
+class ReadReport:
+    """What the readers skipped while streaming a dataset."""
+
+    bad: list[BadLine] = field(default_factory=list)
+    """Unreadable lines (torn, not JSON, not a valid trajectory), in reading order."""
+    duplicates: int = 0
+    """Lines whose trajectory id an earlier line already had (the first one is kept)."""
+
+    def summary(self, *, limit: int = 5) -> str:
+        """One line for stderr, or "" when nothing was unreadable."""
+        if not self.bad:
+            return ""
+        n = len(self.bad)
+        where = "; ".join(str(b) for b in self.bad[:limit]) + ("; …" if n > limit else "")
+        return f"skipped {n} unreadable line{'s' if n != 1 else ''} ({where}); the rest was read"
+
+
+def _dataset_files(root: Path, include_failures: bool) -> list[Path]:
+    """The files to read for ``root``: a dataset directory's data files, or one ``.jsonl`` file."""
     if not root.exists():
         raise ConfigError(f"{root} does not exist; give the directory a `toolgym collect --out` wrote")
-    seen: set[str] = set()
+    if root.is_file():
+        if root.suffix == ".jsonl":
+            return [root]
+        raise ConfigError(
+            f"{root} is not a dataset; give the directory a `toolgym collect --out` wrote "
+            "(or one of its .jsonl files, or a .parquet export)"
+        )
     files = data_files(root)
-    if include_failures:
-        files += sorted(root.glob("failures*.jsonl"))
-    for path in files:
+    failures = sorted(root.glob("failures*.jsonl"))
+    if not files and not failures and not (root / MANIFEST).exists():
+        raise ConfigError(
+            f"{root} holds no dataset (no {MANIFEST} or {MAIN}*.jsonl); give the directory a `toolgym collect --out` wrote"
+        )
+    return files + failures if include_failures else files
+
+
+def _iter_records(root: str | Path, include_failures: bool, report: ReadReport | None) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    root = Path(root)
+    seen: set[str] = set()
+    for path in _dataset_files(root, include_failures):
         with path.open("rb") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                if not line.endswith(b"\n"):
-                    break  # a partial line from a crash: not a trajectory
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(f"{path}:{lineno} is not valid JSON ({exc.msg})") from None
-                tid = obj.get("trajectory_id")
+                obj, problem = _parse_record(line)
+                if obj is None:
+                    _skip(report, BadLine(path, lineno, str(problem)))
+                    continue
+                tid = obj["trajectory_id"]
                 if tid in seen:
+                    if report is not None:
+                        report.duplicates += 1
                     continue
                 seen.add(tid)
-                yield obj
+                yield path, lineno, obj
 
 
-def iter_trajectories(root: str | Path, *, include_failures: bool = False) -> Iterator[Trajectory]:
-    """Stream stored trajectories as validated ``Trajectory`` objects."""
-    for obj in iter_raw(root, include_failures=include_failures):
-        yield Trajectory.model_validate(obj)
+def _skip(report: ReadReport | None, bad: BadLine) -> None:
+    if report is None:
+        _log.warning("skipped %s", bad)
+    elif bad not in report.bad:  # a reader that streams the dataset twice reports a line once
+        report.bad.append(bad)
 
 
-def find_trajectory(root: str | Path, trajectory_id: str) -> Trajectory:
+def iter_raw(root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+    """Stream stored trajectories as dicts, skipping duplicates of an id already seen and lines
+    that cannot be read (counted in ``report``). ``root``: a dataset directory or one .jsonl file."""
+    for _, _, obj in _iter_records(root, include_failures, report):
+        yield obj
+
+
+def iter_trajectories(root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None) -> Iterator[Trajectory]:
+    """Stream stored trajectories as validated ``Trajectory`` objects; records that do not fit the
+    schema are skipped and counted in ``report`` like unreadable lines."""
+    for path, lineno, obj in _iter_records(root, include_failures, report):
+        try:
+            yield Trajectory.model_validate(obj)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "record"
+            _skip(report, BadLine(path, lineno, f"not a valid trajectory ({where}: {first.get('msg')})"))
+
+
+def find_trajectory(root: str | Path, trajectory_id: str, *, report: ReadReport | None = None) -> Trajectory:
     """One stored trajectory by id (or unique id prefix)."""
-    matches = [t for t in iter_raw(root, include_failures=True) if str(t.get("trajectory_id", "")).startswith(trajectory_id)]
+    matches = [t for t in iter_raw(root, include_failures=True, report=report) if str(t.get("trajectory_id", "")).startswith(trajectory_id)]
     if not matches:
         raise ConfigError(f"no trajectory with id {trajectory_id!r} in {root}")
     if len(matches) > 1:
         raise ConfigError(f"id prefix {trajectory_id!r} matches {len(matches)} trajectories; give more characters")
-    return Trajectory.model_validate(matches[0])
+    try:
+        return Trajectory.model_validate(matches[0])
+    except ValidationError as exc:
+        raise ConfigError(f"trajectory {matches[0]['trajectory_id']!r} in {root} is not a valid trajectory ({exc.errors()[0].get('msg')})") from None
 
 
 def shard_manifest_name(shard: int) -> str:
@@ -200,8 +373,15 @@ def write_manifest(root: str | Path, manifest: dict[str, Any], *, shard: int | N
     root.mkdir(parents=True, exist_ok=True)
     name = MANIFEST if shard is None else shard_manifest_name(shard)
     tmp = root / f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, root / name)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        os.replace(tmp, root / name)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreWriteError(
+            f"cannot write {root / name} ({exc.strerror or exc}); the previous one is unchanged — "
+            "free space (or fix the directory) and run the same command again"
+        ) from None
 
 
 def read_manifest(root: str | Path, *, shard: int | None = None) -> dict[str, Any] | None:

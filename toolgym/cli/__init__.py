@@ -82,4 +82,4 @@ def main() -> None:
         app()
     except ToolgymError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))  # 2: bad input; errors of a run that started set 1

@@ -9,6 +9,30 @@ from pathlib import Path
 import typer
 
 from toolgym.cli.common import err_console, registry_or_exit
+from toolgym.core.errors import ConfigError
+
+# EngineConfig / SamplingConfig / ArpoConfig field → the option that sets it
+_FLAGS = {
+    "max_live_episodes": "--concurrency", "max_llm_calls": "--llm-concurrency", "max_sandboxes": "--sandboxes",
+    "llm_timeout_s": "--llm-timeout", "episode_timeout_s": "--episode-timeout", "max_turns": "--max-turns",
+    "max_tokens_per_turn": "--max-tokens-per-turn", "max_tokens_per_trajectory": "--max-tokens-per-trajectory",
+    "group_size": "--group-size", "initial": "--group-size", "budget": "--arpo-budget", "on_rewrite": "--on-rewrite",
+    "temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k", "top_logprobs": "--top-logprobs",
+}
+
+
+def option_error(exc: Exception) -> ConfigError:
+    """A pydantic ValidationError from the engine settings → one sentence naming the option."""
+    first = exc.errors()[0]  # type: ignore[attr-defined]
+    field = str(first.get("loc", ("?",))[-1])
+    ctx = first.get("ctx") or {}
+    if first.get("type") == "greater_than_equal":
+        rule = f"must be at least {ctx.get('ge')}"
+    elif first.get("type") == "less_than_equal":
+        rule = f"must be at most {ctx.get('le')}"
+    else:
+        rule = str(first.get("msg", "is invalid")).replace("Input should be", "must be")
+    return ConfigError(f"{_FLAGS.get(field, field)} {rule}, got {first.get('input')!r}")
 
 
 def _kv(items: list[str], flag: str) -> dict[str, object]:
@@ -16,7 +40,7 @@ def _kv(items: list[str], flag: str) -> dict[str, object]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"{flag} takes KEY=VALUE, got {item!r}")
+            raise ConfigError(f"{flag} takes KEY=VALUE, got {item!r}")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -59,30 +83,38 @@ def command(
     max_tokens_per_min: float = typer.Option(None, "--max-tokens-per-min", help="Rate limit on prompt+completion tokens per minute (this process)."),
     ray: str = typer.Option(None, "--ray", help="Spread the episodes over Ray actors: auto (this machine's cluster) | HOST:PORT | ray://HOST:PORT | local (docs/scaling.md)."),
     ray_workers: int = typer.Option(2, "--ray-workers", help="With --ray: rollout actors, each running --concurrency episodes with its own sandbox pool."),
+    fail_fast: int = typer.Option(8, "--fail-fast", help="Stop when the first N episodes all fail with the same error (0: never)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
+    from pydantic import ValidationError
+
     from toolgym.collect import CollectOptions, CollectResult, collect, parse_shard
     from toolgym.core.arpo import ArpoConfig
     from toolgym.core.config import EngineConfig, SamplingConfig
 
     if not env:
-        raise typer.BadParameter("give --env NAME (or --task NAME); `toolgym envs list` shows them")
+        raise ConfigError("give --env NAME (or --task NAME); `toolgym envs list` shows them")
+    if fail_fast < 0:
+        raise ConfigError(f"--fail-fast must be at least 0 (0 turns it off), got {fail_fast}")
     registry = registry_or_exit()
-    engine = EngineConfig(
-        max_live_episodes=concurrency, max_llm_calls=llm_concurrency, max_sandboxes=sandboxes,
-        llm_timeout_s=llm_timeout, episode_timeout_s=episode_timeout, max_turns=max_turns,
-        max_tokens_per_turn=max_tokens_per_turn, max_tokens_per_trajectory=max_tokens_per_trajectory,
-        group_size=group_size, seed=seed, on_rewrite=on_rewrite,  # type: ignore[arg-type]
-        arpo=ArpoConfig(enabled=arpo, budget=max(arpo_budget, group_size), initial=group_size),
-        sampling=SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, top_logprobs=top_logprobs),
-    )
+    try:
+        engine = EngineConfig(
+            max_live_episodes=concurrency, max_llm_calls=llm_concurrency, max_sandboxes=sandboxes,
+            llm_timeout_s=llm_timeout, episode_timeout_s=episode_timeout, max_turns=max_turns,
+            max_tokens_per_turn=max_tokens_per_turn, max_tokens_per_trajectory=max_tokens_per_trajectory,
+            group_size=group_size, seed=seed, on_rewrite=on_rewrite,  # type: ignore[arg-type]
+            arpo=ArpoConfig(enabled=arpo, budget=max(arpo_budget, group_size), initial=group_size),
+            sampling=SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, top_logprobs=top_logprobs),
+        )
+    except ValidationError as exc:
+        raise option_error(exc) from None
     opts = CollectOptions(
         env=env, out=out, model=model, backend=backend, tokenizer=tokenizer, episodes=episodes, first_task=first_task,
         engine=engine, sandbox_backend=sandbox_backend, env_kwargs=_kv(env_arg, "--env-arg"),
         backend_options=_kv(backend_arg, "--backend-arg"), overwrite=overwrite,
         shard=parse_shard(shard) if shard else None, dedup=dedup,  # type: ignore[arg-type]
-        max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min,
+        max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast,
     )
     from toolgym.cli.progress import EngineProgress
 
@@ -99,6 +131,8 @@ def command(
         else:
             result = asyncio.run(collect(opts, registry=registry, on_progress=bar.update))
     c = err_console()
+    for side in result.quarantined:
+        c.print(f"[yellow]a damaged last record was moved to {side} and its episode collected again[/]")
     c.print(
         f"[bold]{result.written}[/] trajectories written, [red]{result.failed}[/] failed, "
         f"{result.skipped} already there · mean reward {result.stats.mean_reward:.3f} · "
@@ -112,3 +146,7 @@ def command(
     if result.failed:
         name = "failures.jsonl" if opts.shard is None else f"failures-{opts.shard[0]:05d}.jsonl"
         c.print(f"[yellow]failures and their reasons: {result.out / name} (run again to retry them)[/]")
+    stopped = result.stopped or result.all_failed
+    if stopped:
+        typer.secho(f"error: {stopped}", fg="red", err=True)
+        raise typer.Exit(1)

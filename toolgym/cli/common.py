@@ -24,6 +24,12 @@ def err_console() -> Any:
     return Console(stderr=True)
 
 
+def warn_skipped(report: Any) -> None:
+    """Say on stderr which lines a reader skipped (a ``ReadReport``), if any."""
+    if line := report.summary():
+        typer.secho(f"warning: {line}", fg="yellow", err=True)
+
+
 def registry_or_exit() -> Registry:
     """The plugin registry; broken plugins are reported on stderr, the rest still work."""
     reg = get_registry()

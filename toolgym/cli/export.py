@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console
+from toolgym.cli.common import console, warn_skipped
 
 app = typer.Typer(no_args_is_help=True, help="Export a trajectory dataset to other formats.")
 
@@ -19,10 +19,12 @@ def parquet(
 ) -> None:
     """Token ids, loss masks, logprobs and steps, one row per trajectory (streamed)."""
     from toolgym.trajectories.parquet import write_parquet
-    from toolgym.trajectories.store import iter_trajectories
+    from toolgym.trajectories.store import ReadReport, iter_trajectories
 
-    n = write_parquet(iter_trajectories(path, include_failures=include_failures), out)
+    skipped = ReadReport()
+    n = write_parquet(iter_trajectories(path, include_failures=include_failures, report=skipped), out)
     console().print(f"wrote {n} trajectories to {out} ({out.stat().st_size / 1e6:.2f} MB)")
+    warn_skipped(skipped)
 
 
 @app.command("hf")
@@ -36,14 +38,16 @@ def hf(
 ) -> None:
     """A Hugging Face `datasets` directory: Parquet files and a dataset card (README.md)."""
     from toolgym.trajectories.export_hf import write_hf_dataset
-    from toolgym.trajectories.store import dataset_manifest, iter_trajectories
+    from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_trajectories
 
+    skipped = ReadReport()
     result = write_hf_dataset(
-        iter_trajectories(path, include_failures=include_failures), out, manifest=dataset_manifest(path),
+        iter_trajectories(path, include_failures=include_failures, report=skipped), out, manifest=dataset_manifest(path),
         test_fraction=test_fraction, rows_per_file=rows_per_file, success_threshold=success_threshold,
     )
     splits = ", ".join(f"{s}: {n} rows in {len(result.files[s])} file(s)" for s, n in result.rows.items())
     console().print(f"wrote {out} ({splits}); load it with datasets.load_dataset({str(out)!r})")
+    warn_skipped(skipped)
 
 
 @app.command("sft")
@@ -57,11 +61,13 @@ def sft(
 ) -> None:
     """OpenAI-format chat messages with tool_calls and tool results, plus the tool schemas."""
     from toolgym.trajectories.export_sft import write_sft
-    from toolgym.trajectories.store import iter_trajectories
+    from toolgym.trajectories.store import ReadReport, iter_trajectories
 
+    skipped = ReadReport()
     floor = success_threshold if only_success else min_reward
-    written, dropped = write_sft(iter_trajectories(path), out, min_reward=floor, include_untrainable=untrainable)
+    written, dropped = write_sft(iter_trajectories(path, report=skipped), out, min_reward=floor, include_untrainable=untrainable)
     console().print(f"wrote {written} conversations to {out} ({dropped} filtered out)")
+    warn_skipped(skipped)
 
 
 @app.command("verl")
@@ -74,12 +80,14 @@ def verl(
 ) -> None:
     """verl's prompt Parquet: one row per task instance, for the toolgym_agent loop."""
     from toolgym.trajectories.export_verl import write_verl_prompts
-    from toolgym.trajectories.store import dataset_manifest, iter_raw
+    from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_raw
 
+    skipped = ReadReport()
     manifest = dataset_manifest(path)
     env_kwargs = (manifest.get("fingerprint") or {}).get("env_kwargs") or {}
     result = write_verl_prompts(
-        lambda: iter_raw(path), out, env_kwargs=env_kwargs, success_threshold=success_threshold,
+        lambda: iter_raw(path, report=skipped), out, env_kwargs=env_kwargs, success_threshold=success_threshold,
         min_success_rate=min_success_rate, max_success_rate=max_success_rate,
     )
     console().print(f"wrote {result.rows} task instances to {out} ({result.filtered} of {result.groups} left out by the success-rate bounds)")
+    warn_skipped(skipped)

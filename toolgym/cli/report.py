@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console
+from toolgym.cli.common import console, warn_skipped
 
 
 def command(
@@ -20,6 +20,7 @@ def command(
     """Write index.html (summary, plots, tables) and one page per sampled episode."""
     from toolgym.core.errors import ConfigError
     from toolgym.trajectories.report import build_report
+    from toolgym.trajectories.store import ReadReport
 
     if not path.is_dir():
         raise ConfigError(f"{path} is not a directory; give the directory a `toolgym collect --out` wrote")
@@ -29,5 +30,7 @@ def command(
 
         tok = load_tokenizer(tokenizer)
     target = out or path / "report"
-    result = build_report(path, target, sample=sample, seed=seed, success_threshold=success_threshold, tokenizer=tok)
+    skipped = ReadReport()
+    result = build_report(path, target, sample=sample, seed=seed, success_threshold=success_threshold, tokenizer=tok, report=skipped)
     console().print(f"report of {result.trajectories} trajectories ({result.episode_pages} episode pages) → {result.index}")
+    warn_skipped(skipped)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console, registry_or_exit
+from toolgym.cli.common import console, registry_or_exit, warn_skipped
 
 
 def command(
@@ -22,13 +22,14 @@ def command(
     """Replay each trajectory's actions in its environment and compare the rewards; exit 1 if any changed."""
     from toolgym.core.sandbox import LazySandboxBackend
     from toolgym.trajectories.reverify import Change, ReverifyReport, reverify
-    from toolgym.trajectories.store import dataset_manifest, iter_trajectories
+    from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_trajectories
 
     registry = registry_or_exit()
     manifest = dataset_manifest(path)
     env_kwargs = (manifest.get("fingerprint") or {}).get("env_kwargs") or {}
     versions = manifest.get("environment", {}).get("package")
     sink = changes.open("w", encoding="utf-8") if changes else None
+    skipped = ReadReport()
 
     def on_change(change: Change) -> None:
         if sink is not None:
@@ -37,7 +38,7 @@ def command(
     async def run() -> ReverifyReport:
         sandboxes = None if sandbox_backend == "none" else LazySandboxBackend(registry, sandbox_backend)
         try:
-            return await reverify(iter_trajectories(path), registry, env_kwargs=env_kwargs, sandbox_backend=sandboxes,
+            return await reverify(iter_trajectories(path, report=skipped), registry, env_kwargs=env_kwargs, sandbox_backend=sandboxes,
                                   concurrency=concurrency, tolerance=tolerance, keep=limit, on_change=on_change)
         finally:
             if sandboxes is not None:
@@ -66,5 +67,6 @@ def command(
         c.print(f"[dim]collected with {versions.get('name')} {versions.get('version')} (environment package)[/]")
     if changes:
         c.print(f"all changes: {changes}")
+    warn_skipped(skipped)
     if r.changed or r.replay_errors:
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console
+from toolgym.cli.common import console, warn_skipped
 
 
 def command(
@@ -18,10 +18,12 @@ def command(
 ) -> None:
     """Render one trajectory readably, or list the dataset's trajectories."""
     from toolgym.trajectories.show import render_trajectory, summary_table
-    from toolgym.trajectories.store import find_trajectory, iter_raw
+    from toolgym.trajectories.store import ReadReport, find_trajectory, iter_raw
 
     c = console()
+    skipped = ReadReport()
     if trajectory_id is None:
-        c.print(summary_table(list(islice(iter_raw(path, include_failures=True), limit))))
-        return
-    c.print(render_trajectory(find_trajectory(path, trajectory_id), tokens=tokens))
+        c.print(summary_table(list(islice(iter_raw(path, include_failures=True, report=skipped), limit))))
+    else:
+        c.print(render_trajectory(find_trajectory(path, trajectory_id, report=skipped), tokens=tokens))
+    warn_skipped(skipped)

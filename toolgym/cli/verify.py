@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console
+from toolgym.cli.common import console, warn_skipped
 
 
 def command(
@@ -14,9 +14,11 @@ def command(
     tokenizer: str = typer.Option(None, help="Also check prompts against this tokenizer's chat template."),
     limit: int = typer.Option(20, help="Trajectories with violations to print in full."),
 ) -> None:
-    """Check every token-faithfulness invariant; exit 1 if any trajectory violates one."""
+    """Check every token-faithfulness invariant; exit 1 if any trajectory violates one or a line
+    of the dataset cannot be read (the readable rest is still checked)."""
+    from toolgym.core.errors import ConfigError
     from toolgym.trajectories.parquet import read_parquet
-    from toolgym.trajectories.store import iter_trajectories
+    from toolgym.trajectories.store import ReadReport, iter_trajectories
     from toolgym.trajectories.verify import verify
 
     chat = None
@@ -25,8 +27,16 @@ def command(
         from toolgym.core.chat import ChatFormat
 
         chat = ChatFormat(_tokenizer(tokenizer))
-    source = read_parquet(path) if path.suffix == ".parquet" else iter_trajectories(path, include_failures=True)
-    report = verify(source, chat=chat)
+    skipped = ReadReport()
+    if path.suffix == ".parquet" and path.is_file():
+        import pyarrow as pa
+
+        try:
+            report = verify(read_parquet(path), chat=chat)
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise ConfigError(f"{path} is not a Parquet file of trajectories ({exc}); give a file `toolgym export parquet` wrote") from None
+    else:
+        report = verify(iter_trajectories(path, include_failures=True, report=skipped), chat=chat)
     c = console()
     for i, (tid, problems) in enumerate(report.violations.items()):
         if i >= limit:
@@ -37,5 +47,6 @@ def command(
             c.print(f"    {p}")
     verdict = "[green]all invariants hold[/]" if report.ok else f"[red]{len(report.violations)} trajectories violate invariants[/]"
     c.print(f"checked {report.checked} trajectories ({report.skipped} not token-faithful by design): {verdict}")
-    if not report.ok:
+    warn_skipped(skipped)
+    if not report.ok or skipped.bad:
         raise typer.Exit(1)

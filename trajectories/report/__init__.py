@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.trajectory import Trajectory
-from toolgym.trajectories.store import dataset_manifest, iter_raw
+from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_raw
 
 from .html import episode_page, index_page
 from .plots import PLOTS, draw_all
@@ -80,8 +80,10 @@ def build_report(
     success_threshold: float = 1.0,
     tokenizer: Any = None,
     on_progress: Callable[[int], None] | None = None,
+    report: ReadReport | None = None,
 ) -> ReportResult:
-    """Write the report of the dataset at ``root`` into ``out`` (see the module docstring)."""
+    """Write the report of the dataset at ``root`` into ``out`` (see the module docstring); lines
+    that cannot be read are skipped and counted in ``report``."""
     root, out = Path(root), Path(out)
     stats = DatasetStats(success_threshold=success_threshold)
     good, failed = Reservoir(sample, seed), Reservoir(max(1, sample // 4) if sample else 0, seed + 1)
@@ -89,7 +91,7 @@ def build_report(
     with (out / "episodes.csv").open("w", newline="", encoding="utf-8") as fh:
         rows = csv.writer(fh)
         rows.writerow(["trajectory_id", "group_id", "env", "task_index", "sample_index", "seed", "turns", "reward", "success", "status", "token_faithful", "total_s"])
-        for raw in iter_raw(root, include_failures=True):
+        for raw in iter_raw(root, include_failures=True, report=report):
             stats.add(raw)
             (failed if raw.get("status") == "error" else good).offer(raw)
             rows.writerow([
