@@ -55,7 +55,6 @@ REFUSED_FIRST_WORDS = frozenset(
     "vacuum".split())
 """PostgreSQL commands other than SELECT, WITH, EXPLAIN, VALUES, TABLE and SHOW (a word that is no
 command at all is left to the server, whose syntax error then reaches the model as it is)."""
-_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
 _FIRST_WORD = re.compile(r"[A-Za-z_]+")
 _REFUSED_NAME = re.compile(r"\b(pg_(?:try_)?advisory_\w*|query_to_xml\w*|cursor_to_xml\w*|ts_stat|ts_rewrite|dblink\w*)\b",
                            re.I)
@@ -64,8 +63,7 @@ _UNICODE_IDENTIFIER = re.compile(r"\bU&\"", re.I)
 
 def refusal(sql: str) -> tuple[str, str] | None:
     """Why the SQL tool refuses ``sql``, as (``readonly`` | ``refused``, message), or None to run it."""
-    start = _LEADING.match(sql)
-    word = _FIRST_WORD.match(sql, start.end() if start else 0)
+    word = _FIRST_WORD.match(sql, _first_token(sql))
     first = word.group(0).lower() if word else ""
     if first in REFUSED_FIRST_WORDS:
         return "readonly", (f"the database is read-only: {first.upper()} is not allowed "
@@ -77,6 +75,30 @@ def refusal(sql: str) -> tuple[str, str] | None:
     if _UNICODE_IDENTIFIER.search(sql):
         return "refused", 'U&"…" identifiers are not allowed: write names plainly or in double quotes'
     return None
+
+
+def _first_token(sql: str) -> int:
+    """Index of the first token of ``sql`` past whitespace, opening parentheses and comments (block
+    comments nest in PostgreSQL, so ``/* /* */ */`` is one comment)."""
+    i, n = 0, len(sql)
+    while i < n:
+        if sql[i].isspace() or sql[i] == "(":
+            i += 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if sql.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif sql.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            break
+    return i
 
 
 def unsafe_role_reason(row: tuple[Any, ...]) -> str | None:

@@ -251,7 +251,8 @@ async def test_statement_filter_refuses_session_state_functions(postgres_db: tup
             with pytest.raises(SQLError, match=r"pg_\w*advisory\w* is not allowed"):
                 await db.query(query)
         for query in ("DO $$ BEGIN PERFORM 1; END $$", "PREPARE p AS SELECT 1", "LISTEN channel", "SET ROLE NONE",
-                      "DECLARE c CURSOR WITH HOLD FOR SELECT 1", "COPY people TO STDOUT"):
+                      "DECLARE c CURSOR WITH HOLD FOR SELECT 1", "COPY people TO STDOUT",
+                      "/* a /* nested */ comment */ -- and a line\n ( DO $$ BEGIN PERFORM 1; END $$"):
             with pytest.raises(SQLError, match="only SELECT, WITH … SELECT, EXPLAIN"):
                 await db.query(query)
         start = time.monotonic()  # legitimate reads still run
