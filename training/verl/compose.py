@@ -122,6 +122,16 @@ def compose_config(
     if OmegaConf.select(file_cfg, "verl.actor_rollout_ref.rollout.n") not in (None, samples_per_call):
         raise ConfigError(f"verl.actor_rollout_ref.rollout.n ({rollout.n}) differs from what toolgym.group_size implies ({samples_per_call}); set only toolgym.group_size")
     rollout.n = samples_per_call
+    if settings.arpo is not None and not rollout.calculate_log_probs:
+        raise ConfigError(
+            "toolgym.arpo branches on the entropy of the sampled tokens' logprobs, but "
+            "verl.actor_rollout_ref.rollout.calculate_log_probs is false, so ARPO would never branch; set it to true"
+        )
+    if cfg.critic.enable:
+        # toolgym's estimators are critic-free; verl would also resolve (and download) the critic's model here
+        raise ConfigError(
+            f"verl.critic.enable is true but {settings.advantage.verl_name} uses no critic; remove it (or set it to false)"
+        )
     rollout.agent.default_agent_loop = AGENT_NAME
     cfg.algorithm.adv_estimator = settings.advantage.verl_name
     cfg.trainer.use_v1 = True
