@@ -68,6 +68,8 @@ class Episode:
         self.info: dict[str, Any] = {}
         self.parent_id: str | None = None
         self.branch_point: int | None = None
+        self.lineage: list[list[Any]] = []
+        """ARPO: [[parent id, branch point], [grandparent id, parent's branch point], …] up to the root."""
         self.h_initial: float | None = None
         self.branch_decisions: list[list[float]] = []
         self._fork_of: tuple[Episode, Checkpoint] | None = None
@@ -82,6 +84,7 @@ class Episode:
         child.parent_id = parent.req.trajectory_id
         seq0 = [s for s in checkpoint.asm.segments if s.sequence == 0]
         child.branch_point = sum(len(s.token_ids) for s in seq0)
+        child.lineage = [[parent.req.trajectory_id, child.branch_point], *parent.lineage]
         child.h_initial = parent.h_initial
         return child
 
@@ -296,6 +299,8 @@ class Episode:
                 status, reason = Status.UNTRAINABLE, self.asm.untrainable_reason
         if self.h_initial is not None:
             metadata["arpo_initial_entropy"] = self.h_initial
+        if self.lineage:
+            metadata["arpo_lineage"] = self.lineage  # places absent ancestors in ARPO's hard attribution
         if self.branch_decisions:
             metadata["arpo_branch_decisions"] = self.branch_decisions  # [turn, ΔH, forks made] per decision
         if self.error is not None:

@@ -6,6 +6,7 @@ import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from toolgym import (
@@ -231,3 +232,37 @@ async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any,
     mine = [t for t in after if t.group_id == group]
     assert {0, 1} <= {t.sample_index for t in mine}  # the lost initial sample ran again
     assert len(mine) <= 5  # and the group stayed within its budget
+
+
+def test_engine_forks_carry_their_lineage_and_attribution_survives_a_dropped_branch(qwen_tokenizer: Any) -> None:
+    from toolgym.training.advantages import arpo_token_advantages
+
+    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=12, initial=2, tau=1.0, beta=0.0, fill_budget=False))
+    by_id = {t.trajectory_id: t for t in out}
+    for t in out:
+        lineage = t.metadata.get("arpo_lineage")
+        if t.parent_id is None:
+            assert lineage is None
+            continue
+        assert lineage[0] == [t.parent_id, t.branch_point]
+        up = by_id[t.parent_id]
+        assert lineage[1:] == up.metadata.get("arpo_lineage", [])
+    middle = [t for t in out if t.parent_id is not None and any(u.parent_id == t.trajectory_id for u in out)]
+    assert middle, "some fork must have forks of its own"
+    # give the trajectories different rewards, then drop a branch that has branches of its own
+    for k, t in enumerate(out):
+        t.reward = float(k % 3)
+    kept = [t for t in out if t.trajectory_id != middle[0].trajectory_id]
+    adv = arpo_token_advantages(kept, mode="hard")
+    # the reference: the full tree's links, the dropped branch as a placeholder without tokens
+    from toolgym.training.advantages import arpo_attribution
+    from toolgym.training.advantages.grpo import grpo_trajectory_advantages
+
+    grpo = dict(zip([t.trajectory_id for t in kept], grpo_trajectory_advantages(kept), strict=True))
+    pos = {t.trajectory_id: k for k, t in enumerate(out)}
+    ref = arpo_attribution(
+        [grpo.get(t.trajectory_id, np.nan) for t in out], [pos[t.parent_id] if t.parent_id else -1 for t in out],
+        [t.branch_point or 0 for t in out], [len(t.sequence_ids(0)) if t.trajectory_id in grpo else 0 for t in out], mode="hard",
+    )
+    for t, a in zip(kept, adv, strict=True):
+        np.testing.assert_allclose(a[0], ref[pos[t.trajectory_id]] * np.asarray(t.sequence_mask(0)), atol=1e-6)

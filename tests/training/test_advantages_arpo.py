@@ -130,3 +130,106 @@ def test_inconsistent_branches_are_refused(trajs: list[Trajectory], message: str
 def test_bad_mode() -> None:
     with pytest.raises(ConfigError, match="use 'soft' or 'hard'"):
         arpo_token_advantages(example(), mode="medium")  # type: ignore[arg-type]
+
+
+# -- absent nodes (issue 26.1): the same tokens in the same context get the same advantage -------
+
+
+def _shared_len(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _check_same_tokens_same_advantage(trajs: list[Trajectory], out: list[list[np.ndarray]]) -> None:
+    for i, a in enumerate(trajs):
+        for j, b in enumerate(trajs):
+            if i < j and a.group_id == b.group_id:
+                n = _shared_len(a.sequence_ids(0), b.sequence_ids(0))
+                np.testing.assert_allclose(out[i][0][:n], out[j][0][:n], atol=1e-6, err_msg=f"{a.trajectory_id} vs {b.trajectory_id}")
+
+
+def _without(trajs: list[Trajectory], *ids: str) -> list[Trajectory]:
+    return [t for t in trajs if t.trajectory_id not in ids]
+
+
+def tree() -> list[Trajectory]:
+    """R ─5─ B ─6─ D ─7─ E, B ─7─ F, R ─4─ G, and an independent root C (prompt: 3 tokens).
+
+    Every branch resamples fresh tokens after its branch point, so tokens coincide only where shared.
+    """
+    return [
+        traj("R", [10, 11, 12, 13, 14], 1.0),
+        traj("B", [10, 11, 20, 21, 22], 0.0, parent="R", bp=5),
+        traj("D", [10, 11, 20, 30, 31], 1.0, parent="B", bp=6),
+        traj("E", [10, 11, 20, 30, 40], 0.0, parent="D", bp=7),
+        traj("F", [10, 11, 20, 21, 50], 1.0, parent="B", bp=7),
+        traj("G", [10, 60, 61], 0.0, parent="R", bp=4),
+        traj("C", [70, 71, 72], 1.0),
+    ]
+
+
+def _reference(trajs: list[Trajectory], full: list[Trajectory]) -> list[np.ndarray]:
+    """Hard attribution with the full tree's links, absent trajectories as NaN placeholders."""
+    from toolgym.training.advantages.grpo import grpo_trajectory_advantages
+
+    present = {t.trajectory_id for t in trajs}
+    adv = dict(zip([t.trajectory_id for t in trajs], grpo_trajectory_advantages(trajs, std_norm=False), strict=True))
+    pos = {t.trajectory_id: k for k, t in enumerate(full)}
+    a = [adv.get(t.trajectory_id, np.nan) for t in full]
+    parent = [pos[t.parent_id] if t.parent_id else -1 for t in full]
+    bp = [t.branch_point or 0 for t in full]
+    lengths = [len(t.sequence_ids(0)) if t.trajectory_id in present else 0 for t in full]
+    out = arpo_attribution(a, parent, bp, lengths, mode="hard")
+    return [out[pos[t.trajectory_id]] * np.asarray(t.sequence_mask(0)) for t in trajs]
+
+
+def test_issue_minimal_case_root_and_grandchild_with_the_branch_between_absent() -> None:
+    # R and D share the prompt and 10 11 through the absent B: both get the mean (0) there
+    trajs = [traj("R", [10, 11, 12, 13], 1.0), traj("D", [10, 11, 20, 40], 0.0, parent="B", bp=6)]
+    out = arpo_token_advantages(trajs, mode="hard")
+    np.testing.assert_allclose(out[0][0][3:5], [0.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(out[1][0][3:5], [0.0, 0.0], atol=1e-6)
+    assert out[0][0][5] > 0 > out[1][0][5]  # their own tokens keep ±Â
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [(), ("R",), ("B",), ("D",), ("B", "D"), ("R", "B"), ("B", "G"), ("R", "B", "D"), ("E",), ("F", "B"), ("R", "C")],
+    ids=lambda m: "none" if not m else "-".join(m),
+)
+def test_absent_nodes_keep_their_place_in_the_tree(missing: tuple[str, ...]) -> None:
+    full = tree()
+    trajs = _without(full, *missing)
+    out = arpo_token_advantages(trajs, mode="hard", std_norm=False)
+    _check_same_tokens_same_advantage(trajs, out)
+    for got, want in zip(out, _reference(trajs, full), strict=True):
+        np.testing.assert_allclose(got[0], want, atol=1e-6)
+
+
+def test_engine_lineage_places_absent_ancestors_exactly() -> None:
+    """A resampled token equal to its parent's would fool the token rule; the lineage does not."""
+    full = [
+        traj("R", [10, 11, 12, 13], 1.0),
+        traj("B", [10, 11, 12, 20], 0.0, parent="R", bp=4),  # B resampled 11 at position 4, like R
+        traj("D", [10, 11, 12, 20, 30], 1.0, parent="B", bp=7),
+    ]
+    full[2].metadata["arpo_lineage"] = [["B", 7], ["R", 4]]
+    trajs = _without(full, "B")
+    out = arpo_token_advantages(trajs, mode="hard", std_norm=False)
+    for got, want in zip(out, _reference(trajs, full), strict=True):
+        np.testing.assert_allclose(got[0], want, atol=1e-6)  # R and D share 4 tokens, not 6
+
+
+def test_lineage_must_start_at_the_parent() -> None:
+    d = traj("D", [10, 11], 1.0, parent="B", bp=4)
+    d.metadata["arpo_lineage"] = [["X", 4]]
+    with pytest.raises(ConfigError, match="arpo_lineage starts at 'X'"):
+        arpo_token_advantages([traj("R", [10, 12], 0.0), d], mode="hard")
+
+
+def test_branches_of_an_absent_parent_must_agree_on_its_tokens() -> None:
+    trajs = [traj("R", [10, 12], 0.0), traj("E", [10, 11, 12], 1.0, parent="X", bp=5), traj("F", [10, 19, 13], 0.0, parent="X", bp=5)]
+    with pytest.raises(ConfigError, match="disagree on its first tokens"):
+        arpo_token_advantages(trajs, mode="hard")

@@ -24,14 +24,31 @@ advantage is GRPO's ``Â_i`` (see :mod:`.grpo`). The two attribution modes diffe
 Sharing is structural: trajectories ``i`` and ``j`` share the first ``L(i, j)`` tokens, where
 ``L(i, j)`` is the smallest branch point on the tree path between them (a branch taken at 15 from
 a branch taken at 20 shares 15 tokens with the root). Only sequence 0 is ever shared; tokens of
-later sequences keep ``Â_i``. A parent absent from the batch (dropped as untrainable, say) still
-links its branches to each other, but contributes no advantage of its own.
+later sequences keep ``Â_i``.
+
+Absent nodes. A trajectory absent from the batch (dropped as untrainable, say) contributes no
+advantage of its own, but its place in the tree is kept, so that the same tokens under the same
+context get the same advantage whichever nodes are missing. It is rebuilt, in this order, from:
+
+1. the lineage its descendants carry (``Trajectory.metadata["arpo_lineage"]``, written by the
+   engine on every fork: ``[[parent_id, branch_point], [grandparent_id, parent's branch_point], …]``
+   up to the root), which places every absent ancestor exactly;
+2. otherwise (hand-built records), the tokens: an absent node's first tokens are known from its
+   branches (each shares its first ``branch_point`` tokens with it), and an absent node whose own
+   parent is unknown is attached to the member of its group, outside its own subtree, whose
+   sequence 0 shares the longest prefix with those known tokens, at that length (the longest
+   matches first, so absent siblings meet at their common ancestor's depth). Where a branch's
+   resampled token happens to equal its parent's, the rebuilt branch point is later than the true
+   one; those tokens are then treated as shared, as they are the same tokens in the same context;
+3. with neither (the verl rows carry no tokens and, today, no lineage) an absent node is the root
+   of its own tree: it still links its branches to each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+import itertools
+from collections.abc import Hashable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -114,7 +131,7 @@ def arpo_attribution(
     if np.any((par < -1) | (par >= m) | (par == np.arange(m))):
         raise ConfigError("parent must be -1 (root) or the index of another trajectory")
     branch = par >= 0
-    if np.any(branch & ((bp < 0) | (bp > length))):
+    if np.any(branch & ((bp < 0) | ((bp > length) & ~placeholder))):
         raise ConfigError("a branch point must lie within the branch's own sequence 0 (0 ≤ branch_point ≤ length)")
     real_parent = branch & ~placeholder[np.maximum(par, 0)]
     if np.any(real_parent & (bp > length[np.maximum(par, 0)])):
@@ -147,6 +164,135 @@ def arpo_attribution(
     return out
 
 
+Lineage = Sequence[Sequence[Any]]
+"""``[[parent_id, branch_point], [grandparent_id, parent's branch_point], …]`` up to the root."""
+
+
+def link_absent_parents(
+    ids: Sequence[str],
+    groups: Sequence[Hashable],
+    parent_ids: Sequence[str | None],
+    branch_points: Sequence[int],
+    *,
+    lineages: Sequence[Lineage | None] | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """Parent links for :func:`arpo_attribution`, with a placeholder for every absent ancestor.
+
+    Args:
+        ids, groups, parent_ids, branch_points: per present trajectory (``branch_points`` is read
+            only where ``parent_ids`` is set).
+        lineages: per trajectory, its lineage or None (see the module docstring, rule 1).
+        prefixes: per trajectory, its sequence-0 token ids, for rule 2; None skips that rule.
+
+    Returns:
+        ``(parent, branch_point, placeholders)``: arrays over the ``len(ids)`` trajectories followed
+        by ``placeholders`` absent nodes (give those NaN advantages and length 0).
+    """
+    m = len(ids)
+    index = {t: i for i, t in enumerate(ids)}
+    parent: list[int] = [-1] * m
+    bp: list[int] = [0] * m
+    group: list[Hashable] = list(groups)
+    placed: list[bool] = []  # per placeholder: its own parent (or rootness) is known
+    ph_index: dict[str, int] = {}
+
+    def node(tid: str, g: Hashable) -> int:
+        if tid in index:
+            return index[tid]
+        if tid not in ph_index:
+            ph_index[tid] = len(parent)
+            parent.append(-1)
+            bp.append(0)
+            group.append(g)
+            placed.append(False)
+        return ph_index[tid]
+
+    for i, pid in enumerate(parent_ids):
+        if pid is not None:
+            parent[i], bp[i] = node(pid, groups[i]), int(branch_points[i])
+    for i, lineage in enumerate(lineages or ()):
+        if not lineage or parent_ids[i] is None:
+            continue
+        chain = [(str(a), int(b)) for a, b in lineage]
+        if chain[0][0] != parent_ids[i]:
+            raise ConfigError(f"trajectory {ids[i]!r}: its arpo_lineage starts at {chain[0][0]!r}, not at its parent {parent_ids[i]!r}")
+        for (child, _), (up, up_bp) in itertools.pairwise(chain):
+            k = node(child, groups[i])
+            if k < m:
+                break  # a present trajectory's own record gives the rest
+            if not placed[k - m]:
+                parent[k], bp[k], placed[k - m] = node(up, groups[i]), up_bp, True
+        if chain[-1][0] in ph_index:
+            placed[ph_index[chain[-1][0]] - m] = True  # the lineage ends at a root
+
+    if prefixes is not None and not all(placed):
+        _attach_by_tokens(m, parent, bp, group, placed, prefixes)
+    return np.asarray(parent, dtype=np.int64), np.asarray(bp, dtype=np.int64), len(placed)
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for k in range(n):
+        if a[k] != b[k]:
+            return k
+    return n
+
+
+def _attach_by_tokens(
+    m: int, parent: list[int], bp: list[int], group: list[Hashable], placed: list[bool], prefixes: Sequence[Sequence[int]]
+) -> None:
+    """Rule 2 of the module docstring: attach each unplaced absent node where its tokens put it."""
+    n = len(parent)
+    children: dict[int, list[int]] = {}
+    for x in range(n):
+        if parent[x] >= 0:
+            children.setdefault(parent[x], []).append(x)
+    known: dict[int, Sequence[int]] = {}
+
+    def tokens(x: int) -> Sequence[int]:
+        if x < m:
+            return prefixes[x]
+        if x not in known:
+            known[x] = ()
+            best: Sequence[int] = ()
+            for c in children.get(x, []):
+                own = tokens(c)[: bp[c]]
+                if _lcp(own, best) < min(len(own), len(best)):
+                    raise ConfigError("two branches of one absent trajectory disagree on its first tokens; they cannot both be its branches")
+                best = own if len(own) > len(best) else best
+            known[x] = best
+        return known[x]
+
+    root = list(range(n))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for x in range(n):
+        if parent[x] >= 0:
+            root[find(x)] = find(parent[x])
+    edges = []
+    for k, done in enumerate(placed):
+        if done:
+            continue
+        p = m + k
+        mine = tokens(p)
+        for x in range(n):
+            if x != p and group[x] == group[p] and find(x) != find(p):
+                w = min(_lcp(mine, tokens(x)), len(mine))
+                if w > 0:
+                    edges.append((-w, p, x))
+    for neg_w, p, x in sorted(edges):
+        if placed[p - m] or find(x) == find(p):
+            continue
+        parent[p], bp[p], placed[p - m] = x, -neg_w, True
+        root[find(p)] = find(x)
+
+
 def arpo_token_advantages(
     trajectories: Sequence[Trajectory],
     *,
@@ -167,23 +313,17 @@ def arpo_token_advantages(
         if t.trajectory_id in index:
             raise ConfigError(f"trajectory id {t.trajectory_id!r} appears twice; ARPO links branches by id")
         index[t.trajectory_id] = i
-    m = len(trajectories)
-    placeholders: dict[str, int] = {}
-    parent = np.full(m, -1, dtype=np.int64)
-    bp = np.zeros(m, dtype=np.int64)
     lengths = np.array([sum(len(s.token_ids) for s in t.segments if s.sequence == 0) for t in trajectories], dtype=np.int64)
     for i, t in enumerate(trajectories):
         if t.parent_id is None:
             continue
         if t.branch_point is None:
             raise ConfigError(f"trajectory {t.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens")
-        bp[i] = t.branch_point
         where = f"trajectory {t.trajectory_id!r} (branch of {t.parent_id!r} at {t.branch_point})"
         if not 0 <= t.branch_point <= lengths[i]:
             raise ConfigError(f"{where}: the branch point lies outside its own sequence 0 of {lengths[i]} tokens")
         if t.parent_id in index:
             p = index[t.parent_id]
-            parent[i] = p
             up = trajectories[p]
             if up.group_id != t.group_id:
                 raise ConfigError(f"{where} is in group {t.group_id!r} but its parent is in {up.group_id!r}; branches belong to their parent's group")
@@ -191,14 +331,15 @@ def arpo_token_advantages(
                 raise ConfigError(f"{where}: the parent's sequence 0 has only {lengths[p]} tokens")
             if check_prefix and t.sequence_ids(0)[: t.branch_point] != up.sequence_ids(0)[: t.branch_point]:
                 raise ConfigError(f"{where}: the first {t.branch_point} token ids differ from the parent's; the record is not a branch of it")
-        else:
-            parent[i] = placeholders.setdefault(t.parent_id, m + len(placeholders))
-    n_all = m + len(placeholders)
-    all_adv = np.concatenate([adv, np.full(len(placeholders), np.nan)])
-    all_parent = np.concatenate([parent, np.full(len(placeholders), -1, dtype=np.int64)])
-    all_bp = np.concatenate([bp, np.zeros(len(placeholders), dtype=np.int64)])
-    all_len = np.concatenate([lengths, np.zeros(len(placeholders), dtype=np.int64)])
-    assert all_adv.size == n_all
+    if mode == "soft":
+        return [episode_token_advantages(t, float(a)) for t, a in zip(trajectories, adv, strict=True)]
+    all_parent, all_bp, n_extra = link_absent_parents(
+        [t.trajectory_id for t in trajectories], [t.group_id for t in trajectories], [t.parent_id for t in trajectories],
+        [t.branch_point or 0 for t in trajectories], lineages=[t.metadata.get("arpo_lineage") for t in trajectories],
+        prefixes=[t.sequence_ids(0) for t in trajectories],
+    )
+    all_adv = np.concatenate([adv, np.full(n_extra, np.nan)])
+    all_len = np.concatenate([lengths, np.zeros(n_extra, dtype=np.int64)])
     seq0 = arpo_attribution(all_adv, all_parent, all_bp, all_len, mode=mode)
     out = []
     for i, t in enumerate(trajectories):

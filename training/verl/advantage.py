@@ -11,7 +11,10 @@ numbers those give on the same trajectories:
 - ``grpo``: :func:`~toolgym.training.advantages.grpo_advantages` over episode rewards, each
   trajectory counted once however many rows it has.
 - ``arpo``: GRPO per trajectory, then :func:`~toolgym.training.advantages.arpo_attribution` on
-  sequence-0 tokens shared between branches (``mode="hard"``); ``soft`` equals GRPO.
+  sequence-0 tokens shared between branches (``mode="hard"``); ``soft`` equals GRPO. Rows carry no
+  token ids, so an absent trajectory is placed from its descendants' lineage (``RowMeta.lineage``,
+  when the rows carry it); without it, it is the root of its own tree (rules 1 and 3 of
+  :mod:`toolgym.training.advantages.arpo`).
 
 Rows whose metadata is None (verl's synthetic padding rows) take no part and get 0.
 """
@@ -26,6 +29,7 @@ from numpy.typing import NDArray
 
 from toolgym.core.errors import ConfigError
 from toolgym.training.advantages import arpo_attribution, gigpo_advantages, grpo_advantages
+from toolgym.training.advantages.arpo import link_absent_parents
 
 from .rows import RowMeta
 
@@ -141,10 +145,10 @@ def _attribute_shared_prefixes(
     """ARPO hard mode on sequence-0 rows (see :mod:`toolgym.training.advantages.arpo`)."""
     index = {t: k for k, t in enumerate(trajs)}
     m_count = len(trajs)
-    parent = np.full(m_count, -1, dtype=np.int64)
-    branch = np.zeros(m_count, dtype=np.int64)
+    parent_ids: list[str | None] = [None] * m_count
+    branch = [0] * m_count
+    lineages: list[Any] = [None] * m_count
     length = np.zeros(m_count, dtype=np.int64)
-    placeholders: dict[str, int] = {}
     for r in live:
         m = metas[r]
         assert m is not None
@@ -154,15 +158,12 @@ def _attribute_shared_prefixes(
         if m.parent_id is not None:
             if m.branch_point is None:
                 raise ConfigError(f"trajectory {m.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens")
-            parent[k] = index[m.parent_id] if m.parent_id in index else placeholders.setdefault(m.parent_id, m_count + len(placeholders))
-            branch[k] = m.branch_point
-    n_extra = len(placeholders)
+            parent_ids[k], branch[k] = m.parent_id, m.branch_point
+            lineages[k] = getattr(m, "lineage", None)  # absent ancestors' places, when the rows carry them
+    parent, bp, n_extra = link_absent_parents(list(trajs), [trajs[t][0] for t in trajs], parent_ids, branch, lineages=lineages)
     seq0 = arpo_attribution(
-        np.concatenate([per_traj, np.full(n_extra, np.nan)]),
-        np.concatenate([parent, np.full(n_extra, -1, dtype=np.int64)]),
-        np.concatenate([branch, np.zeros(n_extra, dtype=np.int64)]),
-        np.concatenate([length, np.zeros(n_extra, dtype=np.int64)]),
-        mode="hard",
+        np.concatenate([per_traj, np.full(n_extra, np.nan)]), parent, bp,
+        np.concatenate([length, np.zeros(n_extra, dtype=np.int64)]), mode="hard",
     )
     for r in live:
         m = metas[r]
