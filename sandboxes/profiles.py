@@ -45,6 +45,9 @@ class SandboxProfile:
     """Size of /tmp (a tmpfs)."""
     home_bytes: int = 64 * MiB
     shm_bytes: int = 64 * MiB
+    """Size of /dev/shm (a tmpfs)."""
+    inodes: int = 65536
+    """Most files and directories in each writable tmpfs (``nr_inodes``; each costs kernel memory)."""
     network: tuple[str, ...] | None = None
     """None: no network at all. A tuple of host patterns (``example.com``, ``*.example.com``,
     optionally ``:port``): egress only to those, through the host's filtering proxy."""
@@ -82,7 +85,8 @@ class SandboxProfile:
 
 DEFAULT_PROFILES: dict[str, SandboxProfile] = {
     "python": SandboxProfile(prestart_python=True),
-    "shell": SandboxProfile(memory_bytes=2 * GiB, cpus=2.0, pids=512, workdir_bytes=2 * GiB, default_timeout_s=120.0),
+    "shell": SandboxProfile(memory_bytes=2 * GiB, cpus=2.0, pids=512, workdir_bytes=2 * GiB, inodes=262144,
+                            default_timeout_s=120.0),
     "sql": SandboxProfile(),
     "browser": SandboxProfile(memory_bytes=2 * GiB, cpus=2.0, pids=1024, shm_bytes=512 * MiB, network=()),
 }

@@ -225,9 +225,13 @@ def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], *
         network_mode="none",
         read_only=True,
         tmpfs={
-            WORKDIR: f"rw,exec,nosuid,nodev,size={profile.workdir_bytes // mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
-            "/tmp": f"rw,exec,nosuid,nodev,size={profile.tmp_bytes // mb}m,mode=1777",
-            HOME: f"rw,noexec,nosuid,nodev,size={profile.home_bytes // mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700",
+            WORKDIR: f"rw,exec,nosuid,nodev,size={profile.workdir_bytes // mb}m,nr_inodes={profile.inodes},"
+                     f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+            "/tmp": f"rw,exec,nosuid,nodev,size={profile.tmp_bytes // mb}m,nr_inodes={profile.inodes},mode=1777",
+            HOME: f"rw,noexec,nosuid,nodev,size={profile.home_bytes // mb}m,nr_inodes={profile.inodes},"
+                  f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700",
+            # replaces the engine's own /dev/shm (sized by shm_size, but with no inode cap)
+            "/dev/shm": f"rw,noexec,nosuid,nodev,size={max(profile.shm_bytes // mb, 1)}m,nr_inodes={profile.inodes},mode=1777",
         },
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],

@@ -30,6 +30,7 @@ from typing import Any
 from toolgym.core.errors import SandboxError
 from toolgym.sandboxes import hostprocs, lifecycle
 from toolgym.sandboxes.channel import AgentListener
+from toolgym.sandboxes.local import limits
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
 from toolgym.sandboxes.profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
@@ -80,16 +81,44 @@ def _root_binds() -> list[str]:
     return args
 
 
-def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config: dict[str, Any]) -> list[str]:
-    """The full bubblewrap command line of one sandbox."""
+def writable_mounts(profile: SandboxProfile) -> list[tuple[str, str, int, str]]:
+    """Every writable place of a local sandbox: ``(name, path inside, size, mode)``."""
+    return [("workspace", WORKDIR, profile.workdir_bytes, "0755"), ("tmp", "/tmp", profile.tmp_bytes, "1777"),
+            ("home", HOME, profile.home_bytes, "0700"), ("shm", "/dev/shm", profile.shm_bytes, "1777")]
+
+
+def tmpfs_options(profile: SandboxProfile, size: int, mode: str, uid: int, *, exec_: bool) -> str:
+    """Mount options of one sandbox tmpfs made by the launcher (size and inode caps)."""
+    return (f"size={size},nr_inodes={profile.inodes},mode={mode},uid={uid},gid={uid},nosuid,nodev"
+            + ("" if exec_ else ",noexec"))
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_disables_userns() -> bool:
+    try:
+        text = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in text
+
+
+def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config: dict[str, Any],
+               premounted: Path | None = None) -> list[str]:
+    """The full bubblewrap command line of one sandbox. ``premounted``: a directory holding the
+    writable tmpfs already mounted by the launcher (``workspace``, ``tmp``, ``home``, ``shm``),
+    bound in instead of bwrap's own (which have a size but no inode cap)."""
+    writable: list[str] = []
+    for name, path, size, mode in writable_mounts(profile):
+        if premounted is not None:
+            writable += ["--bind", str(premounted / name), path]
+        else:
+            writable += ["--perms", mode, "--size", str(size), "--tmpfs", path]
     return [
-        "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+        "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--clearenv", *(["--disable-userns"] if _bwrap_disables_userns() else []),
         *_root_binds(),
         "--ro-bind", str(state / "passwd"), "/etc/passwd", "--ro-bind", str(state / "group"), "/etc/group",
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(profile.workdir_bytes), "--tmpfs", WORKDIR,
-        "--perms", "1777", "--size", str(profile.tmp_bytes), "--tmpfs", "/tmp",
-        "--perms", "0700", "--size", str(profile.home_bytes), "--tmpfs", HOME,
+        "--proc", "/proc", "--dev", "/dev", *writable, "--remount-ro", "/dev",
         "--ro-bind", str(state), "/run/toolgym", "--ro-bind", str(agent_dir), "/opt/toolgym",
         "--remount-ro", "/",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--chdir", WORKDIR,
@@ -103,7 +132,9 @@ class LocalBackend(PooledBackend):
     name = "local"
 
     async def _sweep(self) -> int:
-        return await asyncio.to_thread(lifecycle.sweep_state_dirs)
+        swept = await asyncio.to_thread(lifecycle.sweep_state_dirs)
+        await asyncio.to_thread(limits.sweep)
+        return swept
 
     async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
                       labels: Mapping[str, str]) -> AgentSandbox:
@@ -123,7 +154,10 @@ class LocalBackend(PooledBackend):
         listener = AgentListener(str(state / "h.sock"), token=token, name=sandbox_id, owner_uid=uid)
         proxy = None
         proc = None
+        cgroups: list[Path] = []
         try:
+            cgroups = await asyncio.to_thread(limits.prepare, sandbox_id, memory_bytes=profile.memory_bytes,
+                                              pids=profile.pids)
             await listener.start()
             if profile.network:
                 proxy = EgressProxy(str(state / "p.sock"), profile.allows, name=sandbox_id, owner_uid=uid)
@@ -131,12 +165,12 @@ class LocalBackend(PooledBackend):
             rlimits = {"NPROC": profile.pids, "AS": profile.memory_bytes,
                        "FSIZE": max(profile.workdir_bytes, profile.tmp_bytes)}
             config = agent_config(profile, socket="/run/toolgym/h.sock", token=token, python=PYTHON, rlimits=rlimits)
-            argv = bwrap_argv(profile, state=state, agent_dir=lifecycle.staged_agent_dir(), config=config)
+            argv, drop = await asyncio.to_thread(self._launch_argv, profile, state, config, cgroups)
             log_fd = os.open(state / "bwrap.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env={},
-                    start_new_session=True, **_drop_kwargs(),
+                    start_new_session=True, **(_drop_kwargs() if drop else {}),
                 )
             finally:
                 os.close(log_fd)
@@ -156,10 +190,31 @@ class LocalBackend(PooledBackend):
                 _kill_group(proc.pid)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(proc.wait(), 5.0)
+            limits.cleanup(cgroups)
             lifecycle.remove_sandbox_dir(sandbox_id)
             raise
         return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
-                            episode_id=episode_id, handle={"process": proc, "proxy": proxy})
+                            episode_id=episode_id, handle={"process": proc, "proxy": proxy, "cgroups": cgroups})
+
+    @staticmethod
+    def _launch_argv(profile: SandboxProfile, state: Path, config: dict[str, Any],
+                     cgroups: list[Path]) -> tuple[list[str], bool]:
+        """The command line (through the launcher when it has work to do) and whether the host
+        must drop to ``nobody`` itself (else the launcher does, after its privileged steps)."""
+        agent_dir = lifecycle.staged_agent_dir()
+        mounts: list[tuple[Path, str]] = []
+        premounted = None
+        if limits.can_mount():
+            premounted = state / "mnt"
+            premounted.mkdir(exist_ok=True)
+            for name, _, size, mode in writable_mounts(profile):
+                (premounted / name).mkdir(exist_ok=True)
+                mounts.append((premounted / name, tmpfs_options(profile, size, mode, host_uid(),
+                                                                exec_=name in ("workspace", "tmp"))))
+        argv = bwrap_argv(profile, state=state, agent_dir=agent_dir, config=config, premounted=premounted)
+        drop_to = NOBODY if os.geteuid() == 0 else None
+        launched = limits.launcher_argv(argv, cgroups=cgroups, mounts=mounts, drop_to=drop_to)
+        return launched, launched is argv
 
     async def _note_start(self, sandbox: AgentSandbox) -> None:
         """Record the host PIDs of the sandbox's namespace init (bwrap's child) and its agent."""
@@ -184,6 +239,7 @@ class LocalBackend(PooledBackend):
         _kill_group(proc.pid)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(proc.wait(), 10.0)
+        limits.cleanup(sandbox.handle.get("cgroups") or [])
 
     def _destroy_sync(self, sandbox: AgentSandbox) -> None:
         _kill_group(sandbox.handle["process"].pid)

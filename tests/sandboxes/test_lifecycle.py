@@ -144,7 +144,8 @@ def test_containers_are_hardened_and_labelled() -> None:
     assert host["PidsLimit"] == TEST_PROFILE.pids
     assert host["Memory"] == host["MemorySwap"] == TEST_PROFILE.memory_bytes
     assert host["NanoCpus"] == int(TEST_PROFILE.cpus * 1e9) and host["Init"] is True
-    assert set(host["Tmpfs"]) == {"/workspace", "/tmp", "/home/sandbox"}
+    assert set(host["Tmpfs"]) == {"/workspace", "/tmp", "/home/sandbox", "/dev/shm"}
+    assert all(f"nr_inodes={TEST_PROFILE.inodes}" in opts for opts in host["Tmpfs"].values())
     assert all(m["RW"] is False for m in info["Mounts"])
     assert config["User"] == "1000:1000"
     labels = config["Labels"]

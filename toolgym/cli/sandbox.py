@@ -104,6 +104,10 @@ def doctor(smoke: bool = typer.Option(True, help="Start one sandbox per working 
         typer.echo("docker: no engine answers  -> bash scripts/ensure-docker.sh (or use the local backend)")
     problem = bwrap_problem()
     typer.echo(f"local: {'bubblewrap works' if problem is None else problem}")
+    if problem is None:
+        from toolgym.sandboxes.local import limits
+
+        typer.echo(f"  limits: {limits.describe()}")
     if smoke:
         for name, usable in (("docker", engine.engine_answers()), ("local", problem is None)):
             if usable:
@@ -125,7 +129,10 @@ def _smoke(backend_name: str) -> bool:
             start = time.perf_counter()
             result = await sb.run(["echo", "ok"], timeout=10)
             call = time.perf_counter() - start
-            return f"{result.stdout.strip()} (create {ready * 1000:.0f} ms, call {call * 1000:.1f} ms)"
+            hardening = sb.channel.hello.get("hardening") or {}
+            agent = (f"agent dumpable: {hardening.get('dumpable', '?')}, seccomp filter: "
+                     f"{hardening.get('seccomp') or 'unknown (old agent)'}")
+            return f"{result.stdout.strip()} (create {ready * 1000:.0f} ms, call {call * 1000:.1f} ms; {agent})"
         finally:
             await backend.aclose()
 
