@@ -69,11 +69,21 @@ class EngineStats:
     generated_tokens: int = 0
     turns: int = 0
     started_at: float = field(default_factory=time.perf_counter)
+    group_sizes: dict[str, int] = field(default_factory=dict)
+    """Finished trajectories per group id (ARPO groups vary in size unless filled to the budget)."""
 
     @property
     def mean_reward(self) -> float:
         ok = self.done - self.failed
         return self.reward_sum / ok if ok else 0.0
+
+    def group_size_summary(self) -> str | None:
+        """``"groups of 16 (min 16, max 16, 8 groups)"``-style line, or None before any group ends."""
+        sizes = list(self.group_sizes.values())
+        if not sizes:
+            return None
+        mean = sum(sizes) / len(sizes)
+        return f"group size mean {mean:.2f} (min {min(sizes)}, max {max(sizes)}, {len(sizes)} groups)"
 
     @property
     def tokens_per_s(self) -> float:
@@ -145,7 +155,9 @@ class RolloutEngine:
     ``on_trajectory`` is called (in the event loop) once per finished episode, in finishing order;
     stores append there. Observers registered through ``toolgym_trajectory_done`` are called too.
     With ``config.arpo.enabled``, episodes may fork after tool results (see ``toolgym.core.arpo``):
-    forks are extra episodes of the same group, run under the same concurrency limit.
+    forks are extra episodes of the same group, run under the same concurrency limit; with
+    ``arpo.fill_budget`` a group whose episodes have all ended short of the budget gets fresh
+    rollouts, one at a time, until it holds ``arpo.budget`` (stored samples of a resumed run count).
     """
 
     def __init__(
@@ -175,6 +187,7 @@ class RolloutEngine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._specs: dict[str, EnvSpec] = {}
         self._groups: dict[str, _GroupRun] = {}
+        self._group_live: dict[str, int] = {}  # ARPO: episodes of each group started and not yet finished
 
     # -- running many ----------------------------------------------------------------------------
 
@@ -191,9 +204,11 @@ class RolloutEngine:
         self.stats = EngineStats(total=len(requests))
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
         self.arpo = BranchBudget(self.config.arpo) if self.config.arpo.enabled else None  # budgets reset every batch
+        self._group_live = {}
         if self.arpo is not None:
             for req in requests:
                 self.arpo.start(req.group_id, req.sample_index)
+                self._group_live[req.group_id] = self._group_live.get(req.group_id, 0) + 1
             for group_id, indices in stored.items():
                 self.arpo.stored(group_id, indices)
         try:
@@ -220,12 +235,39 @@ class RolloutEngine:
             self.registry.notify_trajectory_done(traj)
         finally:
             self._live.release()
+        self._episode_ended(ep)
+
+    def _episode_ended(self, ep: Episode) -> None:
+        """ARPO with ``fill_budget``: when the last running episode of a group ends and the group
+        holds fewer than ``budget`` trajectories, start one fresh rollout from the prompt (it may
+        branch in turn). The published rollout does the same: a task none of whose rollouts is
+        still active gets one new rollout per round until it has ``n`` = M of them."""
+        if self.arpo is None:
+            return
+        group_id = ep.req.group_id
+        left = self._group_live[group_id] = self._group_live.get(group_id, 1) - 1
+        if left > 0:
+            return
+        index = self.arpo.refill(group_id)
+        if index is None:
+            return
+        p = ep.req
+        req = EpisodeRequest(p.env, p.task_index, index, p.seed, group_id, trajectory_id(group_id, index))
+        self._group_live[group_id] = 1
+        self.stats.total += 1
+        fresh = self._new_episode(req)
+        group = self._groups.get(group_id)
+        if group is not None:
+            group.launch(self._run_into(group, fresh))
+        else:
+            self._launch(self._run_and_emit(fresh, acquired=False))
 
     def _spawn_fork(self, parent: Episode, checkpoint: Checkpoint, sample_index: int) -> None:
         """Start an ARPO fork of ``parent`` from ``checkpoint`` as sample ``sample_index`` of its group."""
         p = parent.req
         req = EpisodeRequest(p.env, p.task_index, sample_index, p.seed, p.group_id, trajectory_id(p.group_id, sample_index))
         self.stats.total += 1
+        self._group_live[p.group_id] = self._group_live.get(p.group_id, 0) + 1
         fork = Episode.fork(parent, checkpoint, req, self._context(req))
         group = self._groups.get(p.group_id)
         if group is not None:  # a run_group call waits for it
@@ -252,6 +294,7 @@ class RolloutEngine:
             for req in requests:
                 self.arpo.start(group_id, req.sample_index)
             self.arpo.stored(group_id, stored)
+            self._group_live[group_id] = len(requests)
         group = self._groups[group_id] = _GroupRun()
         self.stats.total += len(requests)
         try:
@@ -261,6 +304,7 @@ class RolloutEngine:
         finally:
             await _cancel_unfinished(group.tasks)
             del self._groups[group_id]
+            self._group_live.pop(group_id, None)
             if self.arpo is not None:
                 self.arpo.forget(group_id)
         return group.out
@@ -268,6 +312,7 @@ class RolloutEngine:
     async def _run_into(self, group: _GroupRun, ep: Episode) -> None:
         async with self._live:
             group.out.append(await self._finish(ep))
+        self._episode_ended(ep)
 
     # -- one episode ---------------------------------------------------------------------------
 
@@ -312,6 +357,8 @@ class RolloutEngine:
             stats.running -= 1
         traj = ep.build(total_s=time.perf_counter() - started, sandbox_s=ep.ctx.sandbox_s)
         stats.done += 1
+        if self.arpo is not None:
+            stats.group_sizes[traj.group_id] = stats.group_sizes.get(traj.group_id, 0) + 1
         if traj.status is Status.ERROR:
             stats.failed += 1
         else:

@@ -186,9 +186,44 @@ def test_always_branch_fills_the_budget_with_faithful_forks(qwen_tokenizer: Any)
     assert CALLS["n"] > 4
 
 
-def test_never_branch_keeps_the_initial_rollouts(qwen_tokenizer: Any) -> None:
-    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=16, initial=3, tau=0.0, beta=0.0), tasks=2)
+def test_never_branch_keeps_the_initial_rollouts_when_the_budget_is_a_ceiling(qwen_tokenizer: Any) -> None:
+    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=16, initial=3, tau=0.0, beta=0.0, fill_budget=False), tasks=2)
     assert len(out) == 6 and all(t.parent_id is None for t in out)
+
+
+def test_groups_are_filled_to_the_budget_by_default(qwen_tokenizer: Any) -> None:
+    """Published rollout: slots branching left unused are sampled fresh from the prompt."""
+    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=8, initial=2, tau=0.0, beta=0.0), tasks=3)
+    sizes: dict[str, list[int]] = {}
+    for t in out:
+        sizes.setdefault(t.group_id, []).append(t.sample_index)
+    assert len(sizes) == 3 and all(sorted(v) == list(range(8)) for v in sizes.values())
+    assert all(t.parent_id is None for t in out)  # nothing branched: the fills are fresh roots
+    assert len({t.trajectory_id for t in out}) == 24
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_group_sizes_with_random_branching(qwen_tokenizer: Any, fill: bool) -> None:
+    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=8, initial=2, tau=0.5, beta=0.0, fill_budget=fill), tasks=6)
+    sizes: dict[str, int] = {}
+    for t in out:
+        sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
+    if fill:
+        assert set(sizes.values()) == {8}
+    else:
+        assert all(2 <= n <= 8 for n in sizes.values()) and len(set(sizes.values())) > 1
+
+
+async def test_run_group_fills_to_the_budget_and_reports_group_sizes(qwen_tokenizer: Any) -> None:
+    from toolgym.core import builtin
+
+    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
+    cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=0.0, beta=0.0))
+    engine = RolloutEngine(registry=registry, policy=ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg), config=cfg)
+    requests = [r for r in plan_episodes("two-tools", num_tasks=1, group_size=2) if r.sample_index == 1]  # sample 0 is stored
+    out = await engine.run_group(requests, stored=[0])
+    assert sorted(t.sample_index for t in out) == [1, 2, 3, 4, 5]  # 1 re-run + 4 fills: 6 with the stored one
+    assert engine.stats.group_size_summary() == "group size mean 5.00 (min 5, max 5, 1 groups)"
 
 
 def test_budget_on_resume_counts_what_is_stored_and_never_reuses_an_index() -> None:

@@ -138,6 +138,8 @@ def command(
         f"{result.skipped} already there · mean reward {result.stats.mean_reward:.3f} · "
         f"{result.elapsed_s:.1f}s → {result.out}"
     )
+    if (groups := result.stats.group_size_summary()) is not None:
+        c.print(f"ARPO {groups}")
     if ray:
         d = result.dispatch  # type: ignore[attr-defined]
         c.print(f"ray: {ray_workers} workers · {d.worker_deaths} died, {d.replacements} replaced, {d.retried} episodes retried elsewhere")
