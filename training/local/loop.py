@@ -11,6 +11,8 @@ checkpoint. Rollouts are appended to a trajectory store as they finish.
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from toolgym.training.advantages import compute_token_advantages
 
 from .batch import Row, trajectory_rows
 from .config import EvalConfig, RLConfig
+from .stats import step_group_stats
 from .trainer import PolicyTrainer
 
 SUCCESS_REWARD = 1.0 - 1e-9
@@ -41,6 +44,10 @@ class EvalResult:
     failed: int
     seconds: float
     weight_version: str | None = None
+    mean_score: float = 0.0
+    """Mean of the environment's normalised score (the last step's ``task_score`` when the environment reports one, as WebShop does, else the reward)."""
+    by_type: dict[str, float] = field(default_factory=dict)
+    """Success per task type (``env_info.task_type``), when the environment reports types."""
 
 
 @dataclass
@@ -57,6 +64,10 @@ class StepLog:
     update_s: float
     metrics: dict[str, float] = field(default_factory=dict)
     eval: EvalResult | None = None
+    tokens: int = 0
+    """Tokens the policy sampled in this step's rollouts."""
+    stats: dict[str, float] = field(default_factory=dict)
+    """Step-group statistics of the rollouts (see :func:`toolgym.training.local.stats.step_group_stats`)."""
 
 
 async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajectory: Callable[[Trajectory], Any] | None = None) -> list[Trajectory]:
@@ -77,10 +88,11 @@ async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajec
     return [got[r.trajectory_id] for r in requests if r.trajectory_id in got]
 
 
-def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig) -> RolloutEngine:
+def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None) -> RolloutEngine:
     """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``."""
     cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(update={"group_size": 1})
-    return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs})
+    return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs},
+                         sandbox_backend=sandbox_backend)
 
 
 async def evaluate(engine: RolloutEngine, env: str, ev: EvalConfig, on_trajectory: Callable[[Trajectory], Any] | None = None) -> EvalResult:
@@ -91,7 +103,35 @@ async def evaluate(engine: RolloutEngine, env: str, ev: EvalConfig, on_trajector
     success, mean = summarize(trajs)
     failed = sum(t.status.value == "error" for t in trajs)
     version = getattr(getattr(engine.policy, "backend", None), "weight_version", None)
-    return EvalResult(success, mean, len(trajs), failed, time.perf_counter() - started, version)
+    return EvalResult(success, mean, len(trajs), failed, time.perf_counter() - started, version,
+                      mean_score=mean_score(trajs), by_type=success_by_type(trajs))
+
+
+def _env_info(traj: Trajectory) -> dict[str, Any]:
+    info = traj.metadata.get("env_info")
+    return info if isinstance(info, dict) else {}
+
+
+def success_by_type(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Success rate per ``env_info.task_type`` (empty when the environment reports none)."""
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        kind = _env_info(t).get("task_type")
+        if kind is not None:
+            groups.setdefault(str(kind), []).append(t)
+    return {k: summarize(v)[0] for k, v in sorted(groups.items())}
+
+
+def mean_score(trajectories: Sequence[Trajectory]) -> float:
+    """Mean normalised score: the last step's ``info.task_score`` when present (WebShop), else the reward."""
+    if not trajectories:
+        return 0.0
+    scores = []
+    for t in trajectories:
+        last = t.steps[-1].info if t.steps else {}
+        score = last.get("task_score") if isinstance(last, dict) else None
+        scores.append(float(score) if isinstance(score, (int, float)) else (t.reward if t.status.value != "error" else 0.0))
+    return sum(scores) / len(scores)
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> tuple[float, float]:
@@ -107,7 +147,7 @@ class RLLoop:
     ``trainer.model`` (the same object), which is how updated weights reach the sampler."""
 
     def __init__(self, config: RLConfig, *, trainer: PolicyTrainer, backend: Any, registry: Registry,
-                 on_trajectory: Callable[[Trajectory], Any] | None = None) -> None:
+                 on_trajectory: Callable[[Trajectory], Any] | None = None, sandbox_backend: Any = None) -> None:
         if backend.model is not trainer.model:
             raise ValueError("the backend must sample from the trainer's model object (pass model=trainer.model to it)")
         self.config = config
@@ -117,8 +157,9 @@ class RLLoop:
         self.on_trajectory = on_trajectory
         engine_cfg = config.engine_config()
         self.policy = ModelPolicy(backend, engine_cfg)
-        self.train_engine = RolloutEngine(registry=registry, policy=self.policy, config=engine_cfg, env_kwargs=config.env_kwargs)
-        self.eval_engine = eval_engine(config, self.policy, registry, config.eval)
+        self.train_engine = RolloutEngine(registry=registry, policy=self.policy, config=engine_cfg, env_kwargs=config.env_kwargs,
+                                          sandbox_backend=sandbox_backend)
+        self.eval_engine = eval_engine(config, self.policy, registry, config.eval, sandbox_backend=sandbox_backend)
         self.history: list[StepLog] = []
         self.next_step = 0
         self.base_lr = config.optim.lr
@@ -142,6 +183,7 @@ class RLLoop:
         trajs = await run_episodes(self.train_engine, requests, self.on_trajectory)
         sample_s = time.perf_counter() - t0
         success, mean = summarize(trajs)
+        tokens = sum(sum(seg.loss_mask) for t in trajs for seg in t.segments)
         trainable = [t for t in trajs if t.trainable]
         rows: list[Row] = []
         metrics: dict[str, float] = {}
@@ -152,7 +194,8 @@ class RLLoop:
                 rows.extend(trajectory_rows(traj, adv))
             if any(r.advantages.any() for r in rows):  # all-equal groups carry no signal: skip the step
                 metrics = self.trainer.ppo_update(rows, seed=cfg.seed * 1_000_003 + k)
-        log = StepLog(k, mean, success, len(trajs), len(trainable), len(rows), sample_s, time.perf_counter() - t1, metrics)
+        log = StepLog(k, mean, success, len(trajs), len(trainable), len(rows), sample_s, time.perf_counter() - t1, metrics,
+                      tokens=tokens, stats=step_group_stats(trajs))
         self.next_step = k + 1
         self.history.append(log)
         return log
@@ -161,7 +204,8 @@ class RLLoop:
                     tokenizer: Any = None, final_eval_sink: Callable[[Trajectory], Any] | None = None) -> list[StepLog]:
         """Run the remaining RL steps, evaluating every ``eval.every`` steps (and after the last,
         whose held-out trajectories go to ``final_eval_sink``) and saving checkpoints every
-        ``save_every`` steps (and at the end) under ``checkpoint_dir``."""
+        ``save_every`` steps (and at the end) under ``checkpoint_dir``. ``on_step`` runs before the
+        step's checkpoint is written, so whatever it records is there when a resumed run starts."""
         cfg = self.config
         while self.next_step < cfg.steps:
             log = await self.step()
@@ -170,15 +214,25 @@ class RLLoop:
                 log.eval = await self.evaluate(final_eval_sink)
             elif cfg.eval.every and done % cfg.eval.every == 0:
                 log.eval = await self.evaluate()
-            if checkpoint_dir is not None and ((cfg.save_every and done % cfg.save_every == 0) or done == cfg.steps):
-                self.save(checkpoint_dir / f"step-{done:05d}", tokenizer=tokenizer)
             if on_step is not None:
                 on_step(log)
+            if checkpoint_dir is not None and ((cfg.save_every and done % cfg.save_every == 0) or done == cfg.steps):
+                self.save(checkpoint_dir / f"step-{done:05d}", tokenizer=tokenizer)
         return self.history
 
     def save(self, directory: Path, *, tokenizer: Any = None) -> Path:
+        """Write a checkpoint to ``directory`` atomically: it is written beside it under a
+        ``.partial`` name and renamed, so a run killed while saving leaves no half checkpoint."""
         extra = {"next_step": self.next_step, "history": [_log_dict(h) for h in self.history]}
-        return self.trainer.save(directory, extra=extra, tokenizer=tokenizer)
+        directory = Path(directory)
+        partial = directory.with_name(directory.name + ".partial")
+        if partial.exists():
+            shutil.rmtree(partial)
+        self.trainer.save(partial, extra=extra, tokenizer=tokenizer)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(partial, directory)
+        return directory
 
     def resume(self, directory: Path) -> None:
         """Continue from a checkpoint written by :meth:`save` (weights, optimiser, RNG, step)."""

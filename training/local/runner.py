@@ -17,12 +17,31 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``data.train_batch_size`` | tasks per RL step |
 | ``trainer.total_training_steps`` | RL steps |
 | ``trainer.test_freq`` / ``save_freq`` / ``default_local_dir`` / ``device`` | evaluation and checkpoint cadence, output directory, ``cpu`` or ``cuda`` |
+| ``actor_rollout_ref.actor.optim.lr_warmup_steps`` | linear learning-rate warm-up (optimiser steps) |
+| ``actor_rollout_ref.rollout.max_num_seqs`` | rows the sampler decodes together |
+
+``model.path`` may also be ``warmstart:NAME`` (``alfworld``, ``webshop``): the warm start that
+``toolgym warmstart --env NAME`` builds (:mod:`.warmstart`), built here first when it is not cached.
+An optional ``warm_start:`` section (``recipe: NAME`` plus recipe fields) changes that recipe.
+
+Bad input fails before anything is written, with one line: an unknown top-level section, an
+unknown key in ``toolgym:`` or ``warm_start:``, a ``verl.*`` override naming a key that neither
+the file has nor this trainer reads (prefix it with ``+`` to add it anyway), an environment whose
+tools need a sandbox when no sandbox backend works, a model directory without a tokenizer.
+
+A run writes under ``trainer.default_local_dir``: ``metrics.jsonl`` (one record per RL step,
+and the held-out evaluation before training as step 0), ``trajectories/`` (every rollout),
+``step-NNNNN/`` checkpoints (written atomically). Started again with the same directory, it
+resumes from the newest checkpoint and drops the metrics of later steps, so a killed run ends
+with the same results as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +51,17 @@ from .config import EvalConfig, OptimConfig, PPOConfig, RLConfig
 
 EXAMPLES = Path(__file__).with_name("configs")
 KL_TYPES = {"low_var_kl": "k3", "k3": "k3", "kl": "k1", "k1": "k1"}
+SECTIONS = ("toolgym", "verl", "warm_start")
+LOCAL_VERL_KEYS = frozenset({
+    "actor_rollout_ref.model.path", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr_warmup_steps",
+    "actor_rollout_ref.actor.clip_ratio", "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high",
+    "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
+    "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_epochs", "actor_rollout_ref.actor.grad_clip",
+    "actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.max_num_seqs", "data.train_batch_size",
+    "trainer.total_training_steps", "trainer.test_freq", "trainer.save_freq", "trainer.default_local_dir", "trainer.device",
+})
+"""The ``verl.*`` keys this trainer reads (the table above)."""
 
 
 def resolve_config(name: str) -> Path:
@@ -57,11 +87,19 @@ def load_config(name: str, overrides: list[str]) -> dict[str, Any]:
         raise ConfigError(f"config file {name!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or "toolgym" not in data:
         raise ConfigError(f"config file {name!r} needs a `toolgym:` section (env, advantage, ...)")
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(f"config file {name!r} has unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}")
     for item in overrides:
         key, eq, raw = item.lstrip("+").partition("=")
         parts = key.split(".")
-        if not eq or parts[0] not in ("toolgym", "verl") or len(parts) < 2:
-            raise ConfigError(f"override {item!r} must look like toolgym.KEY=VALUE or verl.KEY=VALUE")
+        if not eq or parts[0] not in SECTIONS or len(parts) < 2:
+            raise ConfigError(f"override {item!r} must look like toolgym.KEY=VALUE, verl.KEY=VALUE or warm_start.KEY=VALUE")
+        dotted = ".".join(parts[1:])
+        if parts[0] == "verl" and not item.startswith("+") and dotted not in LOCAL_VERL_KEYS and _get(data.get("verl") or {}, dotted) is None:
+            close = difflib.get_close_matches(dotted, sorted(LOCAL_VERL_KEYS), n=1)
+            hint = f" (did you mean verl.{close[0]}?)" if close else " (write +verl.KEY=VALUE to add a key for verl anyway)"
+            raise ConfigError(f"unknown key verl.{dotted}: neither the file has it nor does the local trainer read it{hint}")
         node = data
         for part in parts[:-1]:
             node = node.setdefault(part, {})
@@ -82,9 +120,7 @@ def _get(tree: dict[str, Any], dotted: str, default: Any = None) -> Any:
 
 def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     """(RL settings, run settings: model, device, output directory, cadences)."""
-    from toolgym.training.verl.settings import load_settings
-
-    tg = load_settings(data["toolgym"])
+    tg = toolgym_settings(data["toolgym"])
     for name in ("train_files", "val_files"):
         if getattr(tg, name, None):
             raise ConfigError(f"toolgym.{name} (task files) is read by the verl trainer only; the local trainer samples "
@@ -106,62 +142,185 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         temperature=float(_get(verl, "actor_rollout_ref.rollout.temperature", 1.0)),
     )
     trainer = verl.get("trainer") or {}
+    engine = dict(tg.engine)
+    group_size = tg.group_size
+    if tg.arpo is not None:  # the engine branches: N rollouts start, forks fill the group up to M
+        engine["arpo"] = tg.arpo.engine_arpo().model_dump()
+        group_size = tg.arpo.initial_rollouts
     rl = RLConfig(
         env=tg.env, env_kwargs=tg.env_kwargs, estimator=tg.advantage.estimator, estimator_options=tg.advantage.options,
-        group_size=tg.group_size, tasks_per_step=int(_get(verl, "data.train_batch_size", 16)),
+        group_size=group_size, tasks_per_step=int(_get(verl, "data.train_batch_size", 16)),
         steps=int(trainer.get("total_training_steps") or 10), seed=tg.train.seed, first_task=tg.train.first_task,
-        engine=tg.engine, optim=OptimConfig(lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))),
+        engine=engine, optim=OptimConfig(lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))),
         ppo=ppo, eval=EvalConfig(num_tasks=tg.val.num_tasks, first_task=tg.val.first_task, seed=tg.val.seed,
                                  env_kwargs=tg.val.env_kwargs, every=max(0, int(trainer.get("test_freq", 5) or 0))),
         save_every=max(0, int(trainer.get("save_freq", 0) or 0)),
+        warmup_steps=int(_get(actor, "optim.lr_warmup_steps", 0) or 0),
+        max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
     )
+    if rl.eval.every < 0:
+        raise ConfigError("verl.trainer.test_freq must be 0 or more")
     run = {
         "model": str(_get(verl, "actor_rollout_ref.model.path", "tiny")),
         "device": str(trainer.get("device", "cpu")),
         "out": str(trainer.get("default_local_dir") or "checkpoints/toolgym_local"),
+        "sandbox_backend": tg.sandbox_backend,
+        "warm_start": warm_start_section(data.get("warm_start")),
     }
     return rl, run
 
 
+def toolgym_settings(section: Any) -> Any:
+    """The ``toolgym`` section, validated as for verl; errors come back as one line."""
+    from pydantic import ValidationError
+
+    from toolgym.training.verl.settings import ToolgymSettings
+
+    if not isinstance(section, dict):
+        raise ConfigError("the `toolgym:` section must be a mapping (env, advantage, ...)")
+    try:
+        return ToolgymSettings.model_validate(section)
+    except ValidationError as exc:
+        raise ConfigError(_one_line("toolgym", exc, ToolgymSettings)) from None
+
+
+def _one_line(section: str, exc: Any, model: Any) -> str:
+    err = exc.errors()[0]
+    where = ".".join([section, *(str(p) for p in err["loc"])])
+    if err["type"] == "extra_forbidden":
+        fields = ", ".join(model.model_fields) if len(err["loc"]) == 1 else "see the documentation"
+        return f"unknown key {where}; known keys of `{section}:` are {fields}"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{where}: {err['msg']}{more}"
+
+
+def warm_start_section(section: Any) -> dict[str, Any] | None:
+    """The optional ``warm_start:`` section: ``recipe`` (a shipped recipe's name) and recipe fields."""
+    if section is None:
+        return None
+    if not isinstance(section, dict) or "recipe" not in section:
+        raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld or webshop) and optional recipe fields")
+    from .warmstart import recipe
+
+    changes = {k: v for k, v in section.items() if k != "recipe"}
+    recipe(str(section["recipe"]), **changes)  # unknown fields fail here, with the list of known ones
+    return dict(section)
+
+
+
+
 def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
-    """Entry point of ``toolgym train --trainer local``."""
+    """Entry point of ``toolgym train --trainer local``: check everything, then train."""
     from rich.console import Console
 
     rl, settings = build(load_config(config, overrides))
-    console = Console(stderr=True)
-    console.print(f"[bold]local trainer[/]: {rl.estimator} on {rl.env}, {rl.steps} steps × {rl.tasks_per_step} tasks × {rl.group_size} samples, "
+    console = Console(stderr=True, soft_wrap=True)  # one line per record, also in log files
+    arpo = rl.engine.get("arpo") or {}
+    samples = f"{rl.group_size} initial samples (ARPO: up to {arpo['budget']})" if arpo.get("enabled") else f"{rl.group_size} samples"
+    console.print(f"[bold]local trainer[/]: {rl.estimator} on {rl.env}, {rl.steps} steps × {rl.tasks_per_step} tasks × {samples}, "
                   f"model {settings['model']} on {settings['device']}, output {settings['out']}")
     if dry_run:
         print(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2))
         return
-    settings["model_dir"] = str(_model_dir(settings["model"]))  # fail before anything starts
-    latest = sorted(Path(settings["out"]).glob("step-*"))
-    settings["resume"] = str(latest[-1]) if latest else None
+    check_environment(rl, settings["sandbox_backend"])
+    settings["model_dir"] = str(model_dir(settings["model"], settings.get("warm_start"), console))  # fail before anything is written
+    latest = latest_checkpoint(Path(settings["out"]))
+    settings["resume"] = str(latest) if latest else None
+    Path(settings["out"]).mkdir(parents=True, exist_ok=True)
     asyncio.run(_train(rl, settings, console))
 
 
-def _model_dir(name: str) -> Path:
+def latest_checkpoint(out: Path) -> Path | None:
+    """The newest complete checkpoint under ``out`` (``step-NNNNN`` with its trainer state)."""
+    done = [p for p in out.glob("step-[0-9][0-9][0-9][0-9][0-9]") if (p / "trainer_state.pt").is_file()]
+    return max(done, key=lambda p: p.name) if done else None
+
+
+def check_environment(rl: RLConfig, sandbox_backend: str) -> None:
+    """The environment exists, accepts its options, and has the sandboxes its tools need."""
+    from toolgym.core.registry import get_registry
+
+    registry = get_registry()
+    spec = registry.env(rl.env)
+    kinds: set[str] = set()
+    for name, extra in (("train", {}), ("held-out", rl.eval.env_kwargs)):
+        try:
+            env = spec.make(**{**rl.env_kwargs, **extra})
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"environment {rl.env!r} rejects its {name} options: {type(exc).__name__}: {exc}") from None
+        tools = [*env.tools, *(registry.tool(n) for n in getattr(env, "tool_names", ()) or ())]  # named tools bind at reset
+        kinds |= {t.sandbox for t in tools if t.sandbox}
+    if not kinds:
+        return
+    needs = ", ".join(sorted(kinds))
+    if sandbox_backend == "none":
+        raise ConfigError(f"environment {rl.env!r} runs its tools in {needs} sandboxes but toolgym.sandbox_backend is none; "
+                          "set it to auto, docker or local")
+    specs = registry.sandbox_backends
+    if sandbox_backend != "auto" and sandbox_backend not in specs:
+        raise ConfigError(f"unknown sandbox backend {sandbox_backend!r}; use auto, none or one of {', '.join(sorted(specs))}")
+    candidates = list(specs.values()) if sandbox_backend == "auto" else [specs[sandbox_backend]]
+    if not any(s.available() for s in candidates):
+        which = "no sandbox backend works on this host" if sandbox_backend == "auto" else f"the {sandbox_backend} sandbox backend does not work on this host"
+        raise ConfigError(f"environment {rl.env!r} runs its tools in {needs} sandboxes but {which}: "
+                          "start Docker (scripts/ensure-docker.sh) or install bubblewrap")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any = None) -> Path:
+    """The model directory a ``model.path`` names (tiny models and warm starts are built, cached)."""
     if name in ("tiny", "tiny-qwen", "tiny-llama"):
         from toolgym.core.llm.tiny import ensure_tiny_model
 
         return ensure_tiny_model("llama" if name == "tiny-llama" else "qwen")
+    if name == "warmstart" or name.startswith("warmstart:"):
+        return _warm_start(name.partition(":")[2], warm_start, console)
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(f"model {name!r} is not a local Hugging Face directory; the local trainer downloads nothing: "
-                          "give a directory (e.g. OUT/warm-start from `toolgym demo`) or `tiny`")
+                          "give a directory (e.g. OUT/warm-start from `toolgym demo`), `tiny` or `warmstart:alfworld`")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise ConfigError(f"model directory {path} has no tokenizer ({' / '.join(TOKENIZER_FILES)}); "
+                          "save the tokenizer beside the weights (tokenizer.save_pretrained(DIR)) or give a directory that has one")
     return path
+
+
+def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path:
+    from . import warmstart
+
+    section = dict(section or {})
+    recipe_name = str(section.pop("recipe", name or ""))
+    if not recipe_name:
+        raise ConfigError("model.path `warmstart` needs a recipe: write warmstart:alfworld (or webshop), or add a warm_start: section")
+    if name and name != recipe_name:
+        raise ConfigError(f"model.path names warm start {name!r} but the warm_start section's recipe is {recipe_name!r}; make them agree")
+    r = warmstart.recipe(recipe_name, **section)
+    if not (warmstart.cache_dir(r) / "READY").exists() and console is not None:
+        console.print(f"building the {recipe_name} warm start (once; cached in {warmstart.cache_dir(r)})")
+
+    def note(phase: str, done: int, total: int, text: str) -> None:
+        if console is not None and (done == total or done % max(1, total // 4) == 0) and phase != "data":
+            console.print(f"  warm start {phase}: {done}/{total} {text}")
+
+    return warmstart.build(r, progress=note)
 
 
 async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
     import torch
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.core.llm.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox import LazySandboxBackend
     from toolgym.trajectories.store import TrajectoryWriter
 
     from .loop import RLLoop
+    from .progress import MetricsFile, eval_record, progress_line, step_record
+    from .stops import StopAtBackend, action_stops
     from .trainer import PolicyTrainer
 
     device = settings["device"] if settings["device"] != "cuda" or torch.cuda.is_available() else "cpu"
@@ -169,28 +328,46 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path)).float().to(device).eval()
     out = Path(settings["out"])
+    registry = get_registry()
     backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size)
+    stops = action_stops(registry, rl.env, rl.env_kwargs)
+    sampler = StopAtBackend(backend, stops) if stops else backend
     trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device)
+    sandboxes = None if settings["sandbox_backend"] == "none" else LazySandboxBackend(registry, settings["sandbox_backend"])
     writer = TrajectoryWriter(out / "trajectories")
-    loop = RLLoop(rl, trainer=trainer, backend=backend, registry=get_registry(), on_trajectory=writer.write)
+    loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=writer.write, sandbox_backend=sandboxes)
+    keep: int | None = None
     if settings.get("resume"):
         loop.resume(Path(settings["resume"]))
+        keep = loop.next_step
         console.print(f"resumed from {settings['resume']} (step {loop.next_step})")
+    elif (out / "metrics.jsonl").exists():
+        keep = -1  # a run killed before its first checkpoint: start the record afresh
+    metrics = MetricsFile(out / "metrics.jsonl", keep_through_step=keep)
+    (out / "run.json").write_text(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2, default=str))
+    walls: list[float] = []
     try:
-        before = await loop.evaluate()
-        console.print(f"held-out success before: {before.success:.1%}")
-        with Progress(TextColumn("[bold blue]RL"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.fields[note]}"), console=console) as bar:
-            task = bar.add_task("rl", total=rl.steps, completed=loop.next_step, note="")
+        if not any(r.get("step") == 0 for r in metrics.records()):
+            before = await loop.evaluate()
+            metrics.append({"step": 0, "heldout": eval_record(before)})
+            console.print(f"held-out success before RL: {before.success:.1%} ({before.episodes} tasks, {before.seconds:.0f} s)")
+        last = {"t": time.perf_counter()}
 
-            def on_step(log: Any) -> None:
-                note = f"reward {log.mean_reward:.3f}" + (f" · held-out {log.eval.success:.1%}" if log.eval else "")
-                bar.update(task, completed=log.step + 1, note=note)
+        def on_step(log: Any) -> None:
+            now = time.perf_counter()
+            walls.append(now - last["t"])
+            last["t"] = now
+            rec = step_record(log, wall_s=walls[-1], kl_coef=rl.ppo.kl_coef)
+            metrics.append(rec)
+            eta = sum(walls) / len(walls) * (rl.steps - log.step - 1)
+            console.print(progress_line(rec, total=rl.steps, eta_s=eta), highlight=False)
 
-            await loop.train(on_step=on_step, checkpoint_dir=out, tokenizer=tokenizer)
+        await loop.train(on_step=on_step, checkpoint_dir=out, tokenizer=tokenizer)
     finally:
         writer.close()
         await backend.aclose()
-    last = loop.history[-1].eval if loop.history and loop.history[-1].eval else None
-    if last is not None:
-        console.print(f"held-out success after: {last.success:.1%} · checkpoints and rollouts in {out}")
+        if sandboxes is not None:
+            await sandboxes.aclose()
+    final = loop.history[-1].eval if loop.history and loop.history[-1].eval else None
+    if final is not None:
+        console.print(f"held-out success after RL: {final.success:.1%} · metrics {out / 'metrics.jsonl'} · checkpoints in {out}")

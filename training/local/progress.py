@@ -1,0 +1,91 @@
+"""What the local trainer shows and records per RL step: one progress line and one ``metrics.jsonl``
+record (the same figures), so a log file reads like the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .loop import EvalResult, StepLog
+
+
+def eval_record(ev: EvalResult) -> dict[str, Any]:
+    return {"success": ev.success, "mean_reward": ev.mean_reward, "score": ev.mean_score, "episodes": ev.episodes,
+            "failed": ev.failed, "seconds": ev.seconds, "by_type": ev.by_type}
+
+
+def step_record(log: StepLog, *, wall_s: float, kl_coef: float) -> dict[str, Any]:
+    """The ``metrics.jsonl`` record of one RL step (``step`` counts steps done, from 1)."""
+    m = log.metrics
+    rec: dict[str, Any] = {
+        "step": log.step + 1, "train_success": log.success, "mean_reward": log.mean_reward, "episodes": log.episodes,
+        "trainable": log.trainable, "rows": log.rows, "policy_loss": m.get("loss"),
+        "kl": m.get("kl_ref") if kl_coef > 0 else m.get("approx_kl"), "kl_kind": "ref" if kl_coef > 0 else "old",
+        "entropy": m.get("entropy"), "clip_frac": m.get("clip_frac"), "grad_norm": m.get("grad_norm"),
+        "tokens": log.tokens, "sample_s": log.sample_s, "update_s": log.update_s, "wall_s": wall_s,
+        "tokens_per_s": log.tokens / log.sample_s if log.sample_s > 0 else 0.0,
+        "episodes_per_s": log.episodes / log.sample_s if log.sample_s > 0 else 0.0,
+        "step_groups": log.stats,
+    }
+    if log.eval is not None:
+        rec["heldout"] = eval_record(log.eval)
+    return rec
+
+
+def _num(value: Any, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "–"
+
+
+def format_eta(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def progress_line(rec: dict[str, Any], *, total: int, eta_s: float) -> str:
+    """``step 3/40 · train 31% · held-out 28% · reward 0.312 · loss -0.012 · KL 0.0012 · entropy
+    0.85 · 1,234 tok/s · 3.2 ep/s · 41 s/step · ETA 25m10s``."""
+    parts = [f"step {rec['step']}/{total}", f"train {rec['train_success']:.0%}"]
+    if "heldout" in rec:
+        parts.append(f"held-out {rec['heldout']['success']:.0%}")
+    parts += [
+        f"reward {rec['mean_reward']:.3f}", f"loss {_num(rec['policy_loss'], '.4f')}",
+        f"KL({rec['kl_kind']}) {_num(rec['kl'], '.4f')}", f"entropy {_num(rec['entropy'], '.3f')}",
+        f"{rec['tokens_per_s']:,.0f} tok/s", f"{rec['episodes_per_s']:.2f} ep/s", f"{rec['wall_s']:.0f} s/step",
+        f"ETA {format_eta(eta_s)}",
+    ]
+    return " · ".join(parts)
+
+
+class MetricsFile:
+    """``metrics.jsonl``: one JSON record per line, flushed and synced per record. On resume, the
+    records of steps after the checkpoint (written by the killed run) are dropped first."""
+
+    def __init__(self, path: Path, *, keep_through_step: int | None = None) -> None:
+        self.path = path
+        if keep_through_step is not None and path.exists():
+            kept = [ln for ln in path.read_text().splitlines() if ln.strip() and _step_of(ln) <= keep_through_step]
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(f"{ln}\n" for ln in kept))
+            os.replace(tmp, path)
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(ln) for ln in self.path.read_text().splitlines() if ln.strip()]
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record, default=float) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _step_of(line: str) -> int:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return 10**9
