@@ -43,8 +43,7 @@ def test_pytest_summary_lines() -> None:
         "tests/test_slug.py::test_param[a-b]": "PASSED",
         "tests/test_slug.py::test_runs": "FAILED",
         "tests/test_slug.py::test_fixture": "ERROR",
-        "[1]": "SKIPPED",
-        "tests/test_slug.py::test_known_bug": "XFAIL",
+        "tests/test_slug.py::test_known_bug": "XFAIL",  # the skip summary's "[1]" is not a test
     }
 
 
@@ -104,7 +103,9 @@ def test_swebench_rule() -> None:
     statuses = {"f1": "PASSED", "f2": "XFAIL", "p1": "PASSED", "p2": "SKIPPED"}
     report = grade(statuses, ["f1", "f2"], ["p1", "p2"])
     assert report.resolved and report.status == "RESOLVED_FULL"
-    assert report.p2p_success == ["p1"] and report.p2p_failure == []  # skipped counts neither way
+    assert report.p2p_success == ["p1", "p2"] and report.p2p_failure == []  # a skipped P2P test is kept
+    skipped = grade({"f1": "SKIPPED"}, ["f1"], [])
+    assert skipped.f2p_failure == ["f1"] and not skipped.resolved  # a skipped F2P test is not a fix
     missing = grade({"f1": "PASSED"}, ["f1", "f2"], [])
     assert missing.f2p_failure == ["f2"] and missing.status == "RESOLVED_PARTIAL" and not missing.resolved
     broken = grade({"f1": "PASSED", "p1": "ERROR"}, ["f1"], ["p1"])
