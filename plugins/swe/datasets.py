@@ -18,6 +18,7 @@ from typing import Any
 from toolgym.core.errors import ConfigError
 from toolgym.plugins.swe.patches import apply_patch, reverse_patch
 from toolgym.plugins.swe.task import (
+    REPO_INSTALL,
     REPO_SPECS,
     SHIPPED_TEST_CMD,
     TEST_PYTEST,
@@ -99,7 +100,7 @@ def task_from_row(row: Mapping[str, Any], family: Family, *, image_namespace: st
     if missing:
         raise ConfigError(f"instance {row.get('instance_id', '?')!r} lacks the fields {missing} of the {family} format")
     known = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",
-             "PASS_TO_PASS", "version", "hints_text", "created_at", "environment_setup_commit", "image_name"}
+             "PASS_TO_PASS", "version", "hints_text", "created_at", "environment_setup_commit", "image_name", "install"}
     iid, repo = str(row["instance_id"]), str(row["repo"])
     common: dict[str, Any] = dict(
         instance_id=iid, repo=repo, base_commit=str(row.get("base_commit") or ""),
@@ -109,6 +110,9 @@ def task_from_row(row: Mapping[str, Any], family: Family, *, image_namespace: st
         created_at=str(row.get("created_at") or ""), environment_setup_commit=str(row.get("environment_setup_commit") or ""),
         extra={k: v for k, v in row.items() if k not in known},
     )
+    install = row.get("install")
+    if isinstance(install, str):
+        common["install_cmd"] = install
     if family == "toolgym":
         return SWETask(patch=str(row["patch"]), test_cmd=test_cmd or SHIPPED_TEST_CMD, log_parser="pytest", **common)
     if family == "swesmith":
@@ -123,6 +127,7 @@ def task_from_row(row: Mapping[str, Any], family: Family, *, image_namespace: st
     else:
         image = swebench_image(iid, **({} if image_namespace is None else {"namespace": image_namespace}))
     cmd, parser = REPO_SPECS.get(repo, (TEST_PYTEST, "pytest"))
+    common.setdefault("install_cmd", REPO_INSTALL.get(repo, ""))
     return SWETask(patch=str(row["patch"]), image=image, test_cmd=test_cmd or cmd, log_parser=parser, **common)
 
 

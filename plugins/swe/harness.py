@@ -10,9 +10,14 @@ All paths are inside the sandbox's work directory ``/workspace``, which holds th
   through a scratch index so the agent's own staging is untouched (SWE-agent's submit).
 - ``evaluate``: SWE-bench's evaluation in a clean state: the sandbox reset (every process killed,
   work directory, /tmp and home wiped) when it can be, the base checked out again, the candidate
-  patch applied (``git apply``, then ``git apply --reject``, then ``patch --fuzz=5``), the test
-  files reset to the base and the test patch applied, the test command run on the test
-  directives, its log parsed and graded (``logs.grade``).
+  patch applied (``git apply``, then ``git apply --reject``, then ``patch --fuzz=5``) without the
+  files that configure or extend the test run (``guard.filter_patch``), the install step re-run
+  when the task has one, a patched pytest section of ``setup.cfg``/``pyproject.toml`` put back,
+  the test files reset to the base and the test patch applied (last); then, in a second script,
+  the test command run on the test directives between the markers, its exit status recorded
+  after them, with toolgym's reporter (``sandbox_reporter.py``) when the command is pytest. The
+  log is graded as swebench 5.0.2 grades it (``logs.grade_log``); a run the reporter flags, or a
+  log claim it did not see, is ``tampered`` and not resolved.
 """
 
 from __future__ import annotations
@@ -26,9 +31,20 @@ from typing import Any
 
 from toolgym.core.errors import SandboxError
 from toolgym.core.sandbox import Sandbox
-from toolgym.plugins.swe import provision
+from toolgym.plugins.swe import guard, provision
 from toolgym.plugins.swe.datasets import base_files
-from toolgym.plugins.swe.logs import APPLY_PATCH_FAIL, APPLY_PATCH_PASS, PARSERS, Report, grade, test_section
+from toolgym.plugins.swe.logs import (
+    APPLY_PATCH_FAIL,
+    APPLY_PATCH_PASS,
+    END_TEST_OUTPUT,
+    PARSERS,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    TEST_EXIT_CODE_VAR,
+    Report,
+    grade_log,
+    parse_test_exit_code,
+)
 from toolgym.plugins.swe.task import SWETask
 
 WORKDIR = "/workspace"
@@ -128,33 +144,68 @@ class Evaluation:
 
     resolved: bool
     status: str
-    """``resolved``, ``unresolved``, ``empty_patch``, ``patch_failed``, ``test_patch_failed`` or ``timeout``."""
+    """``resolved``, ``unresolved``, ``empty_patch``, ``patch_failed``, ``test_patch_failed``,
+    ``setup_failed`` (the preparation script stopped), ``timeout``, ``log_rejected`` (SWE-bench would not grade the log: no results, or a non-zero
+    exit with no failure reported) or ``tampered`` (the run was steered: see ``tampered``)."""
     report: Report = field(default_factory=Report)
     tests: dict[str, str] = field(default_factory=dict)
     """Parsed test statuses."""
     log: str = ""
     """The evaluation log (patch application and test output), possibly shortened in the middle."""
     duration_s: float = 0.0
+    exit_code: int | None = None
+    """The test command's exit status (``>>>>> Test Exit Code``), None when it did not run."""
+    dropped: list[str] = field(default_factory=list)
+    """Files of the patch left out because they configure or extend the test run (``guard``)."""
+    tampered: list[str] = field(default_factory=list)
+    """Why the run is not graded: what the reporter caught, or log lines it did not back."""
 
     def summary(self) -> dict[str, Any]:
-        return {"resolved": self.resolved, "status": self.status, "tests_status": self.report.as_dict(),
-                "duration_s": round(self.duration_s, 3)}
+        out = {"resolved": self.resolved, "status": self.status, "tests_status": self.report.as_dict(),
+               "duration_s": round(self.duration_s, 3), "test_exit_code": self.exit_code}
+        if self.dropped:
+            out["dropped_files"] = self.dropped
+        if self.tampered:
+            out["tampered"] = self.tampered
+        return out
 
 
-def eval_script(task: SWETask, base: str) -> str:
-    """The bash run after checkout: apply the candidate, reset and patch the tests, run them."""
+def prepare_script(task: SWETask, base: str, config_files: list[str]) -> str:
+    """The bash run after checkout: apply the candidate, the install step, the configuration
+    guard, then the instance's test files reset and its test patch applied (last)."""
     model = f"{STATE}/model.patch"
     tries = " || ".join(f"{cmd} {model}" for cmd in APPLY_CMDS)
     lines = ["set -uo pipefail", CONDA, f"cd {WORKDIR}",
              f'if [ -s {model} ]; then {{ {tries}; }} || {{ echo "{APPLY_PATCH_FAIL}"; exit 90; }}; fi',
              f'echo "{APPLY_PATCH_PASS} (pred)"']
+    if task.install_cmd:  # as SWE-bench's eval script: run after the patch, its failure does not stop grading
+        lines += [f"( {task.install_cmd} ) </dev/null", 'echo ">>>>> Install Exit Code: $?"']
+    if config_files:
+        lines.append(guard.config_guard_script(config_files, base))
     if task.test_files():
         lines.append(f"git checkout -q {shlex.quote(base)} -- {' '.join(shlex.quote(f) for f in task.test_files())}")
     if task.test_patch.strip():
         lines.append(f'git apply --verbose {STATE}/test.patch || {{ echo ">>>>> Test Patch Apply Failed"; exit 91; }}')
-    command = " ".join([task.test_cmd, *(shlex.quote(d) for d in task.test_directives())])
-    lines += [f'echo "{">>>>> Start Test Output"}"', command, f'echo "{">>>>> End Test Output"}"']
+    lines.append(f"rm -rf {guard.GRADE_DIR}")
     return "\n".join(lines) + "\n"
+
+
+def test_script(task: SWETask, reporter: str | None) -> str:
+    """The bash that runs the tests between the markers and records their exit status after them
+    (SWE-bench 5.0.2's ``>>>>> Test Exit Code``); ``reporter``: the reporter's module, when the
+    command is a pytest one."""
+    command = task.test_cmd
+    if reporter is not None:
+        command = guard.inject_reporter(command, reporter) or command
+        command = f'PYTHONPATH="{guard.GRADE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 {command}'
+    command = " ".join([command, *(shlex.quote(d) for d in task.test_directives())])
+    return "\n".join(["set -uo pipefail", CONDA, f"cd {WORKDIR}", f'echo "{START_TEST_OUTPUT}"', command,
+                      f"{TEST_EXIT_CODE_VAR}=$?", f'echo "{END_TEST_OUTPUT}"',
+                      f"cp {guard.RESULT_FILE} {STATE}/result.json 2>/dev/null",
+                      f'echo "{TEST_EXIT_CODE}: ${TEST_EXIT_CODE_VAR}"', f"exit ${TEST_EXIT_CODE_VAR}"]) + "\n"
+
+
+test_script.__test__ = False  # type: ignore[attr-defined]
 
 
 async def reset_sandbox(sb: Sandbox) -> None:
@@ -167,33 +218,75 @@ async def reset_sandbox(sb: Sandbox) -> None:
     await sb.run(["bash", "-c", f"find {WORKDIR} /tmp -mindepth 1 -delete 2>/dev/null; true"], timeout=60)
 
 
+def _shorten(log: str) -> str:
+    return log if len(log) <= 20000 else f"{log[:10000]}\n[...]\n{log[-10000:]}"
+
+
 async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 900.0, fresh: bool = True) -> Evaluation:
-    """Grade ``patch`` as SWE-bench does (see the module doc). With ``fresh`` the sandbox is reset
-    first, so nothing the agent left behind outside the patch can change the result."""
+    """Grade ``patch`` as SWE-bench does (see the module doc), with the agent's means of steering
+    the test run taken away (``guard``). With ``fresh`` the sandbox is reset first, so nothing the
+    agent left behind outside the patch can change the result."""
     start = time.perf_counter()
     if fresh:
         await reset_sandbox(sb)
     base = await checkout(sb, task, timeout=timeout)
-    await sb.write_file(f"{STATE}/model.patch", patch)
+    filtered = guard.filter_patch(patch)
+    await sb.write_file(f"{STATE}/model.patch", filtered.patch)
     await sb.write_file(f"{STATE}/test.patch", task.test_patch)
-    await sb.write_file(f"{STATE}/eval.sh", eval_script(task, base))
+    await sb.write_file(f"{STATE}/prepare.sh", prepare_script(task, base, filtered.config_files))
     env = provision.test_env(task.shipped)
-    result = await sb.run(["bash", "-c", f"bash {STATE}/eval.sh > {STATE}/eval.log 2>&1"], timeout=timeout, env=env,
-                          cwd=WORKDIR)
+    deadline = start + timeout
+
+    def left() -> float:
+        return max(1.0, deadline - time.perf_counter())
+
+    def done(status: str, log: str, **kw: Any) -> Evaluation:
+        return Evaluation(False, status, log=_shorten(log), duration_s=time.perf_counter() - start,
+                          dropped=filtered.dropped, **kw)
+
+    prepared = await sb.run(["bash", f"{STATE}/prepare.sh"], timeout=left(), env=env, cwd=WORKDIR)
+    log = prepared.output
+    if prepared.timed_out:
+        return done("timeout", log)
+    if prepared.exit_code == 90 or APPLY_PATCH_FAIL in log:
+        return done("patch_failed", log)
+    if prepared.exit_code == 91:
+        return done("test_patch_failed", log)
+    if prepared.exit_code != 0:
+        return done("setup_failed", log)
+    reporter = guard.reporter_setup(WORKDIR, trusted=[provision.PYTEST_ZIP] if task.shipped else [])
+    module = reporter.module if guard.inject_reporter(task.test_cmd, reporter.module) else None
+    if module is not None:
+        await sb.run(["bash", "-c", f"mkdir -p {guard.GRADE_DIR} && tar -xf - -C {guard.GRADE_DIR}"],
+                     stdin=_tar(reporter.files), timeout=60)
+    await sb.write_file(f"{STATE}/tests.sh", test_script(task, module))
+    ran = await sb.run(["bash", "-c", f"bash {STATE}/tests.sh > {STATE}/tests.log 2>&1"], timeout=left(), env=env,
+                       cwd=WORKDIR)
     try:
-        log = (await sb.read_file(f"{STATE}/eval.log")).decode("utf-8", errors="replace")
+        test_log = (await sb.read_file(f"{STATE}/tests.log")).decode("utf-8", errors="replace")
     except FileNotFoundError:
-        log = result.output
-    elapsed = time.perf_counter() - start
-    short = log if len(log) <= 20000 else f"{log[:10000]}\n[...]\n{log[-10000:]}"
-    if result.timed_out:
-        return Evaluation(False, "timeout", log=short, duration_s=elapsed)
-    if result.exit_code == 90 or APPLY_PATCH_FAIL in log:
-        return Evaluation(False, "patch_failed", log=short, duration_s=elapsed)
-    if result.exit_code == 91:
-        return Evaluation(False, "test_patch_failed", log=short, duration_s=elapsed)
-    tests = PARSERS[task.log_parser](test_section(log))
-    report = grade(tests, task.fail_to_pass, task.pass_to_pass, rule=task.grading_rule,
-                   test_files=task.test_directives() if task.grading_rule == "swesmith" else ())
+        test_log = ran.output
+    log = f"{log}\n{test_log}"
+    if ran.timed_out:
+        return done("timeout", log)
+    # the script's own status, which is the test command's: a line the tests print cannot fake it
+    exit_code = ran.exit_code if parse_test_exit_code(test_log) is not None else None
+    parser = PARSERS[task.log_parser]
+    files = task.test_directives() if task.grading_rule == "swesmith" else ()
+    tests, report, rejection = grade_log(test_log, task.log_parser, task.fail_to_pass, task.pass_to_pass,
+                                         exit_code=exit_code, rule=task.grading_rule, test_files=files)
+    tampered: list[str] = []
+    if module is not None:
+        try:
+            raw: bytes | None = await sb.read_file(f"{STATE}/result.json")
+        except FileNotFoundError:
+            raw = None
+        result = guard.check_report(raw, reporter.nonce)
+        tampered = result.tampered + guard.unbacked_claims(tests, result, parser, (*task.fail_to_pass, *task.pass_to_pass))
+    if tampered:
+        return done("tampered", log, tests=tests, exit_code=exit_code, tampered=tampered)
+    if report is None:
+        return done("log_rejected", log, tests=tests, exit_code=exit_code, tampered=[str(rejection)])
     status = "resolved" if report.resolved else ("empty_patch" if not patch.strip() else "unresolved")
-    return Evaluation(report.resolved, status, report=report, tests=tests, log=short, duration_s=elapsed)
+    return Evaluation(report.resolved, status, report=report, tests=tests, log=_shorten(log),
+                      duration_s=time.perf_counter() - start, exit_code=exit_code, dropped=filtered.dropped)

@@ -62,6 +62,29 @@ REPO_SPECS: dict[str, tuple[str, str]] = {
 a few old versions used another one: give ``test_cmd=`` to override). Other repositories (SWE-Gym's,
 your own) get ``TEST_PYTEST`` and the pytest parser."""
 
+REPO_INSTALL: dict[str, str] = {
+    "astropy/astropy": "python -m pip install -e .[test] --verbose",
+    "django/django": "python -m pip install -e .",
+    "marshmallow-code/marshmallow": "python -m pip install -e '.[dev]'",
+    "matplotlib/matplotlib": "python -m pip install -e .",
+    "mwaskom/seaborn": "python -m pip install -e .[dev]",
+    "pallets/flask": "python -m pip install -e .",
+    "psf/requests": "python -m pip install .",
+    "pvlib/pvlib-python": "python -m pip install -e .[all]",
+    "pydata/xarray": "python -m pip install -e .",
+    "pydicom/pydicom": "python -m pip install -e .",
+    "pylint-dev/astroid": "python -m pip install -e .",
+    "pylint-dev/pylint": "python -m pip install -e .",
+    "pytest-dev/pytest": "python -m pip install -e .",
+    "pyvista/pyvista": "python -m pip install -e .",
+    "scikit-learn/scikit-learn": "python -m pip install -v --no-use-pep517 --no-build-isolation -e .",
+    "sphinx-doc/sphinx": "python -m pip install -e .[test]",
+    "sqlfluff/sqlfluff": "python -m pip install -e .",
+    "sympy/sympy": "python -m pip install -e .",
+}
+"""SWE-bench's install step per repository (its recent versions' ``install``), re-run after the
+patch as its evaluation script does; a few old versions used another (a row's ``install`` wins)."""
+
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 """Files of a test patch that are not test directives (SWE-bench's list, "csv" without its dot)."""
 
@@ -90,6 +113,9 @@ class SWETask:
     """SWE-smith: the diff applied to the image's clean repository to make the task's base state."""
     test_cmd: str = TEST_PYTEST
     log_parser: str = "pytest"
+    install_cmd: str = ""
+    """The repository's install step, re-run after the candidate patch is applied (SWE-bench's
+    ``install``; a row's ``install`` field, else ``REPO_INSTALL``); empty: none."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """The row's other fields, kept for the user."""
 
@@ -121,6 +147,8 @@ class SWETask:
             "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)), "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),
             "environment_setup_commit": self.environment_setup_commit,
         }
+        if self.install_cmd and self.install_cmd != REPO_INSTALL.get(self.repo):
+            row["install"] = self.install_cmd
         return {**self.extra, **row}
 
 
