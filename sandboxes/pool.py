@@ -305,6 +305,13 @@ class PooledBackend(ABC):
         """Why a freshly reset sandbox must not be reused, or None when it is clean."""
         if stats.get("processes"):
             return f"{stats['processes']} processes survived the reset"
+        left = stats.get("leftovers") or {}
+        if left.get("files"):
+            return f"files survived the wipe in {left['files']}"
+        if left.get("sysv"):
+            return f"{left['sysv']} System V IPC objects survived the reset"
+        if left.get("unwipeable"):
+            return f"writable places the reset cannot restore: {left['unwipeable']}"
         for used, limit, what in (("memory_bytes", "memory_limit_bytes", "memory"), ("pids", "pids_limit", "pids")):
             u, lim = stats.get(used), stats.get(limit)
             if u is not None and lim and u > POISON_FRACTION * lim:

@@ -33,6 +33,7 @@ from typing import Any
 import files
 import harden
 import protocol
+import wipe
 from procs import CgroupProbe, process_table, run_command
 from sessions import PythonSession, ShellSession
 
@@ -51,6 +52,7 @@ class Agent:
         self.probe = CgroupProbe()
         self.send_lock = threading.Lock()
         self.started = time.monotonic()
+        self.fresh_modes = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
         self._new_sessions()
 
     def _new_sessions(self, *, prestart: bool = True, wait: bool = False) -> None:
@@ -165,17 +167,17 @@ class Agent:
         return {"processes": len(others), "disk": disk, **self.probe.stats()}
 
     def op_reset(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Kill every other process, wipe the writable directories, make fresh sessions. With
+        """Kill every other process, wipe every writable mount and the System V IPC objects
+        (``wipe``), make fresh sessions; the stats say what is left (``leftovers``). With
         ``prestart: false`` the Python interpreter is not started yet: the host first checks from
         outside that only the agent is left, then sends ``prestart``."""
         for session in (self.python, self.shell):
             with session.lock:
                 session.close()
         kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)))
-        for path in (self.workdir, "/tmp", self.env.get("HOME", "")):
-            if path:
-                files.wipe(path)
+        wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh_modes)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
+        stats["leftovers"] = wipe.leftovers(self.fresh_modes)
         # the reset runs in the background of the pool: take the time here
         self._new_sessions(prestart=bool(req.get("prestart", True)), wait=True)
         return stats

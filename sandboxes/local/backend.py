@@ -118,7 +118,7 @@ def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config:
         "--clearenv", *(["--disable-userns"] if _bwrap_disables_userns() else []),
         *_root_binds(),
         "--ro-bind", str(state / "passwd"), "/etc/passwd", "--ro-bind", str(state / "group"), "/etc/group",
-        "--proc", "/proc", "--dev", "/dev", *writable, "--remount-ro", "/dev",
+        "--proc", "/proc", "--dev", "/dev", *writable, "--mqueue", "/dev/mqueue", "--remount-ro", "/dev",
         "--ro-bind", str(state), "/run/toolgym", "--ro-bind", str(agent_dir), "/opt/toolgym",
         "--remount-ro", "/",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--chdir", WORKDIR,

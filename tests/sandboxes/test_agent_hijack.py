@@ -74,8 +74,9 @@ def test_a_lying_reset_is_caught_from_outside(pool: PooledBackend, runner: async
     """An agent that answers 'clean' without cleaning (as a hijacked one would) loses its sandbox."""
     runner.run(pool.settle())
     sb = runner.run(pool.acquire("python", episode_id="liar"))
-    escape = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
-    runner.run(sb.run(["python3", "-c", escape]))
+    escape = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n")
+    runner.run(sb.run(["python3", "-c", escape]))  # returns once the detached sleeper runs
 
     async def lying_reset(**_: Any) -> dict[str, Any]:
         return {"processes": 0, "disk": {}}
