@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dedup": ("dedup", "Copy a dataset without duplicate trajectories (by id or by prompt)."),
     "train": ("train", "Train a policy on an environment with RL (verl, or the local reference trainer)."),
     "demo": ("demo", "Run the embedded demo: scripted data, SFT warm start, GiGPO on a tool task, on a CPU."),
+    "warmstart": ("warmstart", "Build (once; cached) the warm-started tiny model an environment's local RL configs start from."),
 }
 
 

@@ -1,0 +1,56 @@
+"""``toolgym warmstart --env alfworld``: build (once; cached) the warm start RL configs start from.
+
+See :mod:`toolgym.training.local.warmstart` for the recipe: the tiny model fine-tuned on scripted
+trajectories with injected mistakes, stopped at a target success so that RL has room to show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import typer
+
+
+def command(
+    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld or webshop."),
+    force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
+    threads: int = typer.Option(2, help="Torch CPU threads."),
+    set_: list[str] = typer.Option(None, "--set", help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_target=0.4); changes the cache key."),
+) -> None:
+    """Build the warm start of an environment (cached) and print its directory."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import yaml
+
+    from toolgym.cli.common import err_console
+    from toolgym.core.errors import ConfigError
+    from toolgym.training.local import warmstart
+
+    changes: dict[str, Any] = {}
+    for item in set_ or []:
+        key, eq, raw = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--set {item!r} must look like FIELD=VALUE")
+        changes[key.strip()] = yaml.safe_load(raw)
+    recipe = warmstart.recipe(env, **changes)
+    console = err_console()
+    out = warmstart.cache_dir(recipe)
+    if (out / "READY").exists() and not force:
+        console.print(f"cached: {out}")
+    else:
+        printed: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int, note: str) -> None:
+            step = max(1, total // 10)
+            if done == total or done - printed.get(phase, -step) >= step or (phase == "sft" and "validation" in note and done % step == 0):
+                printed[phase] = done
+                console.print(f"{phase}: {done}/{total} {note}", highlight=False)
+
+        out = warmstart.build(recipe, progress=progress, threads=threads, force=force)
+    info = json.loads((out / "warmstart.json").read_text())
+    checks = info.get("validation") or [[0, 0.0]]
+    console.print(f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows, validation success {checks[-1][1]:.0%} "
+                  f"(target {info['recipe']['sft_target']:.0%}); use it with model.path warmstart:{env}")
+    typer.echo(str(out))

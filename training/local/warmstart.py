@@ -1,0 +1,308 @@
+"""Warm starts built on this machine: a tiny model fine-tuned on scripted trajectories with injected
+mistakes, deliberately imperfect so that RL has room to show (``toolgym warmstart --env alfworld``).
+
+Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names the cache entry):
+
+1. **model**: the demo's tiny Qwen2-style model (:mod:`.models`): a byte-level BPE tokenizer
+   trained with the environment's own text (rendered scripted episodes), the compact chat
+   template, weights drawn from ``seed``.
+2. **data**: the environment's oracle (``Env.scripted_action``: ALFWorld's full-knowledge
+   planner, made to search for what it could not see, see :func:`alfworld_searcher`; WebShop's
+   goal-aware shopper) plays ``episodes`` training-split tasks, but with
+   probability ``mistake_rate`` per turn a random admissible action replaces the oracle's (the
+   oracle then recovers from wherever that led). Turns are written ``<action>…</action>`` without
+   the oracle's reasoning, which names hidden facts (where the object lies) that a policy cannot
+   see and costs tokens a tiny model cannot use. The mistaken turns stay in the data (the warm
+   start imitates a noisy expert); episodes that fail within the step limit are dropped.
+3. **SFT**: cross-entropy on the model-written tokens, checked every ``sft_check_every`` steps by
+   greedy success on ``sft_val_tasks`` tasks of the *training* split (never the held-out ones),
+   stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
+
+Why it stays imperfect: the policy sees only the last two steps, so it cannot remember where it
+already looked; the mistakes add noise; and SFT stops early. The result is a Hugging Face directory under
+``$TOOLGYM_CACHE/warmstart/NAME-HASH`` with ``warmstart.json`` (recipe, losses, validation checks),
+built once and reused; ``toolgym train`` takes it as ``model.path: warmstart:NAME``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toolgym.core.errors import ConfigError
+
+Progress = Callable[[str, int, int, str], None]
+"""(phase, done, total, note) → None."""
+
+_ACTION = re.compile(r"<action>(.*?)</action>", re.S)
+
+
+@dataclass(frozen=True)
+class WarmStartRecipe:
+    """Everything that determines a warm start; see the module docstring."""
+
+    name: str
+    env: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Environment options of the scripted data and the validation tasks (training split)."""
+    episodes: int = 400
+    mistake_rate: float = 0.1
+    """Probability per turn that a random admissible action replaces the oracle's."""
+    seed: int = 0
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 2
+    init_std: float = 0.08
+    sft_lr: float = 3e-3
+    sft_weight_decay: float = 0.1
+    sft_batch_size: int = 32
+    sft_max_steps: int = 600
+    sft_check_every: int = 50
+    sft_val_tasks: int = 24
+    sft_target: float = 0.3
+    max_turns: int = 30
+    max_tokens_per_turn: int = 24
+    data_seed: int = 500_000
+    """Environment seeds of the scripted tasks start here (RL tasks start at 0: they differ)."""
+    val_seed: int = 900_000
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps({**asdict(self), "v": 1}, sort_keys=True).encode()).hexdigest()[:12]
+
+
+RECIPES: dict[str, WarmStartRecipe] = {
+    "alfworld": WarmStartRecipe(
+        name="alfworld", env="alfworld-verl", env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
+    ),
+    "webshop": WarmStartRecipe(
+        name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "train"},
+        max_turns=15, max_tokens_per_turn=32,
+    ),
+}
+
+
+def recipe(name: str, **changes: Any) -> WarmStartRecipe:
+    """The shipped recipe ``name`` with ``changes`` applied (unknown fields: one clear error)."""
+    if name not in RECIPES:
+        raise ConfigError(f"no warm-start recipe for {name!r}; use one of {', '.join(RECIPES)}")
+    known = set(WarmStartRecipe.__dataclass_fields__) - {"name"}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ConfigError(f"unknown warm_start key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return replace(RECIPES[name], **changes)
+
+
+def cache_dir(r: WarmStartRecipe) -> Path:
+    from toolgym.core.llm.tiny import cache_root
+
+    return cache_root() / "warmstart" / f"{r.name}-{r.key()}"
+
+
+def cached(name: str) -> Path | None:
+    """The directory of a built warm start for recipe ``name`` (shipped settings), or None."""
+    path = cache_dir(recipe(name))
+    return path if (path / "READY").exists() else None
+
+
+def resolve(name: str) -> Path:
+    """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
+    path = cached(name)
+    if path is None:
+        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (a few CPU-minutes, cached)")
+    return path
+
+
+# -- scripted data with injected mistakes ----------------------------------------------------------
+
+
+def admissible_actions(env: Any) -> list[str]:
+    """The actions an environment lists as admissible now (ALFWorld: ``env.admissible``; WebShop:
+    its session's clickables and search)."""
+    listed = getattr(env, "admissible", None)
+    if listed:
+        return [a for a in listed if a != "help"]
+    session = getattr(env, "session", None)
+    if session is not None and hasattr(session, "available_actions"):
+        avail = session.available_actions()
+        out = [f"click[{c}]" for c in avail.get("clickables", [])]
+        if avail.get("has_search_bar"):
+            out.append("search[item]")
+        return out
+    return []
+
+
+def alfworld_searcher(env: Any, oracle: str) -> str:
+    """What an expert that cannot see inside receptacles does where ALFWorld's full-knowledge
+    oracle would walk straight to a hidden object (or lamp): look in receptacles one after another
+    in the order the admissible list shows them (after the current one, wrapping round), opening
+    closed ones, and take a goal object as soon as one is in view. Every other step is the oracle's.
+    A policy that sees only observations can learn this; it cannot learn the oracle's shortcut."""
+    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
+    if world is None or goal is None or not oracle.startswith("go to "):
+        return oracle
+    here = world.receptacles.get(world.at) if world.at else None
+    if world.holding is None:
+        wanted = [n for n in (world.contents[here.name] if here else ())
+                  if world.items[n].otype == goal.obj and (goal.recep is None or here is None or here.rtype != goal.recep)]
+        if here is not None and wanted and (here.opened or not here.openable):
+            return f"take {wanted[0]} from {here.name}"
+        if here is not None and here.openable and not here.opened and (goal.recep is None or here.rtype != goal.recep):
+            return f"open {here.name}"
+    elif goal.toggle is None:
+        return oracle  # carrying to a named appliance or receptacle: nothing hidden
+    elif here is not None and any(world.items[n].otype == goal.toggle for n in world.contents[here.name]):
+        return oracle
+    places = sorted(c[len("go to "):] for c in world.admissible_commands() if c.startswith("go to "))
+    if not places:
+        return oracle
+    after = [p for p in places if world.at is None or p > world.at]
+    return f"go to {(after or places)[0]}"
+
+
+def noisy_policy(chat: Any, *, rate: float, seed: int) -> Any:
+    """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
+    ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
+    admissible action. Choices are a function of (seed,
+    environment anchor, turn), so the data does not depend on scheduling order."""
+    from toolgym.core.policy import ScriptedPolicy
+    from toolgym.core.types import GenerationResult
+
+    class NoisyScripted(ScriptedPolicy):
+        name = "scripted-noisy"
+
+        async def act(self, env: Any) -> GenerationResult:
+            text = await env.scripted_action()
+            if text is None:
+                from toolgym.core.policy import TurnFailed
+
+                raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
+            found = _ACTION.search(text)
+            command = alfworld_searcher(env, (found.group(1) if found else text).strip())
+            turn = len(getattr(env, "history", ()) or ())
+            key = hashlib.sha256(f"{seed}|{env.anchor()}|{turn}|{command}".encode()).digest()
+            rng = random.Random(int.from_bytes(key[:8], "little"))
+            if rng.random() < rate:
+                others = [a for a in admissible_actions(env) if a != command]
+                if others:
+                    command = rng.choice(others)
+            out = f"<action>{command}</action>"
+            return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
+
+    return NoisyScripted(chat)
+
+
+# -- build -------------------------------------------------------------------------------------------
+
+
+def build(r: WarmStartRecipe, *, progress: Progress | None = None, threads: int = 2, force: bool = False) -> Path:
+    """Build (once; cached under :func:`cache_dir`) the warm start of recipe ``r``; returns its
+    directory. A partial build never becomes visible: it is written aside and renamed."""
+    out = cache_dir(r)
+    if (out / "READY").exists() and not force:
+        return out
+    return asyncio.run(_build(r, out, progress or (lambda *a: None), threads))
+
+
+async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int) -> Path:
+    import torch
+
+    from toolgym.core.chat import ChatFormat
+    from toolgym.core.config import EngineConfig, SamplingConfig
+    from toolgym.core.engine import RolloutEngine, plan_episodes
+    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.policy import ModelPolicy
+    from toolgym.core.registry import get_registry
+
+    from . import models
+    from .config import EvalConfig, OptimConfig, PPOConfig
+    from .loop import evaluate, run_episodes
+    from .sft import run_sft, sft_rows
+    from .stops import StopAtBackend, action_stops
+    from .trainer import PolicyTrainer
+
+    started = time.perf_counter()
+    torch.set_num_threads(max(1, threads))
+    registry = get_registry()
+    spec = registry.env(r.env)
+    progress("model", 0, 1, "tokenizer and tiny model")
+    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads)
+    tokenizer = models.load_tokenizer(model_dir)
+    progress("model", 1, 1, str(model_dir.name))
+
+    engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, group_size=1, seed=r.seed,
+                              max_live_episodes=64, max_llm_calls=64)
+    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed),
+                             config=engine_cfg, env_kwargs=r.env_kwargs)
+    done = {"n": 0}
+
+    def counted(_: Any) -> None:
+        done["n"] += 1
+        progress("data", done["n"], r.episodes, "")
+
+    requests = plan_episodes(r.env, num_tasks=r.episodes, group_size=1, seed=r.data_seed)
+    trajs = await run_episodes(scripted, requests, counted)
+    data_success = sum(t.reward >= 1.0 - 1e-9 for t in trajs) / max(len(trajs), 1)
+    rows = sft_rows(trajs, min_reward=1.0 - 1e-9)
+    if not rows:
+        raise ConfigError(f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps")
+    progress("data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}")
+
+    model = models.fresh_model(model_dir, seed=r.seed, init_std=r.init_std)
+    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=64, model_name=f"warmstart-{r.name}")
+    stops = action_stops(registry, r.env, r.env_kwargs)
+    sampler = StopAtBackend(backend, stops) if stops else backend
+    sft = PolicyTrainer(model, optim=OptimConfig(lr=r.sft_lr, weight_decay=r.sft_weight_decay), ppo=PPOConfig(micro_batch_size=32),
+                        pad_token_id=tokenizer.pad_token_id)
+    val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=0.0)
+    greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=0.0), "seed": r.val_seed})
+    val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs=r.env_kwargs)
+    losses: list[float] = []
+    checks: list[tuple[int, float]] = []
+    try:
+        while len(losses) < r.sft_max_steps:
+            n = min(r.sft_check_every, r.sft_max_steps - len(losses))
+            base = len(losses)
+            note = f" · validation {checks[-1][1]:.0%}" if checks else ""
+
+            def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
+                progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
+
+            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report)
+            result = await evaluate(val_engine, r.env, val)
+            checks.append((len(losses), result.success))
+            progress("sft", len(losses), r.sft_max_steps, f"loss {losses[-1]:.3f} · validation {result.success:.0%}")
+            if result.success >= r.sft_target:
+                break
+    finally:
+        await backend.aclose()
+    info = {"recipe": asdict(r), "model_dir": str(model_dir), "rows": len(rows), "scripted_success": data_success,
+            "sft_steps": len(losses), "sft_losses": losses, "validation": checks, "seconds": time.perf_counter() - started}
+    _publish(model, tokenizer, info, out)
+    return out
+
+
+def _publish(model: Any, tokenizer: Any, info: dict[str, Any], out: Path) -> None:
+    """Write the warm start aside and rename it into place (a half-written one is never seen)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "warmstart.json").write_text(json.dumps(info, indent=2))
+        (tmp / "READY").write_text("ok\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
