@@ -102,6 +102,13 @@ class HTTPClient:
             raise error_from_response(response, f"{self.label} {path}")
         return response.json()
 
+    def get_json_or_none(self, path: str, timeout_s: float = 10.0) -> Any:
+        """``get_json_sync``, or None when the server has no such route or does not answer (optional probes)."""
+        try:
+            return self.get_json_sync(path, timeout_s)
+        except (LLMError, ValueError):
+            return None
+
     async def _request(self, method: str, path: str, payload: dict[str, Any] | None) -> Any:
         attempt = 0
         while True:

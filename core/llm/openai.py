@@ -6,6 +6,13 @@ SGLang share (``return_token_ids: true`` → ``choices[i].token_ids`` and ``prom
 vLLM's ``return_tokens_as_token_ids: true`` (logprob tokens spelled ``"token_id:123"``), used as a
 fallback when ``token_ids`` is absent. A server that gives neither is refused rather than trusted.
 
+The server's context limit (``max_model_len`` on ``/v1/models``) is read at start-up
+(``max_context_len``; the engine caps its context budget to it). Its logprob convention is
+checked before the first call at a temperature other than 0 and 1 (see
+:mod:`~toolgym.core.llm.server_info`): a server that returns unscaled logprobs there (vLLM's
+default ``--logprobs-mode raw_logprobs``) is refused, since its logprobs would not be those of the
+distribution that was sampled. ``logprobs_mode="processed"`` skips that probe.
+
 ``OpenAIChatBackend`` (``openai-chat``) is for black-box chat models: messages and tools in, text
 and tool calls out. Its trajectories are marked not token-faithful.
 """
@@ -29,8 +36,10 @@ from ..types import (
 )
 from .base import ChatBackend, LLMBackend
 from .http import HTTPClient
+from .server_info import PROBE_TOP, LogprobsCheck, context_limit
 
 TOKEN_ID_PREFIX = "token_id:"
+VLLM_HINT = "restart vLLM with --logprobs-mode processed_logprobs (`toolgym serve --engine vllm` does)"
 
 
 def api_root(url: str) -> str:
@@ -52,6 +61,8 @@ class OpenAICompletionsBackend(LLMBackend):
     ``served_model`` is the model name the server knows (default: the first of ``/v1/models``). ``tokenizer`` is an
     object, a local directory or ``"tiny"``; by default the ``root`` that ``/v1/models`` reports
     (vLLM) or SGLang's ``/get_model_info`` path is used when it exists on this machine.
+    ``logprobs_mode`` is ``auto`` (probe the server), or what the server is known to return:
+    ``processed`` (temperature-scaled) or ``raw`` (unscaled: refused at ``0 < T != 1``).
     """
 
     name = "openai"
@@ -68,6 +79,7 @@ class OpenAICompletionsBackend(LLMBackend):
         retries: int = 0,
         backoff_s: float = 0.5,
         max_connections: int = 256,
+        logprobs_mode: str = "auto",
     ) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self.http = _client(base_url, api_key, "completions server", timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
@@ -79,6 +91,16 @@ class OpenAICompletionsBackend(LLMBackend):
             model, candidates = self._discover(model)
         self.model_name = model or ""
         self.tokenizer = _tokenizer(tokenizer, candidates, self.base_url)
+        self.max_context_len: int | None = self._context_limit()
+        """The server's context length (prompt plus completion), when it reports one."""
+        self.logprobs = LogprobsCheck(logprobs_mode, server=self.base_url, hint=VLLM_HINT)
+        """Whether the server's logprobs are temperature-scaled (probed before the first call at 0 < T != 1)."""
+
+    def _context_limit(self) -> int | None:
+        """The served model's ``max_model_len`` from ``/v1/models``, if the server reports one."""
+        answer = self.http.get_json_or_none("/v1/models")
+        cards = [c for c in (answer.get("data") or [] if isinstance(answer, dict) else []) if isinstance(c, dict)]
+        return context_limit(*([c for c in cards if c.get("id") == self.model_name] or cards))
 
     def _discover(self, model: str | None) -> tuple[str | None, list[str]]:
         candidates: list[str] = []
@@ -99,12 +121,21 @@ class OpenAICompletionsBackend(LLMBackend):
         return model, candidates
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        mode = await self.logprobs.check(request.sampling.temperature, lambda t: self._top_at(request.input_ids, t))
         payload = completions_payload(self.model_name, request.input_ids, request.sampling)
         data = await self.http.post_json("/v1/completions", payload)
         result = parse_completion(data, request.sampling.top_logprobs, prompt_ids=request.input_ids, tokenizer=self.tokenizer)
+        result.meta["logprobs_mode"] = mode
         if request.request_id:
             result.meta["request_id"] = request.request_id
         return result
+
+    async def _top_at(self, prompt_ids: Sequence[int], temperature: float) -> dict[int, float]:
+        """One token at ``temperature``: the top logprobs of its position (the logprobs-mode probe)."""
+        sp = SamplingParams(max_new_tokens=1, temperature=temperature, top_logprobs=PROBE_TOP)
+        data = await self.http.post_json("/v1/completions", completions_payload(self.model_name, prompt_ids, sp))
+        top = parse_completion(data, PROBE_TOP, tokenizer=self.tokenizer).top_logprobs
+        return dict(top[0]) if top else {}
 
     async def aclose(self) -> None:
         await self.http.aclose()

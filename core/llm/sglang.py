@@ -12,6 +12,12 @@ Answer: ``{"text", "output_ids", "meta_info": {"id", "finish_reason": {"type": "
 token_id, text|null], ...] per position]}}`` (the shapes of SGLang's tokenizer manager).
 ``output_ids`` include the EOS or stop-string tokens the model sampled; only ``text`` is trimmed.
 
+The server's context limit (``max_model_len`` on ``/v1/models``, else ``context_length`` on
+``/get_server_info``) is read at start-up (``max_context_len``). SGLang's logprobs are of the
+temperature-scaled distribution unless it runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB=1``; that is
+checked before the first call at ``0 < T != 1`` as for the OpenAI backend
+(:mod:`~toolgym.core.llm.server_info`).
+
 ``sampling_seed`` is honoured by SGLang only when the server runs with deterministic sampling
 enabled; otherwise the same seed may give different samples (ids and logprobs stay faithful).
 """
@@ -25,6 +31,9 @@ from ..errors import ConfigError, LLMError
 from ..types import FinishReason, GenerationRequest, GenerationResult, SamplingParams
 from .base import LLMBackend
 from .http import HTTPClient, is_transient_status
+from .server_info import PROBE_TOP, LogprobsCheck, context_limit
+
+SGLANG_HINT = "restart SGLang without SGLANG_RETURN_ORIGINAL_LOGPROB"
 
 
 class SGLangBackend(LLMBackend):
@@ -48,6 +57,7 @@ class SGLangBackend(LLMBackend):
         backoff_s: float = 0.5,
         max_connections: int = 256,
         api_key: str | None = None,
+        logprobs_mode: str = "auto",
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"SGLang server address {base_url!r} must start with http:// or https://")
@@ -62,15 +72,29 @@ class SGLangBackend(LLMBackend):
             info = _model_info(self.http, need=tokenizer is None)
         self.tokenizer = _tokenizer(tokenizer, info, self.base_url)
         self.model_name = model_name or str(info.get("model_path") or "sglang")
+        self.max_context_len: int | None = context_limit(self.http.get_json_or_none("/v1/models")) or context_limit(
+            self.http.get_json_or_none("/get_server_info"))
+        """The server's context length (prompt plus completion), when it reports one."""
+        self.logprobs = LogprobsCheck(logprobs_mode, server=self.base_url, hint=SGLANG_HINT)
+        """Whether the server's logprobs are temperature-scaled (probed before the first call at 0 < T != 1)."""
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        mode = await self.logprobs.check(request.sampling.temperature, lambda t: self._top_at(request.input_ids, t))
         payload = generate_payload(request.input_ids, request.sampling)
         data = await self.http.post_json("/generate", payload)
         result = parse_generate_response(data, request.sampling.top_logprobs)
         result.prompt_tokens = result.prompt_tokens or len(request.input_ids)
+        result.meta["logprobs_mode"] = mode
         if request.request_id:
             result.meta["request_id"] = request.request_id
         return result
+
+    async def _top_at(self, prompt_ids: Sequence[int], temperature: float) -> dict[int, float]:
+        """One token at ``temperature``: the top logprobs of its position (the logprobs-mode probe)."""
+        sp = SamplingParams(max_new_tokens=1, temperature=temperature, top_logprobs=PROBE_TOP)
+        data = await self.http.post_json("/generate", generate_payload(prompt_ids, sp))
+        top = parse_generate_response(data, PROBE_TOP).top_logprobs
+        return dict(top[0]) if top else {}
 
     async def aclose(self) -> None:
         await self.http.aclose()
