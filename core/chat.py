@@ -22,7 +22,7 @@ from jinja2.utils import Namespace
 
 from .errors import ConfigError
 from .pieces import PieceEncoder
-from .types import Message
+from .types import Message, tool_call_id
 
 
 def _raise_exception(message: str) -> None:
@@ -142,3 +142,24 @@ class ChatFormat:
 
     def token_text(self, token_id: int) -> str:
         return self.decode([token_id])
+
+
+def with_tool_call_ids(messages: Sequence[Message], calls: Sequence[Any]) -> list[Message]:
+    """Copies of ``messages`` where each ``tool`` message carries the ``tool_call_id`` of the call it
+    answers (OpenAI format): the k-th tool message answers the k-th call of ``calls`` (objects with
+    an ``id``, e.g. :class:`~toolgym.core.types.ToolCall`). A tool message that already has an id
+    keeps it; one with no call to answer (an error about an invalid action) gets an id made from
+    its content, so templates that require the field (Mistral's, raising without one) render it.
+    """
+    out: list[Message] = []
+    k = 0
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "tool":
+            if not m.get("tool_call_id"):
+                call_id = getattr(calls[k], "id", "") if k < len(calls) else ""
+                m["tool_call_id"] = call_id or tool_call_id(str(m.get("content", "")), k)
+            k += 1
+        out.append(m)
+    return out
+

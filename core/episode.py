@@ -17,12 +17,14 @@ import hashlib
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .arpo import turn_entropy
 from .assembly import TokenAssembler
+from .chat import with_tool_call_ids
 from .env import Env, EpisodeContext, StepResult, digest
+from .llm.server_info import fit_context_budget
 from .parsers import ToolParser
 from .policy import ChatPolicy, ModelPolicy, ScriptedPolicy
 from .trajectory import LLMCall, Status, Step, Timings, Trajectory
@@ -50,7 +52,7 @@ class Episode:
         self.engine = engine
         self.req = req
         self.ctx = ctx
-        self.cfg = engine.config
+        self.cfg = fit_context_budget(engine.config, engine.policy)  # the server's context limit, when it reports one
         self.env: Env | None = None
         self.steps: list[Step] = []
         self.actions: list[Action] = []
@@ -201,7 +203,7 @@ class Episode:
                     asm.add_inline(outcome.observation)
             else:
                 last_obs = "\n".join(str(m.get("content", "")) for m in outcome.observation)
-                asm.add_messages(outcome.observation)
+                asm.add_messages(with_tool_call_ids(outcome.observation, action.tool_calls))
             if result.finish_reason == "length" and len(asm.prompt_ids) >= cfg.max_tokens_per_trajectory:
                 self._truncate("context budget (max_tokens_per_trajectory) used up")
                 return
@@ -227,10 +229,11 @@ class Episode:
             usage = result.usage.get("completion_tokens", 0)
             stats.generated_tokens += usage
             if result.tool_calls:
+                result.tool_calls = [c if c.id else replace(c, id=f"call_{i}") for i, c in enumerate(result.tool_calls)]
                 action = _structured_action(result.text, result.tool_calls, self._tools_by_name)
                 messages.append({
                     "role": "assistant", "content": result.text,
-                    "tool_calls": [{"type": "function", "id": c.id or f"call_{i}", "function": {"name": c.name, "arguments": c.arguments}} for i, c in enumerate(result.tool_calls)],
+                    "tool_calls": [{"type": "function", "id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in result.tool_calls],
                 })
             else:
                 action = self._parser.parse(result.text, self._tools_by_name)
@@ -244,10 +247,7 @@ class Episode:
                 messages.append({"role": "user", "content": outcome.observation})
             else:
                 last_obs = "\n".join(str(m.get("content", "")) for m in outcome.observation)
-                for i, m in enumerate(outcome.observation):
-                    if m.get("role") == "tool" and result.tool_calls and i < len(result.tool_calls):
-                        m = {**m, "tool_call_id": result.tool_calls[i].id or f"call_{i}"}
-                    messages.append(dict(m))
+                messages.extend(with_tool_call_ids(outcome.observation, result.tool_calls or action.tool_calls))
         self._truncate(f"turn limit ({max_turns}) reached")
 
     # -- shared --------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """Tool-call parsers: model text → ``Action``. They never raise on model output.
 
+Every parsed call has an id (``ToolCall.id``): the model's own when it wrote one (an ``"id"`` key
+in the call's JSON, as Mistral's format has), else :func:`~toolgym.core.types.tool_call_id`. The engine copies it onto
+the tool message that answers the call (``tool_call_id``, as in the OpenAI format).
+
 Malformed output (bad JSON, an unknown tool, wrong argument types, an unclosed tag, several calls
 where one is allowed) becomes an ``Action`` of kind ``INVALID`` whose ``error`` is written for the
 model to read; the environment turns it into an error observation and an invalid step.
@@ -15,7 +19,7 @@ from typing import Any
 
 from .errors import ToolArgumentError
 from .tools import Tool
-from .types import Action, ActionKind, ToolCall
+from .types import Action, ActionKind, ToolCall, tool_call_id
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
@@ -122,7 +126,9 @@ class HermesParser(ToolParser):
             args = {}
         if not isinstance(args, dict):
             return None, f'"arguments" of {name} must be a JSON object'
-        return ToolCall(name=name, arguments=args, id=f"call_{index}", raw=raw), None
+        given = obj.get("id")
+        call_id = given if isinstance(given, str) and given else tool_call_id(raw, index)
+        return ToolCall(name=name, arguments=args, id=call_id, raw=raw), None
 
 
 class XMLTagParser(ToolParser):
@@ -170,7 +176,7 @@ class XMLTagParser(ToolParser):
             args: dict[str, Any] = {}
         else:
             args = {required[0]: content.strip("\n")}
-        call = ToolCall(name=tag, arguments=args, id="call_0", raw=content)
+        call = ToolCall(name=tag, arguments=args, id=tool_call_id(f"<{tag}>{content}", 0), raw=content)
         if (error := _check_call(call, tools)) is not None:
             return Action(text, ActionKind.INVALID, error=error, thought=thought)
         return Action(text, ActionKind.TOOL_CALLS, tool_calls=[call], thought=thought)

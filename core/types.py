@@ -9,6 +9,7 @@ Pydantic models live at the boundaries (config, trajectory schema), not here.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +26,17 @@ class ToolCall:
     id: str = ""
     raw: str = ""
     """The exact text the call was parsed from."""
+
+
+def tool_call_id(raw: str, index: int) -> str:
+    """A call's id when the model gave none: 9 lowercase hex characters from its text and position.
+
+    OpenAI-format messages pair each tool result with its call by ``tool_call_id``; Mistral's
+    template demands exactly 9 alphanumeric characters, which also suits every other format. The
+    id is deterministic (a resumed or replayed episode renders the same tokens); the same call
+    text at the same position in two turns gets the same id.
+    """
+    return hashlib.blake2b(f"{index}:{raw}".encode(), digest_size=8).hexdigest()[:9]
 
 
 class ActionKind(enum.StrEnum):
