@@ -309,33 +309,50 @@ def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path
     return warmstart.build(r, progress=note)
 
 
-async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
+def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_backend: str = "none",
+              on_trajectory: Any = None) -> tuple[Any, Any, Any]:
+    """(RL loop, tokenizer, closer) for ``rl`` with the model in ``model_path``: the KV-cached
+    batched sampler shares the trainer's model and stops at the end of an action; ``closer`` is
+    an async function that stops the sampler and the sandboxes."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.core.llm.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
     from toolgym.core.sandbox import LazySandboxBackend
-    from toolgym.trajectories.store import TrajectoryWriter
 
     from .loop import RLLoop
-    from .progress import MetricsFile, eval_record, progress_line, step_record
     from .stops import StopAtBackend, action_stops
     from .trainer import PolicyTrainer
 
-    device = settings["device"] if settings["device"] != "cuda" or torch.cuda.is_available() else "cpu"
-    path = Path(settings["model_dir"])
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path)).float().to(device).eval()
-    out = Path(settings["out"])
+    device = device if device != "cuda" or torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
     registry = get_registry()
     backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size)
     stops = action_stops(registry, rl.env, rl.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
     trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device)
-    sandboxes = None if settings["sandbox_backend"] == "none" else LazySandboxBackend(registry, settings["sandbox_backend"])
+    sandboxes = None if sandbox_backend == "none" else LazySandboxBackend(registry, sandbox_backend)
+    loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=on_trajectory, sandbox_backend=sandboxes)
+
+    async def close() -> None:
+        await backend.aclose()
+        if sandboxes is not None:
+            await sandboxes.aclose()
+
+    return loop, tokenizer, close
+
+
+async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
+    from toolgym.trajectories.store import TrajectoryWriter
+
+    from .progress import MetricsFile, eval_record, progress_line, step_record
+
+    out = Path(settings["out"])
     writer = TrajectoryWriter(out / "trajectories")
-    loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=writer.write, sandbox_backend=sandboxes)
+    loop, tokenizer, close = open_loop(rl, Path(settings["model_dir"]), device=settings["device"],
+                                       sandbox_backend=settings["sandbox_backend"], on_trajectory=writer.write)
     keep: int | None = None
     if settings.get("resume"):
         loop.resume(Path(settings["resume"]))
@@ -365,9 +382,7 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
         await loop.train(on_step=on_step, checkpoint_dir=out, tokenizer=tokenizer)
     finally:
         writer.close()
-        await backend.aclose()
-        if sandboxes is not None:
-            await sandboxes.aclose()
+        await close()
     final = loop.history[-1].eval if loop.history and loop.history[-1].eval else None
     if final is not None:
         console.print(f"held-out success after RL: {final.success:.1%} · metrics {out / 'metrics.jsonl'} · checkpoints in {out}")

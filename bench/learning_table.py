@@ -1,0 +1,214 @@
+"""GRPO vs GiGPO on built-in ALFWorld and WebShop (and ARPO vs GRPO on math-python) with the local
+trainer, same warm start and budget, several seeds; plus the speed of one RL step beside plain
+Hugging Face ``generate`` measured in the same run. Writes ``docs/results.md`` and a PNG.
+
+    nice -n 10 .venv/bin/python bench/learning_table.py                       # the full table (hours)
+    nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld --seeds 0 --steps 10   # one seed, fewer steps
+    .venv/bin/python bench/learning_table.py --smoke                          # every part, under a minute
+
+Each training run is ``toolgym train --trainer local --config ENV_ESTIMATOR`` with the budget given
+here as overrides (the exact command is printed and written to the results page); runs are
+sequential, each in its own process, and a run whose directory already holds a finished
+``metrics.jsonl`` is reused, so an interrupted table resumes. ``--smoke`` uses the generic tiny
+model (no warm start: nothing learns), two tasks, two samples, two RL steps, and writes to
+``--out`` only (not ``docs/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIRS = {"alfworld": ("grpo", "gigpo"), "webshop": ("grpo", "gigpo"), "math_python": ("grpo", "arpo")}
+
+
+def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> list[str]:
+    """The budget every estimator of ``env`` gets (same tasks, steps, group, evaluation)."""
+    o = [f"verl.trainer.total_training_steps={args.steps}", f"verl.data.train_batch_size={args.tasks}",
+         f"toolgym.val.num_tasks={args.eval_tasks}", f"verl.trainer.test_freq={args.test_freq}",
+         f"verl.trainer.save_freq={args.test_freq}", f"toolgym.train.seed={10_000 * seed}",
+         f"verl.trainer.default_local_dir={out}"]
+    if env != "math_python":
+        o.append(f"toolgym.group_size={args.group}")
+    if args.smoke:
+        o += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.engine.max_tokens_per_turn=8",
+              "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]
+        o.append("toolgym.env_kwargs.max_steps=3" if env == "alfworld" else "toolgym.env_kwargs.max_turns=3")
+    return o
+
+
+def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tuple[Path, str, float]:
+    """Run (or reuse) one training run; returns (output dir, command, wall seconds)."""
+    from toolgym.training.local.results import read_run
+
+    out = args.out / f"{env}-{estimator}-seed{seed}"
+    cmd = ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]
+    shown = "nice -n 10 " + shlex.join(cmd)
+    done = out / "wall_s.txt"
+    if done.exists() and read_run(env, estimator, seed, out, shown, 0.0).steps >= args.steps:
+        print(f"reusing {out}", flush=True)
+        return out, shown, float(done.read_text())
+    print(f"$ {shown}", flush=True)
+    started = time.perf_counter()
+    exe = str(Path(sys.executable).parent / "toolgym")
+    env_vars = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    result = subprocess.run([exe, *cmd[1:]], env=env_vars, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"run failed (exit {result.returncode}): {shown}")
+    wall = time.perf_counter() - started
+    done.write_text(f"{wall:.1f}")
+    return out, shown, wall
+
+
+# -- speed: one RL step, and the sampler beside plain HF generate ----------------------------------
+
+
+async def measure_speed(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from toolgym.core.registry import get_registry
+    from toolgym.training.local.runner import build, load_config, model_dir, open_loop
+
+    tasks, group = (2, 2) if args.smoke else (args.speed_tasks, args.speed_group)
+    overrides = [f"verl.data.train_batch_size={tasks}", f"toolgym.group_size={group}", "verl.trainer.total_training_steps=1"]
+    if args.smoke:
+        overrides += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.env_kwargs.max_steps=3",
+                      "toolgym.engine.max_tokens_per_turn=8"]
+    rl, settings = build(load_config("alfworld_gigpo", overrides))
+    path = model_dir(settings["model"])
+    loop, tokenizer, close = open_loop(rl, path)
+    try:
+        log = await loop.step()
+        prompts = await first_prompts(get_registry(), rl, tokenizer, tasks * group)
+        sampler_s, sampler_tokens = await sampler_turn(loop.policy.backend, prompts, rl)
+        hf_s, hf_tokens = hf_generate_turn(loop.trainer.model, tokenizer, prompts, rl)
+    finally:
+        await close()
+    turns = log.stats.get("steps", 0.0)
+    return {
+        "tasks": tasks, "group": group, "episodes": log.episodes, "model": settings["model"], "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(), "load": os.getloadavg()[0], "step_s": log.sample_s + log.update_s, "sample_s": log.sample_s,
+        "update_s": log.update_s, "tokens": log.tokens, "turns": int(turns), "tokens_per_s": log.tokens / max(log.sample_s, 1e-9),
+        "episodes_per_s": log.episodes / max(log.sample_s, 1e-9), "bench_prompts": len(prompts),
+        "sampler_s": sampler_s, "sampler_tokens_per_s": sampler_tokens / max(sampler_s, 1e-9),
+        "hf_s": hf_s, "hf_tokens_per_s": hf_tokens / max(hf_s, 1e-9),
+    }
+
+
+async def first_prompts(registry: Any, rl: Any, tokenizer: Any, n: int) -> list[list[int]]:
+    """The first-turn prompt ids of ``n`` training episodes (as the engine renders them)."""
+    out = []
+    for i in range(n):
+        env = registry.env(rl.env).make(**rl.env_kwargs)
+        messages, _ = await env.reset(seed=rl.seed + i)
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+async def sampler_turn(backend: Any, prompts: list[list[int]], rl: Any) -> tuple[float, int]:
+    from toolgym.core.types import GenerationRequest, SamplingParams
+
+    max_new = int(rl.engine.get("max_tokens_per_turn", 24))
+    requests = [GenerationRequest(p, SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=i), f"bench-{i}") for i, p in enumerate(prompts)]
+    started = time.perf_counter()
+    results = await asyncio.gather(*(backend.generate(r) for r in requests))
+    return time.perf_counter() - started, sum(len(r.output_ids) for r in results)
+
+
+def hf_generate_turn(model: Any, tokenizer: Any, prompts: list[list[int]], rl: Any) -> tuple[float, int]:
+    """Plain ``model.generate`` on the same prompts: one left-padded batch, sampling, the same
+    token limit and stop string."""
+    import torch
+
+    max_new = int(rl.engine.get("max_tokens_per_turn", 24))
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=True, temperature=1.0,
+                             pad_token_id=pad, stop_strings=["</action>"], tokenizer=tokenizer)
+    seconds = time.perf_counter() - started
+    new = out[:, width:]
+    eos = set(tokenizer.all_special_ids)
+    tokens = 0
+    for row in new.tolist():
+        for t in row:
+            tokens += 1
+            if t in eos:
+                break
+    return seconds, tokens
+
+
+# -- main ----------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="every part at toy size, under a minute, output under --out only")
+    parser.add_argument("--envs", nargs="+", default=["alfworld", "webshop"], choices=sorted(PAIRS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=40, help="RL steps per run")
+    parser.add_argument("--tasks", type=int, default=16, help="tasks per RL step")
+    parser.add_argument("--group", type=int, default=8, help="samples per task")
+    parser.add_argument("--eval-tasks", type=int, default=96, help="held-out tasks")
+    parser.add_argument("--test-freq", type=int, default=5, help="evaluate (and checkpoint) every this many RL steps")
+    parser.add_argument("--speed-tasks", type=int, default=16)
+    parser.add_argument("--speed-group", type=int, default=8)
+    parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
+    parser.add_argument("--out", type=Path, default=Path("runs/learning_table"))
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
+    parser.add_argument("--png", type=Path, default=None, help="default: docs/results_learning_curves.png beside --docs")
+    parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if args.smoke:
+        args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 2, 2, 2, 2, 1
+        args.envs = ["alfworld"]
+        args.docs = args.out / "results.md"
+        args.partial = args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
+    png = args.png or args.docs.with_name("results_learning_curves.png")
+    args.out.mkdir(parents=True, exist_ok=True)
+    from toolgym.training.local.results import read_run, write_results
+
+    speed = None
+    if not args.no_speed:
+        speed = asyncio.run(measure_speed(args))
+        print(f"one RL step of {speed['tasks']} tasks x group {speed['group']} on built-in ALFWorld: {speed['step_s']:.1f} s "
+              f"(rollouts {speed['sample_s']:.1f} s, update {speed['update_s']:.1f} s); {speed['tokens_per_s']:,.0f} tok/s, "
+              f"{speed['episodes_per_s']:.2f} episodes/s", flush=True)
+        print(f"one turn of {speed['bench_prompts']} prompts: KV-cached batched sampler {speed['sampler_tokens_per_s']:,.0f} tok/s "
+              f"vs plain HF generate (baseline) {speed['hf_tokens_per_s']:,.0f} tok/s", flush=True)
+        (args.out / "speed.json").write_text(json.dumps(speed, indent=2))
+    runs = []
+    for env in args.envs:
+        for seed in args.seeds:
+            for estimator in PAIRS[env]:
+                out, command, wall = train(args, env, estimator, seed)
+                run = read_run(env, estimator, seed, out, command, wall)
+                runs.append(run)
+                print(f"{env} {estimator} seed {seed}: held-out {run.before['success']:.1%} -> {run.after['success']:.1%} "
+                      f"({run.steps} steps, {wall / 60:.1f} min)", flush=True)
+                for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"):
+                    print(f"    step groups {key}: {run.mean_stat(key):.3f}", flush=True)
+    reproduce = "nice -n 10 .venv/bin/python bench/learning_table.py " + shlex.join(
+        [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
+         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq)])
+    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce, partial_note=args.partial)
+    print(f"wrote {args.docs} and {png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""``bench/learning_table.py --smoke``: speed figures beside their baseline, both estimators' runs, the
+results page and the PNG, all produced by the benchmark itself (toy sizes, about a minute)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
+    out = tmp_path / "table"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "plain HF generate (baseline)" in proc.stdout and "step groups repeat_rate" in proc.stdout
+
+    speed = json.loads((out / "speed.json").read_text())
+    assert speed["episodes"] == 4 and speed["step_s"] > 0 and speed["tokens"] > 0
+    assert speed["sampler_tokens_per_s"] > 0 and speed["hf_tokens_per_s"] > 0
+
+    page = (out / "results.md").read_text()
+    assert "| GRPO | 1 | 2 |" in page and "| GiGPO | 1 | 2 |" in page
+    assert "Pick" in page and "Pick2" in page and "anchor repeat rate" in page and "toolgym train --trainer local" in page
+    for estimator in ("grpo", "gigpo"):
+        records = [json.loads(ln) for ln in (out / f"alfworld-{estimator}-seed0" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in records] == [0, 1, 2]
+
+    import matplotlib.image
+
+    image = matplotlib.image.imread(out / "results_learning_curves.png")
+    assert image.ndim == 3 and image.shape[0] > 100

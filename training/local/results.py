@@ -1,0 +1,197 @@
+"""The learning table: runs' ``metrics.jsonl`` files → ``docs/results.md`` and a learning-curve PNG.
+
+A *run* is one ``toolgym train --trainer local`` output directory. Its held-out success before RL
+is the step-0 record, after RL the last record with a held-out evaluation. Runs are grouped by
+(environment, estimator); each cell shows mean ± sample standard deviation over seeds (just the
+value for one seed). Nothing here runs training: ``bench/learning_table.py`` does, then calls
+:func:`write_results`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALFWORLD_TYPES = (("Pick", "pick_and_place_simple"), ("Look", "look_at_obj_in_light"), ("Clean", "pick_clean_then_place_in_recep"),
+                  ("Heat", "pick_heat_then_place_in_recep"), ("Cool", "pick_cool_then_place_in_recep"), ("Pick2", "pick_two_obj_and_place"))
+NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "arpo": "ARPO"}
+STAT_KEYS = ("repeat_rate", "mean_group_size", "size_1", "size_2_4", "size_5_9", "size_10p", "mixed_outcome")
+
+
+@dataclass
+class Run:
+    """One training run, read back from its output directory."""
+
+    env: str
+    estimator: str
+    seed: int
+    out: Path
+    command: str
+    wall_s: float
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def evals(self) -> list[tuple[int, dict[str, Any]]]:
+        return [(int(r["step"]), r["heldout"]) for r in self.records if "heldout" in r]
+
+    @property
+    def before(self) -> dict[str, Any]:
+        return self.evals[0][1]
+
+    @property
+    def after(self) -> dict[str, Any]:
+        return self.evals[-1][1]
+
+    @property
+    def steps(self) -> int:
+        return max((int(r["step"]) for r in self.records), default=0)
+
+    def mean_stat(self, key: str) -> float:
+        values = [r["step_groups"][key] for r in self.records if r.get("step_groups", {}).get(key) is not None]
+        return statistics.mean(values) if values else float("nan")
+
+    def mean_of(self, key: str) -> float:
+        values = [r[key] for r in self.records if isinstance(r.get(key), (int, float))]
+        return statistics.mean(values) if values else float("nan")
+
+
+def read_run(env: str, estimator: str, seed: int, out: Path, command: str, wall_s: float) -> Run:
+    lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
+    return Run(env, estimator, seed, out, command, wall_s, [json.loads(ln) for ln in lines if ln.strip()])
+
+
+def _cell(values: Sequence[float], pct: bool = True) -> str:
+    vals = [v for v in values if v == v]
+    if not vals:
+        return "–"
+    scale, unit = (100.0, "") if pct else (1.0, "")
+    mean = statistics.mean(vals) * scale
+    if len(vals) == 1:
+        return f"{mean:.1f}{unit}"
+    return f"{mean:.1f} ± {statistics.stdev(vals) * scale:.1f}{unit}"
+
+
+def _groups(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
+    out: dict[tuple[str, str], list[Run]] = {}
+    for r in runs:
+        if r.evals:
+            out.setdefault((r.env, r.estimator), []).append(r)
+    return out
+
+
+def table(runs: Sequence[Run]) -> str:
+    """The markdown tables: held-out success before/after per environment and estimator,
+    ALFWorld by task type, WebShop score, and the step-group statistics."""
+    lines: list[str] = []
+    groups = _groups(runs)
+    envs = sorted({env for env, _ in groups})
+    for env in envs:
+        rows = [(est, rs) for (e, est), rs in sorted(groups.items()) if e == env]
+        lines += [f"### {env}", ""]
+        if env.startswith("alfworld"):
+            head = "| estimator | seeds | RL steps | " + " | ".join(n for n, _ in ALFWORLD_TYPES) + " | All (before) | **All (after)** | Δ | wall/run |"
+            lines += [head, "|" + "---|" * (len(ALFWORLD_TYPES) + 7)]
+            for est, rs in rows:
+                types = [_cell([r.after.get("by_type", {}).get(t, float("nan")) for r in rs]) for _, t in ALFWORLD_TYPES]
+                lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | " + " | ".join(types) +
+                             f" | {_cell([r.before['success'] for r in rs])} | **{_cell([r.after['success'] for r in rs])}** | "
+                             f"{_cell([r.after['success'] - r.before['success'] for r in rs])} | {statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
+        else:
+            lines += ["| estimator | seeds | RL steps | score (before) | **score (after)** | success (before) | **success (after)** | wall/run |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for est, rs in rows:
+                lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_cell([r.before.get('score', float('nan')) for r in rs])} | "
+                             f"**{_cell([r.after.get('score', float('nan')) for r in rs])}** | {_cell([r.before['success'] for r in rs])} | "
+                             f"**{_cell([r.after['success'] for r in rs])}** | {statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
+        lines += ["", "Step groups of the training rollouts (GiGPO's anchor states; mean over RL steps and seeds):", "",
+                  "| estimator | anchor repeat rate | steps per group | size 1 | 2–4 | 5–9 | ≥ 10 | groups with mixed outcomes | train success | tok/s | ep/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for est, rs in rows:
+            stat = {k: statistics.mean(r.mean_stat(k) for r in rs) for k in STAT_KEYS}
+            lines.append(f"| {NAMES.get(est, est)} | {stat['repeat_rate']:.1%} | {stat['mean_group_size']:.2f} | {stat['size_1']:.1%} | "
+                         f"{stat['size_2_4']:.1%} | {stat['size_5_9']:.1%} | {stat['size_10p']:.1%} | {stat['mixed_outcome']:.1%} | "
+                         f"{statistics.mean(r.mean_of('train_success') for r in rs):.1%} | "
+                         f"{statistics.mean(r.mean_of('tokens_per_s') for r in rs):,.0f} | {statistics.mean(r.mean_of('episodes_per_s') for r in rs):.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(runs: Sequence[Run], path: Path) -> None:
+    """Held-out success vs RL step, one line per estimator (mean over seeds, shaded min–max),
+    one panel per environment."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _groups(runs)
+    envs = sorted({env for env, _ in groups}) or ["(no runs)"]
+    fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
+    colours = {"grpo": "#1f77b4", "gigpo": "#d62728", "arpo": "#2ca02c"}
+    for ax, env in zip(axes[0], envs, strict=True):
+        for (e, est), rs in sorted(groups.items()):
+            if e != env:
+                continue
+            steps = sorted({s for r in rs for s, _ in r.evals})
+            curves = [[dict(r.evals).get(s, {}).get("success", float("nan")) for s in steps] for r in rs]
+            mean = [statistics.mean(v for v in col if v == v) if any(v == v for v in col) else float("nan") for col in zip(*curves, strict=True)]
+            lo = [min((v for v in col if v == v), default=float("nan")) for col in zip(*curves, strict=True)]
+            hi = [max((v for v in col if v == v), default=float("nan")) for col in zip(*curves, strict=True)]
+            colour = colours.get(est, None)
+            ax.plot(steps, mean, "o-", color=colour, label=f"{NAMES.get(est, est)} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
+            if len(rs) > 1:
+                ax.fill_between(steps, lo, hi, color=colour, alpha=0.2)
+        ax.set_title(env)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel("held-out success")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str, Any] | None, reproduce: str,
+                  partial_note: str = "") -> None:
+    """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement."""
+    plot(runs, png)
+    parts = ["# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale", "",
+             "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.", ""]
+    if partial_note:
+        parts += [f"> **Partial.** {partial_note}", ""]
+    if speed:
+        parts += ["## Speed: one RL step on built-in ALFWorld", "", speed_table(speed), ""]
+    parts += ["## Held-out success (%) before and after RL", "",
+              "Before: the warm start (greedy, same held-out tasks); after: the last evaluation. Cells: mean ± std over seeds.", "",
+              table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## Commands", "", "Reproduce this page:", "",
+              "```bash", reproduce, "```", "", "Each run (exactly as the benchmark started it):", "", "```bash"]
+    parts += [r.command for r in runs]
+    parts += ["```", ""]
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text("\n".join(parts))
+
+
+def speed_table(speed: dict[str, Any]) -> str:
+    s = speed
+    return "\n".join([
+        f"{s['tasks']} tasks × group {s['group']} = {s['episodes']} episodes, model `{s['model']}`, {s['threads']} torch threads, "
+        f"load average {s['load']:.1f} on {s['cpus']} CPUs during the run.", "",
+        "| what | value |", "|---|---|",
+        f"| RL step wall time (target ≤ 60 s) | **{s['step_s']:.1f} s** (rollouts {s['sample_s']:.1f} s, update {s['update_s']:.1f} s) |",
+        f"| rollouts: sampled tokens/s, episodes/s | {s['tokens_per_s']:,.0f} tok/s, {s['episodes_per_s']:.2f} ep/s ({s['tokens']} tokens, {s['turns']} model calls) |",
+        f"| one turn of {s['bench_prompts']} prompts, KV-cached batched sampler | {s['sampler_tokens_per_s']:,.0f} tok/s ({s['sampler_s']:.2f} s) |",
+        f"| the same prompts, plain Hugging Face `generate` (baseline) | {s['hf_tokens_per_s']:,.0f} tok/s ({s['hf_s']:.2f} s) |",
+    ])
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
