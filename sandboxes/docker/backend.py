@@ -158,6 +158,10 @@ class DockerBackend(PooledBackend):
     def _container_pids(self, container_id: str, start: dict[str, Any] | None) -> Any:
         """Without ``start``: ``{"via", "init", "agent"}`` of a fresh container. With it: None when
         only that init and that agent are left, else why not."""
+        if start is not None and start["via"] == "proc":  # no engine call: this host's /proc says it all
+            if not _engine_is_local(start["init"], container_id):
+                return f"the container's init {start['init']} is gone"
+            return hostprocs.only_expected(start["init"], {start["agent"]})
         init = int(self.api.inspect_container(container_id)["State"]["Pid"])
         if start is not None and init != start["init"]:
             return f"the container's init changed from {start['init']} to {init}"

@@ -30,6 +30,11 @@ def pool(request: pytest.FixtureRequest, runner: asyncio.Runner) -> Iterator[Poo
     runner.run(b.aclose())
 
 
+ESCAPE = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+          "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n")
+"""A command that returns once a detached process (its own session, out of the group kill) runs."""
+
+
 def _attack(pool: PooledBackend, runner: asyncio.Runner) -> tuple[Any, dict[str, Any]]:
     sb = runner.run(pool.acquire("python", episode_id="attacker"))
     py = runner.run(sb.python())
@@ -74,9 +79,7 @@ def test_a_lying_reset_is_caught_from_outside(pool: PooledBackend, runner: async
     """An agent that answers 'clean' without cleaning (as a hijacked one would) loses its sandbox."""
     runner.run(pool.settle())
     sb = runner.run(pool.acquire("python", episode_id="liar"))
-    escape = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-              "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n")
-    runner.run(sb.run(["python3", "-c", escape]))  # returns once the detached sleeper runs
+    runner.run(sb.run(["python3", "-c", ESCAPE]))
 
     async def lying_reset(**_: Any) -> dict[str, Any]:
         return {"processes": 0, "disk": {}}
@@ -87,3 +90,31 @@ def test_a_lying_reset_is_caught_from_outside(pool: PooledBackend, runner: async
     runner.run(pool.settle())
     assert pool.counters["poisoned"] == poisoned + 1
     assert all(s.id != sb.id for s in pool.live)
+
+
+@pytest.mark.docker
+def test_a_lying_reset_is_caught_through_the_engine_when_its_proc_is_elsewhere(
+        runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine on another machine: the host cannot read its /proc and asks ``docker top``."""
+    from toolgym.sandboxes.docker import backend as docker_backend
+
+    monkeypatch.setattr(docker_backend, "_engine_is_local", lambda pid, container_id: False)
+    b = make_backend("docker", profiles={"python": TEST_PROFILE}, max_idle=1)
+    try:
+        sb = runner.run(b.acquire("python", episode_id="remote-like"))
+        assert sb.handle["pids"]["via"] == "top"
+        runner.run(b.release(sb))
+        runner.run(b.settle())
+        assert b.counters["poisoned"] == 0 and b.idle_count("python") == 1  # an honest reset passes
+        sb = runner.run(b.acquire("python", episode_id="liar"))
+        runner.run(sb.run(["python3", "-c", ESCAPE]))
+
+        async def lying_reset(**_: Any) -> dict[str, Any]:
+            return {"processes": 0, "disk": {}}
+
+        sb.reset = lying_reset
+        runner.run(b.release(sb))
+        runner.run(b.settle())
+        assert b.counters["poisoned"] == 1
+    finally:
+        runner.run(b.aclose())
