@@ -62,6 +62,11 @@ def _block_paths(block: str) -> set[str]:
     return paths
 
 
+def touched_paths(patch: str) -> list[str]:
+    """Every path a patch names (old and new names), sorted."""
+    return sorted({p for block in split_patch(patch) for p in _block_paths(block)})
+
+
 def protected(path: str) -> bool:
     """Whether a file at ``path`` (relative to the repository) may configure or extend the test run."""
     p = PurePosixPath(path)
@@ -173,12 +178,14 @@ class ReporterSetup:
     files: dict[str, str]
 
 
-def reporter_setup(root: str, *, trusted: Iterable[str] = (), out: str = RESULT_FILE) -> ReporterSetup:
+def reporter_setup(root: str, *, trusted: Iterable[str] = (), out: str = RESULT_FILE,
+                   patched: Iterable[str] = ()) -> ReporterSetup:
     """A fresh reporter for a run in repository ``root``; ``trusted``: path prefixes whose code may
-    be writable and still trusted (pytest's zip that toolgym copies in); ``out``: its result file."""
+    be writable and still trusted (pytest's zip that toolgym copies in); ``out``: its result file;
+    ``patched``: the files the candidate patch touched (a plugin module among them is tampering)."""
     module = f"_toolgym_reporter_{secrets.token_hex(6)}"
     nonce = secrets.token_hex(16)
-    settings = {"nonce": nonce, "root": root, "out": out, "trusted": list(trusted)}
+    settings = {"nonce": nonce, "root": root, "out": out, "trusted": list(trusted), "patched": sorted(patched)}
     return ReporterSetup(module, nonce, {f"{module}.py": REPORTER_SOURCE.read_text(encoding="utf-8"),
                                          "settings.json": json.dumps(settings)})
 

@@ -13,7 +13,9 @@ Tampering it reports (any one makes the grade 0):
 - a function or class of pytest, pluggy or unittest replaced after this plugin was loaded, or
   defined in a file inside the repository;
 - a plugin registered after start-up that is neither one of the repository's conftest files that
-  existed before any of its code ran, nor code from a read-only place outside the repository;
+  existed before any of its code ran, nor a module those conftests name in ``pytest_plugins``, nor
+  code from a read-only place outside the repository; a plugin module of the repository that the
+  candidate patch changed (the settings list the files the patch touched);
 - an import hook added from inside the repository or from a writable place;
 - a test file, conftest or ini file changed while the tests ran;
 - a test whose call raised but whose report says it passed.
@@ -168,13 +170,36 @@ def _check(config, when):
         if _hash(path) != digest:
             _flag(f"{os.path.relpath(path, _ROOT)} changed while the tests ran")
     pm = config.pluginmanager
-    for plugin in pm.get_plugins():
-        if plugin is None or id(plugin) in _state["plugins"]:
-            continue
-        if isinstance(plugin, type(os)):
+    plugins = [p for p in pm.get_plugins() if p is not None]
+    module_type = type(os)
+
+    def conftest(plugin):
+        source = getattr(plugin, "__file__", None)
+        return source is not None and _realpath(source).replace(".pyc", ".py") in _state["conftests"]
+
+    # plugins the repository's own conftests (or plugins loaded before its code ran) ask for by name
+    named = set()
+    while True:
+        before = len(named)
+        for plugin in plugins:
+            if isinstance(plugin, module_type) and (id(plugin) in _state["plugins"] or conftest(plugin)
+                                                    or plugin.__name__ in named):
+                wanted = getattr(plugin, "pytest_plugins", ())
+                named.update([wanted] if isinstance(wanted, str) else list(wanted or ()))
+        if len(named) == before:
+            break
+    patched = set(_SETTINGS.get("patched") or ())
+    for plugin in plugins:
+        if isinstance(plugin, module_type):
             source = getattr(plugin, "__file__", None)
-            if source is not None and _realpath(source).replace(".pyc", ".py") in _state["conftests"]:
+            if conftest(plugin):
                 continue
+            if _inside_root(source) and os.path.relpath(_realpath(source), _ROOT).replace(".pyc", ".py") in patched:
+                _flag(f"plugin module {plugin.__name__} was changed by the patch")
+            if id(plugin) in _state["plugins"] or plugin.__name__ in named:
+                continue
+        elif id(plugin) in _state["plugins"]:
+            continue
         else:  # a class (pytest registers some as plugins) or an instance
             owner = plugin if isinstance(plugin, type) else type(plugin)
             source = getattr(sys.modules.get(owner.__module__), "__file__", None)

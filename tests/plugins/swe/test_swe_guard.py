@@ -99,10 +99,14 @@ def test_later():
 """
 
 
-def run_reporter(root: Path, package: str, *, conftest: str | None = None) -> tuple[guard.ReporterResult, str, int]:
-    """Run pytest on ``root`` (a package ``pkg`` and tests/test_it.py) with the reporter; its result, log, exit code."""
+def run_reporter(root: Path, package: str, *, conftest: str | None = None, files: dict[str, str] | None = None,
+                 patched: tuple[str, ...] = ()) -> tuple[guard.ReporterResult, str, int]:
+    """Run pytest on ``root`` (a package ``pkg``, tests/test_it.py, ``files``) with the reporter;
+    its result, log, exit code."""
     (root / "pkg").mkdir(parents=True, exist_ok=True)
     (root / "pkg" / "__init__.py").write_text(package)
+    for path, text in (files or {}).items():
+        (root / path).write_text(text)
     (root / "tests").mkdir(exist_ok=True)
     (root / "tests" / "test_it.py").write_text(TESTS)
     if conftest is not None:
@@ -111,7 +115,7 @@ def run_reporter(root: Path, package: str, *, conftest: str | None = None) -> tu
     grade_dir.mkdir()
     # this host's pytest is installed in a writable virtual environment: trust it as the sandboxes' read-only one
     setup = guard.reporter_setup(str(root), trusted=[str(Path(pytest.__file__).parents[1])],
-                                 out=str(grade_dir / "result.json"))
+                                 out=str(grade_dir / "result.json"), patched=patched)
     for name, text in setup.files.items():
         (grade_dir / name).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(grade_dir), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -166,6 +170,33 @@ def test_log_lines_the_reporter_did_not_see_are_unbacked(tmp_path: Path) -> None
     assert statuses["tests/test_it.py::test_bad"] == "PASSED"  # what a log parser alone believes
     claims = guard.unbacked_claims(statuses, result, PARSERS["pytest"], ["tests/test_it.py::test_bad"])
     assert claims == ["the log says tests/test_it.py::test_bad PASSED, which toolgym's reporter did not see"]
+
+
+def test_plugins_the_repository_names_are_trusted_unless_patched(tmp_path: Path) -> None:
+    plug = {"pkg/plug.py": "import pytest\n\n@pytest.fixture\ndef answer():\n    return 42\n"}
+    conftest = 'pytest_plugins = ["pkg.plug"]\n'
+    result, _, code = run_reporter(tmp_path / "a", CLEAN, conftest=conftest, files=plug)
+    assert result.tampered == [] and code == 1
+    result, _, _ = run_reporter(tmp_path / "b", CLEAN, conftest=conftest, files=plug, patched=("pkg/plug.py",))
+    assert result.tampered == ["plugin module pkg.plug was changed by the patch"]
+
+
+REGISTER = CLEAN + """
+import gc, _pytest.config, pytest
+class _Skip:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        return True
+for _o in gc.get_objects():
+    if isinstance(_o, _pytest.config.Config) and not _o.pluginmanager.has_plugin("x"):
+        _o.pluginmanager.register(_Skip(), "x")
+"""
+
+
+def test_reporter_catches_plugins_registered_by_the_code(tmp_path: Path) -> None:
+    result, log, code = run_reporter(tmp_path / "repo", REGISTER)
+    assert "PASSED tests/test_it.py::test_bad" in log and code == 0
+    assert any("plugin 'x'" in t for t in result.tampered), result.tampered
 
 
 def test_nothing_of_the_code_under_test_runs_after_the_result(tmp_path: Path) -> None:
