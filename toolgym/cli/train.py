@@ -2,7 +2,8 @@
 
 The config file has a ``toolgym`` section (environment, estimator, engine limits, task splits)
 and a ``verl`` section (merged over verl's ``ppo_trainer`` defaults). ``FILE`` may also name a
-shipped example: ``alfworld_gigpo``, ``webshop_gigpo``, ``math_python_arpo``, ``search_arpo``.
+shipped example: ``alfworld_gigpo``, ``webshop_gigpo``, ``math_python_arpo``, ``search_arpo`` (and, for
+``--trainer local``, ``alfworld_grpo``, ``webshop_grpo``, ``math_python_grpo``, ``keychain_gigpo``).
 
 ``--trainer`` picks the trainer: ``verl`` (the default when verl is installed) or ``local``, the
 single-process reference trainer (``toolgym.training.local``, which must expose

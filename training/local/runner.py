@@ -14,6 +14,7 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu`` / ``ppo_epochs`` | rows per forward pass / passes over a batch |
 | ``actor_rollout_ref.actor.grad_clip`` | global gradient-norm clip |
 | ``actor_rollout_ref.rollout.temperature`` | sampling temperature (logprobs recomputed at it) |
+| ``actor_rollout_ref.rollout.val_kwargs.temperature`` / ``do_sample`` | held-out sampling (seeded, so repeatable); greedy without ``do_sample`` |
 | ``data.train_batch_size`` | tasks per RL step |
 | ``trainer.total_training_steps`` | RL steps |
 | ``trainer.test_freq`` / ``save_freq`` / ``default_local_dir`` / ``device`` | evaluation and checkpoint cadence, output directory, ``cpu`` or ``cuda`` |
@@ -58,7 +59,8 @@ LOCAL_VERL_KEYS = frozenset({
     "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
     "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.ppo_mini_batch_size",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_epochs", "actor_rollout_ref.actor.grad_clip",
-    "actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.max_num_seqs", "data.train_batch_size",
+    "actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.max_num_seqs",
+    "actor_rollout_ref.rollout.val_kwargs.temperature", "actor_rollout_ref.rollout.val_kwargs.do_sample", "data.train_batch_size",
     "trainer.total_training_steps", "trainer.test_freq", "trainer.save_freq", "trainer.default_local_dir", "trainer.device",
 })
 """The ``verl.*`` keys this trainer reads (the table above)."""
@@ -153,7 +155,8 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         steps=int(trainer.get("total_training_steps") or 10), seed=tg.train.seed, first_task=tg.train.first_task,
         engine=engine, optim=OptimConfig(lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))),
         ppo=ppo, eval=EvalConfig(num_tasks=tg.val.num_tasks, first_task=tg.val.first_task, seed=tg.val.seed,
-                                 env_kwargs=tg.val.env_kwargs, every=max(0, int(trainer.get("test_freq", 5) or 0))),
+                                 env_kwargs=tg.val.env_kwargs, every=max(0, int(trainer.get("test_freq", 5) or 0)),
+                                 temperature=_val_temperature(verl)),
         save_every=max(0, int(trainer.get("save_freq", 0) or 0)),
         warmup_steps=int(_get(actor, "optim.lr_warmup_steps", 0) or 0),
         max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
@@ -168,6 +171,12 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         "warm_start": warm_start_section(data.get("warm_start")),
     }
     return rl, run
+
+
+def _val_temperature(verl: dict[str, Any]) -> float:
+    """verl's ``rollout.val_kwargs``: sampling at ``temperature`` when ``do_sample``, else greedy."""
+    kwargs = _get(verl, "actor_rollout_ref.rollout.val_kwargs", {}) or {}
+    return float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
 
 
 def toolgym_settings(section: Any) -> Any:
