@@ -122,6 +122,13 @@ def success_by_type(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     return {k: summarize(v)[0] for k, v in sorted(groups.items())}
 
 
+def tool_calls_per_trajectory(trajectories: Sequence[Trajectory]) -> float:
+    """Mean number of tool calls per trajectory (ARPO's cost figure)."""
+    if not trajectories:
+        return 0.0
+    return sum(len(s.tool_calls) for t in trajectories for s in t.steps) / len(trajectories)
+
+
 def mean_score(trajectories: Sequence[Trajectory]) -> float:
     """Mean normalised score: the last step's ``info.task_score`` when present (WebShop), else the reward."""
     if not trajectories:
@@ -195,7 +202,7 @@ class RLLoop:
             if any(r.advantages.any() for r in rows):  # all-equal groups carry no signal: skip the step
                 metrics = self.trainer.ppo_update(rows, seed=cfg.seed * 1_000_003 + k)
         log = StepLog(k, mean, success, len(trajs), len(trainable), len(rows), sample_s, time.perf_counter() - t1, metrics,
-                      tokens=tokens, stats=step_group_stats(trajs))
+                      tokens=tokens, stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)})
         self.next_step = k + 1
         self.history.append(log)
         return log

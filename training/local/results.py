@@ -68,11 +68,11 @@ def _cell(values: Sequence[float], pct: bool = True) -> str:
     vals = [v for v in values if v == v]
     if not vals:
         return "–"
-    scale, unit = (100.0, "") if pct else (1.0, "")
+    scale = 100.0 if pct else 1.0
     mean = statistics.mean(vals) * scale
     if len(vals) == 1:
-        return f"{mean:.1f}{unit}"
-    return f"{mean:.1f} ± {statistics.stdev(vals) * scale:.1f}{unit}"
+        return f"{mean:.1f}"
+    return f"{mean:.1f} ± {statistics.stdev(vals) * scale:.1f}"
 
 
 def _groups(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
@@ -101,12 +101,13 @@ def table(runs: Sequence[Run]) -> str:
                              f" | {_cell([r.before['success'] for r in rs])} | **{_cell([r.after['success'] for r in rs])}** | "
                              f"{_cell([r.after['success'] - r.before['success'] for r in rs])} | {statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
         else:
-            lines += ["| estimator | seeds | RL steps | score (before) | **score (after)** | success (before) | **success (after)** | wall/run |",
-                      "|---|---|---|---|---|---|---|---|"]
+            lines += ["| estimator | seeds | RL steps | score (before) | **score (after)** | success (before) | **success (after)** | tool calls/trajectory | wall/run |",
+                      "|---|---|---|---|---|---|---|---|---|"]
             for est, rs in rows:
                 lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_cell([r.before.get('score', float('nan')) for r in rs])} | "
                              f"**{_cell([r.after.get('score', float('nan')) for r in rs])}** | {_cell([r.before['success'] for r in rs])} | "
-                             f"**{_cell([r.after['success'] for r in rs])}** | {statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
+                             f"**{_cell([r.after['success'] for r in rs])}** | {_cell([r.mean_stat('tool_calls_per_trajectory') for r in rs], pct=False)} | "
+                             f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
         lines += ["", "Step groups of the training rollouts (GiGPO's anchor states; mean over RL steps and seeds):", "",
                   "| estimator | anchor repeat rate | steps per group | size 1 | 2–4 | 5–9 | ≥ 10 | groups with mixed outcomes | train success | tok/s | ep/s |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
