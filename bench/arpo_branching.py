@@ -1,7 +1,7 @@
 """ARPO branching: how often tool steps fork, and the mean ΔH, under the published entropy measure
 (``entropy="arpo"``, the default) and toolgym's earlier one (``"mean"``, the baseline), same run.
 
-Rows: ``decisions`` (tool steps where a branch was decided, budget left), ``branch_rate`` (the
+Rows: ``decisions`` (tool steps where a branch was drawn with budget left), ``branch_rate`` (the
 fraction of them that forked), ``mean_dH`` / ``std_dH`` (ΔH = H_t - H_initial), ``std_p`` (spread of
 the branching probability over decisions: zero means branching at a constant ``p``, i.e. random).
 
@@ -13,6 +13,7 @@ logprobs at the tokens a tool-using agent emits (a random tiny model would rarel
 its own). Both measures see exactly the same episodes and logprobs; only the measure differs.
 
     .venv/bin/python bench/arpo_branching.py [--tasks 8] [--smoke]
+    .venv/bin/python bench/arpo_branching.py --model toolgym-demo/warm-start   # the demo's warm start, sampling
 """
 
 from __future__ import annotations
@@ -75,8 +76,24 @@ def run(measure: str, model: Any, tokenizer: Any, tasks: int, turns: int, arpo: 
     return out, time.perf_counter() - t0
 
 
+def run_sampled(measure: str, model: Any, tokenizer: Any, tasks: int, arpo: dict[str, Any], env: str) -> tuple[list[Trajectory], float]:
+    """The model samples freely (temperature 0.5, as the demo's RL) on ``env`` (the demo's keychain task)."""
+    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.registry import get_registry
+
+    cfg = EngineConfig(max_turns=5, max_tokens_per_turn=32, max_tokens_per_trajectory=640, seed=1,
+                       sampling={"temperature": 0.5}, arpo=ArpoConfig(enabled=True, entropy=measure, **arpo), max_live_episodes=64)
+    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=64, model_name="tiny-warm-start", weight_version="0")
+    out: list[Trajectory] = []
+    engine = RolloutEngine(registry=get_registry(), policy=ModelPolicy(backend, cfg), config=cfg,
+                           env_kwargs={"min_hops": 1, "max_hops": 3, "split": "train"}, on_trajectory=out.append)
+    t0 = time.perf_counter()
+    asyncio.run(engine.run(plan_episodes(env, num_tasks=tasks, group_size=arpo["initial"], seed=123_000)))
+    return out, time.perf_counter() - t0
+
+
 def summarise(trajs: list[Trajectory], tau: float, beta: float) -> dict[str, float]:
-    decisions = [d for t in trajs for d in t.metadata.get("arpo_branch_decisions", [])]
+    decisions = [d for t in trajs for d in t.metadata.get("arpo_branch_decisions", []) if d[3]]  # budget left at the draw
     sizes: dict[str, int] = {}
     for t in trajs:
         sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
@@ -98,7 +115,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--init-std", type=float, default=0.5, help="weight scale of the random tiny model (larger: peakier logits)")
     parser.add_argument("--model-seed", type=int, default=0)
-    parser.add_argument("--model", type=Path, default=None, help="a trained model directory (e.g. OUT/warm-start of `toolgym demo`) instead of random weights")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="a trained model directory (OUT/warm-start of `toolgym demo`): it samples freely on --env instead of being teacher-forced")
+    parser.add_argument("--env", default="keychain", help="with --model: the tool-use task it samples on (the demo's)")
     parser.add_argument("--smoke", action="store_true", help="two tasks, small groups (checks the bench runs)")
     args = parser.parse_args()
     import torch
@@ -118,11 +137,15 @@ def main() -> None:
     tasks = args.tasks
     if args.smoke:
         tasks, arpo = 2, {**arpo, "budget": 6, "initial": 3}
-    print(f"ARPO branching on the tool-use task, tiny qwen model (init_std {args.init_std}), {tasks} tasks, "
+    what = f"{args.env}, model {args.model} sampling at temperature 0.5" if args.model else f"tiny qwen model (init_std {args.init_std}), teacher-forced"
+    print(f"ARPO branching on the tool-use task ({what}), {tasks} tasks, "
           f"M={arpo['budget']} N={arpo['initial']} p={arpo['tau']} w={arpo['beta']} B={arpo['branch_factor']}")
     rows = {}
     for measure in ("mean", "arpo"):
-        trajs, wall = run(measure, model, tokenizer, tasks, args.turns, arpo)
+        if args.model is not None:
+            trajs, wall = run_sampled(measure, model, tokenizer, tasks, arpo, args.env)
+        else:
+            trajs, wall = run(measure, model, tokenizer, tasks, args.turns, arpo)
         rows[measure] = {**summarise(trajs, arpo["tau"], arpo["beta"]), "wall_s": wall}
     print(f"{'':28s}{'baseline: mean (before)':>26s}{'published: arpo (after)':>26s}")
     for key, fmt in [("decisions", "{:.0f}"), ("branch_rate", "{:.1%}"), ("mean_dH", "{:+.4f}"), ("std_dH", "{:.4f}"), ("std_p", "{:.4f}"), ("forks", "{:.0f}"),

@@ -178,9 +178,10 @@ class Episode:
                 elif checkpoint is not None:
                     h_t = turn_entropy(result.top_logprobs, result.logprobs, k, vocab, measure)
                     rng = random.Random(_sampling_seed(cfg.seed, req.task_index, req.sample_index, 10_000 + turn))
+                    room = arpo.used(req.group_id) < arpo.config.budget  # other episodes may have used the budget up since
                     forks = arpo.decide(req.group_id, h_t, self.h_initial, rng)
                     if h_t is not None and self.h_initial is not None:
-                        self.branch_decisions.append([turn, h_t - self.h_initial, len(forks)])
+                        self.branch_decisions.append([turn, h_t - self.h_initial, len(forks), int(room)])
                     for index in forks:
                         engine._spawn_fork(self, checkpoint, index)
             completion = asm.add_completion(result)
@@ -302,7 +303,7 @@ class Episode:
         if self.lineage:
             metadata["arpo_lineage"] = self.lineage  # places absent ancestors in ARPO's hard attribution
         if self.branch_decisions:
-            metadata["arpo_branch_decisions"] = self.branch_decisions  # [turn, ΔH, forks made] per decision
+            metadata["arpo_branch_decisions"] = self.branch_decisions  # [turn, ΔH, forks made, budget left (0/1)]
         if self.error is not None:
             status, reason = Status.ERROR, self.error
         return Trajectory.model_construct(
