@@ -121,6 +121,29 @@ def table(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
+def findings(runs: Sequence[Run]) -> str:
+    """Plain sentences computed from the runs: does RL beat the warm start per seed, and by how
+    much does each estimator differ from GRPO (with the spread, when there are several seeds)."""
+    out: list[str] = []
+    groups = _groups(runs)
+    for env in sorted({env for env, _ in groups}):
+        base = groups.get((env, "grpo"), [])
+        for (e, est), rs in sorted(groups.items()):
+            if e != env:
+                continue
+            better = sum(r.after["success"] > r.before["success"] for r in rs)
+            out.append(f"- {env}, {NAMES.get(est, est)}: held-out success rose above the warm start in {better} of {len(rs)} seed(s).")
+            if est != "grpo" and base:
+                deltas = [r.after["success"] for r in rs]
+                ref = [r.after["success"] for r in base]
+                diff = statistics.mean(deltas) - statistics.mean(ref)
+                spread = (f" (std over seeds: {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%})"
+                          if len(deltas) > 1 and len(ref) > 1 else " (one seed each: no spread, no claim either way)")
+                verdict = "beats" if diff > 0 else "does not beat"
+                out.append(f"- {env}: {NAMES.get(est, est)} {verdict} GRPO after RL by {diff * 100:+.1f} points{spread}.")
+    return "\n".join(out)
+
+
 def plot(runs: Sequence[Run], path: Path) -> None:
     """Held-out success vs RL step, one line per estimator (mean over seeds, shaded min–max),
     one panel per environment."""
@@ -170,7 +193,8 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
         parts += ["## Speed: one RL step on built-in ALFWorld", "", speed_table(speed), ""]
     parts += ["## Held-out success (%) before and after RL", "",
               "Before: the warm start (greedy, same held-out tasks); after: the last evaluation. Cells: mean ± std over seeds.", "",
-              table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## Commands", "", "Reproduce this page:", "",
+              table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## What came out", "", findings(runs), "",
+              "## Commands", "", "Reproduce this page:", "",
               "```bash", reproduce, "```", "", "Each run (exactly as the benchmark started it):", "", "```bash"]
     parts += [r.command for r in runs]
     parts += ["```", ""]
