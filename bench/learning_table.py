@@ -155,6 +155,12 @@ def hf_generate_turn(model: Any, tokenizer: Any, prompts: list[list[int]], rl: A
 # -- main ----------------------------------------------------------------------------------------------
 
 
+def reproduce_command(args: argparse.Namespace) -> str:
+    return "nice -n 10 .venv/bin/python bench/learning_table.py " + shlex.join(
+        [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
+         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="every part at toy size, under a minute, output under --out only")
@@ -168,6 +174,8 @@ def main() -> None:
     parser.add_argument("--speed-tasks", type=int, default=16)
     parser.add_argument("--speed-group", type=int, default=8)
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: write the page from the runs (and speed.json) already under --out")
     parser.add_argument("--out", type=Path, default=Path("runs/learning_table"))
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: docs/results_learning_curves.png beside --docs")
@@ -184,6 +192,22 @@ def main() -> None:
     from toolgym.training.local.results import read_run, write_results
 
     speed = None
+    if args.report_only:
+        speed_file = args.out / "speed.json"
+        speed = json.loads(speed_file.read_text()) if speed_file.exists() and not args.no_speed else None
+        runs = []
+        for env in args.envs:
+            for seed in args.seeds:
+                for estimator in PAIRS[env]:
+                    out = args.out / f"{env}-{estimator}-seed{seed}"
+                    wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
+                    run = read_run(env, estimator, seed, out, "nice -n 10 " + shlex.join(
+                        ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]), wall)
+                    if run.evals:
+                        runs.append(run)
+        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial)
+        print(f"wrote {args.docs} and {png} from {len(runs)} run(s)")
+        return
     if not args.no_speed:
         speed = asyncio.run(measure_speed(args))
         print(f"one RL step of {speed['tasks']} tasks x group {speed['group']} on built-in ALFWorld: {speed['step_s']:.1f} s "
@@ -203,10 +227,7 @@ def main() -> None:
                       f"({run.steps} steps, {wall / 60:.1f} min)", flush=True)
                 for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"):
                     print(f"    step groups {key}: {run.mean_stat(key):.3f}", flush=True)
-    reproduce = "nice -n 10 .venv/bin/python bench/learning_table.py " + shlex.join(
-        [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
-         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq)])
-    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce, partial_note=args.partial)
+    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial)
     print(f"wrote {args.docs} and {png}")
 
 
