@@ -248,7 +248,8 @@ async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any,
     def policy() -> ModelPolicy:
         return ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg)
 
-    await collect(opts, registry=registry, policy=policy())
+    result = await collect(opts, registry=registry, policy=policy())
+    assert result.stats.group_size_summary() == "group size mean 5.00 (min 5, max 5, 2 groups)"  # the collect summary's line
     first = list(iter_trajectories(opts.out))
     assert len(first) == 10  # 2 groups × budget 5
     # an interrupted run: drop an initial sample and a fork of one group
