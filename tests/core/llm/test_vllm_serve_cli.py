@@ -1,0 +1,45 @@
+"""``toolgym serve --engine vllm``: what it runs, and its errors when vLLM is not there (no vLLM needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolgym.cli import app
+from toolgym.core.errors import ConfigError
+from toolgym.core.llm.server_vllm import VLLMServer, vllm_python
+
+
+def test_not_installed_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TOOLGYM_VLLM_PYTHON", str(tmp_path / "nope" / "python"))
+    with pytest.raises(ConfigError, match=r"does not exist; install it with `bash scripts/ensure-vllm.sh`"):
+        vllm_python()
+    result = CliRunner().invoke(app, ["serve", "--engine", "vllm", "tiny"])
+    assert isinstance(result.exception, ConfigError) and "ensure-vllm.sh" in str(result.exception)
+    assert "\n" not in str(result.exception)
+
+
+def test_unknown_engine_and_non_local_models_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", "--engine", "tgi", "tiny"])
+    assert "unknown --engine 'tgi'; use one of toolgym, vllm" in str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--engine", "vllm", "Qwen/Qwen2.5-7B-Instruct"])
+    assert "local Hugging Face model directory" in str(result.exception)
+
+
+def test_the_command_asks_for_scaled_logprobs_on_a_free_port(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from toolgym.core.llm.server_vllm import vllm_tiny_model
+
+    fake = tmp_path / "python"
+    fake.write_text("")
+    monkeypatch.setenv("TOOLGYM_VLLM_PYTHON", str(fake))
+    a, b = VLLMServer(vllm_tiny_model(), max_model_len=1024), VLLMServer(vllm_tiny_model(), max_model_len=512)
+    cmd = a.command()
+    assert cmd[:3] == [str(fake), "-m", "vllm.entrypoints.openai.api_server"]
+    assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
+    assert cmd[cmd.index("--max-model-len") + 1] == "1024" and cmd[cmd.index("--dtype") + 1] == "float32"
+    assert a.port != b.port and a.log_path != b.log_path
+    assert a.environment()["HF_HUB_OFFLINE"] == "1"
+    with pytest.raises(ConfigError, match=r"has no config\.json"):
+        VLLMServer(tmp_path)
