@@ -10,8 +10,9 @@ settings file is deleted as soon as it is read, so code of the repository cannot
 from disk.
 
 Tampering it reports (any one makes the grade 0):
-- a function or class of pytest, pluggy or unittest replaced after this plugin was loaded, or
-  defined in a file inside the repository;
+- a function or class of pytest, pluggy, unittest (or of ``builtins``, ``os``, ``hashlib``,
+  ``json``, which the checks use) replaced by code from an untrusted file after this plugin was
+  loaded, or defined in a file inside the repository;
 - a plugin registered after start-up that is neither one of the repository's conftest files that
   existed before any of its code ran, nor a module those conftests name in ``pytest_plugins``, nor
   code from a read-only place outside the repository; a plugin module of the repository that the
@@ -38,8 +39,11 @@ os.unlink(_settings_path)
 
 _ROOT = os.path.realpath(_SETTINGS["root"])
 _OUT = _SETTINGS["out"]
+# what the checks use, taken before any code of the repository runs (which may replace the originals)
 _open, _dumps, _replace, _realpath, _exit = open, json.dumps, os.replace, os.path.realpath, os._exit
-_WATCHED = ("pytest", "_pytest", "pluggy", "unittest")
+_sha256, _walk, _listdir, _access, _exists, _isfile, _kill = (
+    hashlib.sha256, os.walk, os.listdir, os.access, os.path.exists, os.path.isfile, os.kill)
+_WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "os", "posixpath", "hashlib", "json")
 _INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py")
 _SKIP_DIRS = {".git", "__pycache__", ".tox", "node_modules", ".eggs", ".pytest_cache"}
 
@@ -76,9 +80,9 @@ def _trusted_file(path):
     if any(path.startswith(prefix) for prefix in _SETTINGS.get("trusted") or ()):
         return True
     probe = path
-    while probe and not os.path.exists(probe):  # a file inside a zip: check the zip
+    while probe and not _exists(probe):  # a file inside a zip: check the zip
         probe = os.path.dirname(probe)
-    return bool(probe) and not os.access(probe, os.W_OK)
+    return bool(probe) and not _access(probe, os.W_OK)
 
 
 def _watched_modules():
@@ -127,7 +131,7 @@ def _repository_functions():
 def _hash(path):
     try:
         with _open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+            return _sha256(f.read()).hexdigest()
     except OSError:
         return None
 
@@ -137,9 +141,9 @@ def _protected_files(args):
     files = set()
     for arg in args:
         path = os.path.join(_ROOT, str(arg).split("::")[0])
-        if os.path.isfile(path):
+        if _isfile(path):
             files.add(_realpath(path))
-    for top, dirs, names in os.walk(_ROOT):
+    for top, dirs, names in _walk(_ROOT):
         dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
         for name in names:
             if name in _INI_NAMES:
@@ -262,7 +266,7 @@ def _pids():
     mine = os.getsid(0)
     pids = set()
     try:
-        names = os.listdir("/proc")
+        names = _listdir("/proc")
     except OSError:
         return pids
     for name in names:
@@ -295,7 +299,7 @@ def pytest_unconfigure(config):
         return  # the session never ran (a usage error): no result, which grades as cut short
     for pid in _pids() - _PIDS_AT_START - {os.getpid()}:
         try:
-            os.kill(pid, 9)
+            _kill(pid, 9)
         except OSError:
             pass
     result = {"nonce": _SETTINGS["nonce"], "tests": _tests, "tampered": _tampered,

@@ -161,6 +161,19 @@ def test_reporter_catches_report_monkeypatching(tmp_path: Path) -> None:
     assert any("test_bad raised AssertionError but its report says it passed" in t for t in result.tampered)
 
 
+def test_reporter_catches_replaced_helpers(tmp_path: Path) -> None:
+    """Rewriting a test file while hiding it from the hash check (hashlib replaced) is still caught."""
+    package = CLEAN + ("import hashlib, pathlib\n"
+                       "hashlib.sha256 = lambda data=b'': hashlib.md5(b'same')\n"
+                       "pathlib.Path(__file__).parents[1].joinpath('tests', 'test_it.py').write_text("
+                       "'def test_ok():\\n    pass\\n\\ndef test_bad():\\n    pass\\n')\n")
+    (tmp_path / "repo" / "tests").mkdir(parents=True)
+    (tmp_path / "repo" / "tests" / "conftest.py").write_text("import pkg\n")  # imports the package first
+    result, _, _ = run_reporter(tmp_path / "repo", package)
+    assert any("hashlib.sha256 was replaced" in t for t in result.tampered), result.tampered
+    assert any("tests/test_it.py changed while the tests ran" in t for t in result.tampered), result.tampered
+
+
 def test_log_lines_the_reporter_did_not_see_are_unbacked(tmp_path: Path) -> None:
     """A conftest that was there from the start (so the reporter trusts it) prints PASSED lines."""
     conftest = ("_ids = []\ndef pytest_collection_modifyitems(items):\n    _ids.extend(i.nodeid for i in items)\n"
