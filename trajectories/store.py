@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from toolgym.core.errors import ConfigError, ToolgymError
 from toolgym.core.trajectory import Status, Trajectory
@@ -128,6 +129,16 @@ def _quarantine_tail(path: Path) -> int:
     return moved
 
 
+def encode_record(traj: Trajectory) -> bytes:
+    """One JSON line for ``traj``. Text with lone surrogates (a chat API's ``\\ud800``, a tool's
+    surrogate-escaped bytes), which UTF-8 cannot hold, is written as JSON escapes and reads back
+    unchanged."""
+    try:
+        return traj.model_dump_json().encode() + b"\n"
+    except PydanticSerializationError:
+        return json.dumps(traj.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+
+
 def data_files(root: Path) -> list[Path]:
     """The trajectory files of a dataset directory (main file and shards), in a stable order."""
     return sorted(p for p in root.glob(f"{MAIN}*.jsonl") if p.is_file())
@@ -195,8 +206,7 @@ class TrajectoryWriter:
     def write(self, traj: Trajectory) -> None:
         """Append one finished trajectory; errored episodes go to the failures file. Raises
         :class:`StoreWriteError` (and writes nothing more) when the append fails."""
-        line = traj.model_dump_json().encode() + b"\n"
-        self._append(self._fail_fh if traj.status is Status.ERROR else self._fh, line)
+        self._append(self._fail_fh if traj.status is Status.ERROR else self._fh, encode_record(traj))
         if traj.status is Status.ERROR:
             self.failed += 1
         else:

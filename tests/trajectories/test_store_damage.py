@@ -156,3 +156,18 @@ def test_full_disk_stops_at_the_first_write_error_and_resumes(cli: Runner, tmp_p
         assert len(ids) == 60 and len(set(ids)) == 60
         assert set(kept) <= set(ids)
         assert json.loads((out / "manifest.json").read_text())["state"] == "complete"
+
+
+def test_lone_surrogates_are_stored_and_read_back(tmp_path: Path) -> None:
+    """A chat API's JSON or a tool's surrogateescape-decoded output can hold lone surrogates, which
+    UTF-8 cannot encode: the record must still be written (as JSON escapes) and read back equal."""
+    weird = "a\ud800b\udcff c"
+    traj = Trajectory(trajectory_id="s0", group_id="g", task="counter", messages=[{"role": "tool", "content": weird}], status_reason=weird)
+    with TrajectoryWriter(tmp_path) as w:
+        w.write(traj)
+        w.write(_trajs(1)[0])
+    report = ReadReport()
+    back = list(iter_trajectories(tmp_path, report=report))
+    assert report.bad == [] and [t.trajectory_id for t in back] == ["s0", "t0"]
+    assert back[0] == traj
+    assert completed_ids(tmp_path) == {"s0", "t0"}
