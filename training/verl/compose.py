@@ -127,6 +127,12 @@ def compose_config(
             "toolgym.arpo branches on the entropy of the sampled tokens' logprobs, but "
             "verl.actor_rollout_ref.rollout.calculate_log_probs is false, so ARPO would never branch; set it to true"
         )
+    mode = str(rollout.get("logprobs_mode") or "processed_logprobs")
+    if rollout.name == "vllm" and mode != "processed_logprobs" and float(rollout.temperature) not in (0.0, 1.0):
+        raise ConfigError(
+            f"verl.actor_rollout_ref.rollout.logprobs_mode is {mode!r}: at temperature {rollout.temperature} vLLM would return "
+            "logprobs of another distribution than the one it samples from; use processed_logprobs (verl's default)"
+        )
     if cfg.critic.enable:
         # toolgym's estimators are critic-free; verl would also resolve (and download) the critic's model here
         raise ConfigError(

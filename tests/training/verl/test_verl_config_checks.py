@@ -40,6 +40,15 @@ def test_arpo_without_server_logprobs_is_a_config_error(tmp_path: Path) -> None:
     compose.compose_config("webshop_gigpo", ["verl.actor_rollout_ref.rollout.calculate_log_probs=false"], data_dir=tmp_path)
 
 
+def test_vllm_rollouts_must_return_the_sampled_distributions_logprobs(tmp_path: Path) -> None:
+    raw = ["verl.actor_rollout_ref.rollout.logprobs_mode=raw_logprobs", "verl.actor_rollout_ref.rollout.temperature=0.7"]
+    with pytest.raises(ConfigError, match=r"logprobs_mode is 'raw_logprobs': at temperature 0\.7"):
+        compose.compose_config("webshop_gigpo", raw, data_dir=tmp_path)
+    compose.compose_config("webshop_gigpo", raw[:1], data_dir=tmp_path)  # at temperature 1 both modes agree
+    cfg, _ = compose.compose_config("webshop_gigpo", data_dir=tmp_path)
+    assert cfg.actor_rollout_ref.rollout.logprobs_mode == "processed_logprobs"
+
+
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Refuse every IP connection (as a machine without a route to a model hub would), and record it."""
