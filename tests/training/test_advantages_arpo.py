@@ -233,3 +233,29 @@ def test_branches_of_an_absent_parent_must_agree_on_its_tokens() -> None:
     trajs = [traj("R", [10, 12], 0.0), traj("E", [10, 11, 12], 1.0, parent="X", bp=5), traj("F", [10, 19, 13], 0.0, parent="X", bp=5)]
     with pytest.raises(ConfigError, match="disagree on its first tokens"):
         arpo_token_advantages(trajs, mode="hard")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_trees_with_random_absent_nodes_match_the_full_tree(seed: int) -> None:
+    """Random branching trees (fresh tokens after every branch point), any subset of nodes absent,
+    no lineage: the attribution equals the one made with the full tree's links."""
+    import random
+
+    rng = random.Random(seed)
+    fresh = iter(range(100, 10_000))
+    full: list[Trajectory] = []
+    for k in range(rng.randint(2, 12)):
+        if full and rng.random() < 0.75:
+            up = rng.choice(full)
+            ids = up.sequence_ids(0)[3:]
+            bp = rng.randint(3, len(ids) + 3)
+            own = ids[: bp - 3] + [next(fresh) for _ in range(rng.randint(1, 5))]
+            full.append(traj(f"n{k}", own, float(rng.randint(0, 3)), parent=up.trajectory_id, bp=bp))
+        else:
+            full.append(traj(f"n{k}", [next(fresh) for _ in range(rng.randint(1, 6))], float(rng.randint(0, 3))))
+    absent = {t.trajectory_id for t in full if rng.random() < 0.4}
+    trajs = [t for t in full if t.trajectory_id not in absent] or full[:1]
+    out = arpo_token_advantages(trajs, mode="hard", std_norm=False)
+    _check_same_tokens_same_advantage(trajs, out)
+    for got, want in zip(out, _reference(trajs, full), strict=True):
+        np.testing.assert_allclose(got[0], want, atol=1e-6)
