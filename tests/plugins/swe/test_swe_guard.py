@@ -227,6 +227,17 @@ def test_missing_or_foreign_results_are_tampering() -> None:
     assert ok.tampered == [] and ok.tests == {"t": ["PASSED"]} and ok.exitstatus == 0
 
 
+def test_reporter_is_python36_syntax() -> None:
+    """SWE-bench images run Python 3.6 and later: the reporter parses with that grammar."""
+    import ast
+
+    source = guard.REPORTER_SOURCE.read_text()
+    ast.parse(source, feature_version=(3, 6))
+    with pytest.raises(SyntaxError):
+        ast.parse("(x := 1)", feature_version=(3, 6))  # the check can fail
+    assert "from __future__ import annotations" not in source
+
+
 @pytest.mark.parametrize("parser", ["pytest", "pytest_options", "pytest_v2", "matplotlib", "seaborn", "pytest_verbose"])
 def test_log_keys_follow_each_parser(parser: str) -> None:
     assert guard.log_key(PARSERS[parser], "tests/t.py::test_a[x]") == "tests/t.py::test_a[x]"
