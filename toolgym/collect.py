@@ -49,6 +49,7 @@ from toolgym.core.policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
 from toolgym.core.ratelimit import RateLimiter
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.sandbox import LazySandboxBackend
+from toolgym.redact import Scrubber, redact_options, redact_url
 from toolgym.trajectories.dedup import prompt_key
 from toolgym.trajectories.provenance import code_version, distribution_of, runtime
 from toolgym.trajectories.store import (
@@ -64,7 +65,6 @@ from toolgym.trajectories.store import (
 
 FINGERPRINT_KEYS = ("env", "model", "group_size", "seed", "sampling", "env_kwargs", "first_task", "dedup")
 _FINGERPRINT_DEFAULTS = {"dedup": "none"}  # keys added later: older manifests lack them
-_SECRET_WORDS = ("key", "secret", "password", "auth")
 
 
 @dataclass
@@ -177,7 +177,7 @@ def _tokenizer(path: str | None) -> Any:
 def _fingerprint(opts: CollectOptions) -> dict[str, Any]:
     return {
         "env": opts.env,
-        "model": opts.model,
+        "model": redact_url(opts.model),
         "group_size": opts.engine.group_size,
         "seed": opts.engine.seed,
         "sampling": opts.engine.sampling.model_dump(),
@@ -210,10 +210,6 @@ def prepare_output(opts: CollectOptions) -> None:
                 f"{out} holds a different run (differs in: {', '.join(diff)}); "
                 "use another --out, or --overwrite to replace it"
             )
-
-
-def _redact(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: ("<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v) for k, v in options.items()}
 
 
 def _module_of(obj: Any) -> str:
@@ -254,7 +250,7 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
         "fingerprint": _fingerprint(opts),
         "model_name": getattr(policy, "name", opts.model),
         "model": {"arg": opts.model, "name": getattr(policy, "name", opts.model), "backend": opts.backend,
-                  "tokenizer": opts.tokenizer, "backend_options": _redact(opts.backend_options)},
+                  "tokenizer": opts.tokenizer, "backend_options": redact_options(opts.backend_options)},
         "policy": policy.kind,
         "token_faithful": policy.token_faithful,
         "sampling": {**opts.engine.sampling.model_dump(), "max_tokens_per_turn": opts.engine.max_tokens_per_turn},
@@ -354,7 +350,9 @@ async def collect(
     if dedup_info is not None:
         run["dedup"] = dedup_info
     shard = opts.shard[0] if opts.shard else None
-    writer = TrajectoryWriter(opts.out, shard=shard)  # first: its lock refuses a second writer of this shard
+    scrubber = Scrubber.for_collection(model=opts.model, backend_options=opts.backend_options)
+    run = scrubber.obj(run)
+    writer = TrajectoryWriter(opts.out, shard=shard, scrub=scrubber.bytes)  # first: its lock refuses a second writer of this shard
     if shard is None:
         manifest = {**run, "started_at": time.time(), "state": "running"}
         write_manifest(opts.out, manifest)
@@ -366,7 +364,8 @@ async def collect(
                     "started_at": time.time(), "state": "running"}
         write_manifest(opts.out, manifest, shard=shard)
     me = asyncio.current_task()
-    guard = RunGuard(writer.write, fail_fast=opts.fail_fast, stop=lambda: me and me.cancel(), failures_file=writer.failures_path.name)
+    guard = RunGuard(writer.write, fail_fast=opts.fail_fast, stop=lambda: me and me.cancel(), failures_file=writer.failures_path.name,
+                     scrub=scrubber.text)
     engine = RolloutEngine(
         registry=registry, policy=policy, config=opts.engine, sandbox_backend=sandboxes,  # type: ignore[arg-type]
         env_kwargs=opts.env_kwargs, artifacts_dir=str(opts.out / "artifacts"), on_trajectory=guard,
@@ -411,7 +410,7 @@ async def collect(
         if guard.reason is not None:
             manifest["stopped_because"] = guard.reason
         try:
-            write_manifest(opts.out, manifest, shard=shard)
+            write_manifest(opts.out, scrubber.obj(manifest), shard=shard)
         except StoreWriteError:
             if guard.write_error is None:
                 raise  # after a write error the disk is likely still full: report the first error

@@ -45,8 +45,11 @@ class RunGuard:
     """Stores trajectories through ``write`` and calls ``stop`` once when the run must end early;
     ``reason`` then says why (one sentence for the user)."""
 
-    def __init__(self, write: Callable[[Trajectory], Any], *, fail_fast: int, stop: Callable[[], Any], failures_file: str = "failures.jsonl") -> None:
+    def __init__(self, write: Callable[[Trajectory], Any], *, fail_fast: int, stop: Callable[[], Any], failures_file: str = "failures.jsonl",
+                 scrub: Callable[[str], str] = str) -> None:
+        """``scrub`` blanks secrets in the error reasons the guard repeats to the user."""
         self.write = write
+        self.scrub = scrub
         self.fail_fast = fail_fast
         self.stop = stop
         self.failures_file = failures_file
@@ -72,7 +75,7 @@ class RunGuard:
             return
         kind = failure_kind(traj.status_reason)
         self.kinds[kind] += 1
-        self.examples.setdefault(kind, traj.status_reason or "unknown error")
+        self.examples.setdefault(kind, self.scrub(traj.status_reason or "unknown error"))
         if self.reason is None and self.fail_fast and self.finished == self.fail_fast and self.kinds[kind] == self.finished:
             self._halt(
                 f"collection stopped: the first {self.finished} episodes all failed with the same error: "

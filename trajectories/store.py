@@ -35,7 +35,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -148,8 +148,11 @@ class TrajectoryWriter:
     """Appends trajectories to one file of a dataset directory. Not shared between processes:
     each process (shard) writes its own file."""
 
-    def __init__(self, root: str | Path, *, shard: int | None = None, fsync_every_s: float = 1.0) -> None:
+    def __init__(self, root: str | Path, *, shard: int | None = None, fsync_every_s: float = 1.0,
+                 scrub: Callable[[bytes], bytes] | None = None) -> None:
+        """``scrub``: applied to every line before it is written (collections blank their secrets)."""
         self.root = Path(root)
+        self.scrub = scrub
         self.root.mkdir(parents=True, exist_ok=True)
         name = f"{MAIN}.jsonl" if shard is None else f"{MAIN}-{shard:05d}.jsonl"
         self.path = self.root / name
@@ -206,7 +209,10 @@ class TrajectoryWriter:
     def write(self, traj: Trajectory) -> None:
         """Append one finished trajectory; errored episodes go to the failures file. Raises
         :class:`StoreWriteError` (and writes nothing more) when the append fails."""
-        self._append(self._fail_fh if traj.status is Status.ERROR else self._fh, encode_record(traj))
+        line = encode_record(traj)
+        if self.scrub is not None:
+            line = self.scrub(line)
+        self._append(self._fail_fh if traj.status is Status.ERROR else self._fh, line)
         if traj.status is Status.ERROR:
             self.failed += 1
         else:

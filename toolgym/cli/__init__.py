@@ -78,9 +78,10 @@ def _root(
 
 def main() -> None:
     from toolgym.core.errors import ToolgymError
+    from toolgym.redact import redact_url
 
     try:
         app()
     except ToolgymError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
+        typer.secho(f"error: {redact_url(str(exc))}", fg="red", err=True)
         sys.exit(getattr(exc, "exit_code", 2))  # 2: bad input; errors of a run that started set 1
