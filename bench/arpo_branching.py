@@ -3,7 +3,9 @@
 
 Rows: ``decisions`` (tool steps where a branch was drawn with budget left), ``branch_rate`` (the
 fraction of them that forked), ``mean_dH`` / ``std_dH`` (ΔH = H_t - H_initial), ``std_p`` (spread of
-the branching probability over decisions: zero means branching at a constant ``p``, i.e. random).
+the branching probability over decisions: zero means branching at a constant ``p``, i.e. random),
+``p_low_dH`` / ``p_high_dH`` and ``rate_low_dH`` / ``rate_high_dH`` (mean probability and observed
+rate in the lower and upper halves of the decisions ranked by ΔH).
 
 The task is the benchmarks' tool-use task (``bench/_common.py``: every turn calls ``lookup`` until
 the episode's turn limit). The model is the tiny Qwen-style model (built locally, random weights
@@ -92,6 +94,17 @@ def run_sampled(measure: str, model: Any, tokenizer: Any, tasks: int, arpo: dict
     return out, time.perf_counter() - t0
 
 
+def _halves(decisions: list[list[float]], tau: float, beta: float) -> dict[str, float]:
+    """Branching probability and observed rate in the lower and upper halves of ΔH."""
+    ranked = sorted(decisions, key=lambda d: d[1])
+    half = len(ranked) // 2
+    out: dict[str, float] = {}
+    for name, part in (("low", ranked[:half]), ("high", ranked[half:])):
+        out[f"p_{name}_dH"] = statistics.mean(min(1.0, max(0.0, tau + beta * d[1])) for d in part) if part else float("nan")
+        out[f"rate_{name}_dH"] = sum(1 for d in part if d[2] > 0) / len(part) if part else float("nan")
+    return out
+
+
 def summarise(trajs: list[Trajectory], tau: float, beta: float) -> dict[str, float]:
     decisions = [d for t in trajs for d in t.metadata.get("arpo_branch_decisions", []) if d[3]]  # budget left at the draw
     sizes: dict[str, int] = {}
@@ -103,6 +116,7 @@ def summarise(trajs: list[Trajectory], tau: float, beta: float) -> dict[str, flo
         "mean_dH": statistics.mean(d[1] for d in decisions) if decisions else float("nan"),
         "std_dH": statistics.pstdev(d[1] for d in decisions) if decisions else float("nan"),
         "std_p": statistics.pstdev(min(1.0, max(0.0, tau + beta * d[1])) for d in decisions) if decisions else float("nan"),
+        **_halves(decisions, tau, beta),
         "forks": sum(1 for t in trajs if t.parent_id is not None),
         "trajectories": len(trajs),
         "mean_group": statistics.mean(sizes.values()),
@@ -148,7 +162,7 @@ def main() -> None:
             trajs, wall = run(measure, model, tokenizer, tasks, args.turns, arpo)
         rows[measure] = {**summarise(trajs, arpo["tau"], arpo["beta"]), "wall_s": wall}
     print(f"{'':28s}{'baseline: mean (before)':>26s}{'published: arpo (after)':>26s}")
-    for key, fmt in [("decisions", "{:.0f}"), ("branch_rate", "{:.1%}"), ("mean_dH", "{:+.4f}"), ("std_dH", "{:.4f}"), ("std_p", "{:.4f}"), ("forks", "{:.0f}"),
+    for key, fmt in [("decisions", "{:.0f}"), ("branch_rate", "{:.1%}"), ("mean_dH", "{:+.4f}"), ("std_dH", "{:.4f}"), ("std_p", "{:.4f}"), ("p_low_dH", "{:.1%}"), ("p_high_dH", "{:.1%}"), ("rate_low_dH", "{:.1%}"), ("rate_high_dH", "{:.1%}"), ("forks", "{:.0f}"),
                      ("trajectories", "{:.0f}"), ("mean_group", "{:.2f}"), ("wall_s", "{:.1f}")]:
         print(f"{key:28s}{fmt.format(rows['mean'][key]):>26s}{fmt.format(rows['arpo'][key]):>26s}")
     p_mean = min(1.0, max(0.0, arpo["tau"] + arpo["beta"] * rows["mean"]["mean_dH"]))

@@ -302,3 +302,20 @@ def test_engine_forks_carry_their_lineage_and_attribution_survives_a_dropped_bra
     )
     for t, a in zip(kept, adv, strict=True):
         np.testing.assert_allclose(a[0], ref[pos[t.trajectory_id]] * np.asarray(t.sequence_mask(0)), atol=1e-6)
+
+
+def test_sampled_only_estimate_is_biased_upward_by_the_tail_entropy() -> None:
+    """Without top-k, the estimate averages to the full-vocabulary entropy, above the published
+    top-10 sum by the tail's share (as the module docstring says)."""
+    rng = random.Random(7)
+    weights = [2.0 ** -i for i in range(10)] + [0.02] * 40  # a peaked head and a flat tail
+    z = sum(weights)
+    probs = [w / z for w in weights]
+    vocab = 1000
+    top = [[(i, math.log(p)) for i, p in enumerate(probs[:10])]]
+    published = arpo_entropy(top, 20, vocab)
+    full = -sum(p * math.log(p) for p in probs) / math.log(vocab)
+    draws = [turn_entropy(None, [math.log(probs[rng.choices(range(50), probs)[0]])], 20, vocab) for _ in range(20_000)]
+    mean = sum(d for d in draws if d is not None) / len(draws)
+    assert mean == pytest.approx(full, rel=0.03)
+    assert published is not None and mean > published * 1.2  # the tail's entropy is counted too
