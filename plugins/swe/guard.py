@@ -34,6 +34,9 @@ from typing import Any
 from toolgym.plugins.swe.logs import FAILING, resolve_case
 
 REPORTER_SOURCE = Path(__file__).with_name("sandbox_reporter.py")
+SELF_HOSTED = frozenset({"pytest-dev/pytest", "pytest-dev/pluggy"})
+"""Repositories that are pytest's own machinery: the code under test is the reporter's ground, so
+they get no reporter (graded from log and exit code, as Django's runner)."""
 GRADE_DIR = "/tmp/.toolgym-grade"
 """Where the reporter, its settings and its result live during a test run (outside the repository)."""
 RESULT_FILE = f"{GRADE_DIR}/result.json"

@@ -256,7 +256,8 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
         return done("setup_failed", log)
     reporter = guard.reporter_setup(WORKDIR, trusted=[provision.PYTEST_ZIP] if task.shipped else [],
                                     patched=guard.touched_paths(filtered.patch))
-    module = reporter.module if guard.inject_reporter(task.test_cmd, reporter.module) else None
+    pytest_run = guard.inject_reporter(task.test_cmd, reporter.module) is not None
+    module = reporter.module if pytest_run and task.repo not in guard.SELF_HOSTED else None
     if module is not None:
         await sb.run(["bash", "-c", f"mkdir -p {guard.GRADE_DIR} && tar -xf - -C {guard.GRADE_DIR}"],
                      stdin=_tar(reporter.files), timeout=60)

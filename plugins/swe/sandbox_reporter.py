@@ -122,6 +122,8 @@ def _trusted_callable(value):
 
 def _repository_functions():
     for name, module in _watched_modules():
+        if _inside_root(getattr(module, "__file__", None)):
+            _flag(f"{name} is loaded from the repository")
         for attr, value in _members(module):
             if _inside_root(_source_file(value) if not isinstance(value, type) else getattr(
                     sys.modules.get(value.__module__), "__file__", None)):
