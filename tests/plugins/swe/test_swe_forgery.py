@@ -2,10 +2,10 @@
 
 Each forgery is what an RL policy could put in its diff (the only thing that reaches the
 grader). None contains the fix, so each must score 0 on every task tried, on both backends.
-Before the grader ran tests through toolgym's own reporter, the conftest, pytest.ini, report
-monkeypatching, runtime test rewriting and plugin registration forgeries earned reward 1 (the
-sitecustomize and .pth files were inert in these sandboxes; edited and deleted test files were
-already reset).
+Before the grader ran tests through toolgym's own reporter, the conftest (both), pytest.ini, report
+monkeypatching, plugin registration, runtime test rewriting and pytest-shadowing forgeries earned
+reward 1 on every task tried, on both backends (21 of 33); the sitecustomize and .pth files were
+inert in these sandboxes, and edited and deleted test files were already reset.
 """
 
 from __future__ import annotations
