@@ -155,6 +155,18 @@ def hf_generate_turn(model: Any, tokenizer: Any, prompts: list[list[int]], rl: A
 # -- main ----------------------------------------------------------------------------------------------
 
 
+def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The ``warmstart.json`` of each environment's cached warm start (none in smoke runs)."""
+    from toolgym.training.local import warmstart
+
+    out = {}
+    for env in [] if args.smoke else args.envs:
+        path = warmstart.cached(env) if env in warmstart.RECIPES else None
+        if path is not None:
+            out[env] = json.loads((path / "warmstart.json").read_text())
+    return out
+
+
 def reproduce_command(args: argparse.Namespace) -> str:
     return "nice -n 10 .venv/bin/python bench/learning_table.py " + shlex.join(
         [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
@@ -205,7 +217,8 @@ def main() -> None:
                         ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]), wall)
                     if run.evals:
                         runs.append(run)
-        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial)
+        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
+                      warm_starts=warm_start_infos(args))
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s)")
         return
     if not args.no_speed:
@@ -227,7 +240,8 @@ def main() -> None:
                       f"({run.steps} steps, {wall / 60:.1f} min)", flush=True)
                 for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"):
                     print(f"    step groups {key}: {run.mean_stat(key):.3f}", flush=True)
-    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial)
+    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
+                      warm_starts=warm_start_infos(args))
     print(f"wrote {args.docs} and {png}")
 
 

@@ -181,14 +181,29 @@ def plot(runs: Sequence[Run], path: Path) -> None:
     plt.close(fig)
 
 
+def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per warm start (its ``warmstart.json``): recipe, data, SFT steps, validation."""
+    lines = []
+    for name, info in sorted(infos.items()):
+        r = info["recipe"]
+        checks = info.get("validation") or [[0, 0.0]]
+        lines.append(f"- `{name}`: {r['episodes']} scripted episodes of `{r['env']}` with mistake rate {r['mistake_rate']} "
+                     f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
+                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {info['sft_steps']} SFT steps; greedy success on "
+                     f"{r['sft_val_tasks']} training-split validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).")
+    return lines
+
+
 def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str, Any] | None, reproduce: str,
-                  partial_note: str = "") -> None:
+                  partial_note: str = "", warm_starts: dict[str, dict[str, Any]] | None = None) -> None:
     """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement."""
     plot(runs, png)
     parts = ["# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale", "",
              "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.", ""]
     if partial_note:
         parts += [f"> **Partial.** {partial_note}", ""]
+    if warm_starts:
+        parts += ["## Warm starts (`toolgym warmstart`)", "", *warm_start_lines(warm_starts), ""]
     if speed:
         parts += ["## Speed: one RL step on built-in ALFWorld", "", speed_table(speed), ""]
     parts += ["## Held-out success (%) before and after RL", "",
