@@ -154,8 +154,9 @@ def check_sandbox_backend(registry: Registry, name: str) -> None:
         return
     try:
         registry.sandbox_backend(name)
-    except UnknownNameError as exc:
-        raise ConfigError(f"--sandbox-backend: {exc} (or auto, none)") from None
+    except UnknownNameError:
+        known = ", ".join(["auto", "none", *sorted(registry.sandbox_backends)])
+        raise ConfigError(f"--sandbox-backend {name!r} is not a sandbox backend (known: {known}); check the spelling or install its plugin") from None
 
 
 def unexpected_keyword(exc: TypeError, options: dict[str, Any]) -> str | None:

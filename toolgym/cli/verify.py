@@ -46,6 +46,8 @@ def command(
         for p in problems:
             c.print(f"    {p}")
     verdict = "[green]all invariants hold[/]" if report.ok else f"[red]{len(report.violations)} trajectories violate invariants[/]"
+    if skipped.bad:
+        verdict += f"; [red]{len(skipped.bad)} unreadable line(s) skipped[/]"
     c.print(f"checked {report.checked} trajectories ({report.skipped} not token-faithful by design): {verdict}")
     warn_skipped(skipped)
     if not report.ok or skipped.bad:
