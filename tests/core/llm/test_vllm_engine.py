@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,11 +134,12 @@ def test_stop_strings_end_the_completion_and_stay_in_its_ids(vllm: VLLMServer) -
         return await client.generate(GenerationRequest(prompt, sp))
 
     async def both() -> tuple[Any, Any]:
-        try:
-            free = await go(SamplingParams(max_new_tokens=32, temperature=0.0))
+        try:  # a seeded sample (the tiny model's greedy text is blank lines), then the same seed with a stop from it
+            free = await go(SamplingParams(max_new_tokens=48, temperature=1.0, seed=11))
             text = client.tokenizer.decode(free.output_ids, skip_special_tokens=False)
-            stop = text[len(text) // 2 : len(text) // 2 + 3]
-            return free, (stop, await go(SamplingParams(max_new_tokens=32, temperature=0.0, stop=(stop,))))
+            middle = [i for i in range(len(text) // 3, len(text) - 2) if text[i : i + 2].strip() == text[i : i + 2]]
+            stop = text[middle[0] : middle[0] + 2] if middle else ""
+            return free, (stop, await go(SamplingParams(max_new_tokens=48, temperature=1.0, seed=11, stop=(stop,) if stop else ())))
         finally:
             await client.aclose()
 
@@ -151,7 +151,7 @@ def test_stop_strings_end_the_completion_and_stay_in_its_ids(vllm: VLLMServer) -
     assert stop in client.tokenizer.decode(stopped.output_ids, skip_special_tokens=False)  # the stop's tokens were sampled: kept
 
 
-def _collect(url: str, model_dir: Path, out: Path, *, episodes: int, concurrency: int, retries: int = 8) -> Any:
+def _collect(url: str, model_dir: Path, out: Path, *, episodes: int, concurrency: int, retries: int = 8, on_progress: Any = None) -> Any:
     from toolgym.collect import CollectOptions, collect
     from toolgym.core.config import EngineConfig, SamplingConfig
 
@@ -159,7 +159,7 @@ def _collect(url: str, model_dir: Path, out: Path, *, episodes: int, concurrency
                           llm_retries=retries, retry_backoff_s=1.0, llm_timeout_s=120, sampling=SamplingConfig(temperature=0.7))
     opts = CollectOptions(env="keychain", out=out, model=url, backend="openai", tokenizer=str(model_dir), episodes=episodes,
                           engine=engine, sandbox_backend="none", fail_fast=0)
-    return asyncio.run(collect(opts))
+    return asyncio.run(collect(opts, on_progress=on_progress))
 
 
 def _verify(out: Path, model_dir: Path) -> Any:
@@ -192,21 +192,26 @@ def test_a_server_restart_mid_collection_loses_no_episode(vllm: VLLMServer, mode
     planned episode is stored, each either finished (its calls retried) or ended with a reason."""
     out = tmp_path / "restart"
     before = vllm.healthy()
-    restarted = threading.Event()
+    episodes, started, restarted = 40, threading.Event(), threading.Event()
 
-    def restart_soon() -> None:
-        time.sleep(3.0)
-        vllm.restart()
-        restarted.set()
+    def restart_when_running() -> None:
+        if started.wait(600):
+            vllm.restart()
+            restarted.set()
 
-    thread = threading.Thread(target=restart_soon, daemon=True)
+    def progress(stats: Any) -> None:
+        if stats.done >= 3:  # episodes are finishing, others are in flight: take the server away now
+            started.set()
+
+    thread = threading.Thread(target=restart_when_running, daemon=True)
     thread.start()
-    result = _collect(vllm.url, model_dir, out, episodes=12, concurrency=4, retries=10)
+    result = _collect(vllm.url, model_dir, out, episodes=episodes, concurrency=4, retries=10, on_progress=progress)
+    started.set()
     thread.join(timeout=900)
     assert before and restarted.is_set() and vllm.healthy()
     trajectories = _stored(out)
-    assert len(trajectories) == result.planned == 12
-    assert len({t.trajectory_id for t in trajectories}) == 12
+    assert len(trajectories) == result.planned == episodes
+    assert len({t.trajectory_id for t in trajectories}) == episodes
     for t in trajectories:
         assert t.status.value == "ok" or t.status_reason, t.trajectory_id
     retried = [s.llm.attempts for t in trajectories for s in t.steps if s.llm is not None and s.llm.attempts > 1]
