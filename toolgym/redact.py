@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 REDACTED = "<redacted>"
 MIN_SECRET = 8
 SECRET_WORDS = ("key", "secret", "password", "passwd", "auth", "token", "bearer", "credential", "cookie", "session")
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s\"']+@")
+_URL_CREDENTIALS = re.compile(r"://[^/@\s\"'<>]+@")  # starts at the literal "://": fast on long text
 
 
 def is_secret_name(name: str) -> bool:
@@ -32,7 +32,7 @@ def is_secret_name(name: str) -> bool:
 
 def redact_url(text: str) -> str:
     """``text`` with the user:password part of every URL in it blanked."""
-    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    return _URL_CREDENTIALS.sub(f"://{REDACTED}@", text) if "://" in text else text
 
 
 def redact_options(value: Any) -> Any:
@@ -87,7 +87,7 @@ class Scrubber:
         environment variables."""
         environ = os.environ if environ is None else environ
         secrets = [*_secret_values(backend_options), *_url_secrets(model)]
-        secrets += [v for k, v in environ.items() if is_secret_name(k)]
+        secrets += [v for k, v in environ.items() if is_secret_name(k) and "/" not in v]  # not SSH_AUTH_SOCK's path
         return cls(secrets)
 
     def text(self, text: str) -> str:
@@ -98,7 +98,7 @@ class Scrubber:
     def bytes(self, data: bytes) -> bytes:
         for s in self._bytes:
             data = data.replace(s, REDACTED.encode())
-        if b"://" in data:
+        if b"://" in data and b"@" in data:
             data = redact_url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         return data
 

@@ -191,14 +191,14 @@ class TrajectoryWriter:
         if self.error is not None:
             raise self.error
         fd = fh.fileno()
-        start = os.fstat(fd).st_size
         view = memoryview(line)
+        done = 0
         try:
-            while view:
-                view = view[os.write(fd, view) :]
+            while done < len(line):
+                done += os.write(fd, view[done:])
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
+            with contextlib.suppress(OSError):  # O_APPEND under our lock: the partial line is the file's last `done` bytes
+                os.ftruncate(fd, os.fstat(fd).st_size - done)
             stored = f"the {self.written} trajectories and {self.failed} failures written by this run are intact"
             self.error = StoreWriteError(
                 f"cannot write to {Path(fh.name)} ({exc.strerror or exc}); {stored} — "
@@ -250,21 +250,23 @@ def completed_ids(root: str | Path) -> set[str]:
     Fast: each line is framed-checked (``{`` … ``}`` and a newline) and its id found with a regex;
     the last line of each file, the one a crash can tear, is parsed in full."""
     done: set[str] = set()
+    search = _ID_RE.search
     for path in data_files(Path(root)):
-        last: bytes | None = None
+        tid: str | None = None
+        fresh = False
+        last = b""
         with path.open("rb") as fh:
             for line in fh:
-                if last is not None:
-                    _add_id(done, last)
+                if line.startswith(b"{") and line.endswith(b"}\n") and (m := search(line, 0, 400)):
+                    tid = m.group(1).decode()
+                    fresh = tid not in done
+                    done.add(tid)
+                else:
+                    tid = None
                 last = line
-        if last is not None and _record_problem(last) is None:
-            _add_id(done, last)
+        if tid is not None and fresh and _record_problem(last) is not None:
+            done.discard(tid)  # a torn last line that happens to end in "}": not stored
     return done
-
-
-def _add_id(done: set[str], line: bytes) -> None:
-    if line.startswith(b"{") and line.endswith(b"}\n") and (m := _ID_RE.search(line, 0, 400)):
-        done.add(m.group(1).decode())
 
 
 @dataclass
