@@ -2,10 +2,10 @@
 
 The agent's own report of its reset is not evidence: code that took the agent over could answer
 "clean". The host therefore reads its own ``/proc``: every process of a sandbox descends from the
-process that holds its PID namespace (``docker-init`` for a container, the outer ``bwrap`` for a
-local sandbox), because orphans are re-parented to the namespace's init and nothing inside can
-leave the namespace. After a reset only the namespace's init and the agent may be left, with the
-host PIDs they had when the sandbox was made.
+process that holds its PID namespace (the agent itself, PID 1 of a container; the outer ``bwrap``
+of a local sandbox), because orphans are re-parented to the namespace's PID 1 and nothing inside
+can leave the namespace. After a reset only the agent may be left, with the host PID it had when
+the sandbox was made.
 """
 
 from __future__ import annotations

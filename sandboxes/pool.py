@@ -7,8 +7,8 @@
   when it is broken (agent dead or hung), poisoned (processes survived the reset, memory, pids or
   disk still near their limits), or when the idle list is full.
 - The reset is not taken on the sandbox's word: after it, the host checks from outside
-  (``_host_check``: its own view of the sandbox's processes) that only the namespace's init and
-  the agent it started with are left, and destroys the sandbox otherwise. Only then does the
+  (``_host_check``: its own view of the sandbox's processes) that only the agent it started
+  with is left, and destroys the sandbox otherwise. Only then does the
   agent start the next episode's interpreter (``prestart``).
 - ``aclose()`` destroys everything the backend made. Sandboxes are also registered with
   ``lifecycle`` so that an exiting process destroys them, and the first ``acquire`` sweeps away

@@ -34,7 +34,7 @@ import files
 import harden
 import protocol
 import wipe
-from procs import CgroupProbe, process_table, run_command
+from procs import CgroupProbe, process_table, reap_orphans, run_command
 from sessions import PythonSession, ShellSession
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -222,6 +222,7 @@ def kill_everything_else(*, within_s: float) -> int:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
+        reap_orphans()
         left = [pid for pid, _, state in process_table() if pid not in mine and state not in "ZX"]
         if not OWN_PID_NAMESPACE:
             left = [pid for pid in left if _descends_from_me(pid)]
@@ -244,6 +245,16 @@ def _descends_from_me(pid: int) -> bool:
         if pid <= 1:
             return False
     return False
+
+
+def _reaper() -> None:
+    """As PID 1 the agent inherits every orphan: reap them (commands' own children excepted)."""
+    while True:
+        time.sleep(0.5)
+        try:
+            reap_orphans()
+        except Exception:  # never let the reaper die of a transient /proc error
+            pass
 
 
 def apply_rlimits(limits: dict[str, int]) -> None:
@@ -315,6 +326,10 @@ def main() -> None:
         timer.daemon = True
         timer.start()
     signal.signal(signal.SIGTERM, lambda *_: agent.exit(0))
+    if os.getpid() == 1:  # PID 1 of the sandbox: signals it handles are the only ones that reach it
+        # a no-op handler, not SIG_IGN: an ignored SIGINT would be inherited by every command
+        signal.signal(signal.SIGINT, lambda *_: None)
+        threading.Thread(target=_reaper, daemon=True).start()
     try:
         agent.serve()
     finally:

@@ -78,6 +78,51 @@ def process_table() -> list[tuple[int, int, str]]:
     return rows
 
 
+# -- the agent as its namespace's PID 1 ------------------------------------------------------------
+# Both backends start the agent as PID 1 of the sandbox's PID namespace (no separate init whose
+# memory a tool could write through /proc/1/mem: the agent is not dumpable). Orphans are therefore
+# re-parented to the agent, which must reap them, but never a child some thread is waiting for.
+
+_managed: set[int] = set()
+_managed_lock = threading.Lock()
+
+
+def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``, with the child recorded as one a thread will wait for itself."""
+    with _managed_lock:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(argv, **kwargs)
+        _managed.add(proc.pid)
+    return proc
+
+
+def forget(pid: int) -> None:
+    """The child ``pid`` has been waited for."""
+    with _managed_lock:
+        _managed.discard(pid)
+
+
+def reap_orphans() -> int:
+    """Reap the zombies among this process's children that nobody waits for; how many."""
+    me, reaped = os.getpid(), 0
+    with _managed_lock:
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in _managed:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read().decode("ascii", "replace")
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 1 and fields[0] == "Z" and int(fields[1]) == me:
+                try:
+                    os.waitpid(int(name), os.WNOHANG)
+                    reaped += 1
+                except ChildProcessError:
+                    pass
+    return reaped
+
+
 def kill_group(pgid: int, *, within_s: float = 2.0) -> bool:
     """SIGKILL every process of group ``pgid`` until none is left alive (zombies excepted).
 
@@ -200,7 +245,7 @@ def run_command(
     start = time.monotonic()
     oom_before = probe.oom_kills()
     try:
-        proc = subprocess.Popen(
+        proc = popen(
             argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
         )
@@ -263,6 +308,7 @@ def run_command(
         if pidfd is not None:
             os.close(pidfd)
     _, status, _ = os.wait4(proc.pid, 0)
+    forget(proc.pid)
     proc.returncode = os.waitstatus_to_exitcode(status)
     sig = -proc.returncode if proc.returncode < 0 else None
     exit_code = TIMEOUT_EXIT if timed_out else (128 + sig if sig else proc.returncode)

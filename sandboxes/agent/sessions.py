@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 import protocol
-from procs import TIMEOUT_EXIT, Capture, CgroupProbe, kill_group, prefer_as_oom_victim
+from procs import TIMEOUT_EXIT, Capture, CgroupProbe, forget, kill_group, popen, prefer_as_oom_victim
 
 GRACE_S = 2.0
 """How long an interrupted cell may take to stop before its interpreter is killed."""
@@ -45,7 +45,7 @@ class _Child:
         self.lock = threading.Lock()
 
     def _spawn(self, argv: list[str], pass_fds: tuple[int, ...], stdin: Any) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
+        proc = popen(
             argv, cwd=self.cwd, env=self.env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=pass_fds, start_new_session=True,
         )
@@ -65,6 +65,7 @@ class _Child:
             return None
         kill_group(proc.pid)
         code = proc.wait()
+        forget(proc.pid)
         for f in (proc.stdin, proc.stdout, proc.stderr):
             if f is not None:
                 f.close()

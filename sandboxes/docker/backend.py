@@ -1,6 +1,8 @@
 """The Docker backend: one hardened container per sandbox, driven through its agent.
 
-Each container runs ``docker-init`` → the agent (as uid 1000) and nothing else until asked. By
+Each container runs the agent as its PID 1 (uid 1000) and nothing else until asked; the agent
+reaps orphans itself (no ``docker-init``: a tool could write an init's memory through
+``/proc/1/mem``, while the agent is not dumpable). By
 default it has no network (``--network none``), a read-only root with size-capped tmpfs for the
 work directory, /tmp and home, all capabilities dropped, ``no-new-privileges``, the engine's
 default seccomp profile, pids / memory (= memory+swap) / CPU limits, no core dumps, and
@@ -145,8 +147,8 @@ class DockerBackend(PooledBackend):
     # -- checking a reset from outside -----------------------------------------------------------
 
     async def _note_start(self, sandbox: AgentSandbox) -> None:
-        """Record the host PIDs of the container's init and agent: through this host's ``/proc``
-        when the engine runs here, else through the engine (``docker top``)."""
+        """Record the host PID of the container's agent (its PID 1) and how to see its processes:
+        through this host's ``/proc`` when the engine runs here, else through ``docker top``."""
         sandbox.handle["pids"] = await engine.call(self._container_pids, sandbox.handle["container"], None)
 
     async def _host_check(self, sandbox: AgentSandbox) -> str | None:
@@ -156,45 +158,31 @@ class DockerBackend(PooledBackend):
         return await engine.call(self._container_pids, sandbox.handle["container"], start)  # type: ignore[no-any-return]
 
     def _container_pids(self, container_id: str, start: dict[str, Any] | None) -> Any:
-        """Without ``start``: ``{"via", "init", "agent"}`` of a fresh container. With it: None when
-        only that init and that agent are left, else why not."""
+        """Without ``start``: ``{"via", "agent"}`` of a fresh container. With it: None when the
+        agent is the only process left, else why not."""
         if start is not None and start["via"] == "proc":  # no engine call: this host's /proc says it all
-            if not _engine_is_local(start["init"], container_id):
-                return f"the container's init {start['init']} is gone"
-            return hostprocs.only_expected(start["init"], {start["agent"]})
-        init = int(self.api.inspect_container(container_id)["State"]["Pid"])
-        if start is not None and init != start["init"]:
-            return f"the container's init changed from {start['init']} to {init}"
-        local = start["via"] == "proc" if start else _engine_is_local(init, container_id)
-        if start is not None:
-            expected = {start["agent"]}
-            if local:
-                return hostprocs.only_expected(init, expected)
-            return self._top_check(container_id, init, expected)
-        if local:
-            kids = hostprocs.children(init)
-        else:
-            kids = [pid for pid, ppid in self._top(container_id) if ppid == init]
-        if len(kids) != 1:
-            raise SandboxError(f"container {container_id[:12]}: expected one agent under its init, found {kids}")
-        return {"via": "proc" if local else "top", "init": init, "agent": kids[0]}
+            if not _engine_is_local(start["agent"], container_id):
+                return f"the container's agent {start['agent']} is gone"
+            return hostprocs.only_expected(start["agent"], set())
+        agent = int(self.api.inspect_container(container_id)["State"]["Pid"])
+        if start is None:
+            return {"via": "proc" if _engine_is_local(agent, container_id) else "top", "agent": agent}
+        if agent != start["agent"]:
+            return f"the container's agent changed from {start['agent']} to {agent}"
+        deadline = time.monotonic() + 0.5
+        while True:
+            others = {pid for pid, _ in self._top(container_id)} - {agent}
+            if not others:
+                return None
+            if time.monotonic() > deadline:
+                return f"the engine sees processes {sorted(others)} the reset left"
+            time.sleep(0.05)
 
     def _top(self, container_id: str) -> list[tuple[int, int]]:
         top = self.api.top(container_id)
         titles = top["Titles"]
         ipid, ippid = titles.index("PID"), titles.index("PPID")
         return [(int(row[ipid]), int(row[ippid])) for row in top.get("Processes") or []]
-
-    def _top_check(self, container_id: str, init: int, expected: set[int]) -> str | None:
-        deadline = time.monotonic() + 0.5
-        while True:
-            others = {pid for pid, _ in self._top(container_id)} - {init}
-            if others == expected:
-                return None
-            if time.monotonic() > deadline:
-                return (f"the engine sees processes {sorted(others - expected)} the reset left"
-                        if others - expected else f"the engine no longer sees the agent {sorted(expected)}")
-            time.sleep(0.05)
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")
@@ -245,7 +233,7 @@ def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], *
         nano_cpus=int(profile.cpus * 1e9),
         shm_size=profile.shm_bytes,
         ulimits=[Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=profile.nofile, hard=profile.nofile)],
-        init=True,
+        init=False,  # the agent is PID 1 itself: no init whose memory a tool could write (/proc/1/mem)
         auto_remove=True,
         **extra,
     )

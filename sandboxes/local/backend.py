@@ -114,7 +114,7 @@ def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config:
         else:
             writable += ["--perms", mode, "--size", str(size), "--tmpfs", path]
     return [
-        "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "bwrap", "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--clearenv", *(["--disable-userns"] if _bwrap_disables_userns() else []),
         *_root_binds(),
         "--ro-bind", str(state / "passwd"), "/etc/passwd", "--ro-bind", str(state / "group"), "/etc/group",
@@ -217,19 +217,19 @@ class LocalBackend(PooledBackend):
         return launched, launched is argv
 
     async def _note_start(self, sandbox: AgentSandbox) -> None:
-        """Record the host PIDs of the sandbox's namespace init (bwrap's child) and its agent."""
+        """Record the host PIDs of bwrap (outside the sandbox) and of the agent, its only child
+        (PID 1 of the sandbox's namespace: ``--as-pid-1``)."""
         outer = sandbox.handle["process"].pid
-        inits = hostprocs.children(outer)
-        agents = hostprocs.children(inits[0]) if len(inits) == 1 else []
+        agents = hostprocs.children(outer)
         if len(agents) != 1:
-            raise SandboxError(f"sandbox {sandbox.id}: expected bwrap -> init -> agent, found {inits} -> {agents}")
-        sandbox.handle["pids"] = {"outer": outer, "init": inits[0], "agent": agents[0]}
+            raise SandboxError(f"sandbox {sandbox.id}: expected bwrap -> agent, found bwrap -> {agents}")
+        sandbox.handle["pids"] = {"outer": outer, "agent": agents[0]}
 
     async def _host_check(self, sandbox: AgentSandbox) -> str | None:
         pids = sandbox.handle.get("pids")
         if not pids:
             return "the sandbox's processes were not recorded when it was made"
-        return await asyncio.to_thread(hostprocs.only_expected, pids["outer"], {pids["init"], pids["agent"]})
+        return await asyncio.to_thread(hostprocs.only_expected, pids["outer"], {pids["agent"]})
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")

@@ -7,6 +7,9 @@ process that tries to obtain the agent's channel to the host by two routes:
 2. ``ptrace``-attach to the agent and inject ``mmap``, ``socket``, ``connect``, ``sendmsg``
    (``SCM_RIGHTS``) so that the agent itself hands its sockets over (x86_64 only).
 
+It also tries to open PID 1's memory for writing (an init that every reset spares and that is
+outside the agent's seccomp filter would be a foothold across episodes).
+
 It reports each route's outcome to the cell (which prints it as JSON), waits until the host is
 idle, stops the agent and answers the host itself: clean resets, pings, and ``FORGED`` as the
 output of every command and cell. A sandbox that resists returns its own results afterwards.
@@ -198,6 +201,11 @@ def attack(report_fd: int) -> None:
                 got, why = None, f"{type(exc).__name__}: {exc}"
             outcome[route] = why
             chan = chan or got
+    try:  # write access to PID 1's memory is code execution in a process every reset spares
+        open("/proc/1/mem", "r+b", buffering=0).close()
+        outcome["init_mem"] = "writable"
+    except OSError as exc:
+        outcome["init_mem"] = exc.strerror
     outcome["hijacked"] = chan is not None
     os.write(report_fd, json.dumps(outcome).encode())
     os.close(report_fd)

@@ -49,6 +49,7 @@ def test_tool_code_cannot_take_the_agents_channel(pool: PooledBackend, runner: a
         assert report["agent"], report  # the agent is visible (same pid namespace), but out of reach
         assert not report["hijacked"], report
         assert "got the channel" not in report["pidfd_getfd"] and "got the channel" not in report["ptrace"]
+        assert report["agent"] == 1 and report["init_mem"] != "writable", report  # no init beside the agent
         time.sleep(2.0)  # a hijacker would now stop the agent and answer for it
         assert runner.run(sb.run(["echo", "still mine"])).stdout == "still mine\n"
     finally:

@@ -143,7 +143,7 @@ def test_containers_are_hardened_and_labelled() -> None:
     assert not any("seccomp" in opt for opt in host["SecurityOpt"])  # the engine's default profile applies
     assert host["PidsLimit"] == TEST_PROFILE.pids
     assert host["Memory"] == host["MemorySwap"] == TEST_PROFILE.memory_bytes
-    assert host["NanoCpus"] == int(TEST_PROFILE.cpus * 1e9) and host["Init"] is True
+    assert host["NanoCpus"] == int(TEST_PROFILE.cpus * 1e9) and not host["Init"]  # the agent is PID 1
     assert set(host["Tmpfs"]) == {"/workspace", "/tmp", "/home/sandbox", "/dev/shm"}
     assert all(f"nr_inodes={TEST_PROFILE.inodes}" in opts for opts in host["Tmpfs"].values())
     assert all(m["RW"] is False for m in info["Mounts"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -95,8 +97,10 @@ def test_episode_context_replaces_a_broken_sandbox(pool: PooledBackend, runner: 
         ctx = EpisodeContext(episode_id="ep-replace", run_id="r", sandbox_backend=pool)
         try:
             first = await ctx.sandbox("python")
+            os.kill(first.handle["pids"]["agent"], signal.SIGKILL)  # from the host: it is PID 1 inside
             with pytest.raises(SandboxBrokenError):
-                await first.run(f"kill -9 {first.channel.agent_pid}; sleep 5", timeout=10)
+                for _ in range(50):
+                    await first.run(["sleep", "0.1"])
             second = await ctx.sandbox("python")
             assert (await second.run(["echo", "replaced"])).stdout == "replaced\n"
             return first.id, second.id
