@@ -85,6 +85,8 @@ TABLE: list[tuple[str, tuple[str, ...], int, tuple[str, ...]]] = [
     ("export-verl-damaged", ("export", "verl", "{bad}", "--out", "{tmp}/v.parquet"), 0, ("task instances", "skipped 1 unreadable line")),
     ("report-damaged", ("report", "{bad}", "--out", "{tmp}/report"), 0, ("report of 2 trajectories", "skipped 1 unreadable line")),
     ("report-not-a-directory", ("report", "{file}"), 2, ("is not a directory",)),
+    ("report-out-below-a-file", ("report", "{data}", "--out", "{file}/report"), 2, ("Not a directory", "notes.txt")),
+    ("export-out-is-a-directory", ("export", "sft", "{data}", "--out", "{tmp}"), 2, ("Is a directory",)),
 ]
 
 
@@ -116,6 +118,13 @@ def test_out_unwritable(cli: Runner, tmp_path: Path) -> None:
         done = cli(*BASE, "--out", ro / "run")
     assert done.code == 2, done.text
     assert "--out" in done.text and "Read-only file system" in done.text and "Traceback" not in done.text
+
+
+def test_export_to_a_read_only_place(cli: Runner, tmp_path: Path, dataset: Path) -> None:
+    with tmpfs(tmp_path / "ro", "64k", read_only=True) as ro:
+        done = cli("export", "parquet", dataset, "--out", ro / "d.parquet")
+    assert done.code == 2, done.text
+    assert "Read-only file system" in done.text and "Traceback" not in done.text
 
 
 def test_a_run_where_every_episode_fails_alike_stops_early(cli: Runner, tmp_path: Path) -> None:

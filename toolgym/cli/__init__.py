@@ -8,7 +8,9 @@ breaks only its own command.
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 
 import typer
@@ -85,3 +87,19 @@ def main() -> None:
     except ToolgymError as exc:
         typer.secho(f"error: {redact_url(str(exc))}", fg="red", err=True)
         sys.exit(getattr(exc, "exit_code", 2))  # 2: bad input; errors of a run that started set 1
+    except OSError as exc:  # a path that cannot be read or written, a full disk: one line, not a traceback
+        if os.environ.get("TOOLGYM_DEBUG"):
+            raise
+        typer.secho(f"error: {os_error_message(exc)}", fg="red", err=True)
+        sys.exit(2 if exc.errno in _PATH_ERRNOS else 1)
+
+
+_PATH_ERRNOS = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One sentence for an I/O error: what failed on which path, and what to do."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    what = exc.strerror or type(exc).__name__
+    hint = "free space and run again" if exc.errno == errno.ENOSPC else "check the path (set TOOLGYM_DEBUG=1 for the traceback)"
+    return f"{what}{where}; {hint}"
