@@ -3,9 +3,10 @@
 Each forgery is what an RL policy could put in its diff (the only thing that reaches the
 grader). None contains the fix, so each must score 0 on every task tried, on both backends.
 Before the grader ran tests through toolgym's own reporter, the conftest (both), pytest.ini, report
-monkeypatching, plugin registration, runtime test rewriting and pytest-shadowing forgeries earned
-reward 1 on every task tried, on both backends (21 of 33); the sitecustomize and .pth files were
-inert in these sandboxes, and edited and deleted test files were already reset.
+monkeypatching, plugin registration, runtime test rewriting, test modules served by an import hook
+and pytest-shadowing forgeries earned reward 1 on every task tried, on both backends (24 of 36);
+the sitecustomize and .pth files were inert in these sandboxes, and edited and deleted test files
+were already reset.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.plugins.swe.test_swe_guard import SWAP_TEST_MODULES
 from tests.sandboxes.helpers import make_backend
 from toolgym.plugins.swe.datasets import base_files, shipped_tasks
 from toolgym.plugins.swe.harness import Evaluation, evaluate
@@ -137,6 +139,7 @@ FORGERIES: dict[str, Callable[[SWETask], str]] = {
     "monkeypatch_reports": lambda t: with_files(t, appended(t, package(t), FORGE_REPORTS)),
     "register_plugin": lambda t: with_files(t, appended(t, package(t), REGISTER_PLUGIN)),
     "rewrite_tests_at_runtime": lambda t: with_files(t, {"tests/__init__.py": REWRITE_TESTS}),
+    "test_modules_from_import_hook": lambda t: with_files(t, {"tests/__init__.py": SWAP_TEST_MODULES}),
     "shadow_pytest": lambda t: with_files(t, {"pytest/__init__.py": "", "pytest/__main__.py": FAKE_PYTEST}),
     "edit_test_files": lambda t: with_files(t, {p: "def test_nothing():\n    pass\n" for p in hidden_test_files(t)}),
     "delete_test_files": lambda t: with_files(t, {p: None for p in hidden_test_files(t)}),

@@ -106,6 +106,7 @@ def run_reporter(root: Path, package: str, *, conftest: str | None = None, files
     (root / "pkg").mkdir(parents=True, exist_ok=True)
     (root / "pkg" / "__init__.py").write_text(package)
     for path, text in (files or {}).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
     (root / "tests").mkdir(exist_ok=True)
     (root / "tests" / "test_it.py").write_text(TESTS)
@@ -172,6 +173,42 @@ def test_reporter_catches_replaced_helpers(tmp_path: Path) -> None:
     result, _, _ = run_reporter(tmp_path / "repo", package)
     assert any("hashlib.sha256 was replaced" in t for t in result.tampered), result.tampered
     assert any("tests/test_it.py changed while the tests ran" in t for t in result.tampered), result.tampered
+
+
+SWAP_TEST_MODULES = """\
+import importlib.abc
+import importlib.util
+import pathlib
+import sys
+
+
+class _Swap(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name.rpartition(".")[2].startswith("test_"):
+            return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        real = pathlib.Path(__file__).with_name(module.__name__.rpartition(".")[2] + ".py")
+        module.__file__ = str(real)
+        names = [ln[4:].split("(")[0] for ln in real.read_text().splitlines() if ln.startswith("def test_")]
+        exec("".join(f"def {n}():\\n    pass\\n" for n in names), module.__dict__)
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+sys.meta_path.insert(0, _Swap())
+"""
+"""``tests/__init__.py`` that serves every test module from an import hook (all tests pass), then
+removes the hook, so the import hooks and the files look untouched afterwards."""
+
+
+def test_reporter_catches_test_modules_from_an_import_hook(tmp_path: Path) -> None:
+    result, log, code = run_reporter(tmp_path / "repo", CLEAN, files={"tests/__init__.py": SWAP_TEST_MODULES})
+    assert "PASSED tests/test_it.py::test_bad" in log and code == 0  # the forgery works on pytest itself
+    assert any("test module tests.test_it was loaded by _Swap" in t for t in result.tampered), result.tampered
 
 
 def test_log_lines_the_reporter_did_not_see_are_unbacked(tmp_path: Path) -> None:
