@@ -76,6 +76,8 @@ def cgroup_problem() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _find_cgroup_root() -> tuple[CgroupRoot | None, str]:
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:  # the launcher drops to nobody with it
+        return None, "setpriv (util-linux) is missing, and the launcher needs it to drop root"
     own = _own_cgroups()
     v2 = Path("/sys/fs/cgroup")
     if (v2 / "cgroup.controllers").exists() and "" in own:
