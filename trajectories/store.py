@@ -132,11 +132,11 @@ def _quarantine_tail(path: Path) -> int:
 def encode_record(traj: Trajectory) -> bytes:
     """One JSON line for ``traj``. Text with lone surrogates (a chat API's ``\\ud800``, a tool's
     surrogate-escaped bytes), which UTF-8 cannot hold, is written as JSON escapes and reads back
-    unchanged."""
+    unchanged; a value JSON cannot hold (an object a plugin left in ``info``) is written as its repr."""
     try:
         return traj.model_dump_json().encode() + b"\n"
     except PydanticSerializationError:
-        return json.dumps(traj.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        return json.dumps(traj.model_dump(), default=repr, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
 def data_files(root: Path) -> list[Path]:

@@ -171,3 +171,15 @@ def test_lone_surrogates_are_stored_and_read_back(tmp_path: Path) -> None:
     assert report.bad == [] and [t.trajectory_id for t in back] == ["s0", "t0"]
     assert back[0] == traj
     assert completed_ids(tmp_path) == {"s0", "t0"}
+
+
+def test_a_value_json_cannot_hold_is_written_as_its_repr(tmp_path: Path) -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque thing>"
+
+    traj = Trajectory(trajectory_id="o0", group_id="g", task="counter", metadata={"left_by_a_plugin": Opaque()})
+    with TrajectoryWriter(tmp_path) as w:
+        w.write(traj)
+    back = next(iter_trajectories(tmp_path))
+    assert back.metadata == {"left_by_a_plugin": "<opaque thing>"}
