@@ -80,9 +80,10 @@ def figures(samples: list[tuple[list[int], list[int], list[float]]], recomputed:
 def show(rows: dict[str, dict[str, float]], temperature: float) -> None:
     cols = ["tokens", "max|Δ|", "mean|Δ|", "ratio min", "ratio max", "ratio std", "seq ratio max|log|", "tokens outside [0.8,1.2]"]
     print(f"\nlogprob fidelity at temperature {temperature:g} (trainer = local trainer's token_logprobs, float32)")
-    print(f"{'engine':<26}" + "".join(f"{c:>14}" for c in cols))
+    widths = [max(11, len(c) + 2) for c in cols]
+    print(f"{'engine':<28}" + "".join(f"{c:>{w}}" for c, w in zip(cols, widths, strict=True)))
     for name, f in rows.items():
-        print(f"{name:<26}" + "".join(f"{f[c]:>14.3g}" for c in cols))
+        print(f"{name:<28}" + "".join(f"{f[c]:>{w}.3g}" for c, w in zip(cols, widths, strict=True)))
 
 
 def main() -> int:
