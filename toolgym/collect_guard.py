@@ -69,6 +69,13 @@ class RunGuard:
             self.write_error = exc
             self._halt(str(exc))
             return
+        except Exception as exc:  # a record that cannot be encoded: stop as cleanly as for a full disk
+            self.write_error = StoreWriteError(
+                f"could not store trajectory {traj.trajectory_id} ({type(exc).__name__}: {exc}); what was stored before is "
+                "intact — please report this as a bug, then run the same command again to resume"
+            )
+            self._halt(str(self.write_error))
+            return
         self.finished += 1
         if traj.status is not Status.ERROR:
             self.succeeded += 1

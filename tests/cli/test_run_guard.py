@@ -66,3 +66,16 @@ def test_write_error_stops_once_and_stores_nothing_more() -> None:
 def test_failure_kind_blanks_numbers() -> None:
     assert failure_kind("timeout after 30s at 0xdeadbeef") == failure_kind("timeout after 31s at 0xfeed")
     assert failure_kind(None) == "unknown error"
+
+
+def test_any_write_failure_stops_the_run_instead_of_escaping() -> None:
+    stops: list[int] = []
+
+    def write(t: Trajectory) -> None:
+        raise TypeError("cannot encode this")
+
+    guard = RunGuard(write, fail_fast=4, stop=lambda: stops.append(1))
+    guard(_t(0, None))
+    guard(_t(1, None))
+    assert stops == [1] and guard.write_error is not None
+    assert "could not store trajectory t0" in str(guard.write_error) and "TypeError: cannot encode this" in str(guard.write_error)
