@@ -52,7 +52,7 @@ class Agent:
         self.probe = CgroupProbe()
         self.send_lock = threading.Lock()
         self.started = time.monotonic()
-        self.fresh_modes = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
+        self.fresh = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
         self._new_sessions()
 
     def _new_sessions(self, *, prestart: bool = True, wait: bool = False) -> None:
@@ -175,9 +175,9 @@ class Agent:
             with session.lock:
                 session.close()
         kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)))
-        wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh_modes)
+        wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
-        stats["leftovers"] = wipe.leftovers(self.fresh_modes)
+        stats["leftovers"] = wipe.leftovers(self.fresh)
         # the reset runs in the background of the pool: take the time here
         self._new_sessions(prestart=bool(req.get("prestart", True)), wait=True)
         return stats

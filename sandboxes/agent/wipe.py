@@ -7,8 +7,9 @@ Everything a sandbox process can leave behind for the next episode lives in one 
   (the same uid as every command) may write, and whose file system keeps data (not ``proc``,
   ``sysfs``, ``devpts``...). Each is emptied and its root's mode put back as it was at start-up;
   ``/dev/mqueue`` is one (POSIX message queues are its files) and so is ``/dev/shm`` (POSIX shared
-  memory). A writable mount that is not a directory cannot be wiped and is reported (character
-  devices excepted: Docker masks ``/proc/keys`` and others with ``/dev/null``).
+  memory). Each root's mode, extended attributes and timestamps are put back too. A writable
+  mount that is not a directory cannot be wiped and is reported (character devices excepted:
+  Docker masks ``/proc/keys`` and others with ``/dev/null``).
 - **System V IPC** objects of the sandbox's IPC namespace (``/proc/sysvipc/{shm,sem,msg}``): removed.
 - **processes**, and with them listening sockets and anything scheduled: killed by the agent
   (and checked by the host from outside).
@@ -62,15 +63,51 @@ def writable_mounts() -> list[tuple[str, str]]:
     return out
 
 
-def snapshot() -> dict[str, int]:
-    """The mode of every writable mount's root, taken when the sandbox is fresh."""
-    modes = {}
+def snapshot() -> dict[str, tuple[int, int, int]]:
+    """``(mode, atime_ns, mtime_ns)`` of every writable mount's root, taken when the sandbox is
+    fresh: the roots survive a wipe, so their metadata must be put back too (a timestamp or an
+    extended attribute is enough to pass an answer to the next episode)."""
+    fresh = {}
     for point, _ in writable_mounts():
         try:
-            modes[point] = os.lstat(point).st_mode & 0o7777
+            st = os.lstat(point)
+        except OSError:
+            continue
+        fresh[point] = (st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns)
+    return fresh
+
+
+def _restore_root(point: str, fresh: tuple[int, int, int]) -> None:
+    """Mode, extended attributes and timestamps of a wiped mount's root as they were when fresh;
+    a root this uid does not own gets timestamps of now (an entry made and removed, then read)."""
+    mode, atime, mtime = fresh
+    try:
+        st = os.lstat(point)
+        if st.st_mode & 0o7777 != mode:
+            os.chmod(point, mode)
+    except OSError:
+        return
+    try:
+        for name in os.listxattr(point):
+            try:
+                os.removexattr(point, name)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    if st.st_uid == os.geteuid():
+        try:
+            os.utime(point, ns=(atime, mtime))
+            return
         except OSError:
             pass
-    return modes
+    try:
+        probe = os.path.join(point, f".tg-reset-{os.getpid()}")
+        os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.unlink(probe)
+        os.listdir(point)
+    except OSError:
+        pass
 
 
 def sysv_ids() -> dict[str, list[int]]:
@@ -97,23 +134,19 @@ def remove_sysv() -> None:
         libc.msgctl(ident, IPC_RMID, None)
 
 
-def wipe_all(extra: list[str], fresh_modes: dict[str, int]) -> None:
-    """Empty every writable mount (and the ``extra`` directories), restore the roots' modes, remove
-    the System V IPC objects. Processes must already be gone."""
+def wipe_all(extra: list[str], fresh: dict[str, tuple[int, int, int]]) -> None:
+    """Empty every writable mount (and the ``extra`` directories), restore the roots' metadata,
+    remove the System V IPC objects. Processes must already be gone."""
     points = {p for p, _ in writable_mounts()} | set(extra)
     for point in sorted(points, key=len, reverse=True):  # inner mounts first
         if os.path.isdir(point) and not os.path.islink(point):
             files.wipe(point)
-    for point, mode in fresh_modes.items():
-        try:
-            if os.lstat(point).st_mode & 0o7777 != mode:
-                os.chmod(point, mode)
-        except OSError:
-            pass
+    for point in sorted(fresh, key=len, reverse=True):
+        _restore_root(point, fresh[point])
     remove_sysv()
 
 
-def leftovers(fresh_modes: dict[str, int]) -> dict[str, Any]:
+def leftovers(fresh: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
     """What a wipe could not remove: ``{"files": {mount: count}, "sysv": count, "unwipeable": [...]}``
     (empty values when clean)."""
     found: dict[str, int] = {}
@@ -124,17 +157,21 @@ def leftovers(fresh_modes: dict[str, int]) -> dict[str, Any]:
         if not os.path.isdir(point) or os.path.islink(point):
             unwipeable.append(point)
             continue
+        if point not in fresh:
+            unwipeable.append(f"{point} (appeared after start)")
+            continue
         try:
             names = [n for n in os.listdir(point) if os.path.join(point, n) not in nested]
+            st = os.lstat(point)
+            xattrs = os.listxattr(point)
         except OSError:
             continue
         if names:
             found[point] = len(names)
-        try:
-            if point in fresh_modes and os.lstat(point).st_mode & 0o7777 != fresh_modes[point]:
-                unwipeable.append(f"{point} (mode)")
-        except OSError:
-            pass
-        if point not in fresh_modes:
-            unwipeable.append(f"{point} (appeared after start)")
+        if st.st_mode & 0o7777 != fresh[point][0]:
+            unwipeable.append(f"{point} (mode)")
+        if xattrs:
+            unwipeable.append(f"{point} (extended attributes {xattrs})")
+        if st.st_uid == os.geteuid() and st.st_mtime_ns != fresh[point][2]:
+            unwipeable.append(f"{point} (modification time)")
     return {"files": found, "sysv": sum(len(v) for v in sysv_ids().values()), "unwipeable": unwipeable}

@@ -17,21 +17,16 @@ from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
 from toolgym.sandboxes.pool import PooledBackend
 
 WRITABLE = r"""
-import os
-def writable_mounts():
+import os, stat
+def writable_mounts():  # looks without touching (a probe file would change the roots' times)
     out = []
     for line in open('/proc/self/mountinfo'):
         left, _, right = line.partition(' - ')
         point = left.split()[4].replace('\\040', ' ')
-        if right.split()[0] in ('proc', 'sysfs', 'devpts'):
+        if right.split()[0] in ('proc', 'sysfs', 'devpts') or stat.S_ISCHR(os.stat(point).st_mode):
             continue
-        probe = os.path.join(point, '.tg-probe-%d' % os.getpid())
-        try:
-            open(probe, 'w').close()
-        except OSError:
-            continue
-        os.unlink(probe)
-        out.append(point)
+        if os.access(point, os.W_OK):
+            out.append(point)
     return out
 """
 
@@ -50,6 +45,11 @@ for point in writable_mounts():
         os.chmod(point, 0o700)
     except OSError:
         pass
+    for leave in (lambda: os.setxattr(point, 'user.tg', b'answer=42'), lambda: os.utime(point, (1e9, 1e9))):
+        try:  # metadata of the root itself, which a wipe of its contents keeps
+            leave()
+        except OSError:
+            pass
 ipc = {'shm': libc.shmget(0x746701, 4096, 0o1666), 'sem': libc.semget(0x746702, 1, 0o1666),
        'msg': libc.msgget(0x746703, 0o1666)}
 libc.mq_open.restype = ctypes.c_int
@@ -72,7 +72,11 @@ for point in writable_mounts():
     for root, dirs, files in os.walk(point):
         names += [os.path.relpath(os.path.join(root, n), point) for n in dirs + files]
     state['files'][point] = sorted(names)
-    state['modes'][point] = oct(os.stat(point).st_mode & 0o7777)
+    st = os.stat(point)
+    state['modes'][point] = oct(st.st_mode & 0o7777)
+    state['xattrs'] = {**state.get('xattrs', {}), point: os.listxattr(point)}
+    if st.st_uid == os.geteuid():  # a time a sandbox user can set at will (atime: any read sets it)
+        state['times'] = {**state.get('times', {}), point: st.st_mtime_ns}
 state['sysv'] = {k: open('/proc/sysvipc/' + k).read().splitlines()[1:] for k in ('shm', 'sem', 'msg')}
 state['mqueue'] = sorted(os.listdir('/dev/mqueue')) if os.path.isdir('/dev/mqueue') else None
 state['tcp_listen'] = [l for n in ('tcp', 'tcp6') for l in open('/proc/net/' + n).read().splitlines()[1:]
@@ -111,6 +115,7 @@ def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(pool: PooledBack
     assert all(v >= 0 for v in report["ipc"].values()), report  # every kind of leftover was made
     dirty = _find(first, runner)
     assert dirty != fresh and dirty["sysv"]["shm"] and dirty["processes"]  # the probe sees what it left
+    assert dirty["times"] != fresh["times"] and any(dirty["xattrs"].values()), dirty
     sh = runner.run(first.shell())
     runner.run(sh.run("export TG_MARK=episode-1; cd /tmp"))
     runner.run(pool.release(first))
