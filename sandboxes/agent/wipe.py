@@ -139,7 +139,7 @@ def wipe_all(extra: list[str], fresh: dict[str, tuple[int, int, int]]) -> None:
     remove the System V IPC objects. Processes must already be gone."""
     points = {p for p, _ in writable_mounts()} | set(extra)
     for point in sorted(points, key=len, reverse=True):  # inner mounts first
-        if os.path.isdir(point) and not os.path.islink(point):
+        if point != "/" and os.path.isdir(point) and not os.path.islink(point):  # a writable root: see leftovers
             files.wipe(point)
     for point in sorted(fresh, key=len, reverse=True):
         _restore_root(point, fresh[point])
@@ -154,8 +154,8 @@ def leftovers(fresh: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
     mounts = writable_mounts()
     nested = {p for p, _ in mounts}
     for point, _ in mounts:
-        if not os.path.isdir(point) or os.path.islink(point):
-            unwipeable.append(point)
+        if point == "/" or not os.path.isdir(point) or os.path.islink(point):
+            unwipeable.append(point)  # "/": a writable root file system is never wiped in place
             continue
         if point not in fresh:
             unwipeable.append(f"{point} (appeared after start)")
