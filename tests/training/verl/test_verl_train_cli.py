@@ -77,7 +77,12 @@ def test_dry_run_from_the_command_line(tmp_path: Path) -> None:
     assert (tmp_path / "train.parquet").exists() and (tmp_path / "val.parquet").exists()
     result = runner.invoke(app, ["train", "--config", "alfworld_gigpo", "--dry-run", "--data-dir", str(tmp_path), "toolgym.env=no-such-env"])
     assert "unknown environment 'no-such-env'" in str(result.exception)
-    result = runner.invoke(app, ["train", "--config", "alfworld_gigpo", "--trainer", "local"])
+    # the verl example's hub model, given to the local trainer: one clear error before anything runs (the
+    # name alone would pick the local trainer's own alfworld_gigpo config and train for real)
+    verl_example = str(compose.EXAMPLES / "alfworld_gigpo.yaml")
+    result = runner.invoke(app, ["train", "--config", verl_example, "--trainer", "local", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["train", "--config", verl_example, "--trainer", "local"])
     assert "is not a local Hugging Face directory" in str(result.exception)
 
 
