@@ -5,6 +5,7 @@ per-host sweep, and placement across the two engines by free capacity."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -49,15 +50,18 @@ def test_sandbox_over_the_attach_channel(second_engine: str) -> None:
             assert await sb.read_file("data/a.txt") == b"hello"
             big = await sb.run(["python3", "-c", "print('y' * 3_000_000)"], timeout=20, max_output=4_000_000)
             assert len(big.stdout) == 3_000_001 and not big.truncated, "large replies cross the stream intact"
-            # the agent's stdin/stdout are /dev/null for everything it starts; its agent files are read-only
-            fds = await sb.run(f"readlink /proc/{sb.channel.agent_pid}/fd/0 /proc/{sb.channel.agent_pid}/fd/1; "
-                               "awk '$2==\"/opt/toolgym\" {print substr($4, 1, 2)}' /proc/mounts; ls /sys/class/net", timeout=10)
-            assert fds.stdout.split() == ["/dev/null", "/dev/null", "ro", "lo"]
+            # the agent's stdin/stdout are /dev/null for everything it starts (read from the host: the
+            # agent is not dumpable, so code inside cannot look at its fds); its agent files are read-only
+            agent = sb.handle["pids"]["agent"]
+            assert [os.readlink(f"/proc/{agent}/fd/{n}") for n in (0, 1)] == ["/dev/null", "/dev/null"]
+            fds = await sb.run("awk '$2==\"/opt/toolgym\" {print substr($4, 1, 2)}' /proc/mounts; ls /sys/class/net",
+                               timeout=10)
+            assert fds.stdout.split() == ["ro", "lo"]
 
             info = api2(second_engine).inspect_container(sb.handle["container"])
             hc, labels = info["HostConfig"], info["Config"]["Labels"]
             assert hc["ReadonlyRootfs"] and hc["CapDrop"] == ["ALL"] and hc["SecurityOpt"] == ["no-new-privileges"]
-            assert hc["NetworkMode"] == "none" and hc["Init"] and hc["AutoRemove"] and hc["LogConfig"]["Type"] == "none"
+            assert hc["NetworkMode"] == "none" and not hc["Init"] and hc["AutoRemove"] and hc["LogConfig"]["Type"] == "none"
             assert hc["Memory"] == hc["MemorySwap"] == PROFILE.memory_bytes and hc["PidsLimit"] == PROFILE.pids
             assert info["Config"]["User"] == "1000:1000" and info["Config"]["OpenStdin"] and info["Config"]["StdinOnce"]
             assert labels[engine.LABEL] == "python" and labels["toolgym.episode"] == "ep-remote"

@@ -4,6 +4,8 @@ end to end through the rollout engine."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,9 +76,9 @@ def test_broken_sandbox_is_reported_and_replaced(backend: PooledBackend, runner:
         ctx = EpisodeContext(episode_id="ep-broken", sandbox_backend=backend)
         try:
             sb = await ctx.sandbox("python")
-            pid = sb.channel.agent_pid
-            broken = await python.call({"code": f"import os, signal\nos.kill({pid}, signal.SIGKILL)\nimport time; time.sleep(5)"},
-                                       sandbox=sb)
+            # Tool code can no longer signal its agent (issue 25): the agent dies from the host side.
+            os.kill(sb.handle["pids"]["agent"], signal.SIGKILL)
+            broken = await python.call({"code": "import time; time.sleep(5)"}, sandbox=sb)
             fresh = await ctx.sandbox("python")
             after = await python.call({"code": "'fresh'"}, sandbox=fresh)
             return broken, after, sb.id, fresh.id
