@@ -63,6 +63,8 @@ class Driver:
         self.shot: str | None = None
         self._view: tuple[Any, dict[str, Any]] | None = None
         """(page, what MARK_JS answered) when an action's settling already marked that page."""
+        self.env_page: Any = None
+        """The environment's own page (see ``evaluate``), whichever tab is active."""
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -88,7 +90,7 @@ class Driver:
                 self._pw.stop()
         except PlaywrightError:
             pass
-        self._pw = self.context = None
+        self._pw = self.context = self.env_page = None
         self.pages, self.active, self._cdp, self._nav = [], 0, {}, {}
 
     def _on_page(self, page: Any) -> None:
@@ -376,6 +378,26 @@ class Driver:
 
     def op_tabs(self) -> None:
         """Nothing to do: the observation lists the tabs."""
+
+    def op_observe(self) -> None:
+        """Nothing to do: the reply is the observation (for environments, never a tool)."""
+
+    # -- for environments, never reachable from a tool ----------------------------------------------
+
+    def evaluate(self, script: str, pin: bool = False) -> str:
+        """Run ``script`` (a JavaScript function expression) in the environment's page; JSON
+        ``{"ok": true, "value": ...}``. ``pin`` first makes the active tab that page: an environment
+        pins its task page once, then reads its state there whatever the agent does with tabs.
+        ``{"ok": false, "closed": true}`` when the pinned page was closed or the browser is gone."""
+        if pin:
+            self.env_page = self.page if self.context is not None else None
+        page = self.env_page
+        if page is None or page.is_closed():
+            return json.dumps({"ok": False, "closed": True, "error": "the environment's page is closed"})
+        try:
+            return json.dumps({"ok": True, "value": page.evaluate(script)})
+        except PlaywrightError as exc:
+            return json.dumps({"ok": False, "closed": False, "error": _first_line(exc)})
 
     def op_switch_tab(self, index: int) -> None:
         if not 0 <= index < len(self.pages):

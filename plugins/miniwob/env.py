@@ -1,0 +1,233 @@
+"""``miniwob``: the MiniWoB++ benchmark's own task pages, played in a real browser through the
+``browser_*`` tools.
+
+One episode is one task instance. At reset the episode's browser sandbox (kind ``miniwob``: the
+browser image, egress only to this process's MiniWoB server) opens the task page as the package
+ships it, and the environment starts the instance the way the benchmark's own Python side does:
+``Math.seedrandom(seed)`` then ``core.startEpisodeReal()``. The instruction (the page's query,
+``core.getUtterance()``) and the page's accessibility tree make the first user message. The model
+acts only through the browser tools; after every step the environment reads, from the task page it
+opened, the result ``core.js`` computed.
+
+Reward (``reward=``): ``raw`` (default; ``WOB_RAW_REWARD_GLOBAL``, in [-1, 1], partial for some
+tasks), ``original`` (the time-discounted ``WOB_REWARD_GLOBAL``, the gym package's default, which
+depends on how fast the model runs), or ``binary`` (1 when raw is 1, else -1). ``success`` in the
+step info is raw > 0. The task's own time limit (``core.EPISODE_MAX_TIME``, 10 s for most tasks)
+runs in the page; ``time_limit=SECONDS`` replaces it (``task`` keeps it).
+
+Against a policy that games the score: the result is taken from the first ``core.endEpisode`` of
+the instance the environment started (later episodes the page would start are ignored), only on
+the page the environment pinned, and only while that page still holds the episode's nonce. An
+agent that reloads the page, opens another task page, or closes the tab scores -1 (the benchmark's
+time-out value), as does one that stops (answers without a tool call) or reaches the turn limit
+before the page ends the episode.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from toolgym.core.env import RunningDigest, StepResult, Task, ToolTaskEnv, digest
+from toolgym.core.errors import ConfigError, SandboxError
+from toolgym.core.types import Action, ActionKind, Message
+from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
+
+from .site import SANDBOX_KIND, shared_site
+from .solvers import action_text, solver_script
+from .tasks import task_list
+
+BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
+MINIWOB_TOOLS = browser_tools(BROWSER)
+"""The browser tools, bound to the ``miniwob`` sandbox kind."""
+
+SYSTEM_PROMPT = (
+    "You operate a web browser to complete a task on a web page. The page is shown as an accessibility "
+    "tree: each line is [id] role 'name'. Act with the browser tools, one call per turn, using ids from the "
+    "latest page. The episode ends when the task is done."
+)
+REWARDS = ("raw", "original", "binary")
+FAIL = -1.0
+"""What the benchmark gives an instance that times out; also given for leaving the page or stopping."""
+
+_START = """() => {
+  Math.seedrandom(SEED);
+  if (LIMIT !== null) core.EPISODE_MAX_TIME = LIMIT;
+  window.__tgResult = null;
+  const end = core.endEpisode;
+  core.endEpisode = function (reward, timeProportional, reason) {
+    const live = core.EP_TIMER !== null;
+    const out = end.apply(this, arguments);
+    if (live && window.__tgResult === null)
+      window.__tgResult = {reward: WOB_REWARD_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON};
+    return out;
+  };
+  core.startEpisodeReal();
+  window.__tgEpisode = NONCE;
+  return {ready: WOB_TASK_READY !== false, limit_ms: core.EPISODE_MAX_TIME};
+}"""
+_READY = "() => ({ready: WOB_TASK_READY !== false, query: core.getUtterance()})"
+_PROBE = """() => {
+  if (window.__tgEpisode !== NONCE) return {left: true, url: location.href};
+  const wrap = document.getElementById('wrap');
+  const values = [...document.querySelectorAll('input, select, textarea')].map(
+    e => (e.type === 'checkbox' || e.type === 'radio') ? String(e.checked) : e.value);
+  return {left: false, result: window.__tgResult, state: (wrap ? wrap.innerHTML : '') + '\\u001f' + values.join('\\u001f')};
+}"""
+_IDS = re.compile(r'\sdata-tg-id="\d+"')
+
+
+class MiniWoBEnv(ToolTaskEnv):
+    parser = "hermes"
+    max_turns = 12
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(self, task: str | None = None, tasks: str = "all", reward: str = "raw",
+                 time_limit: str | float | None = "task", max_turns: int | str = 12) -> None:
+        super().__init__()
+        self.task_names = task_list(task or tasks)
+        if reward not in REWARDS:
+            raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+        self.reward_kind = reward
+        if time_limit in (None, "", "task"):
+            self.time_limit_ms: int | None = None
+        else:
+            try:
+                seconds = float(time_limit)  # type: ignore[arg-type]
+            except ValueError:
+                raise ConfigError(f"time_limit must be 'task' or a number of seconds, got {time_limit!r}") from None
+            if seconds <= 0:
+                raise ConfigError(f"time_limit must be positive, got {time_limit!r}")
+            self.time_limit_ms = int(seconds * 1000)
+        self.max_turns = int(max_turns)
+        if self.max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1, got {max_turns!r}")
+        self.tools = list(MINIWOB_TOOLS)
+        self._nonce = ""
+        self._turn = 0
+        self._page_state = ""
+
+    @property
+    def num_tasks(self) -> int | None:
+        return None  # instances are generated from the seed
+
+    def load_task(self, seed: int) -> Task:
+        name = self.task_names[seed % len(self.task_names)]
+        return Task(id=f"{name}/{seed}", question="", metadata={"task": name, "seed": seed})
+
+    # -- the page -------------------------------------------------------------------------------
+
+    async def _evaluate(self, script: str, *, pin: bool = False) -> dict[str, Any]:
+        """Run a JavaScript function in the episode's task page (never a tool: the model cannot)."""
+        session = await (await self.ctx.sandbox(SANDBOX_KIND)).python()
+        result = await session.execute(f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s)
+        if result.error is not None or result.value is None:
+            return {"ok": False, "closed": True, "error": result.error or "the browser gave no answer"}
+        reply: dict[str, Any] = json.loads(ast.literal_eval(result.value))
+        return reply
+
+    async def _probe(self) -> dict[str, Any]:
+        """The episode's state on its pinned page: ``left`` (the page is gone or is another one),
+        ``result`` (what core.js gave, or None while running) and ``state`` (for the anchor)."""
+        reply = await self._evaluate(_PROBE.replace("NONCE", json.dumps(self._nonce)))
+        if not reply.get("ok"):
+            return {"left": True, "why": reply.get("error")}
+        value: dict[str, Any] = reply["value"]
+        if not value.get("left"):
+            self._page_state = _IDS.sub("", value.get("state", ""))
+        return value
+
+    def _score(self, result: dict[str, Any] | None) -> float:
+        if result is None:
+            return FAIL
+        raw = float(result["raw"])
+        if self.reward_kind == "original":
+            return float(result["reward"])
+        if self.reward_kind == "binary":
+            return 1.0 if raw == 1.0 else -1.0
+        return raw
+
+    # -- the episode ----------------------------------------------------------------------------
+
+    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        self.task = self.load_task(seed)
+        self._history: list[str] = []
+        self._state = RunningDigest(self.task.id)
+        self._turn, self._page_state = 0, ""
+        self._nonce = secrets.token_hex(8)
+        name = self.task.metadata["task"]
+        site = shared_site()
+        sandbox = await self.ctx.sandbox(SANDBOX_KIND)
+        opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.task_url(name)})
+        if not opened.get("ok"):
+            raise SandboxError(f"the MiniWoB++ page {name!r} did not open in the browser sandbox: {opened.get('error')}")
+        start = (_START.replace("SEED", json.dumps(seed)).replace("NONCE", json.dumps(self._nonce))
+                 .replace("LIMIT", json.dumps(self.time_limit_ms)))
+        started = await self._evaluate(start, pin=True)
+        if not started.get("ok"):
+            raise SandboxError(f"the MiniWoB++ task {name!r} did not start: {started.get('error')}")
+        for _ in range(40):  # some tasks load data first and say so through WOB_TASK_READY
+            ready = await self._evaluate(_READY)
+            if ready.get("ok") and ready["value"]["ready"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise SandboxError(f"the MiniWoB++ task {name!r} did not become ready within 2 s")
+        instruction = ready["value"]["query"]
+        page = await call_driver(sandbox, BROWSER, "observe", {})
+        await self._probe()
+        self.task.question = instruction
+        messages: list[Message] = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}"},
+        ]
+        return messages, {"task_id": self.task.id, "miniwob_task": name, "instruction": instruction,
+                          "time_limit_ms": started["value"]["limit_ms"]}
+
+    def anchor(self) -> str:
+        assert self.task is not None
+        return digest(self.task.id, self._page_state)
+
+    def _end(self, result: StepResult, outcome: dict[str, Any], reason: str) -> StepResult:
+        found = outcome.get("result")
+        raw = float(found["raw"]) if found else FAIL
+        result.reward = self._score(found)
+        result.terminated = True
+        result.info.update(miniwob_reason=reason, raw_reward=raw, success=raw > 0)
+        if found:
+            result.info.update(env_reward=float(found["reward"]), page_reason=found.get("reason"))
+        return result
+
+    async def step(self, action: Action) -> StepResult:
+        assert self.task is not None, "reset() first"
+        self._turn += 1
+        if action.kind is ActionKind.ANSWER:
+            outcome = await self._probe()
+            result = StepResult(observation=[], info={"answer": action.answer or action.text})
+            if outcome.get("result") and not outcome.get("left"):
+                return self._end(result, outcome, "done")
+            return self._end(result, {}, "the agent stopped before the task ended")
+        result = await super().step(action)
+        outcome = await self._probe()
+        if outcome.get("left"):
+            return self._end(result, {}, "the task page was left, reloaded or closed")
+        if outcome.get("result"):
+            return self._end(result, outcome, "done")
+        if self._turn >= self.max_turns:
+            return self._end(result, {}, "turn limit (counted as the task's time-out)")
+        return result
+
+    async def scripted_action(self) -> str | None:
+        """The scripted solver's next action for this task (None when the task has none)."""
+        assert self.task is not None
+        script = solver_script(self.task.metadata["task"])
+        if script is None:
+            return None
+        reply = await self._evaluate(script)
+        action = reply.get("value") if reply.get("ok") else None
+        return action_text(action) if action else None

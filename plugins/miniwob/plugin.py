@@ -1,0 +1,19 @@
+"""Registers the MiniWoB++ environment, as any third-party plugin would."""
+
+from __future__ import annotations
+
+from toolgym.core.env import EnvSpec
+from toolgym.core.hookspecs import hookimpl
+
+
+@hookimpl
+def toolgym_envs() -> list[EnvSpec]:
+    return [
+        EnvSpec(
+            "miniwob",
+            "toolgym.plugins.miniwob.env:MiniWoBEnv",
+            description="MiniWoB++ web tasks (the benchmark's own pages and core.js reward) in a real browser, "
+                        "through the browser tools; --env-arg task=click-button or tasks=reported.",
+            tags=("gui", "browser"),
+        ),
+    ]

@@ -1,0 +1,87 @@
+"""Scripted solvers for MiniWoB++ tasks: the next browser action from the page's own state.
+
+Each solver is the body of a JavaScript function run in the task page (by the environment, never
+by the model). It reads the instruction (``core.getUtterance()``) and the DOM, and answers the next
+action as ``{"tool": "browser_click" | "browser_type" | "browser_select", "args": {...}}`` with the
+element ids the observation shows (the ``data-tg-id`` the browser tools put on every element), or
+``null`` when it cannot tell. Solvers are stateless: each turn they look at the page again, so a
+multi-step task (fill a field, then submit) is solved one step at a time, as a model would.
+"""
+
+from __future__ import annotations
+
+import json
+
+PRELUDE = r"""
+const Q = core.getUtterance();
+const quoted = (Q.match(/"([^"]*)"/g) || []).map(s => s.slice(1, -1));
+const tgid = el => Number(el.getAttribute('data-tg-id'));
+const click = el => el ? {tool: 'browser_click', args: {element_id: tgid(el)}} : null;
+const type = (el, text) => el ? {tool: 'browser_type', args: {element_id: tgid(el), text: text}} : null;
+const select = (el, option) => el ? {tool: 'browser_select', args: {element_id: tgid(el), option: option}} : null;
+const $$ = sel => [...document.querySelectorAll(sel)];
+const byText = (sel, text) => $$(sel).find(e => e.textContent.trim() === text);
+const fill = (pairs, submit) => {
+  for (const [el, text] of pairs) if (el && el.value !== text) return type(el, text);
+  return click(submit);
+};
+const labelled = (sel, text) => $$(sel).find(l => l.textContent.trim() === text);
+"""
+
+SOLVERS: dict[str, str] = {
+    "click-button": "return click(byText('#area button', quoted[0]));",
+    "click-link": "return click(byText('#area .alink', quoted[0]));",
+    "click-test": "return click(document.getElementById('subbtn'));",
+    "click-test-2": "const m = Q.match(/button (\\w+)\\./); return click(byText('#area button', m[1]));",
+    "click-button-sequence": r"""
+      const order = Q.match(/button (\w+), then click button (\w+)/).slice(1);
+      return click(byText('#area button', order[buttonsPushed.length]));""",
+    "click-dialog": "return click(document.querySelector('.ui-dialog-titlebar-close'));",
+    "click-tab": "const n = Q.match(/Tab #(\\d)/)[1]; return click(document.querySelector(`#area ul a[href='#tabs-${n}']`));",
+    "focus-text": "return click(document.getElementById('tt'));",
+    "focus-text-2": r"""
+      const n = {'1st': 1, '2nd': 2, '3rd': 3}[Q.match(/the (\w+) input/)[1]];
+      return click(document.getElementById('tt' + n));""",
+    "enter-text": "return fill([[document.getElementById('tt'), quoted[0]]], document.getElementById('subbtn'));",
+    "enter-text-2": r"""
+      const want = Q.includes('upper case') ? quoted[0].toUpperCase() : quoted[0].toLowerCase();
+      return fill([[document.getElementById('tt'), want]], document.getElementById('subbtn'));""",
+    "enter-password": r"""
+      return fill([[document.getElementById('password'), quoted[0]], [document.getElementById('verify'), quoted[0]]],
+                  document.getElementById('subbtn'));""",
+    "login-user": r"""
+      return fill([[document.getElementById('username'), quoted[0]], [document.getElementById('password'), quoted[1]]],
+                  document.getElementById('subbtn'));""",
+    "click-checkboxes": r"""
+      const list = Q.replace(/^Select /, '').replace(/ and click Submit\.$/, '');
+      const want = list === 'nothing' ? [] : list.split(', ');
+      for (const label of $$('#boxes label')) {
+        const box = label.querySelector('input');
+        if (box.checked !== want.includes(label.textContent.trim())) return click(box);
+      }
+      return click(document.getElementById('subbtn'));""",
+    "click-option": r"""
+      const name = Q.replace(/^Select /, '').replace(/ and click Submit\.$/, '');
+      const box = labelled('#boxes label', name).querySelector('input');
+      return box.checked ? click(document.getElementById('subbtn')) : click(box);""",
+    "choose-list": r"""
+      const name = Q.replace(/^Select /, '').replace(/ from the list and click Submit\.$/, '');
+      const list = document.getElementById('options');
+      if (list.options[list.selectedIndex].textContent !== name) return select(list, name);
+      return click(byText('#area button', 'Submit'));""",
+}
+"""Solvers by task name: ten-plus element-level tasks, each checked over 100 seeds by the tests."""
+
+
+def solver_script(task: str) -> str | None:
+    """The JavaScript function expression that answers ``task``'s next action (None: no solver)."""
+    body = SOLVERS.get(task)
+    if body is None:
+        return None
+    return "() => {" + PRELUDE + "\ntry {" + body + "\n} catch (e) { return null; }\n}"
+
+
+def action_text(action: dict[str, object]) -> str:
+    """A solver's action as the model would write it (a Hermes ``<tool_call>`` block)."""
+    call = {"name": action["tool"], "arguments": action["args"]}
+    return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
