@@ -207,7 +207,8 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
     if speed:
         parts += ["## Speed: one RL step on built-in ALFWorld", "", speed_table(speed), ""]
     parts += ["## Held-out success (%) before and after RL", "",
-              "Before: the warm start (greedy, same held-out tasks); after: the last evaluation. Cells: mean ± std over seeds.", "",
+              "Before: the warm start; after: the last evaluation; both on the same held-out tasks with the config's held-out decoding "
+              "(ALFWorld and WebShop: sampling at temperature 0.4, seeded, as verl-agent evaluates). Cells: mean ± std over seeds.", "",
               table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## What came out", "", findings(runs), "",
               "## Commands", "", "Reproduce this page:", "",
               "```bash", reproduce, "```", "",
