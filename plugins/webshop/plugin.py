@@ -24,4 +24,11 @@ def toolgym_envs() -> list[EnvSpec]:
             kwargs={"prompt_format": "verl", "reward_mode": "success", "reward_scale": 10.0},
             tags=("web", "shopping", "multi-turn", "gigpo", "verl-agent"),
         ),
+        EnvSpec(
+            name="webshop-web",
+            entry="toolgym.plugins.webshop.web:WebShopWebEnv",
+            description="WebShop in a real browser through the browser tools (the paper's HTML mode): same shop, "
+                        "goals and reward as `webshop`, accessibility-tree observations.",
+            tags=("web", "shopping", "multi-turn", "gui", "browser"),
+        ),
     ]
