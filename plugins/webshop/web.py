@@ -9,7 +9,8 @@ session's start page. Observations are the page's accessibility tree; the instru
 the first user message. The episode ends when the session buys (the reward is the session's
 score, computed by ``ShopSession.buy`` on the server side exactly as in the text environment,
 times ``reward_scale``, or ``reward_scale`` for a perfect score with ``reward_mode=success``), when
-the agent stops without a tool call (0), or at the turn limit (0).
+the agent stops without a tool call (0); at ``max_turns`` the engine truncates it (0), as for
+``webshop``.
 
 Against a policy that forges a purchase, the episode site (``EpisodeSite``) differs from the
 standalone ``server.py`` in what it refuses:
@@ -237,7 +238,6 @@ class WebShopWebEnv(ToolTaskEnv):
         self.tools = list(WEBSHOP_WEB_TOOLS)
         self.session: ShopSession | None = None
         self.session_id = ""
-        self._turn = 0
 
     @property
     def num_tasks(self) -> int | None:
@@ -260,7 +260,6 @@ class WebShopWebEnv(ToolTaskEnv):
         self.session_id = site.register(self.session)
         self.task = Task(id=f"webshop/{index}", question=self.session.instruction, metadata={"goal_index": index})
         self._history: list[str] = []
-        self._turn = 0
         sandbox = await self.ctx.sandbox(SANDBOX_KIND)
         opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.start_url(self.session_id)})
         if not opened.get("ok"):
@@ -303,16 +302,13 @@ class WebShopWebEnv(ToolTaskEnv):
 
     async def step(self, action: Action) -> StepResult:
         assert self.session is not None, "reset() first"
-        self._turn += 1
         if action.kind is ActionKind.ANSWER:
             result = StepResult(observation=[], info={"answer": action.answer or action.text})
             return self._end(result, "bought" if self.session.done else "the agent stopped without buying")
         result = await super().step(action)
         if self.session.done:
             return self._end(result, "bought")
-        if self._turn >= self.max_turns:
-            return self._end(result, "turn limit")
-        return result
+        return result  # at ``max_turns`` the engine truncates the episode (reward 0), as for ``webshop``
 
     # -- the environment's own reads of the page (never tools) ------------------------------------
 
