@@ -21,6 +21,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
 from .errors import ConfigError
+from .images import flatten_images, placeholder_for
 from .pieces import PieceEncoder
 from .types import Message, tool_call_id
 
@@ -84,10 +85,12 @@ def compile_template(source: str) -> jinja2.Template:
 class ChatFormat:
     """Renders conversations with a tokenizer's chat template and tokenizes rendered text.
 
-    ``encode`` never adds special tokens: the template writes BOS and friends itself.
+    ``encode`` never adds special tokens: the template writes BOS and friends itself. Image parts
+    in message contents are rendered as ``image_placeholder`` (see ``toolgym.core.images``).
     """
 
-    def __init__(self, tokenizer: Any, *, template: str | None = None, template_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, tokenizer: Any, *, template: str | None = None, template_kwargs: dict[str, Any] | None = None,
+                 image_placeholder: str | None = None) -> None:
         source = template or getattr(tokenizer, "chat_template", None)
         if isinstance(source, dict):  # some tokenizers carry several named templates
             source = source.get("tool_use") or source.get("default")
@@ -97,6 +100,8 @@ class ChatFormat:
                 "pass one with --chat-template FILE"
             )
         self.tokenizer = tokenizer
+        self.image_placeholder = image_placeholder or placeholder_for(tokenizer)
+        """The text each image part becomes before the template renders (recorded in trajectories)."""
         self.source: str = source
         self._template = compile_template(source)
         special = {}
@@ -119,7 +124,7 @@ class ChatFormat:
         add_generation_prompt: bool = False,
     ) -> str:
         return self._template.render(
-            messages=list(messages),
+            messages=flatten_images(messages, self.image_placeholder),
             tools=list(tools) if tools else None,
             add_generation_prompt=add_generation_prompt,
             **self._base_kwargs,

@@ -24,6 +24,7 @@ from .arpo import turn_entropy
 from .assembly import TokenAssembler
 from .chat import with_tool_call_ids
 from .env import Env, EpisodeContext, StepResult, digest
+from .images import content_text, has_images
 from .llm.server_info import fit_context_budget
 from .parsers import ToolParser
 from .policy import ChatPolicy, ModelPolicy, ScriptedPolicy
@@ -203,7 +204,7 @@ class Episode:
                 else:
                     asm.add_inline(outcome.observation)
             else:
-                last_obs = "\n".join(str(m.get("content", "")) for m in outcome.observation)
+                last_obs = "\n".join(content_text(m.get("content", "")) for m in outcome.observation)
                 asm.add_messages(with_tool_call_ids(outcome.observation, action.tool_calls))
             if result.finish_reason == "length" and len(asm.prompt_ids) >= cfg.max_tokens_per_trajectory:
                 self._truncate("context budget (max_tokens_per_trajectory) used up")
@@ -247,7 +248,7 @@ class Episode:
                 last_obs = outcome.observation
                 messages.append({"role": "user", "content": outcome.observation})
             else:
-                last_obs = "\n".join(str(m.get("content", "")) for m in outcome.observation)
+                last_obs = "\n".join(content_text(m.get("content", "")) for m in outcome.observation)
                 messages.extend(with_tool_call_ids(outcome.observation, result.tool_calls or action.tool_calls))
         self._truncate(f"turn limit ({max_turns}) reached")
 
@@ -262,7 +263,7 @@ class Episode:
         self.env_s += env_s
         self.tool_s += sum(tc.duration_s for tc in outcome.tool_calls)
         obs = outcome.observation
-        obs_text = obs if isinstance(obs, str) else "\n".join(str(m.get("content", "")) for m in obs)
+        obs_text = obs if isinstance(obs, str) else "\n".join(content_text(m.get("content", "")) for m in obs)
         self.actions.append(action)
         self.steps.append(
             Step(
@@ -298,6 +299,8 @@ class Episode:
                 metadata["template_rewrites"] = self.asm.rewrites
             if self.asm.untrainable_reason:
                 status, reason = Status.UNTRAINABLE, self.asm.untrainable_reason
+            if has_images(messages):  # what each image part became in the recorded ids
+                metadata["image_placeholder"] = self.asm.chat.image_placeholder
         if self.h_initial is not None:
             metadata["arpo_initial_entropy"] = self.h_initial
         if self.lineage:

@@ -28,8 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import ConfigError
+from toolgym.core.images import has_images
 from toolgym.core.trajectory import Trajectory
 
+from .images import IMAGES, has_image_store, image_items, with_image_features
 from .parquet import SCHEMA, trajectory_row
 
 SPLITS = ("train", "test")
@@ -46,8 +48,8 @@ def split_of(group_id: str, test_fraction: float) -> str:
 class _SplitWriter:
     """Parquet files of one split, rotated every ``rows_per_file`` rows, written in row groups."""
 
-    def __init__(self, data_dir: Path, split: str, rows_per_file: int, row_group_size: int) -> None:
-        self.data_dir, self.split = data_dir, split
+    def __init__(self, data_dir: Path, split: str, rows_per_file: int, row_group_size: int, schema: pa.Schema = SCHEMA) -> None:
+        self.data_dir, self.split, self.schema = data_dir, split, schema
         self.rows_per_file, self.row_group_size = rows_per_file, row_group_size
         self.files: list[Path] = []
         self.rows = 0
@@ -67,9 +69,9 @@ class _SplitWriter:
         if self._writer is None:
             path = self.data_dir / f".{self.split}-{len(self.files):05d}.parquet.tmp"
             self.files.append(path)
-            self._writer = pq.ParquetWriter(str(path), SCHEMA, compression="zstd")
+            self._writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
             self._in_file = 0
-        self._writer.write_table(pa.Table.from_pylist(self._batch, schema=SCHEMA))
+        self._writer.write_table(pa.Table.from_pylist(self._batch, schema=self.schema))
         self._in_file += len(self._batch)
         self._batch = []
         if self._in_file >= self.rows_per_file:
@@ -111,8 +113,10 @@ def write_hf_dataset(
     row_group_size: int = 256,
     success_threshold: float = 1.0,
     name: str | None = None,
+    images_root: str | Path | None = None,
 ) -> HFExport:
-    """Write the dataset directory (see the module docstring); streams ``trajectories``."""
+    """Write the dataset directory (see the module docstring); streams ``trajectories``.
+    ``images_root``: the source dataset directory, when its trajectories have screenshots."""
     out = Path(out)
     if not 0.0 <= test_fraction < 1.0:
         raise ConfigError(f"--test-fraction must be in [0, 1), got {test_fraction:g}")
@@ -120,10 +124,18 @@ def write_hf_dataset(
         raise ConfigError(f"{out} already holds a dataset; give a new --out or remove it")
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
-    writers = {s: _SplitWriter(data, s, rows_per_file, row_group_size) for s in SPLITS}
+    with_images = images_root is not None and has_image_store(images_root)
+    schema = with_image_features(SCHEMA.append(IMAGES)) if with_images else SCHEMA
+    writers = {s: _SplitWriter(data, s, rows_per_file, row_group_size, schema) for s in SPLITS}
     result = HFExport(out)
     for traj in trajectories:
-        writers[split_of(traj.group_id, test_fraction)].add(trajectory_row(traj))
+        row = trajectory_row(traj)
+        if with_images:
+            row["images"] = image_items(traj.messages or traj.prompt, images_root)
+        elif has_images(traj.messages or traj.prompt):
+            raise ConfigError(f"trajectory {traj.trajectory_id} has screenshots but no images/ folder was given; "
+                              "export from the dataset directory that holds them")
+        writers[split_of(traj.group_id, test_fraction)].add(row)
         result.reward_sum += traj.reward
         result.successes += traj.reward >= success_threshold
     for split, writer in writers.items():
@@ -132,7 +144,7 @@ def write_hf_dataset(
             result.rows[split] = writer.rows
             result.files[split] = [str(p.relative_to(out)) for p in paths]
     if not result.rows:  # an empty train split keeps the directory loadable
-        pq.write_table(SCHEMA.empty_table(), data / "train-00000-of-00001.parquet")
+        pq.write_table(schema.empty_table(), data / "train-00000-of-00001.parquet")
         result.rows["train"], result.files["train"] = 0, ["data/train-00000-of-00001.parquet"]
     if manifest:
         (out / "toolgym_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))

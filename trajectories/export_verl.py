@@ -16,6 +16,11 @@ verl's dataset read (the same as :func:`toolgym.training.verl.dataset.task_rows`
   what the collection saw of the instance: ``group_id``, ``collected_samples``,
   ``collected_mean_reward``, ``collected_success_rate``.
 
+A dataset with screenshots (an ``images/`` folder) gets one more column, ``images``: the prompt's
+images (``{"bytes", "path"}``, which ``RLHFDataset`` turns into ``multi_modal_data["image"]``),
+and each image part of the prompt becomes ``<image>`` in its text, where verl's dataset splits the
+content back into image and text parts.
+
 ``min_success_rate`` / ``max_success_rate`` select instances by the collected success rate: for
 example ``max_success_rate=0.99`` drops instances the collecting model always solved, a common
 way to keep RL on tasks that still teach something. Two streaming passes over the data; memory
@@ -34,6 +39,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import ConfigError
+from toolgym.core.images import GENERIC_PLACEHOLDER, content_text, has_images
+
+from .images import IMAGES, has_image_store, image_items
 
 AGENT_NAME = "toolgym_agent"
 """The verl agent loop toolgym registers (``toolgym.training.verl.agent_loop.AGENT_NAME``)."""
@@ -58,6 +66,8 @@ SCHEMA = pa.schema([
     ("agent_name", pa.string()),
     ("extra_info", EXTRA_INFO),
 ])
+IMAGE_SCHEMA = SCHEMA.append(IMAGES)
+"""``SCHEMA`` plus the prompt's images, for datasets with screenshots."""
 
 
 @dataclass
@@ -80,6 +90,8 @@ class VerlExport:
 
 
 def _content(value: Any) -> str:
+    if isinstance(value, list):  # text and image parts: verl's dataset splits on the placeholder
+        return content_text(value, GENERIC_PLACEHOLDER)
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -92,10 +104,12 @@ def write_verl_prompts(
     min_success_rate: float = 0.0,
     max_success_rate: float = 1.0,
     batch_size: int = 1024,
+    images_root: str | Path | None = None,
 ) -> VerlExport:
     """Write verl's prompt Parquet. ``source()`` streams stored trajectories as dicts and is
     called twice (statistics, then rows); ``env_kwargs`` are the collection's environment
-    options (``manifest.json``'s ``fingerprint.env_kwargs``)."""
+    options (``manifest.json``'s ``fingerprint.env_kwargs``); ``images_root`` the dataset
+    directory, when its prompts have screenshots."""
     if not 0.0 <= min_success_rate <= max_success_rate <= 1.0:
         raise ConfigError(f"need 0 ≤ --min-success-rate ≤ --max-success-rate ≤ 1, got {min_success_rate:g} and {max_success_rate:g}")
     groups: dict[str, _Group] = {}
@@ -113,16 +127,22 @@ def write_verl_prompts(
     out.parent.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()
     batch: list[dict[str, Any]] = []
-    with pq.ParquetWriter(str(out), SCHEMA) as writer:
+    with_images = images_root is not None and has_image_store(images_root)
+    schema = IMAGE_SCHEMA if with_images else SCHEMA
+    with pq.ParquetWriter(str(out), schema) as writer:
         for raw in source():
             gid = raw["group_id"]
             if gid not in keep or gid in written:
                 continue
             written.add(gid)
             g = groups[gid]
-            batch.append({
+            prompt = raw.get("prompt") or []
+            if not with_images and has_images(prompt):
+                raise ConfigError(f"the prompt of {gid} has screenshots but no images/ folder was given; "
+                                  "export from the dataset directory that holds them")
+            row: dict[str, Any] = {
                 "data_source": f"toolgym/{g.env}",
-                "prompt": [{"role": str(m.get("role", "user")), "content": _content(m.get("content", ""))} for m in raw.get("prompt") or []]
+                "prompt": [{"role": str(m.get("role", "user")), "content": _content(m.get("content", ""))} for m in prompt]
                 or [{"role": "user", "content": f"toolgym task: env={g.env} task={g.task_index} seed={g.seed}"}],
                 "ability": "agent",
                 "reward_model": {"style": "env", "ground_truth": ""},
@@ -132,9 +152,12 @@ def write_verl_prompts(
                     "env_kwargs_json": kwargs_json, "group_id": gid, "collected_samples": g.samples,
                     "collected_mean_reward": g.reward_sum / g.samples, "collected_success_rate": g.successes / g.samples,
                 },
-            })
+            }
+            if with_images:
+                row["images"] = image_items(prompt, images_root)
+            batch.append(row)
             if len(batch) >= batch_size:
-                writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                 batch = []
-        writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
+        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
     return VerlExport(rows=len(written), groups=len(groups), filtered=len(groups) - len(keep))

@@ -9,6 +9,8 @@ For each token-faithful trajectory and each model call recorded in it:
   segments have them;
 - every assistant segment belongs to exactly one call.
 With a tokenizer, the first prompt must also be the chat template's render of the stored prompt.
+Trajectories with image parts also get the image checks of :mod:`toolgym.trajectories.images`
+(files against their hashes when the dataset directory is given, placeholders against image parts).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolgym.core.trajectory import Trajectory, prompt_digest
+
+from .images import check_images
 
 
 @dataclass
@@ -39,9 +44,10 @@ class Report:
             self.violations[tid] = problems
 
 
-def check_trajectory(traj: Trajectory, *, chat: Any = None) -> list[str]:
-    """Return the invariant violations of one trajectory (empty when it is faithful)."""
-    problems: list[str] = []
+def check_trajectory(traj: Trajectory, *, chat: Any = None, root: str | Path | None = None) -> list[str]:
+    """Return the invariant violations of one trajectory (empty when it is faithful). ``root``:
+    the dataset directory, whose ``images/`` the trajectory's image parts must match."""
+    problems: list[str] = check_images(traj, root)
     seq_ids: dict[int, list[int]] = {}
     seg_start: list[int] = []
     last_seq = 0
@@ -105,11 +111,11 @@ def check_trajectory(traj: Trajectory, *, chat: Any = None) -> list[str]:
     return problems
 
 
-def verify(trajectories: Iterable[Trajectory], *, chat: Any = None) -> Report:
+def verify(trajectories: Iterable[Trajectory], *, chat: Any = None, root: str | Path | None = None) -> Report:
     report = Report()
     for traj in trajectories:
         report.checked += 1
         if not traj.token_faithful:
             report.skipped += 1
-        report.add(traj.trajectory_id, check_trajectory(traj, chat=chat))
+        report.add(traj.trajectory_id, check_trajectory(traj, chat=chat, root=root))
     return report

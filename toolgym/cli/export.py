@@ -43,7 +43,7 @@ def hf(
     skipped = ReadReport()
     result = write_hf_dataset(
         iter_trajectories(path, include_failures=include_failures, report=skipped), out, manifest=dataset_manifest(path),
-        test_fraction=test_fraction, rows_per_file=rows_per_file, success_threshold=success_threshold,
+        test_fraction=test_fraction, rows_per_file=rows_per_file, success_threshold=success_threshold, images_root=path,
     )
     splits = ", ".join(f"{s}: {n} rows in {len(result.files[s])} file(s)" for s, n in result.rows.items())
     console().print(f"wrote {out} ({splits}); load it with datasets.load_dataset({str(out)!r})")
@@ -87,7 +87,7 @@ def verl(
     env_kwargs = (manifest.get("fingerprint") or {}).get("env_kwargs") or {}
     result = write_verl_prompts(
         lambda: iter_raw(path, report=skipped), out, env_kwargs=env_kwargs, success_threshold=success_threshold,
-        min_success_rate=min_success_rate, max_success_rate=max_success_rate,
+        min_success_rate=min_success_rate, max_success_rate=max_success_rate, images_root=path,
     )
     console().print(f"wrote {result.rows} task instances to {out} ({result.filtered} of {result.groups} left out by the success-rate bounds)")
     warn_skipped(skipped)

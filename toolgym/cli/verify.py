@@ -36,7 +36,7 @@ def command(
         except (pa.ArrowException, OSError, KeyError) as exc:
             raise ConfigError(f"{path} is not a Parquet file of trajectories ({exc}); give a file `toolgym export parquet` wrote") from None
     else:
-        report = verify(iter_trajectories(path, include_failures=True, report=skipped), chat=chat)
+        report = verify(iter_trajectories(path, include_failures=True, report=skipped), chat=chat, root=path)
     c = console()
     for i, (tid, problems) in enumerate(report.violations.items()):
         if i >= limit:

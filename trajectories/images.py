@@ -1,0 +1,104 @@
+"""The images of a dataset (``<dataset>/images/<sha256>.png``): checks and export columns.
+
+See ``toolgym.core.images`` for how environments store them and reference them from messages.
+``toolgym verify`` checks, for every trajectory with image parts:
+
+- every reference is ``sha256:`` and 64 hex digits, its file exists, and the file's sha256 is its
+  name (a missing, truncated or replaced screenshot is a violation);
+- the trajectory records the placeholder its image parts became (``metadata.image_placeholder``);
+- in a single-sequence trajectory, the rendered (non-sampled) segments hold the placeholder exactly
+  once per image part: an image dropped from the messages, or one the ids do not stand for, shows.
+  With several sequences (a template rewrote history) each sequence may hold at most that many.
+
+Exports carry the bytes: the HF export's ``images`` column (``datasets.Image`` items, one per image
+part in message order, as TRL and LLaVA-style datasets align them) and verl's ``images`` column of
+the prompt Parquet (what ``RLHFDataset`` turns into ``multi_modal_data["image"]``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from toolgym.core.errors import ConfigError
+from toolgym.core.images import IMAGES_DIR, image_path, image_refs, parse_ref
+from toolgym.core.trajectory import Trajectory
+
+IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+"""How ``datasets.Image`` stores an image in Parquet."""
+IMAGES = pa.field("images", pa.list_(IMAGE))
+
+
+def has_image_store(root: str | Path) -> bool:
+    """True when the dataset directory holds images (exports then add an ``images`` column)."""
+    return (Path(root) / IMAGES_DIR).is_dir()
+
+
+def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
+    """The image violations of one trajectory (see the module docstring); file checks need ``root``."""
+    refs = image_refs(traj.messages or traj.prompt)
+    if not refs:
+        return []
+    problems: list[str] = []
+    for i, ref in enumerate(refs):
+        try:
+            sha = parse_ref(ref)
+        except ValueError as exc:
+            problems.append(f"image {i}: {exc}")
+            continue
+        if root is None:
+            continue
+        path = image_path(root, sha)
+        if not path.is_file():
+            problems.append(f"image {i}: {IMAGES_DIR}/{path.name} is missing")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+            problems.append(f"image {i}: {IMAGES_DIR}/{path.name} does not hash to its name (altered or damaged)")
+    placeholder = traj.metadata.get("image_placeholder")
+    if not placeholder:
+        if traj.segments:
+            problems.append(f"{len(refs)} image part(s) but no metadata.image_placeholder: the ids cannot be matched to images")
+        return problems
+    counts: dict[int, int] = {}
+    for seg in traj.segments:
+        if seg.role != "assistant":
+            counts[seg.sequence] = counts.get(seg.sequence, 0) + seg.text.count(placeholder)
+    if len(counts) == 1 and counts.get(0, 0) != len(refs):
+        problems.append(f"the token sequence holds {counts.get(0, 0)} image placeholder(s) {placeholder!r} for {len(refs)} image part(s)")
+    elif len(counts) > 1 and any(n > len(refs) for n in counts.values()):
+        problems.append(f"a token sequence holds more image placeholders than the {len(refs)} image part(s)")
+    return problems
+
+
+def image_items(messages: Sequence[dict[str, Any]], root: str | Path | None) -> list[dict[str, Any]]:
+    """``datasets.Image`` items (``bytes``, ``path``) for the image parts of ``messages``, in order."""
+    items = []
+    for ref in image_refs(messages):
+        if root is None:
+            raise ConfigError("these trajectories reference images; export them from their dataset directory, "
+                              f"which holds the {IMAGES_DIR}/ folder")
+        path = image_path(root, ref)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise ConfigError(f"image {ref} is missing from {path.parent}; run `toolgym verify` on the dataset") from None
+        items.append({"bytes": data, "path": path.name})
+    return items
+
+
+def with_image_features(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with Hugging Face feature metadata that makes ``images`` a list of
+    ``datasets.Image`` (decoded to PIL images on access). Without ``datasets`` installed the
+    column stays a plain struct list, which ``datasets`` can still cast to ``Image``."""
+    try:
+        import datasets
+    except ImportError:
+        return schema
+    features = datasets.Features.from_arrow_schema(schema)
+    image_list = getattr(datasets, "List", None) or datasets.Sequence
+    features["images"] = image_list(datasets.Image())
+    return schema.with_metadata({"huggingface": json.dumps({"info": {"features": features.to_dict()}})})
