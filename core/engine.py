@@ -20,11 +20,11 @@ from typing import Any
 
 from .arpo import BranchBudget
 from .config import EngineConfig
-from .env import EnvSpec, EpisodeContext
+from .env import Env, EnvSpec, EpisodeContext
 from .episode import Checkpoint, Episode
 from .policy import Policy, TurnFailed
 from .registry import Registry
-from .sandbox import SandboxBackend
+from .sandbox import ImageNeed, SandboxBackend
 from .trajectory import Status, Trajectory
 
 
@@ -186,6 +186,7 @@ class RolloutEngine:
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
         self._tasks: set[asyncio.Task[None]] = set()
         self._specs: dict[str, EnvSpec] = {}
+        self._probes: dict[str, Env] = {}  # an environment per name, asked which images a batch needs
         self._groups: dict[str, _GroupRun] = {}
         self._group_live: dict[str, int] = {}  # ARPO: episodes of each group started and not yet finished
 
@@ -211,6 +212,7 @@ class RolloutEngine:
                 self._group_live[req.group_id] = self._group_live.get(req.group_id, 0) + 1
             for group_id, indices in stored.items():
                 self.arpo.stored(group_id, indices)
+        await self.warm_images(requests)
         try:
             for req in requests:
                 await self._live.acquire()
@@ -219,6 +221,26 @@ class RolloutEngine:
         finally:
             await _cancel_unfinished(self._tasks)
         return self.stats
+
+    async def warm_images(self, requests: Sequence[EpisodeRequest]) -> None:
+        """Have the sandbox backend warm the images the requests' episodes run in (``Env.sandbox_images``):
+        pulled where missing, or one error naming the missing image before any episode starts.
+        Backends without images (local) skip it."""
+        if self.sandbox_backend is None or not hasattr(self.sandbox_backend, "warm_images") or not requests:
+            return
+        seeds: dict[str, list[int]] = {}
+        for req in requests:
+            seeds.setdefault(req.env, []).append(req.seed)
+        needs: list[ImageNeed] = []
+        for name, env_seeds in seeds.items():
+            if name not in self._probes:  # one instance per engine: its constructor may load a dataset
+                try:
+                    self._probes[name] = self._spec(name).make(**self.env_kwargs)
+                except Exception:
+                    continue  # a wrong option: every episode fails with it, as without warming
+            needs.extend(self._probes[name].sandbox_images(sorted(set(env_seeds))))
+        if needs:
+            await self.sandbox_backend.warm_images(needs)
 
     def _launch(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError, SandboxError
-from .sandbox import Sandbox, SandboxBackend
+from .sandbox import ImageNeed, Sandbox, SandboxBackend
 from .tools import Tool, ToolOutput
 from .trajectory import ToolCallRecord
 from .types import Action, ActionKind, Message
@@ -204,6 +204,13 @@ class Env(ABC):
     async def scripted_action(self) -> str | None:
         """A solving action for the current state, as model text (for ``--model scripted``)."""
         return None
+
+    def sandbox_images(self, seeds: Sequence[int]) -> list[ImageNeed]:
+        """Container images the episodes of ``seeds`` run in, beyond the sandbox kinds' own (per-task
+        images, as SWE-bench's). The engine has the sandbox backend warm them before a batch starts,
+        so that a missing one stops the batch with one error instead of failing every episode.
+        Must be cheap (no sandbox, no I/O beyond what the constructor loaded). Default: none."""
+        return []
 
     @property
     def num_tasks(self) -> int | None:

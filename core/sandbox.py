@@ -120,6 +120,19 @@ class SandboxBackend(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ImageNeed:
+    """A container image that episodes will run in, named before they start so that the backend can
+    warm it (see ``Env.sandbox_images``)."""
+
+    image: str
+    """Docker image reference, as a sandbox profile names it."""
+    build_hint: str = ""
+    """The command that makes the image where it cannot be pulled (quoted when it is missing)."""
+    label: str = ""
+    """What needs it, for messages (an instance id)."""
+
+
 @dataclass(slots=True)
 class SandboxBackendSpec:
     """How a plugin offers a sandbox backend."""
@@ -175,6 +188,12 @@ class LazySandboxBackend:
 
     async def release(self, sandbox: Any, **kwargs: Any) -> None:
         await (await self._get()).release(sandbox, **kwargs)
+
+    async def warm_images(self, needs: Sequence[ImageNeed]) -> None:
+        """Forwarded to the backend when it warms images (the Docker backend does)."""
+        backend = await self._get()
+        if hasattr(backend, "warm_images"):
+            await backend.warm_images(needs)
 
     async def aclose(self) -> None:
         if self._backend is not None:

@@ -142,6 +142,18 @@ def load_tasks(path: str | Path, family: str = "auto", *, instance_ids: Iterable
     return select(tasks, instance_ids)
 
 
+def images_command(dataset: str, family: str = "auto", image_namespace: str | None = None) -> str:
+    """The ``toolgym swe images`` command that builds the images of a dataset's tasks offline."""
+    import shlex
+
+    args = ["toolgym", "swe", "images", shlex.quote(str(dataset))]
+    if family != "auto":
+        args += ["--family", family]
+    if image_namespace is not None:
+        args += ["--image-namespace", shlex.quote(image_namespace)]
+    return " ".join([*args, "--build", "--repo-dir", "DIR"])
+
+
 def select(tasks: list[SWETask], instance_ids: Iterable[str] | None) -> list[SWETask]:
     if instance_ids is None:
         return tasks

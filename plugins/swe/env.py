@@ -33,12 +33,12 @@ from typing import Any
 
 from toolgym.core.env import Env, EpisodeContext, StepResult, digest, parse_flag
 from toolgym.core.errors import ConfigError
-from toolgym.core.sandbox import Sandbox
+from toolgym.core.sandbox import ImageNeed, Sandbox
 from toolgym.core.tools import Tool, ToolOutput
 from toolgym.core.trajectory import ToolCallRecord
 from toolgym.core.types import Action, ActionKind, Message
 from toolgym.plugins.swe import harness, oracle
-from toolgym.plugins.swe.datasets import base_files, load_tasks, select, shipped_tasks
+from toolgym.plugins.swe.datasets import base_files, images_command, load_tasks, select, shipped_tasks
 from toolgym.plugins.swe.provision import PYTEST_ZIP
 from toolgym.plugins.swe.task import SWETask, sandbox_kind
 from toolgym.plugins.swe.tools import SWE_TOOLS
@@ -92,6 +92,7 @@ class SWEEnv(Env):
             self.tasks: list[SWETask] = select(list(shipped_tasks()), ids)
         else:
             self.tasks = load_tasks(dataset, family, instance_ids=ids, image_namespace=image_namespace, test_cmd=test_cmd)
+        self.images_command = images_command(dataset, family, image_namespace)
         if not self.tasks:
             raise ConfigError(f"the dataset {dataset!r} holds no tasks")
         self.max_turns = _number(max_turns, "max_turns")
@@ -112,6 +113,13 @@ class SWEEnv(Env):
     @property
     def num_tasks(self) -> int | None:
         return len(self.tasks)
+
+    def sandbox_images(self, seeds: Sequence[int]) -> list[ImageNeed]:
+        """The per-instance images of the seeds' tasks (none for the shipped tasks), each with the
+        ``toolgym swe images`` command that builds it."""
+        from toolgym.plugins.swe.images import image_needs
+
+        return image_needs([self.tasks[s % len(self.tasks)] for s in seeds], self.images_command)
 
     def bind(self, ctx: EpisodeContext) -> None:
         super().bind(ctx)

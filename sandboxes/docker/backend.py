@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolgym.core.errors import SandboxError
+from toolgym.core.sandbox import ImageNeed
 from toolgym.sandboxes import hostprocs, lifecycle
 from toolgym.sandboxes.channel import AgentListener
-from toolgym.sandboxes.docker import engine
+from toolgym.sandboxes.docker import engine, warm
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
 from toolgym.sandboxes.profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
@@ -63,6 +64,11 @@ class DockerBackend(PooledBackend):
                     f"build it, or give the kind an existing image: profiles={{{kind!r}: {{'image': ...}}}}")
             raise SandboxError(f"the Docker image {image} for {kind!r} sandboxes is missing; {hint}") from None
         self._images_ok.add(image)
+
+    async def warm_images(self, needs: Sequence[ImageNeed], *, progress: warm.Progress | None = None) -> warm.WarmResult:
+        """Make the images a batch needs present (pulled where a registry answers, use recorded);
+        a missing one raises ``warm.MissingImageError`` naming it and how to build it."""
+        return await engine.call(warm.warm, self.api, needs, progress=progress or warm.TerminalProgress())
 
     async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
                       labels: Mapping[str, str]) -> AgentSandbox:

@@ -26,6 +26,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "new": ("new", "Scaffold a pip-installable plugin package with a passing test."),
     "sandbox": ("sandbox", "Build sandbox images, check the host, list and clean up sandboxes."),
     "index": ("index", "Build, serve and query search indexes (BM25, dense, hybrid)."),
+    "swe": ("swe", "SWE tasks: list, build and prune the per-instance images a task file needs."),
 }
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "Serve a local model over SGLang and OpenAI-compatible HTTP (for tests and demos)."),
