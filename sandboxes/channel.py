@@ -35,6 +35,8 @@ class AgentChannel:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._closed_reason: str | None = None
         self._on_close: list[Callable[[str], Any]] = []
+        self.tunnel_sink: Callable[[dict[str, Any]], None] | None = None
+        """Gets every frame the agent sends with ``tun`` (egress tunnels); None drops them."""
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"agent-reader-{name}")
 
     @property
@@ -75,6 +77,16 @@ class AgentChannel:
         finally:
             self._pending.pop(rid, None)
 
+    def post(self, message: dict[str, Any]) -> None:
+        """Queue one frame that wants no reply (a tunnel's); ``drain`` waits for the transport."""
+        if self._closed_reason is None:
+            self._writer.write(protocol.encode(message))
+
+    async def drain(self) -> None:
+        if self._closed_reason is not None:
+            raise ConnectionResetError(f"sandbox {self.name}: {self._closed_reason}")
+        await self._writer.drain()
+
     async def _read_loop(self) -> None:
         reason = "its agent closed the connection (the agent died or was killed)"
         try:
@@ -85,6 +97,10 @@ class AgentChannel:
                     reason = f"its agent sent an oversized frame ({length} bytes)"
                     break
                 reply = protocol.decode_body(await self._reader.readexactly(length))
+                if "tun" in reply:
+                    if self.tunnel_sink is not None:
+                        self.tunnel_sink(reply)
+                    continue
                 future = self._pending.get(reply.get("id", -1))
                 if future is not None and not future.done():
                     future.set_result(reply)

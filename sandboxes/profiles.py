@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,14 +74,49 @@ class SandboxProfile:
         """Whether the network allowlist lets a connection to ``host:port`` out."""
         if not self.network:
             return False
-        host = host.lower().rstrip(".")
+        host = host.lower().rstrip(".").strip("[]")
         for pattern in self.network:
-            pat_host, _, pat_port = pattern.lower().partition(":")
+            pat_host, pat_port = split_pattern(pattern)
             if pat_port and pat_port != str(port):
                 continue
             if fnmatch.fnmatchcase(host, pat_host) or (pat_host.startswith("*.") and host == pat_host[2:]):
                 return True
         return False
+
+    def names_address(self, address: str, port: int) -> bool:
+        """Whether the allowlist names the IP ``address`` literally for ``port`` (not through a host
+        name or a wildcard): only then may egress reach a loopback, link-local or Docker-host address."""
+        if not self.network:
+            return False
+        want = parse_ip(address)
+        for pattern in self.network:
+            pat_host, pat_port = split_pattern(pattern)
+            if (not pat_port or pat_port == str(port)) and want is not None and parse_ip(pat_host) == want:
+                return True
+        return False
+
+
+def split_pattern(pattern: str) -> tuple[str, str]:
+    """``(host, port)`` of an allowlist pattern (``host``, ``host:port``, ``[v6]:port``); port may be ''."""
+    pattern = pattern.strip().lower()
+    if pattern.startswith("["):
+        host, _, rest = pattern[1:].partition("]")
+        return host, rest.removeprefix(":")
+    if pattern.count(":") > 1:  # a bare IPv6 address
+        return pattern, ""
+    host, _, port = pattern.partition(":")
+    return host.rstrip("."), port
+
+
+def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``text`` as an IP address (IPv4-mapped IPv6 as IPv4, a zone or brackets dropped), or None for a name."""
+    try:
+        ip = ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 DEFAULT_PROFILES: dict[str, SandboxProfile] = {
@@ -138,9 +174,11 @@ def sandbox_env(profile: SandboxProfile) -> tuple[dict[str, str], dict[str, str]
 
 
 def agent_config(profile: SandboxProfile, *, socket: str, token: str, python: str,
-                 rlimits: Mapping[str, int] | None = None) -> dict[str, Any]:
+                 rlimits: Mapping[str, int] | None = None, proxy_socket: str = "/run/toolgym/p.sock") -> dict[str, Any]:
     """What the agent is started with (see ``toolgym/sandboxes/agent/main.py``); paths are as
-    seen inside the sandbox, whose state directory is mounted at ``/run/toolgym``."""
+    seen inside the sandbox, whose state directory is mounted at ``/run/toolgym``. ``proxy_socket``:
+    where the agent forwards egress connections (the host proxy's UNIX socket, or ``"channel"``:
+    tunnelled over the agent's own channel, for engines on other machines)."""
     config: dict[str, Any] = {
         "socket": socket, "token": token, "workdir": WORKDIR, "python": python,
         "bash": "/bin/bash", "ttl_s": profile.ttl_s, "own_pid_namespace": True,
@@ -150,6 +188,6 @@ def agent_config(profile: SandboxProfile, *, socket: str, token: str, python: st
     }
     config["env_defaults"], config["env"] = sandbox_env(profile)
     if profile.network:
-        config["proxy_socket"] = "/run/toolgym/p.sock"
+        config["proxy_socket"] = proxy_socket
         config["proxy_port"] = PROXY_PORT
     return config

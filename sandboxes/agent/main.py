@@ -10,6 +10,8 @@ process died) the agent kills every process of the sandbox and exits, which ends
 
 Ops: ``ping``, ``run``, ``write_file``, ``read_file``, ``py_exec``, ``py_restart``, ``sh_run``,
 ``stats``, ``reset``, ``prestart``, ``shutdown`` (see the host client ``toolgym.sandboxes.channel``).
+Frames carrying ``tun`` instead are egress tunnels (``netfwd.TunnelHub``, with ``proxy_socket``
+``"channel"``), handled in order on the read loop.
 
 Before anything else the agent makes itself unreachable to the code it runs (``harden``: not
 dumpable, a seccomp filter against ptrace, pidfd_getfd, process_vm_*, new user namespaces and the
@@ -53,6 +55,7 @@ class Agent:
         self.send_lock = threading.Lock()
         self.started = time.monotonic()
         self.fresh = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
+        self.tunnels: Any = None  # netfwd.TunnelHub when egress crosses this channel
         self._new_sessions()
 
     def _new_sessions(self, *, prestart: bool = True, wait: bool = False) -> None:
@@ -83,7 +86,20 @@ class Agent:
                 request = None
             if request is None:
                 return
+            if "tun" in request:  # egress tunnel frames keep their order: handled here, never blocking
+                if self.tunnels is not None:
+                    self.tunnels.dispatch(request)
+                continue
             threading.Thread(target=self._handle, args=(request,), daemon=True).start()
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Put one frame on the channel (any thread)."""
+        frame = protocol.encode(message)
+        with self.send_lock:
+            try:
+                self.sock.sendall(frame)
+            except OSError:
+                pass
 
     def _handle(self, request: dict[str, Any]) -> None:
         op = request.get("op", "")
@@ -109,12 +125,7 @@ class Agent:
         except Exception as exc:  # a bug here must answer, not hang the host
             reply = _error(protocol.E_INTERNAL, f"{type(exc).__name__}: {exc}")
         reply["id"] = request.get("id")
-        frame = protocol.encode(reply)
-        with self.send_lock:
-            try:
-                self.sock.sendall(frame)
-            except OSError:
-                pass
+        self.send(reply)
 
     # -- ops -------------------------------------------------------------------------------------
 
@@ -174,6 +185,8 @@ class Agent:
         for session in (self.python, self.shell):
             with session.lock:
                 session.close()
+        if self.tunnels is not None:
+            self.tunnels.close_all()
         kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)))
         wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
@@ -319,7 +332,11 @@ def main() -> None:
     if config.get("proxy_socket"):
         import netfwd
 
-        netfwd.start(int(config.get("proxy_port", 3128)), config["proxy_socket"])
+        if config["proxy_socket"] == protocol.TUNNEL:
+            agent.tunnels = netfwd.TunnelHub(agent.send)
+            agent.tunnels.start(int(config.get("proxy_port", 3128)))
+        else:
+            netfwd.start(int(config.get("proxy_port", 3128)), config["proxy_socket"])
     ttl = float(config.get("ttl_s", 0))
     if ttl > 0:
         timer = threading.Timer(ttl, agent.exit, args=(3,))

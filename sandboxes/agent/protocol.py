@@ -7,6 +7,14 @@ one frame carrying the same ``id`` and ``ok``: true with the op's fields, or fal
 whose names end in ``_b64``. The agent opens the connection and speaks first, with
 ``{"op": "hello", "token": ..., "pid": ...}``.
 
+Egress tunnels (sandboxes with a network allowlist on engines of other machines, where no
+socket is shared): frames without ``id`` carrying ``tun`` (a tunnel id the agent chooses) and
+``ev``. The agent sends ``open`` when code inside connects to its proxy port; then either side
+sends ``data`` (``data_b64``), ``eof`` (it sends no more), ``ack`` (``n``: bytes it has passed
+on, which lets the other side send that many more: a side writes only while fewer than
+``TUNNEL_WINDOW`` bytes are unacknowledged, per tunnel and direction) and ``close`` (the tunnel is over; the other side drops
+it). At most ``MAX_TUNNELS`` are open per sandbox.
+
 Stdlib only: this module runs inside sandboxes (imported by the agent as a sibling script) and on
 the host (imported as ``toolgym.sandboxes.agent.protocol``). It must import nothing else.
 """
@@ -22,6 +30,18 @@ HEADER = struct.Struct(">I")
 MAX_FRAME = 256 * 1024 * 1024
 """Largest frame either side accepts (bytes); bigger ones mean a broken peer."""
 VERSION = 1
+
+TUNNEL = "channel"
+"""The ``proxy_socket`` value that tunnels egress over the agent's channel."""
+TUNNEL_WINDOW = 256 * 1024
+"""Bytes in flight per tunnel and direction (the receiver's buffer cap)."""
+TUNNEL_CHUNK = 32 * 1024
+"""Most bytes in one ``data`` frame."""
+TUNNEL_BUFFER_CAP = 2 * TUNNEL_WINDOW
+"""Bytes a receiver holds for one tunnel at most (a sender checks the window before each write of
+at most 64 KiB); a peer that makes it hold more loses the tunnel."""
+MAX_TUNNELS = 64
+"""Tunnels open at once per sandbox; more connections wait in the listen backlog."""
 
 # Error types the agent reports; the host maps them onto exceptions.
 E_OUTSIDE = "outside"

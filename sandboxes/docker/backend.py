@@ -85,7 +85,7 @@ class DockerBackend(PooledBackend):
             if not private:
                 (state / "h.sock").chmod(0o666)  # the token still keeps other users out
             if profile.network:
-                proxy = EgressProxy(str(state / "p.sock"), profile.allows, name=sandbox_id,
+                proxy = EgressProxy(str(state / "p.sock"), profile, name=sandbox_id,
                                     owner_uid=SANDBOX_UID if private else None)
                 await proxy.start()
                 if not private:

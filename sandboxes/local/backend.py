@@ -160,7 +160,7 @@ class LocalBackend(PooledBackend):
                                               pids=profile.pids)
             await listener.start()
             if profile.network:
-                proxy = EgressProxy(str(state / "p.sock"), profile.allows, name=sandbox_id, owner_uid=uid)
+                proxy = EgressProxy(str(state / "p.sock"), profile, name=sandbox_id, owner_uid=uid)
                 await proxy.start()
             rlimits = {"NPROC": profile.pids, "AS": profile.memory_bytes,
                        "FSIZE": max(profile.workdir_bytes, profile.tmp_bytes)}

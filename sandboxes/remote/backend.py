@@ -11,28 +11,36 @@ that engine), with two differences forced by the distance:
   bind-mounted directory. The container's log driver is ``none``, so protocol traffic is never
   written to the engine's disk; the agent's stderr comes back on the stream instead.
 
-Sandbox kinds with a network allowlist need the host-side filtering proxy over a local socket,
-so they are refused here (run them on a local engine). ``open_backend("docker")`` and the
+Sandbox kinds with a network allowlist get the same filtering proxy (``netproxy.EgressProxy``)
+on this machine, fed by tunnels over the attach stream (``toolgym.sandboxes.tunnel``) instead of
+a UNIX socket; besides this host's own addresses, the engine's address and its networks' gateways
+are refused unless the allowlist names them literally. ``open_backend("docker")`` and the
 ``docker`` plugin pick this class when ``DOCKER_HOST`` names a TCP engine.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-from toolgym.core.errors import SandboxError
+from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.docker import engine
 from toolgym.sandboxes.docker.backend import PYTHON, DockerBackend, hardened_host_config
+from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.profiles import SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
 from toolgym.sandboxes.remote import agentvol
 from toolgym.sandboxes.remote.attach import AttachStream, open_attach, wait_hello
 from toolgym.sandboxes.remote.hosts import DockerHost
 from toolgym.sandboxes.sandbox import AgentSandbox
+from toolgym.sandboxes.tunnel import EgressTunnels
 
 _gates: dict[str, threading.BoundedSemaphore] = {}
 _gates_lock = threading.Lock()
@@ -55,6 +63,7 @@ class RemoteDockerBackend(DockerBackend):
         resolved = DockerHost.from_env(host) if isinstance(host, str) else host or DockerHost.from_env(base_url)
         super().__init__(base_url=resolved.url, **options)
         self.host: DockerHost = resolved
+        self._blocked: list[str] | None = None
 
     @property
     def api(self) -> Any:
@@ -72,16 +81,12 @@ class RemoteDockerBackend(DockerBackend):
 
     async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
                       labels: Mapping[str, str]) -> AgentSandbox:
-        if profile.network:
-            raise SandboxError(
-                f"{kind!r} sandboxes have a network allowlist, which needs the filtering proxy on the engine's own "
-                f"machine; the engine at {self.host.url} is remote: run that kind on a local engine or give it no network"
-            )
         image = profile.image_for(kind)
         await self._check_image(image, kind)
         volume = await engine.call(agentvol.ensure, self.api, image, python=PYTHON, key=self.host.url)
         token = secrets.token_hex(16)
-        config = agent_config(profile, socket="stdio", token=token, python=PYTHON)
+        config = agent_config(profile, socket="stdio", token=token, python=PYTHON, proxy_socket=protocol.TUNNEL)
+        blocked = await self._engine_addresses() if profile.network else []
         all_labels = {
             **labels, engine.LABEL: kind, "toolgym.run": self.run_id, "toolgym.episode": episode_id,
             "toolgym.owner": self.owner, "toolgym.id": sandbox_id,
@@ -99,6 +104,10 @@ class RemoteDockerBackend(DockerBackend):
                 return await engine.call(self._why_stopped_remote, cid, attached)
 
             channel = await wait_hello(stream, token=token, name=sandbox_id, timeout=self.start_timeout_s, alive=alive)
+            proxy = None
+            if profile.network:  # before any command runs, so before any tunnel can open
+                proxy = EgressProxy(None, profile, name=sandbox_id, blocked=blocked)
+                EgressTunnels(channel, proxy.handle)
         except BaseException:
             if stream is not None:
                 stream.close()
@@ -107,7 +116,28 @@ class RemoteDockerBackend(DockerBackend):
                 await engine.call(lambda: engine.remove_container(self.api, cid))
             raise
         return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
-                            episode_id=episode_id, handle={"container": container_id, "proxy": None, "host": self.host.url})
+                            episode_id=episode_id, handle={"container": container_id, "proxy": proxy, "host": self.host.url})
+
+    async def _engine_addresses(self) -> list[str]:
+        """The engine's own address and its networks' gateways (docker0's among them), fetched once."""
+        if self._blocked is None:
+            self._blocked = await engine.call(self._fetch_engine_addresses)
+        return self._blocked
+
+    def _fetch_engine_addresses(self) -> list[str]:
+        found: list[str] = []
+        hostname = urlsplit(self.host.url).hostname
+        if hostname:
+            with contextlib.suppress(OSError):
+                found += [str(info[4][0]) for info in socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)]
+        for network in self.api.networks():
+            for pool in (network.get("IPAM") or {}).get("Config") or []:
+                if pool.get("Gateway"):
+                    found.append(str(pool["Gateway"]).split("/")[0])
+                elif pool.get("Subnet"):  # an engine that does not list it uses the subnet's first address
+                    with contextlib.suppress(ValueError, StopIteration):
+                        found.append(str(next(ipaddress.ip_network(pool["Subnet"], strict=False).hosts())))
+        return sorted(set(found))
 
     def _create_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
                           config: dict[str, Any], labels: dict[str, str], volume: str) -> str:

@@ -85,18 +85,6 @@ def test_sandbox_over_the_attach_channel(second_engine: str) -> None:
     asyncio.run(main())
 
 
-def test_network_allowlists_are_refused_on_remote_engines(second_engine: str) -> None:
-    async def main() -> None:
-        backend = RemoteDockerBackend(host=second_engine, profiles={"web": {"image": IMAGE, "network": ("example.com",)}})
-        try:
-            with pytest.raises(SandboxError, match="network allowlist"):
-                await backend.acquire("web")
-        finally:
-            await backend.aclose()
-
-    asyncio.run(main())
-
-
 ORCHESTRATOR = textwrap.dedent("""
     import asyncio, sys
     from toolgym.sandboxes import SandboxProfile
