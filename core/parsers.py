@@ -37,6 +37,13 @@ class ToolParser(ABC):
 
     name: str = ""
     plugin: str = ""
+    markers: tuple[str, ...] = ()
+    """Strings a chat template of this parser's format contains (all of them): ``--parser auto``
+    picks the registered parser whose markers all occur in the model's template, the one with the
+    most marker text when several do (see :func:`toolgym.core.parser_auto.detect_parser`)."""
+    function_calls: bool = False
+    """Whether the format is a model family's function-calling format (``--parser auto`` replaces
+    only such parsers; environment-specific formats such as ``xml`` tags are kept)."""
 
     @abstractmethod
     def parse(self, text: str, tools: Mapping[str, Tool] | None = None) -> Action:
@@ -47,7 +54,7 @@ class ToolParser(ABC):
         return ()
 
 
-def _check_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> str | None:
+def check_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> str | None:
     if tools is None:
         return None
     tool = tools.get(call.name)
@@ -69,6 +76,8 @@ class HermesParser(ToolParser):
 
     name = "hermes"
     OPEN, CLOSE = "<tool_call>", "</tool_call>"
+    markers = ("<tool_call>", "</tool_call>")
+    function_calls = True
 
     def __init__(self, max_calls: int | None = None) -> None:
         self.max_calls = max_calls
@@ -88,7 +97,7 @@ class HermesParser(ToolParser):
             raw = body[start + len(self.OPEN) : end]
             call, error = self._parse_one(raw.strip(), len(calls))
             if error is None and call is not None:
-                error = _check_call(call, tools)
+                error = check_call(call, tools)
             if error is not None:
                 return Action(text, ActionKind.INVALID, error=error, thought=thought)
             assert call is not None
@@ -177,7 +186,7 @@ class XMLTagParser(ToolParser):
         else:
             args = {required[0]: content.strip("\n")}
         call = ToolCall(name=tag, arguments=args, id=tool_call_id(f"<{tag}>{content}", 0), raw=content)
-        if (error := _check_call(call, tools)) is not None:
+        if (error := check_call(call, tools)) is not None:
             return Action(text, ActionKind.INVALID, error=error, thought=thought)
         return Action(text, ActionKind.TOOL_CALLS, tool_calls=[call], thought=thought)
 
@@ -220,4 +229,6 @@ class EnvActionParser(ToolParser):
 
 
 def builtin_parsers() -> list[ToolParser]:
-    return [HermesParser(), XMLTagParser(), EnvActionParser(), EnvActionParser(require_tags=True)]
+    from .parsers_family import family_parsers
+
+    return [HermesParser(), XMLTagParser(), EnvActionParser(), EnvActionParser(require_tags=True), *family_parsers()]

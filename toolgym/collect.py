@@ -45,6 +45,8 @@ from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan
 from toolgym.core.env import EpisodeContext
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.base import ChatBackend, LLMBackend
+from toolgym.core.parser_auto import AUTO as AUTO_PARSER
+from toolgym.core.parser_auto import choose_parser, template_of, with_parser
 from toolgym.core.policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
 from toolgym.core.ratelimit import RateLimiter
 from toolgym.core.registry import Registry, get_registry
@@ -94,6 +96,10 @@ class CollectOptions:
     """Prompt + completion tokens per minute, this process; None: unlimited."""
     fail_fast: int = 8
     """Stop when the first ``fail_fast`` episodes of the run all failed with the same error; 0: never."""
+    parser: str | None = None
+    """None: the environment's own tool-call parser; ``auto``: the model's format, read from its chat
+    template, for environments that parse function calls (:mod:`toolgym.core.parser_auto`); a
+    parser's name: that parser in place of the environment's."""
 
 
 @dataclass
@@ -164,13 +170,13 @@ def _tokenizer(path: str | None) -> Any:
     """The tokenizer for ``--tokenizer`` (default: the tiny model's), loaded without transformers
     when the directory has a fast tokenizer: scripted and simulated runs start in a fraction of a
     second."""
+    from toolgym.core.llm.resolve import TINY
     from toolgym.core.tokenizer import load_tokenizer
 
-    if path in (None, "tiny", "tiny-qwen", "tiny-llama"):
+    if path is None or path in TINY:
         from toolgym.core.llm.tiny import ensure_tiny_model
 
-        family = "llama" if path == "tiny-llama" else "qwen"
-        return load_tokenizer(ensure_tiny_model(family, with_weights=False))
+        return load_tokenizer(ensure_tiny_model(TINY[path or "tiny"], with_weights=False))  # type: ignore[arg-type]
     return load_tokenizer(path)
 
 
@@ -210,6 +216,20 @@ def prepare_output(opts: CollectOptions) -> None:
                 f"{out} holds a different run (differs in: {', '.join(diff)}); "
                 "use another --out, or --overwrite to replace it"
             )
+
+
+def resolve_parser(opts: CollectOptions, registry: Registry, policy: Policy) -> tuple[Registry, str | None]:
+    """Apply ``opts.parser``: the registry the engine should use, and the name of the parser that
+    replaces the environment's (None when the environment's own stays)."""
+    if not opts.parser:
+        return registry, None
+    if opts.parser != AUTO_PARSER:
+        registry.parser(opts.parser)  # an unknown name fails here, listing the known ones
+    env_parser = registry.env(opts.env).make(**opts.env_kwargs).parser
+    chosen = choose_parser(opts.parser, env_parser, template_of(policy), registry)
+    if chosen is None:
+        return registry, None
+    return with_parser(registry, env_parser, chosen), chosen.name
 
 
 def _module_of(obj: Any) -> str:
@@ -342,11 +362,14 @@ async def collect(
     done = completed_ids(opts.out) if opts.out.exists() else set()
     todo = [r for r in requests if r.trajectory_id not in done]
     policy = policy or make_policy(opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=opts.engine, options=opts.backend_options)
+    registry, parser_used = resolve_parser(opts, registry, policy)
     limiter = None
     if (opts.max_requests_per_s or opts.max_tokens_per_min) and not isinstance(policy, ScriptedPolicy):
         limiter = RateLimiter(requests_per_s=opts.max_requests_per_s, tokens_per_min=opts.max_tokens_per_min)
         policy.limiter = limiter
     run = describe_run(opts, registry, policy, len(planned))
+    if parser_used is not None:
+        run["environment"]["parser_used"] = parser_used
     if dedup_info is not None:
         run["dedup"] = dedup_info
     shard = opts.shard[0] if opts.shard else None

@@ -2,8 +2,8 @@
 
 ``--model`` is one of:
 
-- ``tiny`` / ``tiny-qwen`` / ``tiny-llama``: the tiny model built on this machine
-  (:mod:`toolgym.core.llm.tiny`), run in process by the ``transformers`` backend;
+- ``tiny`` / ``tiny-qwen`` / ``tiny-llama`` / ``tiny-<family>`` (``TINY``): the tiny model built on
+  this machine (:mod:`toolgym.core.llm.tiny`), run in process by the ``transformers`` backend;
 - a local Hugging Face model directory (with ``config.json``): run in process by ``transformers``;
 - a server address ``http(s)://host:port``: the ``sglang`` backend by default, or the one named by
   ``backend`` (``openai`` for token-faithful ``/v1/completions``, ``openai-chat`` for black-box
@@ -22,7 +22,9 @@ from typing import Any
 from ..errors import ConfigError
 from .base import ChatBackend, LLMBackend
 
-TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama"}
+TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
+        "tiny-mistral": "mistral", "tiny-llama4": "llama4"}
+"""``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"
 DEFAULT_REMOTE = "sglang"
 REMOTE_ONLY = frozenset({"sglang", "openai", "openai-chat"})

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-Family = Literal["qwen", "llama"]
+Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4"]
 
 RECIPE_VERSION = 2
 
@@ -50,6 +50,49 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "eos": "<|eot_id|>",
         "pad": "<|end_of_text|>",
         "architecture": "llama",
+    },
+    # the families below: see docs/model_families.md (templates, parsers, reasoning handling)
+    "qwen3": {
+        "template": "qwen3.jinja",
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+        "architecture": "qwen2",
+        "calls": "hermes",
+    },
+    "qwen3-coder": {
+        "template": "qwen3_coder.jinja",
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+        "architecture": "qwen2",
+        "calls": "qwen3_coder",
+    },
+    "mistral": {
+        "template": "mistral.jinja",
+        "special": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+                    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]"],
+        "added": [],
+        "bos": "<s>",
+        "eos": "</s>",
+        "pad": "<unk>",
+        "architecture": "llama",
+        "calls": "mistral",
+    },
+    "llama4": {
+        "template": "llama4.jinja",
+        "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>",
+                    "<|python_start|>", "<|python_end|>"],
+        "added": [],
+        "bos": "<|begin_of_text|>",
+        "eos": "<|eot|>",
+        "pad": "<|end_of_text|>",
+        "architecture": "llama",
+        "calls": "pythonic",
     },
 }
 
@@ -138,8 +181,9 @@ def _build_tokenizer(spec: TinySpec, extra: list[str], out: Path) -> None:
 
     fam = FAMILIES[spec.family]
     tok = Tokenizer(models.BPE())
-    split = QWEN_SPLIT if spec.family == "qwen" else LLAMA3_SPLIT
-    if spec.family == "qwen":
+    qwen_like = fam["architecture"] == "qwen2"
+    split = QWEN_SPLIT if qwen_like else LLAMA3_SPLIT
+    if qwen_like:
         tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
@@ -234,6 +278,8 @@ def generate_corpus(n_docs: int, *, seed: int = 0, family: str = "qwen") -> Iter
             val = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 6)))
             call = json.dumps({"name": name, "arguments": {arg: val}})
             text = f"<tool_call>\n{call}\n</tool_call>" if family == "qwen" else call
+            if "calls" in fam:
+                text = _call_text(fam["calls"], name, {arg: val}, rng)
         elif kind == 3:
             var = rng.choice(["n", "total", "result", "items", "value"])
             text = (
@@ -249,6 +295,20 @@ def generate_corpus(n_docs: int, *, seed: int = 0, family: str = "qwen") -> Iter
             obj = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4)))
             text = f"{cmd}[{obj}]" if cmd in ("search", "click") else f"{cmd} {obj} {rng.randint(1, 5)}"
         yield text
+
+
+def _call_text(style: str, name: str, args: dict[str, Any], rng: random.Random) -> str:
+    """A tool call as the family writes it (for the tokenizer to learn its markup)."""
+    if style == "hermes":
+        think = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8)))
+        return f"<think>\n{think}\n</think>\n\n<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+    if style == "qwen3_coder":
+        params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in args.items())
+        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    if style == "mistral":
+        return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}])
+    kwargs = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())
+    return f"[{name}({kwargs})]"
 
 
 def load_tiny_tokenizer(family: Family = "qwen") -> Any:

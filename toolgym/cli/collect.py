@@ -50,7 +50,7 @@ def _kv(items: list[str], flag: str) -> dict[str, object]:
 
 def command(
     env: str = typer.Option(None, "--env", "--task", help="Environment or task name (see `toolgym envs list`)."),
-    model: str = typer.Option("tiny", help="tiny | tiny-llama | scripted | sim[:LATENCY] | HF model dir | http(s)://server"),
+    model: str = typer.Option("tiny", help="tiny | tiny-llama | tiny-<family> (qwen3, qwen3-coder, mistral, llama4) | scripted | sim[:LATENCY] | HF model dir | http(s)://server"),
     backend: str = typer.Option(None, help="For a server URL: sglang (default), openai (completions with token ids) or openai-chat (text only)."),
     tokenizer: str = typer.Option(None, help="Tokenizer dir (for servers and scripted runs; default: the model's own, or the tiny one)."),
     episodes: int = typer.Option(8, "--episodes", "-n", help="Task instances to run; each is sampled --group-size times."),
@@ -84,6 +84,7 @@ def command(
     ray: str = typer.Option(None, "--ray", help="Spread the episodes over Ray actors: auto (this machine's cluster) | HOST:PORT | ray://HOST:PORT | local (docs/scaling.md)."),
     ray_workers: int = typer.Option(2, "--ray-workers", help="With --ray: rollout actors, each running --concurrency episodes with its own sandbox pool."),
     fail_fast: int = typer.Option(8, "--fail-fast", help="Stop when the first N episodes all fail with the same error (0: never)."),
+    parser: str = typer.Option(None, "--parser", help="auto: parse tool calls in the model's own format, read from its chat template (docs/model_families.md) | NAME: this parser | default: the environment's."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
@@ -114,7 +115,7 @@ def command(
         engine=engine, sandbox_backend=sandbox_backend, env_kwargs=_kv(env_arg, "--env-arg"),
         backend_options=_kv(backend_arg, "--backend-arg"), overwrite=overwrite,
         shard=parse_shard(shard) if shard else None, dedup=dedup,  # type: ignore[arg-type]
-        max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast,
+        max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast, parser=parser,
     )
     from toolgym.cli.progress import EngineProgress
 
