@@ -55,23 +55,49 @@ class ModelPolicy:
         )
 
 
+NoiseAction = Callable[[Env, random.Random], Awaitable[str | None]]
+"""A wrong or exploratory turn for the current state, as model text (None: no noise here)."""
+
+
 class ScriptedPolicy:
     """Acts with the environment's own solver (``Env.scripted_action``), tokenized once.
 
     Its ids were written, not sampled: they carry no logprobs, which is what SFT warm-starts use.
+    ``latency_s`` makes each turn wait as a model server would (``--model sim:LATENCY`` with
+    ``--backend-arg replay=scripted``); with ``noise`` > 0 a turn is, with that probability, the
+    ``noise_action``'s instead of the solver's (the solver's plan does not advance), which gives
+    groups of scripted rollouts that differ as sampled ones do.
     """
 
     kind = "scripted"
     token_faithful = True
     name = "scripted"
 
-    def __init__(self, chat: ChatFormat) -> None:
+    def __init__(self, chat: ChatFormat, *, latency_s: float = 0.0, noise: float = 0.0,
+                 noise_action: NoiseAction | None = None, seed: int = 0) -> None:
+        if not 0.0 <= noise <= 1.0:
+            raise ConfigError(f"noise is a probability per turn, between 0 and 1; got {noise}")
+        if noise > 0 and noise_action is None:
+            raise ConfigError("noise > 0 needs a noise_action that writes the wrong turns")
+        if latency_s < 0:
+            raise ConfigError(f"latency_s must be 0 or more seconds, got {latency_s}")
         self.chat = chat
         eos = sorted(chat.eos_token_ids)
         self._eos = eos[:1]
+        self.latency_s = latency_s
+        self.noise = noise
+        self.noise_action = noise_action
+        self._rng = random.Random(seed)
 
     async def act(self, env: Env) -> GenerationResult:
-        text = await env.scripted_action()
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        text = None
+        if self.noise and self._rng.random() < self.noise:
+            assert self.noise_action is not None
+            text = await self.noise_action(env, self._rng)
+        if text is None:
+            text = await env.scripted_action()
         if text is None:
             raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
         return GenerationResult(output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
+from toolgym.training.filters import EpisodeFilters
 
 from .loss import AggMode, KLEstimator
 
@@ -93,6 +94,8 @@ class RLConfig(BaseModel):
     """Save a checkpoint every this many RL steps (0: only at the end)."""
     max_batch_size: int = Field(128, ge=1)
     """Rows the sampler decodes together."""
+    filters: EpisodeFilters = Field(default_factory=EpisodeFilters)
+    """Which rollouts are trained on, masked or dropped (``toolgym.training.filters``)."""
 
     @model_validator(mode="after")
     def _engine_fields(self) -> RLConfig:

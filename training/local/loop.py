@@ -24,6 +24,7 @@ from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Trajectory
 from toolgym.training.advantages import compute_token_advantages
+from toolgym.training.filters import apply_filters
 
 from .batch import Row, trajectory_rows
 from .config import EvalConfig, RLConfig
@@ -68,6 +69,8 @@ class StepLog:
     """Tokens the policy sampled in this step's rollouts."""
     stats: dict[str, float] = field(default_factory=dict)
     """Step-group statistics of the rollouts (see :func:`toolgym.training.local.stats.step_group_stats`)."""
+    filters: dict[str, float] = field(default_factory=dict)
+    """What the episode filters did (``filter/<class>``, ``filter/masked``, ... see :mod:`toolgym.training.filters`)."""
 
 
 async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajectory: Callable[[Trajectory], Any] | None = None) -> list[Trajectory]:
@@ -191,18 +194,22 @@ class RLLoop:
         sample_s = time.perf_counter() - t0
         success, mean = summarize(trajs)
         tokens = sum(sum(seg.loss_mask) for t in trajs for seg in t.segments)
-        trainable = [t for t in trajs if t.trainable]
+        filtered = apply_filters(trajs, cfg.filters)
+        part, masked = filtered.select(trajs)  # masked rollouts count in their group's baseline, train nothing
+        trainable = [t for t, m in zip(part, masked, strict=True) if not m]
         rows: list[Row] = []
         metrics: dict[str, float] = {}
         t1 = time.perf_counter()
         if trainable:
-            advantages = compute_token_advantages(trainable, cfg.estimator, **cfg.estimator_options)
-            for traj, adv in zip(trainable, advantages, strict=True):
-                rows.extend(trajectory_rows(traj, adv))
+            advantages = compute_token_advantages(part, cfg.estimator, **cfg.estimator_options)
+            for traj, adv, mask in zip(part, advantages, masked, strict=True):
+                if not mask:
+                    rows.extend(trajectory_rows(traj, adv))
             if any(r.advantages.any() for r in rows):  # all-equal groups carry no signal: skip the step
                 metrics = self.trainer.ppo_update(rows, seed=cfg.seed * 1_000_003 + k)
         log = StepLog(k, mean, success, len(trajs), len(trainable), len(rows), sample_s, time.perf_counter() - t1, metrics,
-                      tokens=tokens, stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)})
+                      tokens=tokens, stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)},
+                      filters=filtered.counts)
         self.next_step = k + 1
         self.history.append(log)
         return log

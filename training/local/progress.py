@@ -28,6 +28,7 @@ def step_record(log: StepLog, *, wall_s: float, kl_coef: float) -> dict[str, Any
         "tokens_per_s": log.tokens / log.sample_s if log.sample_s > 0 else 0.0,
         "episodes_per_s": log.episodes / log.sample_s if log.sample_s > 0 else 0.0,
         "step_groups": log.stats,
+        "filters": log.filters,
     }
     if log.eval is not None:
         rec["heldout"] = eval_record(log.eval)
@@ -54,10 +55,24 @@ def progress_line(rec: dict[str, Any], *, total: int, eta_s: float) -> str:
     parts += [
         f"reward {rec['mean_reward']:.3f}", f"loss {_num(rec['policy_loss'], '.4f')}",
         f"KL({rec['kl_kind']}) {_num(rec['kl'], '.4f')}", f"entropy {_num(rec['entropy'], '.3f')}",
+        *_filtered(rec.get("filters") or {}),
         f"{rec['tokens_per_s']:,.0f} tok/s", f"{rec['episodes_per_s']:.2f} ep/s", f"{rec['wall_s']:.0f} s/step",
         f"ETA {format_eta(eta_s)}",
     ]
     return " · ".join(parts)
+
+
+def _filtered(counts: dict[str, float]) -> list[str]:
+    """``filtered 3 masked/2 dropped (overlong 2, timeout 1, 1 equal group)``, or nothing when none was."""
+    masked, dropped = int(counts.get("filter/masked", 0)), int(counts.get("filter/dropped", 0))
+    if not masked and not dropped:
+        return []
+    why = [f"{k.removeprefix('filter/')} {int(v)}" for k, v in counts.items()
+           if v and k not in ("filter/masked", "filter/dropped", "filter/kept", "filter/equal_reward_groups")]
+    groups = int(counts.get("filter/equal_reward_groups", 0))
+    if groups:
+        why.append(f"{groups} equal group{'s' if groups > 1 else ''}")
+    return [f"filtered {masked} masked/{dropped} dropped ({', '.join(why)})"]
 
 
 class MetricsFile:

@@ -160,6 +160,7 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         save_every=max(0, int(trainer.get("save_freq", 0) or 0)),
         warmup_steps=int(_get(actor, "optim.lr_warmup_steps", 0) or 0),
         max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
+        filters=tg.filters,
     )
     if rl.eval.every < 0:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")

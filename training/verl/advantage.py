@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from toolgym.core.errors import ConfigError
 from toolgym.training.advantages import arpo_attribution, gigpo_advantages, grpo_advantages
 from toolgym.training.advantages.arpo import link_absent_parents
+from toolgym.training.filters import EpisodeFilters, decide
 
 from .rows import RowMeta
 
@@ -172,3 +173,22 @@ def _attribute_shared_prefixes(
             continue
         values = seq0[index[m.trajectory_id]][m.offset : m.offset + out.shape[1]]
         out[r, : values.size] = values
+
+
+def filter_rows(
+    metas: Sequence[RowMeta | None], groups: Sequence[Hashable], filters: EpisodeFilters,
+) -> tuple[list[RowMeta | None], list[bool], dict[str, float]]:
+    """The episode filters (:mod:`toolgym.training.filters`) on a verl batch, per trajectory.
+
+    Returns (metadata for :func:`row_advantages`, with the rows of dropped trajectories set to None
+    so they take no part; per row, True when its advantages must be zeroed afterwards (masked:
+    they count in the group's baseline only); the filters' counts, per trajectory)."""
+    live = [r for r, m in enumerate(metas) if m is not None]
+    trajs = _trajectories(metas, groups, live)
+    outcome = {m.trajectory_id: m.outcome for m in metas if m is not None}
+    ids = list(trajs)
+    result = decide([outcome[t] for t in ids], [trajs[t][0] for t in ids], [trajs[t][1] for t in ids], filters)
+    fate = dict(zip(ids, result.actions, strict=True))
+    kept: list[RowMeta | None] = [m if m is not None and fate[m.trajectory_id] != "drop" else None for m in metas]
+    masked = [m is not None and fate[m.trajectory_id] == "mask" for m in metas]
+    return kept, masked, result.counts

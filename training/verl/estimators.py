@@ -24,8 +24,9 @@ import torch
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
 from toolgym.core.errors import ConfigError
+from toolgym.training.filters import EpisodeFilters
 
-from .advantage import ESTIMATORS, row_advantages
+from .advantage import ESTIMATORS, filter_rows, row_advantages
 from .rows import META_KEY, RowMeta
 
 
@@ -37,15 +38,20 @@ class AdvantageContext:
     """One per batch row, in row order; None for verl's synthetic padding rows."""
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword options of the estimator in use."""
+    filters: EpisodeFilters = field(default_factory=EpisodeFilters)
+    """Episode filters applied to the batch before the advantages (:mod:`toolgym.training.filters`)."""
+    counts: dict[str, float] = field(default_factory=dict)
+    """What the filters did to the batch, set by the estimator (``filter/...``)."""
 
 
 _current: ContextVar[AdvantageContext | None] = ContextVar("toolgym_advantage_context", default=None)
 
 
 @contextmanager
-def advantage_context(metas: Sequence[RowMeta | None], options: dict[str, Any] | None = None) -> Iterator[AdvantageContext]:
-    """Make ``metas`` and ``options`` visible to toolgym's registered estimators inside the block."""
-    ctx = AdvantageContext(list(metas), dict(options or {}))
+def advantage_context(metas: Sequence[RowMeta | None], options: dict[str, Any] | None = None,
+                      filters: EpisodeFilters | None = None) -> Iterator[AdvantageContext]:
+    """Make ``metas``, ``options`` and ``filters`` visible to toolgym's registered estimators inside the block."""
+    ctx = AdvantageContext(list(metas), dict(options or {}), filters or EpisodeFilters())
     token = _current.set(ctx)
     try:
         yield ctx
@@ -94,7 +100,9 @@ def _estimator(name: str) -> Any:
         if len(ctx.metas) != response_mask.shape[0]:
             raise ConfigError(f"the batch has {response_mask.shape[0]} rows but metadata for {len(ctx.metas)} was bound; bind one per row")
         groups = np.asarray(index, dtype=object).tolist()
-        adv = row_advantages(kind, ctx.metas, groups, response_mask.detach().cpu().numpy(), **ctx.options)
+        metas, masked, ctx.counts = filter_rows(ctx.metas, groups, ctx.filters)
+        adv = row_advantages(kind, metas, groups, response_mask.detach().cpu().numpy(), **ctx.options)
+        adv[np.asarray(masked, dtype=bool)] = 0.0  # masked rollouts set their group's baseline only
         advantages = torch.from_numpy(adv).to(device=response_mask.device, dtype=torch.float32)
         return advantages, advantages.clone()
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from toolgym.core.errors import ConfigError
 from toolgym.core.trajectory import Trajectory
+from toolgym.training.filters import classify
 
 Layout = Literal["trajectory", "step"]
 LAYOUTS: tuple[str, ...] = ("trajectory", "step")
@@ -78,6 +79,8 @@ class RowMeta:
     """ARPO: leading tokens of sequence 0 shared with the parent."""
     truncated_tokens: int = 0
     """Response tokens dropped to fit ``max_response_len``."""
+    outcome: str = "ok"
+    """The trajectory's episode-filter class (:func:`toolgym.training.filters.classify`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,7 +219,7 @@ def _meta(traj: Trajectory, seq: int, offset: int, seq_len: int, spans: list[Ste
     return RowMeta(
         trajectory_id=traj.trajectory_id, group_id=traj.group_id, episode_reward=float(traj.reward),
         sequence=seq, offset=offset, sequence_len=seq_len, steps=spans, row=0, rows=1,
-        parent_id=traj.parent_id, branch_point=traj.branch_point,
+        parent_id=traj.parent_id, branch_point=traj.branch_point, outcome=classify(traj),
     )
 
 

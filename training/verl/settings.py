@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from toolgym.core.arpo import ArpoConfig
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
+from toolgym.training.filters import EpisodeFilters
 
 from .advantage import check_options
 from .rows import Layout
@@ -121,6 +122,9 @@ class ToolgymSettings(BaseModel):
     val_files: str | None = None
     """Likewise for validation, instead of the ``val`` range."""
     arpo: ArpoRollout | None = None
+    filters: EpisodeFilters = Field(default_factory=EpisodeFilters)
+    """Which rollouts are trained on, masked or dropped (``toolgym.training.filters``); with verl,
+    failed episodes make verl resample their group (see the agent loop), whatever this says."""
 
     @field_validator("engine")
     @classmethod

@@ -75,5 +75,7 @@ class ToolgymPPOTrainer(PPOTrainerSync):
         # NonTensorStack, tensordict's LinkedList or an array, depending on the storage backend
         metas = metas_from_extra_fields(extra.tolist() if hasattr(extra, "tolist") else list(extra), padding)
         metrics.update(advantage_metrics(metas))
-        with advantage_context(metas, self.toolgym.advantage.options):
-            return super()._compute_advantage(batch, metrics)
+        with advantage_context(metas, self.toolgym.advantage.options, self.toolgym.filters) as ctx:
+            out = super()._compute_advantage(batch, metrics)
+        metrics.update({f"toolgym/{k}": v for k, v in ctx.counts.items()})
+        return out

@@ -150,3 +150,35 @@ def test_estimators_explain_what_they_need() -> None:
         metas_from_extra_fields([{"turn_scores": []}])
     with pytest.raises(ConfigError, match="takes no option 'omega'"):
         verl_advantages(data, keys, metas, "toolgym_grpo", {"omega": 1.0})
+
+
+def test_episode_filters_through_verl() -> None:
+    """A masked trajectory keeps its place in the group's baseline with zero advantages; a dropped
+    one (or a group of equal rewards) takes no part; the counts reach the context."""
+    from toolgym.training.filters import EpisodeFilters
+
+    trajs = group_batch()
+    trajs[1] = trajs[1].model_copy(update={"terminated": False, "truncated": True, "truncation_reason": "context budget (max_tokens_per_trajectory) used up"})
+    trajs[2] = trajs[2].model_copy(update={"terminated": False, "truncated": True, "truncation_reason": "turn limit (30) reached"})
+    data, keys, metas = verl_batch(trajs, "trajectory")
+    assert [m["outcome"] for m in metas[:3]] == ["ok", "overlong", "turn_limit"]
+    parsed = [RowMeta.from_dict({k: v for k, v in m.items() if k != "response_len"}) for m in metas]
+    filters = EpisodeFilters(overlong="mask", turn_limit="drop")
+    with advantage_context(parsed, {"std_norm": False}, filters) as ctx:
+        out = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator="toolgym_grpo", config=ALGO)
+    adv = out.batch["advantages"]
+    assert not adv[1].any() and not adv[2].any()
+    # the baseline of task-a is the mean over trajectories 0, 1 and 3 (2 was dropped, 1 masked but counted)
+    rewards = [t.reward for t in trajs]
+    baseline = (rewards[0] + rewards[1] + rewards[3]) / 3
+    first = adv[0][adv[0] != 0][0].item()
+    assert first == pytest.approx(rewards[0] - baseline, abs=1e-5)
+    assert ctx.counts["filter/overlong"] == 1 and ctx.counts["filter/masked"] == 1 and ctx.counts["filter/dropped"] == 1
+
+    same = [t.model_copy(update={"reward": 1.0}) if t.group_id == "task-b" else t for t in group_batch()]
+    data, keys, metas = verl_batch(same, "trajectory")
+    parsed = [RowMeta.from_dict({k: v for k, v in m.items() if k != "response_len"}) for m in metas]
+    with advantage_context(parsed, {}, EpisodeFilters(equal_reward_groups="drop")) as ctx:
+        out = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator="toolgym_gigpo", config=ALGO)
+    assert ctx.counts["filter/equal_reward_groups"] == 1
+    assert not out.batch["advantages"][4:].any() and out.batch["advantages"][:4].any()
