@@ -187,6 +187,8 @@ class RolloutEngine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._specs: dict[str, EnvSpec] = {}
         self._probes: dict[str, Env] = {}  # an environment per name, asked which images a batch needs
+        self.on_warm: Callable[[int, int, str, str], None] | None = None
+        """Progress of warming a batch's images: ``(done, total, image, what)``; None: the backend's own display."""
         self._groups: dict[str, _GroupRun] = {}
         self._group_live: dict[str, int] = {}  # ARPO: episodes of each group started and not yet finished
 
@@ -240,7 +242,7 @@ class RolloutEngine:
                     continue  # a wrong option: every episode fails with it, as without warming
             needs.extend(self._probes[name].sandbox_images(sorted(set(env_seeds))))
         if needs:
-            await self.sandbox_backend.warm_images(needs)
+            await self.sandbox_backend.warm_images(needs, **({"progress": self.on_warm} if self.on_warm else {}))
 
     def _launch(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

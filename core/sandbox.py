@@ -189,11 +189,11 @@ class LazySandboxBackend:
     async def release(self, sandbox: Any, **kwargs: Any) -> None:
         await (await self._get()).release(sandbox, **kwargs)
 
-    async def warm_images(self, needs: Sequence[ImageNeed]) -> None:
+    async def warm_images(self, needs: Sequence[ImageNeed], **kwargs: Any) -> None:
         """Forwarded to the backend when it warms images (the Docker backend does)."""
         backend = await self._get()
         if hasattr(backend, "warm_images"):
-            await backend.warm_images(needs)
+            await backend.warm_images(needs, **kwargs)
 
     async def aclose(self) -> None:
         if self._backend is not None:

@@ -340,8 +340,10 @@ async def collect(
     registry: Registry | None = None,
     policy: Policy | None = None,
     on_progress: Callable[[EngineStats], None] | None = None,
+    on_warm: Callable[[int, int, str, str], None] | None = None,
 ) -> CollectResult:
-    """Run the collection; returns counts. Resumes whatever ``opts.out`` already holds."""
+    """Run the collection; returns counts. Resumes whatever ``opts.out`` already holds.
+    ``on_warm`` shows the warm-up of per-task images before the episodes (``RolloutEngine.on_warm``)."""
     registry = registry or get_registry()
     registry.env(opts.env)  # fail early on an unknown name
     if opts.episodes < 1:
@@ -393,6 +395,7 @@ async def collect(
         registry=registry, policy=policy, config=opts.engine, sandbox_backend=sandboxes,  # type: ignore[arg-type]
         env_kwargs=opts.env_kwargs, artifacts_dir=str(opts.out / "artifacts"), on_trajectory=guard,
     )
+    engine.on_warm = on_warm
     started = time.perf_counter()
     ticker: asyncio.Task[None] | None = None
     if on_progress is not None:

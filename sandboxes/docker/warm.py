@@ -161,8 +161,9 @@ def _tell(progress: Progress | None, done: int, total: int, image: str, what: st
 
 
 class TerminalProgress:
-    """The default display of a warm-up on stderr: a transient bar on a terminal; elsewhere a line
-    per pull and per missing image (present images are silent, so a warm batch prints nothing)."""
+    """The default display of a warm-up on stderr (when the caller has none): a transient bar on a
+    terminal once an image must be pulled; elsewhere a line per pull and per missing image. Present
+    images are silent, so a batch whose images are all there shows nothing."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -176,11 +177,12 @@ class TerminalProgress:
 
     def __call__(self, done: int, total: int, image: str, what: str) -> None:
         if self.live:
-            if self.task is None:
+            if self.task is None and what != "present":  # nothing to show while every image is there
                 self.bar.start()
                 self.task = self.bar.add_task("", total=total)
-            self.bar.update(self.task, completed=done, description=f"{what} {image}")
-            if done >= total:
-                self.bar.stop()
+            if self.task is not None:
+                self.bar.update(self.task, completed=done, description=f"{what} {image}")
+                if done >= total:
+                    self.bar.stop()
         elif what in ("pulling", "pulled", "missing"):
-            self.console.print(f"images {done}/{total}: {what} {image}")
+            self.console.print(f"images {done}/{total}: {what} {image}", soft_wrap=True)

@@ -130,7 +130,7 @@ def command(
             ray_opts = RayOptions(address=ray, num_workers=ray_workers)
             result = asyncio.run(collect_ray(opts, ray_opts, registry=registry, on_progress=bar.update))
         else:
-            result = asyncio.run(collect(opts, registry=registry, on_progress=bar.update))
+            result = asyncio.run(collect(opts, registry=registry, on_progress=bar.update, on_warm=bar.warm))
     c = err_console()
     for side in result.quarantined:
         c.print(f"[yellow]a damaged last record was moved to {side} and its episode collected again[/]")

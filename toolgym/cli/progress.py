@@ -41,12 +41,23 @@ class LiveProgress:
 class EngineProgress(LiveProgress):
     def __init__(self, console: Console, *, total: int, enabled: bool = True, label: str = "episodes") -> None:
         super().__init__(
-            console, TextColumn(f"[bold blue]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+            console, TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
             TimeElapsedColumn(), TimeRemainingColumn(), enabled=enabled, transient=False,
         )
         self._plain = enabled and not console.is_terminal
         self._last_plain = -1
         self._task = self.progress.add_task(label, total=total, counts="")
+        self._images: Any = None
+
+    def warm(self, done: int, total: int, image: str, what: str) -> None:
+        """Progress of the per-task images warmed before the episodes (a second row; off a
+        terminal, a line per image pulled or missing)."""
+        if self.live:
+            if self._images is None:
+                self._images = self.progress.add_task("images", total=total, counts="")
+            self.progress.update(self._images, completed=done, counts=f"{what} {image}")
+        elif self._plain and what != "present":
+            self.console.print(f"images {done}/{total}: {what} {image}", soft_wrap=True)
 
     def update(self, stats: EngineStats) -> None:
         counts = (

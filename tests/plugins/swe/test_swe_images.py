@@ -180,6 +180,26 @@ def test_prune_removes_least_recently_used_labelled_images_only(tmp_path: Path, 
     assert sorted(api.images) == ["busy:1", "theirs:1"] and "new:1" not in warm.last_used()
 
 
+def test_collect_progress_shows_the_warm_up() -> None:
+    import io
+
+    from rich.console import Console
+
+    from toolgym.cli.progress import EngineProgress
+
+    plain = io.StringIO()
+    bar = EngineProgress(Console(file=plain, force_terminal=False, width=200), total=4)
+    with bar:
+        for args in ((1, 3, "a:1", "present"), (1, 3, "b:1", "pulling"), (2, 3, "b:1", "pulled"), (3, 3, "c:1", "missing")):
+            bar.warm(*args)
+    assert plain.getvalue().splitlines() == ["images 1/3: pulling b:1", "images 2/3: pulled b:1", "images 3/3: missing c:1"]
+    live = EngineProgress(Console(file=io.StringIO(), force_terminal=True, width=200), total=4)
+    with live:
+        live.warm(2, 3, "b:1", "pulling")
+    (images,) = [t for t in live.progress.tasks if t.description == "images"]
+    assert (images.completed, images.total, images.fields["counts"]) == (2, 3, "pulling b:1")
+
+
 def test_images_command_names_the_dataset_options() -> None:
     assert images_command("a b.jsonl", "swebench", "") == "toolgym swe images 'a b.jsonl' --family swebench --image-namespace '' --build --repo-dir DIR"
 
@@ -290,8 +310,9 @@ def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp
     out2 = tmp_path / "run-missing"
     stopped = _cli("collect", "--env", "swe", "--env-arg", f"dataset={dataset['path']}", "--env-arg", "family=swebench",
                    "--env-arg", f"image_namespace={NAMESPACE}", "--model", "scripted", "--episodes", "3",
-                   "--sandbox-backend", "docker", "--no-progress", "--out", str(out2))
+                   "--sandbox-backend", "docker", "--out", str(out2))
     assert stopped.exit_code != 0
+    assert f"images 3/3: missing {gone}" in stopped.stderr  # collect's progress shows the warm-up
     assert isinstance(stopped.exception, warm.MissingImageError)
     message = str(stopped.exception)
     assert gone in message and "toolgym__ledger-1" in message and "--build --repo-dir DIR" in message
