@@ -153,6 +153,11 @@ def _make_policy(model: str, *, backend: str | None, tokenizer: str | None, conf
         from toolgym.core.llm.testing import SimulatedBackend
 
         latency = float(model.split(":", 1)[1]) if ":" in model else 0.05
+        replay = options.pop("replay", None)
+        if replay not in (None, "scripted"):
+            raise ConfigError(f"--backend-arg replay={replay}: the simulated model replays only the env's scripted solver (replay=scripted)")
+        if replay == "scripted":  # the env's solver turns (SWE: the gold patch through the tools), each after the latency
+            return ScriptedPolicy(ChatFormat(_tokenizer(tokenizer)), latency_s=latency)
         return ModelPolicy(SimulatedBackend(tokenizer=_tokenizer(tokenizer), latency_s=latency, **options), config)
     try:
         from toolgym.core.llm.resolve import make_backend

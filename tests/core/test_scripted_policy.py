@@ -66,3 +66,15 @@ def test_bad_settings_are_refused(qwen_chat: ChatFormat) -> None:
         ScriptedPolicy(qwen_chat, noise=0.2)
     with pytest.raises(ConfigError, match="0 or more seconds"):
         ScriptedPolicy(qwen_chat, latency_s=-1)
+
+
+def test_sim_model_replays_the_scripted_solver_on_request() -> None:
+    from toolgym.collect import make_policy
+    from toolgym.core.config import EngineConfig
+    from toolgym.core.policy import ModelPolicy
+
+    policy = make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "scripted"})
+    assert isinstance(policy, ScriptedPolicy) and policy.latency_s == 0.25
+    assert isinstance(make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig()), ModelPolicy)
+    with pytest.raises(ConfigError, match="replays only the env's scripted solver"):
+        make_policy("sim", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "model"})
