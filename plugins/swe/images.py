@@ -139,6 +139,10 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def checkout_at(clone: Path, commit: str, into: Path) -> None:
     """A repository at ``into`` holding only ``commit`` of ``clone`` (same commit id), checked out."""
+    found = _git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], clone)
+    if found.returncode != 0:
+        raise ConfigError(f"cannot check out {commit} of the clone {clone}: no such commit there (fetch its history first)")
+    commit = found.stdout.strip()  # a full id: fetch takes no abbreviation (SWE-smith names carry 8 digits)
     into.mkdir(parents=True)
     steps = [["init", "-q"], ["fetch", "-q", "--depth", "1", str(clone.resolve()), commit],
              ["checkout", "-q", "--detach", "FETCH_HEAD"]]

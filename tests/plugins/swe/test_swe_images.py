@@ -79,7 +79,21 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     make_clones(root / "repos", tasks)
     path = root / "swe-bench.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in swebench_rows(tasks)))
-    return {"path": path, "repos": root / "repos", "tasks": tasks}
+    smith = root / "swe-smith.jsonl"
+    smith.write_text(json.dumps(swesmith_row(tasks[1], _git(root / "repos" / "toolgym" / "textkit", "rev-parse", "main"))) + "\n")
+    return {"path": path, "repos": root / "repos", "tasks": tasks, "swesmith": smith}
+
+
+def swesmith_row(task: SWETask, clean: str) -> dict[str, Any]:
+    """A SWE-smith row for a shipped bug: the image holds the clean (fixed) repository at the
+    snapshot ``clean``; ``patch`` introduces the bug; the lists are JSON lists."""
+    from toolgym.plugins.swe.patches import reverse_patch
+
+    snapshot = f"toolgym__textkit.{clean[:8]}"
+    return {"instance_id": f"{snapshot}.{task.instance_id}", "repo": f"swesmith/{snapshot}", "patch": reverse_patch(task.patch),
+            "FAIL_TO_PASS": list(task.fail_to_pass), "PASS_TO_PASS": list(task.pass_to_pass),
+            "image_name": f"{NAMESPACE}/swesmith.x86_64.{snapshot.replace('__', '_1776_')}", "problem_statement": task.problem_statement,
+            "created_at": "2025-01-01"}
 
 
 # -- without Docker -------------------------------------------------------------------------------
@@ -107,8 +121,11 @@ def test_find_clone_and_checkout_at_base(dataset: dict[str, Any], tmp_path: Path
     assert (tmp_path / "testbed" / "textkit").is_dir() and not _git(tmp_path / "testbed", "status", "--porcelain")
     with pytest.raises(ConfigError, match="no git clone of django/django"):
         swe_images.find_clone(dataset["repos"], "django/django")
-    with pytest.raises(ConfigError, match="cannot check out"):
+    with pytest.raises(ConfigError, match="no such commit there"):
         swe_images.checkout_at(clone, "0" * 40, tmp_path / "other")
+    main = _git(clone, "rev-parse", "main")
+    swe_images.checkout_at(clone, main[:8], tmp_path / "short")  # SWE-smith names give 8 digits
+    assert _git(tmp_path / "short", "rev-parse", "HEAD") == main
 
 
 class FakeAPI:
@@ -303,6 +320,19 @@ def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp
     assert collected.exit_code == 0, (collected.output, collected.exception)
     trajectories = [json.loads(ln) for ln in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(trajectories) == 2 and all(t["reward"] == 1.0 for t in trajectories)
+
+    # SWE-smith: the image of a repository snapshot, built from the clone at the commit its name carries
+    smith = _cli("swe", "images", str(dataset["swesmith"]), "--build", "--repo-dir", str(dataset["repos"]), "--json")
+    assert smith.exit_code == 0, (smith.output, smith.exception)
+    (row,) = json.loads(smith.stdout)
+    assert row["present"] and row["repo"] == "toolgym/textkit" and len(row["commit"]) == 8
+    out_smith = tmp_path / "run-smith"
+    collected = _cli("collect", "--env", "swe", "--env-arg", f"dataset={dataset['swesmith']}", "--model", "scripted",
+                     "--episodes", "1", "--max-turns", "30", "--sandbox-backend", "docker", "--no-progress", "--out", str(out_smith))
+    assert collected.exit_code == 0, (collected.output, collected.exception)
+    (smith_traj,) = [json.loads(ln) for ln in (out_smith / "trajectories.jsonl").read_text().splitlines()]
+    assert smith_traj["reward"] == 1.0
+    docker_api.remove_image(row["image"])
 
     # a missing image stops the batch before any episode, naming it and the command that builds it
     gone = rows[2]["image"]
