@@ -82,12 +82,17 @@ class Sandbox(Protocol):
         stdin: str | bytes | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        max_output: int | None = None,
     ) -> ExecResult:
-        """Run a command (argv list, or a string for ``sh -c``) in its own process group."""
+        """Run a command (argv list, or a string for ``sh -c``) in its own process group.
+
+        ``max_output`` caps each of stdout and stderr (bytes, head and tail kept, ``truncated`` set);
+        None: the sandbox profile's cap."""
         ...
 
-    async def write_file(self, path: str, data: str | bytes) -> None:
-        """Write inside the work directory; paths that leave it raise ``PathOutsideSandboxError``."""
+    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
+        """Write inside the work directory (``append``: add to the end of the file); paths that
+        leave it raise ``PathOutsideSandboxError``."""
         ...
 
     async def read_file(self, path: str) -> bytes: ...

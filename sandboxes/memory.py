@@ -133,9 +133,10 @@ class MemorySandbox:
     # -- the Sandbox protocol --------------------------------------------------------------------
 
     async def run(self, cmd: Sequence[str] | str, *, timeout: float | None = None, stdin: str | bytes | None = None,
-                  env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        """Answer a command with the handler (then the built-in commands); output is capped as the
-        profile says, and an async handler past ``timeout`` seconds gives exit 124."""
+                  env: Mapping[str, str] | None = None, cwd: str | None = None, max_output: int | None = None) -> ExecResult:
+        """Answer a command with the handler (then the built-in commands); output is capped at
+        ``max_output`` (default: as the profile says), and an async handler past ``timeout``
+        seconds gives exit 124."""
         self._check()
         limit = self.profile.default_timeout_s if timeout is None else float(timeout)
         if limit <= 0:
@@ -164,8 +165,9 @@ class MemorySandbox:
         if not isinstance(answer, ExecResult):
             raise SandboxError(f"the memory sandbox's handler returned {type(answer).__name__}; "
                                "return an ExecResult, a str (stdout) or None")
-        stdout, cut_out = cap_text(answer.stdout, self.profile.max_output_bytes)
-        stderr, cut_err = cap_text(answer.stderr, self.profile.max_output_bytes)
+        cap = self.profile.max_output_bytes if max_output is None else max_output
+        stdout, cut_out = cap_text(answer.stdout, cap)
+        stderr, cut_err = cap_text(answer.stderr, cap)
         return ExecResult(answer.exit_code, stdout, stderr, timed_out=answer.timed_out,
                           truncated=answer.truncated or cut_out or cut_err,
                           duration_s=answer.duration_s or time.perf_counter() - start, oom_killed=answer.oom_killed)

@@ -1,12 +1,38 @@
-"""Fixtures shared by the whole suite: the tiny tokenizers (built once, cached on disk)."""
+"""Fixtures shared by the whole suite: the tiny tokenizers (built once, cached on disk).
+
+Also keeps the repository root off ``sys.path`` while tests run. The root's folders install as
+``toolgym.core``, ``toolgym.plugins``, …; from the root, ``import core`` would load a second copy
+whose classes are not toolgym's (``core.errors.ConfigError`` is not ``toolgym.core.errors.ConfigError``).
+pytest puts the root on ``sys.path`` to import ``tests.*`` modules (when collecting, and when setting up
+each test's packages), so it is taken off here and again as each test starts; ``tests`` stays
+importable through its package path.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolgym.core.chat import ChatFormat
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def drop_repository_root() -> None:
+    """Take every ``sys.path`` entry that names the repository root (``""`` too, from the root) off it."""
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != str(REPO)]
+
+
+drop_repository_root()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    drop_repository_root()  # setting up the test's packages imported their __init__ with the root put back
 
 
 @pytest.fixture(scope="session")

@@ -268,6 +268,8 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
     plugins = {}
     for name in sorted(registry.plugin_names):
         plugin = registry.pm.get_plugin(name)
+        if plugin is None:  # blocked after registration: nothing of it runs
+            continue
         module = plugin.__name__ if hasattr(plugin, "__file__") else type(plugin).__module__
         plugins[name] = {"module": module, "package": distribution_of(module)}
     return {

@@ -199,7 +199,7 @@ async def run_browser(config: BrowserConfig, sandbox: Sandbox, ctx: Any, op: str
                     "Screenshot taken (not stored: this run has no artifacts directory).") + "\n" + text
     if not reply.get("ok"):
         text = f"Error: {reply.get('error')}" + (f"\n\n{text}" if text else "")
-    metadata = {k: reply.get(k) for k in ("url", "title", "tab", "tabs", "truncated") if k in reply}
+    metadata: dict[str, Any] = {k: reply.get(k) for k in ("url", "title", "tab", "tabs", "truncated") if k in reply}
     return ToolOutput(text, error=not reply.get("ok"), files=files, metadata=metadata)
 
 

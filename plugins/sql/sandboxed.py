@@ -21,7 +21,6 @@ import asyncio
 import base64
 import functools
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -122,14 +121,6 @@ def runner_source() -> bytes:
     return Path(readonly_sqlite.__file__).read_bytes()
 
 
-@functools.cache
-def _takes_max_output(run: Callable[..., Any]) -> bool:
-    try:
-        return "max_output" in inspect.signature(run).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _value(value: Any) -> Any:
     if isinstance(value, dict):
         return base64.b64decode(value["blob"]) if "blob" in value else ElidedBlob(int(value["blob_size"]))
@@ -177,7 +168,7 @@ class SandboxSQLiteBackend(SQLBackend):
                     for offset in range(0, max(len(data), 1), COPY_CHUNK_BYTES):
                         chunk = data[offset: offset + COPY_CHUNK_BYTES]
                         if offset:
-                            await sb.write_file(self.db_path, chunk, append=True)  # type: ignore[call-arg]
+                            await sb.write_file(self.db_path, chunk, append=True)
                         else:
                             await sb.write_file(self.db_path, chunk)
                 except SandboxError as exc:
@@ -190,8 +181,8 @@ class SandboxSQLiteBackend(SQLBackend):
     async def _call(self, request: dict[str, Any], *, limit_s: float, max_bytes: int) -> dict[str, Any]:
         sb = await self.prepare()
         request = {**request, "db": self.db_path, "max_bytes": max_bytes}
-        extra = {"max_output": max_bytes + 4096} if _takes_max_output(type(sb).run) else {}
-        result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=limit_s, **extra)
+        result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=limit_s,
+                              max_output=max_bytes + 4096)
         if result.timed_out:
             raise QueryTimeout(readonly_sqlite.timeout_message(float(request["timeout_s"])))
         if result.oom_killed or (result.exit_code != 0 and "MemoryError" in result.stderr):

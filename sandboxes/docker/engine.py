@@ -37,12 +37,13 @@ def api(base_url: str | None = None) -> Any:
         client = _clients.get(base_url)
         if client is None:
             import docker
+            from docker.utils import kwargs_from_env
 
             try:
                 if base_url:
                     client = docker.APIClient(base_url=base_url, version="auto", timeout=60, max_pool_size=64)
                 else:
-                    env = docker.utils.kwargs_from_env()
+                    env = kwargs_from_env()
                     client = docker.APIClient(version="auto", timeout=60, max_pool_size=64, **env)
             except docker.errors.DockerException as exc:
                 raise SandboxError(f"cannot reach the Docker engine ({exc}); start it (scripts/ensure-docker.sh) "
@@ -59,8 +60,9 @@ def engine_answers(base_url: str | None = None, *, cache_s: float = 5.0) -> bool
         return cached[1]
     try:
         import docker
+        from docker.utils import kwargs_from_env
 
-        kwargs = {"base_url": base_url} if base_url else docker.utils.kwargs_from_env()
+        kwargs = {"base_url": base_url} if base_url else kwargs_from_env()
         ok = bool(docker.APIClient(timeout=3, version="1.41", **kwargs).ping())
     except Exception:
         ok = False

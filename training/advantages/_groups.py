@@ -6,8 +6,8 @@ except :func:`factorize` on object arrays (one dict lookup per row, which is wha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -17,8 +17,11 @@ from toolgym.core.errors import ConfigError
 Mode = Literal["mean_norm", "mean_std_norm"]
 MODES: tuple[str, ...] = ("mean_norm", "mean_std_norm")
 
+Keys: TypeAlias = ArrayLike | Sequence[Hashable]
+"""One key per row: a numpy array, or any sequence of hashables (verl's uids, trajectory ids, tuples)."""
 
-def factorize(keys: ArrayLike) -> tuple[NDArray[np.int64], int]:
+
+def factorize(keys: Keys) -> tuple[NDArray[np.int64], int]:
     """Map each key to a dense code ``0 ≤ code < n_unique``; equal keys get equal codes.
 
     Integer and boolean keys are factorised with ``np.unique`` (sorted order); any other keys
@@ -102,7 +105,7 @@ def as_float_vector(name: str, values: ArrayLike, n: int | None = None) -> NDArr
     return arr
 
 
-def check_length(name: str, values: ArrayLike, n: int) -> None:
+def check_length(name: str, values: Keys, n: int) -> None:
     size = len(values)  # type: ignore[arg-type]
     if size != n:
         raise ConfigError(f"{name} has {size} rows but the other inputs have {n}; pass one value per row")

@@ -43,6 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from toolgym.core.errors import ConfigError
 
 from ._groups import (
+    Keys,
     Mode,
     as_float_vector,
     check_length,
@@ -166,8 +167,8 @@ def step_groups(
 
 
 def gigpo_advantages(
-    episode_index: ArrayLike,
-    group_ids: ArrayLike,
+    episode_index: Keys,
+    group_ids: Keys,
     step_index: ArrayLike,
     step_rewards: ArrayLike,
     anchors: ArrayLike,

@@ -19,12 +19,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from toolgym.core.trajectory import Trajectory
 
-from ._groups import as_float_vector, check_length, factorize, group_normalize
+from ._groups import Keys, as_float_vector, check_length, factorize, group_normalize
 
 
 def grpo_advantages(
     rewards: ArrayLike,
-    group_ids: ArrayLike,
+    group_ids: Keys,
     *,
     std_norm: bool = True,
     eps: float = 1e-6,

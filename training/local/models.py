@@ -24,9 +24,9 @@ from typing import Any
 
 from toolgym.core.env import EnvSpec
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.tiny import TinySpec, ensure_tiny_model
+from toolgym.core.llm.tiny import Family, TinySpec, ensure_tiny_model
 
-FAMILY = "qwen"
+FAMILY: Family = "qwen"
 TEMPLATE = "compact_qwen.jinja"
 TRANSCRIPT_REPEATS = 200
 """How often each rendered episode enters the tokenizer corpus: enough for whole-word merges."""

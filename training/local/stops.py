@@ -13,18 +13,23 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from toolgym.core.llm.base import LLMBackend
 from toolgym.core.types import GenerationRequest, GenerationResult
 
 ACTION_STOPS: dict[str, tuple[str, ...]] = {"think_action": ("</action>",)}
 """Parser name → the strings that end an action in its format."""
 
 
-class StopAtBackend:
+class StopAtBackend(LLMBackend):
     """Forwards to ``backend``, adding ``stops`` to each request's stop strings."""
 
-    def __init__(self, backend: Any, stops: tuple[str, ...]) -> None:
+    def __init__(self, backend: LLMBackend, stops: tuple[str, ...]) -> None:
         self.backend = backend
         self.stops = tuple(stops)
+        # LLMBackend declares these on the class, so __getattr__ would not reach them
+        self.name = getattr(backend, "name", "")
+        self.model_name = getattr(backend, "model_name", "")
+        self.tokenizer = getattr(backend, "tokenizer", None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
@@ -33,6 +38,13 @@ class StopAtBackend:
         stop = tuple(dict.fromkeys((*request.sampling.stop, *self.stops)))
         result: GenerationResult = await self.backend.generate(replace(request, sampling=request.sampling.replace(stop=stop)))
         return result
+
+    @property
+    def weight_version(self) -> str | None:
+        return self.backend.weight_version
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
 
 
 def action_stops(registry: Any, env: str, env_kwargs: dict[str, Any]) -> tuple[str, ...]:

@@ -212,12 +212,15 @@ def episode_page(traj: Trajectory, files: dict[str, str], *, tokenizer: Any = No
     t = traj.timings
     status = traj.status.value + (f" ({traj.status_reason})" if traj.status_reason else "")
     end = "terminated" if traj.terminated else (f"truncated: {traj.truncation_reason}" if traj.truncated else "-")
-    head = table(["field", "value"], [
+    fields: list[list[Any]] = [
         ["trajectory", traj.trajectory_id], ["group", traj.group_id], ["environment", f"{traj.env or traj.task} #{traj.task_index} (seed {traj.seed})"],
         ["sample", traj.sample_index], ["model", traj.model], ["reward", f"{traj.reward:.4g}"], ["status", status], ["end", end],
         ["token-faithful", "yes" if traj.token_faithful else "no (text API)"],
         ["time", f"{t.total_s:.2f}s (llm {t.llm_s:.2f}s, env {t.env_s:.2f}s, tools {t.tool_s:.2f}s, sandbox {t.sandbox_s:.2f}s)"],
-    ] + ([["parent", f"{traj.parent_id} at token {traj.branch_point}"]] if traj.parent_id else []))
+    ]
+    if traj.parent_id:
+        fields.append(["parent", f"{traj.parent_id} at token {traj.branch_point}"])
+    head = table(["field", "value"], fields)
     parts = [head, "<h2>Prompt</h2>"]
     parts += [f"<div><b>{escape(str(m.get('role', '?')))}</b>{pre(m.get('content', ''))}</div>" for m in traj.prompt]
     parts.append("<h2>Steps</h2><p><button id=expand>expand all</button> <button id=collapse>collapse all</button></p>")

@@ -120,12 +120,12 @@ class SearchQAEnv(ToolTaskEnv):
             return StepResult(observation=[], reward=self.reward(self.task, answer), terminated=True,
                               info={"answer": extract_answer(answer)})
         if action.kind is ActionKind.INVALID or not action.tool_calls:
-            error = action.error or "no search and no answer found"
-            self._record(f"invalid:{error}")
+            problem = action.error or "no search and no answer found"
+            self._record(f"invalid:{problem}")
             if self.style == "hermes":
-                return StepResult(observation=[{"role": "tool", "content": f"Error: {error}"}], valid=False)
+                return StepResult(observation=[{"role": "tool", "content": f"Error: {problem}"}], valid=False)
             hint = "Search with <search> query </search>, or answer with <answer> answer </answer>."
-            return StepResult(observation=f"\nInvalid action: {error}. {hint}\n", valid=False)
+            return StepResult(observation=f"\nInvalid action: {problem}. {hint}\n", valid=False)
         call = action.tool_calls[0]
         tool = self.tools[0]
         if call.name != tool.name or len(action.tool_calls) > 1:
