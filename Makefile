@@ -35,7 +35,7 @@ test-engines: setup
 
 lint: setup
 	.venv/bin/ruff check .
-	.venv/bin/python -m mypy $(TYPED)
+	.venv/bin/python scripts/typecheck.py
 
 bench: setup
 	.venv/bin/python bench/engine_efficiency.py
