@@ -1,9 +1,10 @@
 """Issue 25: code run by one episode must not take over the sandbox's agent, and a pooled sandbox
 handed to a later episode must give that episode its own results, on both backends.
 
-The attack (``hijack_probe.py``) is what a model's Python cell can do: fork a detached process that
-tries ``pidfd_getfd`` and ``ptrace`` injection against the agent to get its channel to the host,
-then stops the agent and answers the host itself. The host must also not believe a sandbox's own
+The attack (``toolgym.sandboxes.audit.hijack_probe``, which ``toolgym sandbox audit`` runs too) is
+what a model's Python cell can do: fork a detached process that tries ``pidfd_getfd`` and ``ptrace``
+injection against the agent to get its channel to the host, then stops the agent and answers the
+host itself. The host must also not believe a sandbox's own
 report of its reset: a lying reset is caught from outside.
 """
 
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
-from tests.sandboxes.hijack_probe import FORGED, probe_cell
+from toolgym.sandboxes.audit.hijack_probe import FORGED, probe_cell
+from toolgym.sandboxes.audit.reset import ESCAPE
 from toolgym.sandboxes.pool import PooledBackend
 
 
@@ -28,11 +30,6 @@ def pool(request: pytest.FixtureRequest, runner: asyncio.Runner) -> Iterator[Poo
     b = make_backend(request.param, profiles={"python": TEST_PROFILE}, max_idle=1)
     yield b
     runner.run(b.aclose())
-
-
-ESCAPE = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-          "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n")
-"""A command that returns once a detached process (its own session, out of the group kill) runs."""
 
 
 def _attack(pool: PooledBackend, runner: asyncio.Runner) -> tuple[Any, dict[str, Any]]:

@@ -11,31 +11,12 @@ from typing import Any
 import pytest
 
 from tests.sandboxes.helpers import TEST_PROFILE
+from toolgym.sandboxes.audit.probes import MEMORY_HOGS, TMPFS
 from toolgym.sandboxes.pool import PooledBackend
-
-MOUNTS = r"""
-import json, os
-out = []
-for line in open('/proc/self/mountinfo'):
-    left, _, right = line.partition(' - ')
-    point, fstype = left.split()[4].replace('\\040', ' '), right.split()[0]
-    if fstype != 'tmpfs':
-        continue
-    probe = os.path.join(point, '.tg-probe-%d' % os.getpid())
-    try:
-        open(probe, 'w').close()
-        os.unlink(probe)
-        writable = True
-    except OSError:
-        writable = False
-    st = os.statvfs(point)
-    out.append({'point': point, 'writable': writable, 'inodes': st.f_files, 'bytes': st.f_blocks * st.f_frsize})
-print(json.dumps(out))
-"""
 
 
 def _tmpfs(sandbox: Any, runner: asyncio.Runner) -> list[dict[str, Any]]:
-    r = runner.run(sandbox.run(["python3", "-c", MOUNTS]))
+    r = runner.run(sandbox.run(["python3", "-c", TMPFS]))
     assert r.exit_code == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -53,14 +34,6 @@ def test_every_writable_tmpfs_caps_inodes(sandbox: Any, runner: asyncio.Runner) 
     assert {"/workspace", "/tmp", "/dev/shm"} <= {m["point"] for m in writable}
     too_many = [m for m in writable if m["inodes"] > TEST_PROFILE.inodes]
     assert not too_many, too_many
-
-
-MEMORY_HOGS = """
-import subprocess, sys
-hog = "b = bytearray(100 << 20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\nimport time; time.sleep(3); print('alive')"
-procs = [subprocess.Popen([sys.executable, '-c', hog], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for _ in range(4)]
-print(sum(p.communicate()[0] == b'alive\\n' for p in procs))
-"""
 
 
 def test_memory_is_capped_over_all_processes(backend: PooledBackend, sandbox: Any, runner: asyncio.Runner) -> None:

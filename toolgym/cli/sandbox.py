@@ -1,4 +1,4 @@
-"""``toolgym sandbox``: build images, check the host, list and clean up sandboxes."""
+"""``toolgym sandbox``: build images, check the host, audit isolation, list and clean up sandboxes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 
 from toolgym.cli.common import console
 
-app = typer.Typer(no_args_is_help=True, help="Build sandbox images, check the host, list and clean up sandboxes.")
+app = typer.Typer(no_args_is_help=True, help="Build sandbox images, check the host, audit isolation, list and clean up sandboxes.")
 
 
 @app.command("build")
@@ -113,6 +113,39 @@ def doctor(smoke: bool = typer.Option(True, help="Start one sandbox per working 
             if usable:
                 ok = _smoke(name) and ok
     if not ok:
+        raise typer.Exit(1)
+
+
+@app.command("audit")
+def audit(
+    backend: str = typer.Option(None, "--backend", help="docker | local | docker-hosts (default: the one other commands pick)."),
+    kinds: list[str] = typer.Option(None, "--kind", help="Sandbox kinds to audit (repeatable; default: python)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON rows instead of a table."),
+) -> None:
+    """Run isolation, reset and egress checks in real sandboxes of a backend; exit 1 if any FAILs.
+    Run it before training on a new cluster."""
+    from toolgym.sandboxes.audit import FAIL, run_audit
+
+    started = time.monotonic()
+
+    def progress(row: Any) -> None:
+        typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {row.detail}", err=True)
+
+    rows = asyncio.run(run_audit(backend, kinds or None, progress=progress))
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        from rich.table import Table
+
+        table = Table("check", "backend", "result", "detail")
+        for r in rows:
+            style = {"pass": "green", "FAIL": "bold red", "skip": "yellow"}[r.result]
+            table.add_row(r.label, r.backend, f"[{style}]{r.result}[/{style}]", r.detail)
+        console().print(table)
+    failed = [r.label for r in rows if r.result == FAIL]
+    typer.echo(f"{len(rows)} checks in {time.monotonic() - started:.1f}s: "
+               + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "everything contained"), err=True)
+    if failed:
         raise typer.Exit(1)
 
 

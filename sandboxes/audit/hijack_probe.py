@@ -1,6 +1,7 @@
 """An attack on the in-sandbox agent, run as a Python tool cell would run it (issue 25).
 
-Not imported by the suite: ``probe_cell()`` returns the text of a cell. The cell forks a detached
+Never imported inside a sandbox as a module: ``probe_cell()`` returns this file's text as a cell
+(stdlib only), used by ``toolgym sandbox audit`` and by the test suite. The cell forks a detached
 process that tries to obtain the agent's channel to the host by two routes:
 
 1. ``pidfd_getfd(pidfd_open(agent), fd)`` for each of the agent's sockets;
@@ -38,7 +39,8 @@ def _agent_pid() -> int | None:
             except OSError:
                 continue
             args = cmd.split(b"\0")
-            if "python" in os.path.basename(args[0].decode()) and b"/opt/toolgym/main.py" in args:
+            agent_file = any(a.startswith(b"/opt/toolgym/") and a.endswith(b"/main.py") for a in args)  # remote: /opt/toolgym/a/
+            if "python" in os.path.basename(args[0].decode()) and agent_file:
                 return int(name)
     return None
 
