@@ -21,6 +21,8 @@ TEST_IMAGES ?= python shell sql browser
 
 test: setup-system
 	.venv/bin/toolgym sandbox build $(TEST_IMAGES)
+	.venv/bin/toolgym sandbox audit --backend docker
+	.venv/bin/toolgym sandbox audit --backend local
 	.venv/bin/ruff check .
 	.venv/bin/python scripts/typecheck.py
 	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
