@@ -47,21 +47,25 @@ fail() {
 }
 
 # step WHAT COMMAND...: run COMMAND with its output in the log. Silent when it is quick; a line
-# when it has run for 2 s, and one when it ends. A non-zero exit fails the set-up.
+# when it has run for 2 s, and one when it ends. A non-zero exit fails the set-up. The command runs
+# as a job of its own (set -m) so that Ctrl-C, which reaches only this script, can stop all of it.
+set -m
 step() {
   local what=$1; shift
   local t0=$SECONDS shown=0 rc=0 pid
   printf '\n=== %s (%s)\n' "$what" "$*" >>"$LOG"
   if [ "${TOOLGYM_SETUP_VERBOSE:-0}" = 1 ]; then
-    "$@" > >(tee -a "$LOG" >&2) 2>&1 & pid=$!
+    "$@" </dev/null > >(tee -a "$LOG" >&2) 2>&1 & pid=$!
   else
-    "$@" >>"$LOG" 2>&1 & pid=$!
+    "$@" </dev/null >>"$LOG" 2>&1 & pid=$!
   fi
+  trap 'kill -- "-$pid" 2>/dev/null; echo "[setup] interrupted during: $what (log: $LOG)" >&2; exit 130' INT TERM
   while kill -0 "$pid" 2>/dev/null; do
     if [ "$shown" = 0 ] && ((SECONDS - t0 >= 2)); then log "$what ..."; shown=1; fi
     sleep 0.2
   done
   wait "$pid" || rc=$?
+  trap - INT TERM
   ((rc == 0)) || fail "$what (exit status $rc)"
   ((shown == 0)) || log "$what: done in $((SECONDS - t0)) s"
   STEP_S=$((SECONDS - t0))
