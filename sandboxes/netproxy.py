@@ -197,7 +197,7 @@ class EgressProxy:
             reason = "not an IP address" if ip is None else internal_reason(ip, self.blocked)
             if reason and not self.allowlist.names_address(address, port):
                 raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is refused: it "
-                                               f"resolves to {address}, {reason}; only an allowlist entry naming "
+                                               f"resolves to {address}, {reason}; only a network allowlist entry naming "
                                                f"{address}:{port} itself lets a sandbox reach it")
         return addresses
 

@@ -279,7 +279,7 @@ def test_an_allowlisted_name_that_resolves_inside_is_refused(name: str, addresse
                    blocked=("172.17.0.1",))
     with pytest.raises(Refused, match=why) as caught:
         asyncio.run(proxy.decide(name, 80))
-    assert caught.value.status.startswith("403") and "only an allowlist entry naming" in str(caught.value)
+    assert caught.value.status.startswith("403") and "only a network allowlist entry naming" in str(caught.value)
     assert asyncio.run(proxy.decide("public.test", 443)) == ["93.184.216.34"]
 
 
