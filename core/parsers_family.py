@@ -10,6 +10,8 @@ that every rendered call parses back to itself). Names follow vLLM's tool parser
 | ``mistral`` | Mistral (Nemo, Small, Large) | ``[TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "abcdefghi"}]``, or ``[TOOL_CALLS]f[ARGS]{...}`` |
 | ``qwen3_coder`` | Qwen3-Coder | ``<tool_call>\\n<function=f>\\n<parameter=k>\\nvalue\\n</parameter>\\n</function>\\n</tool_call>`` |
 | ``pythonic`` | Llama 4 (and Llama 3.2's pythonic mode) | ``[f(k="v", n=3), g()]`` (optionally in ``<|python_start|>…<|python_end|>``) |
+| ``kimi_k2`` | Kimi-K2 | ``<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>`` |
+| ``deepseek_v31`` | DeepSeek-V3.1 | ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`` |
 
 Like every toolgym parser they never raise on model output: malformed calls become ``INVALID``
 actions whose error the model can read; text with no call is a final answer.
@@ -324,5 +326,101 @@ def _literal(node: ast.AST) -> Any:
     raise ValueError(f"only literal values are allowed, not {ast.unparse(node)[:40]!r}")
 
 
+class DeepSeekV31Parser(ToolParser):
+    """DeepSeek-V3.1 calls: ``<｜tool▁calls▁begin｜>`` then, per call,
+    ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>``, then ``<｜tool▁calls▁end｜>``.
+    Text before the calls is reasoning; a reply without them is a final answer."""
+
+    name = "deepseek_v31"
+    CALLS, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+    CALL, SEP, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+    markers = (CALLS, SEP)
+    function_calls = True
+
+    def parse(self, text: str, tools: Mapping[str, Tool] | None = None) -> Action:
+        thought, body = split_thought(text)
+        start = body.find(self.CALLS)
+        if start == -1:
+            if self.CALL in body:
+                return _invalid(text, f"a call must sit inside {self.CALLS}…{self.CALLS_END}", thought)
+            return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
+        thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
+        end = body.find(self.CALLS_END, start)
+        if end == -1:
+            return _invalid(text, f"unclosed {self.CALLS}: end the calls with {self.CALLS_END}", thought)
+        inner = body[start + len(self.CALLS):end]
+        calls: list[ToolCall] = []
+        pos = 0
+        while (begin := inner.find(self.CALL, pos)) != -1:
+            if inner[pos:begin].strip():
+                return _invalid(text, f"unexpected text between calls: {inner[pos:begin][:20]!r}", thought)
+            stop = inner.find(self.CALL_END, begin)
+            if stop == -1:
+                return _invalid(text, f"unclosed {self.CALL}: end each call with {self.CALL_END}", thought)
+            raw = inner[begin + len(self.CALL):stop]
+            name, sep, args_text = raw.partition(self.SEP)
+            if not sep:
+                return _invalid(text, f"a call is NAME{self.SEP}{{json arguments}}", thought)
+            objects, error = _json_objects(args_text, ",")
+            if error is None and len(objects) != 1:
+                error = "the arguments must be one JSON object"
+            if error is not None:
+                return _invalid(text, error, thought)
+            call, error = _call_from_object({"name": name.strip(), "arguments": objects[0][0]}, raw, len(calls), ("arguments",))
+            if error is not None or call is None:
+                return _invalid(text, error or "bad call", thought)
+            calls.append(call)
+            pos = stop + len(self.CALL_END)
+        if inner[pos:].strip() or not calls:
+            return _invalid(text, f"{self.CALLS} must hold one or more {self.CALL}…{self.CALL_END} calls and nothing else", thought)
+        return _calls_action(text, calls, tools, thought)
+
+
+_KIMI_CALL = re.compile(r"<\|tool_call_begin\|>(.*?)<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.DOTALL)
+
+
+class KimiK2Parser(ToolParser):
+    """Kimi-K2 calls: ``<|tool_calls_section_begin|>`` then, per call, ``<|tool_call_begin|>`` and the
+    call id ``functions.NAME:INDEX``, ``<|tool_call_argument_begin|>{json}<|tool_call_end|>``, then
+    ``<|tool_calls_section_end|>``. The id names the function and is kept as the call's id (the
+    result's turn quotes it). Text before the section is reasoning; without it, a final answer."""
+
+    name = "kimi_k2"
+    SECTION, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+    markers = (SECTION, "<|tool_call_argument_begin|>")
+    function_calls = True
+
+    def parse(self, text: str, tools: Mapping[str, Tool] | None = None) -> Action:
+        thought, body = split_thought(text)
+        start = body.find(self.SECTION)
+        if start == -1:
+            if "<|tool_call_begin|>" in body:
+                return _invalid(text, f"calls must sit inside {self.SECTION}…{self.SECTION_END}", thought)
+            return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
+        thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
+        end = body.find(self.SECTION_END, start)
+        if end == -1:
+            return _invalid(text, f"unclosed {self.SECTION}: end the calls with {self.SECTION_END}", thought)
+        inner = body[start + len(self.SECTION):end]
+        matches = list(_KIMI_CALL.finditer(inner))
+        if not matches or _KIMI_CALL.sub("", inner).strip():
+            return _invalid(text, "write each call as <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{json}<|tool_call_end|>", thought)
+        calls: list[ToolCall] = []
+        for m in matches:
+            call_id = m.group(1).strip()
+            name = call_id.split(":", 1)[0]
+            name = name[len("functions."):] if name.startswith("functions.") else name
+            objects, error = _json_objects(m.group(2), ",")
+            if error is None and len(objects) != 1:
+                error = "the arguments must be one JSON object"
+            if error is not None:
+                return _invalid(text, error, thought)
+            call, error = _call_from_object({"name": name, "arguments": objects[0][0], "id": call_id}, m.group(0), len(calls), ("arguments",))
+            if error is not None or call is None:
+                return _invalid(text, error or "bad call", thought)
+            calls.append(call)
+        return _calls_action(text, calls, tools, thought)
+
+
 def family_parsers() -> list[ToolParser]:
-    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser()]
+    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser()]

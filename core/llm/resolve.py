@@ -23,7 +23,8 @@ from ..errors import ConfigError
 from .base import ChatBackend, LLMBackend
 
 TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
-        "tiny-mistral": "mistral", "tiny-llama4": "llama4"}
+        "tiny-mistral": "mistral", "tiny-llama4": "llama4", "tiny-deepseek-v3.1": "deepseek-v3.1",
+        "tiny-kimi-k2": "kimi-k2"}
 """``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"
 DEFAULT_REMOTE = "sglang"

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4"]
+Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2"]
 
 RECIPE_VERSION = 2
 
@@ -74,8 +74,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "mistral": {
         "template": "mistral.jinja",
+        # the tekken (v3/v7) control tokens; no [ARGS]: that token marks v11+ tokenizers, whose calls
+        # are NAME[ARGS]{json} (vLLM tells the two apart by it)
         "special": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
-                    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]"],
+                    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
         "added": [],
         "bos": "<s>",
         "eos": "</s>",
@@ -93,6 +95,30 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "pad": "<|end_of_text|>",
         "architecture": "llama",
         "calls": "pythonic",
+    },
+    "deepseek-v3.1": {
+        "template": "deepseek_v31.jinja",
+        "special": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>",
+                    "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
+                    "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"],
+        "added": ["<think>", "</think>"],
+        "bos": "<｜begin▁of▁sentence｜>",
+        "eos": "<｜end▁of▁sentence｜>",
+        "pad": "<｜▁pad▁｜>",
+        "architecture": "llama",
+        "calls": "deepseek_v31",
+    },
+    "kimi-k2": {
+        "template": "kimi_k2.jinja",
+        "special": ["[BOS]", "[EOS]", "[PAD]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
+                    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                    "<|tool_call_argument_begin|>", "<|tool_call_end|>"],
+        "added": [],
+        "bos": "[BOS]",
+        "eos": "<|im_end|>",
+        "pad": "[PAD]",
+        "architecture": "llama",
+        "calls": "kimi_k2",
     },
 }
 
@@ -114,7 +140,11 @@ class TinySpec:
     extra_corpus_digest: str = ""
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "recipe": RECIPE_VERSION}, sort_keys=True).encode()
+        recipe: dict[str, Any] = {**asdict(self), "recipe": RECIPE_VERSION}
+        fam = FAMILIES.get(self.family, {})
+        if "calls" in fam:  # the newer families: their vocabulary and template are part of the recipe
+            recipe["family"] = {**fam, "template_source": template_source(self.family)}
+        blob = json.dumps(recipe, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -305,6 +335,11 @@ def _call_text(style: str, name: str, args: dict[str, Any], rng: random.Random) 
     if style == "qwen3_coder":
         params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in args.items())
         return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    if style == "deepseek_v31":
+        return f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{json.dumps(args)}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    if style == "kimi_k2":
+        return (f"<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:{rng.randint(0, 3)}<|tool_call_argument_begin|>"
+                f"{json.dumps(args)}<|tool_call_end|><|tool_calls_section_end|>")
     if style == "mistral":
         return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}])
     kwargs = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())

@@ -26,15 +26,24 @@ from toolgym.core.llm.testing import MockLLMBackend
 from toolgym.core.parser_auto import with_parser
 from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
-from toolgym.core.types import Action, ActionKind, Message, ToolCall
+from toolgym.core.types import Action, ActionKind, Message, ToolCall, tool_call_id
 
-FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic"}
+FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic",
+                 "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2"}
 """Tiny-model family → the parser ``--parser auto`` must pick from its template."""
 FAMILIES = tuple(FAMILY_PARSER)
 ONE_CALL_PER_TURN = {"llama"}
 """Llama 3.1's format has one call per assistant turn (the template writes each in its own turn)."""
 NO_PREAMBLE = {"llama", "llama4"}
 """Formats where a call is the whole reply (text before it makes it an answer)."""
+
+
+def call_id(family: str, name: str, index: int, seed: str = "") -> str:
+    """The id a call of ``family`` carries: Kimi-K2's model writes ``functions.NAME:INDEX`` itself;
+    the others get toolgym's 9-character ids (Mistral's model writes those)."""
+    if family == "kimi-k2":
+        return f"functions.{name}:{index}"
+    return tool_call_id(f"{seed}/{name}", index)
 
 
 @tool
