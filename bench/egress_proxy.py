@@ -6,7 +6,10 @@ proxy, per way of reaching the proxy, beside a direct GET from the host measured
   base64 data with a credit window) to the same proxy; by default on the local engine through its
   API socket, so the same engine and image as ``docker``; ``--remote-engine tcp://HOST:PORT``
   names another;
-- ``local``: bubblewrap, UNIX socket as for ``docker``.
+- ``local``: bubblewrap, UNIX socket as for ``docker``;
+- ``inproc``: the tunnel protocol alone, no engine and no container: the agent's ``TunnelHub`` in
+  a thread of this process joined to ``EgressTunnels`` by a socketpair (both ends share this
+  process's GIL), the client on the host.
 
 The paths are measured in five interleaved rounds (load on a shared host shifts between them);
 sandboxes get 2 CPUs so that a CPU quota's throttling does not stand in for the path's cost.
@@ -14,7 +17,7 @@ Every GET opens a new connection (the proxy closes each after one response, as i
 ``Connection: close``). The server is a separate process, so the proxy (in this process) and the
 server do not share a GIL.
 
-    python bench/egress_proxy.py [--backends docker,remote,local] [--n 200] [--remote-engine URL] [--smoke]
+    python bench/egress_proxy.py [--backends docker,remote,local,inproc] [--n 200] [--remote-engine URL] [--smoke]
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
 
+from toolgym.sandboxes.agent import AGENT_DIR, protocol
+from toolgym.sandboxes.channel import AgentChannel
+from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
 from toolgym.sandboxes.profiles import SandboxProfile
+from toolgym.sandboxes.tunnel import EgressTunnels
 
 SERVER = r"""
 import http.server, sys
@@ -70,6 +81,53 @@ def direct(url: str, n: int) -> list[float]:
     return list(json.loads(done.stdout))
 
 
+@dataclass
+class _Ran:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class InProcessTunnel:
+    """The tunnel protocol alone (see the module docstring); ``run`` stands in for a sandbox's."""
+
+    def __init__(self, port: int) -> None:
+        sys.path.insert(0, str(AGENT_DIR))
+        import netfwd
+
+        self.agent_end, host_end = socket.socketpair()
+        self.send_lock = threading.Lock()
+        self.hub = netfwd.TunnelHub(self._send)
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            self.proxy_port = free.getsockname()[1]
+        self.hub.start(self.proxy_port)
+        threading.Thread(target=self._serve, daemon=True).start()
+        self.host_end = host_end
+        self.allowlist = SandboxProfile(network=(f"127.0.0.1:{port}",))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        frame = protocol.encode(message)
+        with self.send_lock:
+            self.agent_end.sendall(frame)
+
+    def _serve(self) -> None:
+        while (frame := protocol.recv_frame(self.agent_end)) is not None:
+            self.hub.dispatch(frame)
+
+    async def start(self) -> None:
+        reader, writer = await asyncio.open_connection(sock=self.host_end, limit=protocol.MAX_FRAME)
+        self.channel = AgentChannel(reader, writer, name="inproc", hello={})
+        self.tunnels = EgressTunnels(self.channel, EgressProxy(None, self.allowlist, name="inproc").handle)
+
+    async def run(self, argv: list[str], *, timeout: float, env: dict[str, str]) -> _Ran:
+        argv = [a.replace("127.0.0.1:3128", f"127.0.0.1:{self.proxy_port}") for a in argv]
+        proc = await asyncio.create_subprocess_exec(sys.executable, *argv[1:], stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, env={**os.environ, **env})
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        return _Ran(proc.returncode or 0, out.decode(), err.decode())
+
+
 def make(name: str, profile: SandboxProfile, remote_engine: str) -> PooledBackend:
     if name == "docker":
         from toolgym.sandboxes.docker.backend import DockerBackend
@@ -89,12 +147,15 @@ async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
     """Small and 1 MiB GETs from a sandbox of each backend, and directly from the host, taken in
     ``rounds`` interleaved rounds so that the host's load shifts weigh on every path alike."""
     profile = SandboxProfile(network=(f"127.0.0.1:{port}",), image="toolgym/sandbox-python:latest", cpus=2.0)
-    backends = {name: make(name, profile, remote_engine) for name in names}
+    backends = {name: make(name, profile, remote_engine) for name in names if name != "inproc"}
     env = {"NO_PROXY": "", "no_proxy": ""}
     proxy = "http://127.0.0.1:3128"
     out: dict[str, dict[str, list[float]]] = {name: {"small": [], "big": []} for name in ["direct", *names]}
     try:
-        sandboxes = {name: await b.acquire("web", episode_id="bench-egress") for name, b in backends.items()}
+        sandboxes: dict[str, Any] = {name: await b.acquire("web", episode_id="bench-egress") for name, b in backends.items()}
+        if "inproc" in names:
+            sandboxes["inproc"] = InProcessTunnel(port)
+            await sandboxes["inproc"].start()
         for _ in range(rounds):
             for path, count in (("/", n // rounds), ("/big", max(1, big_n // rounds))):
                 key = "small" if path == "/" else "big"
@@ -105,8 +166,8 @@ async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
                     if r.exit_code:
                         raise SystemExit(f"{name}: the client failed: {r.stderr}")
                     out[name][key] += json.loads(r.stdout)
-        for name, sb in sandboxes.items():
-            await backends[name].release(sb)
+        for name, b in backends.items():
+            await b.release(sandboxes[name])
         return out
     finally:
         for b in backends.values():
@@ -115,7 +176,7 @@ async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backends", default="docker,remote,local")
+    ap.add_argument("--backends", default="docker,remote,local,inproc")
     ap.add_argument("--n", type=int, default=200, help="small GETs per path")
     ap.add_argument("--big", type=int, default=20, help="1 MiB GETs per path")
     ap.add_argument("--remote-engine", default="unix:///var/run/docker.sock",
@@ -132,7 +193,8 @@ def main() -> None:
         names = args.backends.split(",")
         got = asyncio.run(measure(names, port, n, big_n, 1 if args.smoke else 5, args.remote_engine))
         labels = {"direct": "direct from the host (baseline)", "docker": "local Docker, UNIX-socket proxy",
-                  "remote": f"remote Docker tunnel ({args.remote_engine})", "local": "bubblewrap, UNIX-socket proxy"}
+                  "remote": f"remote Docker tunnel ({args.remote_engine})", "local": "bubblewrap, UNIX-socket proxy",
+                  "inproc": "tunnel protocol alone (no engine, agent in-process)"}
         rows = [(labels[name], got[name]["small"], got[name]["big"]) for name in ["direct", *names]]
         base_small = got["direct"]["small"]
         base = p50_ms(base_small)
