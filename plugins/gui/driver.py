@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,6 +34,8 @@ from playwright.sync_api import sync_playwright
 PROXY_DENIED = "network allowlist"
 PROXY_UNREACHABLE = "toolgym sandbox proxy: cannot reach"
 SHOT = ".toolgym-browser/screenshot.png"
+_LISTED = re.compile(r"^\s*\[(\d+)\]", re.MULTILINE)
+"""An element line of the observation: ``[id] role 'name'``, indented by depth."""
 KEY_HINT = ("use key names such as Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, or "
             "combinations such as Control+A")
 
@@ -61,6 +64,8 @@ class Driver:
         self.context: Any = None
         self.limits: dict[str, Any] = {"action_ms": 5000, "nav_ms": 15000}
         self.shot: str | None = None
+        self._snap: dict[str, Any] | None = None
+        """``op_snapshot``'s request: a screenshot taken after the observation (marks need its ids)."""
         self._view: tuple[Any, dict[str, Any]] | None = None
         """(page, what MARK_JS answered) when an action's settling already marked that page."""
         self.env_page: Any = None
@@ -132,7 +137,7 @@ class Driver:
     def call(self, op: str, args_json: str, limits_json: str) -> str:
         """Run ``op`` with ``args``; the JSON reply (see the module docstring)."""
         limits = self.limits = json.loads(limits_json)
-        self.notes, self.shot, self._view = [], None, None
+        self.notes, self.shot, self._view, self._snap = [], None, None, None
         reply: dict[str, Any] = {"ok": True, "error": None, "screenshot": None}
         if self.context is None:
             try:
@@ -158,7 +163,10 @@ class Driver:
             reply.update(ok=False, error=self._explain(exc))
         try:
             reply["text"], reply["truncated"] = self._observe(limits["max_chars"])
-            if reply["ok"] and (self.shot or limits.get("screenshot")):
+            if self._snap is not None:
+                marks = [int(i) for i in _LISTED.findall(reply["text"])] if self._snap["marks"] else None
+                reply["screenshot"] = self._screenshot(False, marks=marks, selector=self._snap["selector"])
+            elif reply["ok"] and (self.shot or limits.get("screenshot")):
                 reply["screenshot"] = self.shot or self._screenshot(False)
         except PlaywrightError as exc:
             reply.update(text=f"(the page cannot be read: {_first_line(exc)})", truncated=False)
@@ -232,10 +240,21 @@ class Driver:
                     + (f", x {view['x']}-{view['x'] + view['w']} of {view['sw']} px" if view["sw"] > view["w"] else ""))
         return axtree.cap_lines(head + lines, max_chars)
 
-    def _screenshot(self, full_page: bool) -> str:
+    def _screenshot(self, full_page: bool, *, marks: list[int] | None = None, selector: str | None = None) -> str:
         path = os.path.join(self.root, SHOT)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.page.screenshot(path=path, full_page=full_page, animations="disabled")
+        page = self.page
+        if marks:
+            page.evaluate(pagejs.MARKS_JS, marks)
+        try:
+            region = page.locator(selector).first if selector else None
+            if region is not None and region.count() and region.is_visible():
+                region.screenshot(path=path, animations="disabled")
+            else:
+                page.screenshot(path=path, full_page=full_page, animations="disabled")
+        finally:
+            if marks:
+                page.evaluate(pagejs.UNMARKS_JS)
         return SHOT
 
     # -- helpers for actions --------------------------------------------------------------------
@@ -417,6 +436,12 @@ class Driver:
         if not 0 <= index < len(self.pages):
             raise BrowserError(f"there is no tab {index}; tabs are numbered 0 to {len(self.pages) - 1}")
         self.pages[index].close()
+
+    def op_snapshot(self, marks: bool = False, selector: str | None = None) -> None:
+        """For environments, never a tool: the observation and a screenshot of the viewport (of
+        ``selector``'s element when it is visible), with the observation's [id]s drawn on it when
+        ``marks`` (set-of-marks: an agent that sees only the image can still name elements)."""
+        self._snap = {"marks": marks, "selector": selector}
 
     def op_screenshot(self, full_page: bool = False) -> None:
         self.shot = self._screenshot(full_page)

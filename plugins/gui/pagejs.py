@@ -51,3 +51,20 @@ SETTLE_JS = """async () => {
 SELECT_INFO_JS = "el => ({tag: el.tagName.toLowerCase(), options: el.tagName === 'SELECT' ? " \
                  "[...el.options].map(o => ({label: o.label, value: o.value})) : []})"
 SCROLL_JS = "([el, dx, dy]) => { (el || window).scrollBy({left: dx, top: dy, behavior: 'instant'}); }"
+# Set-of-marks for screenshots: each listed element that is visible gets its [id] drawn at its
+# top-left corner, in a layer outside the page's own elements (removed right after the shot).
+MARKS_JS = """(ids) => {
+  const layer = document.createElement('div'); layer.id = '__tg_marks';
+  layer.style.cssText = 'position:absolute;left:0;top:0;width:0;height:0;z-index:2147483647;pointer-events:none';
+  for (const id of ids) {
+    const el = document.querySelector('[ATTR="' + id + '"]'); if (!el) continue;
+    const r = el.getBoundingClientRect(); if (r.width < 1 || r.height < 1) continue;
+    const tag = document.createElement('span'); tag.textContent = String(id);
+    tag.style.cssText = 'position:absolute;font:bold 9px monospace;line-height:9px;padding:0 1px;' +
+      'background:#ff0;color:#000;border:1px solid #c00;left:' + (r.left + scrollX) + 'px;top:' + (r.top + scrollY) + 'px';
+    layer.appendChild(tag);
+  }
+  (document.body || document.documentElement).appendChild(layer);
+  return layer.childElementCount;
+}""".replace("ATTR", ID_ATTRIBUTE)
+UNMARKS_JS = "() => { const m = document.getElementById('__tg_marks'); if (m) m.remove(); }"

@@ -21,6 +21,10 @@ the page the environment pinned, and only while that page still holds the episod
 agent that reloads the page, opens another task page, or closes the tab scores -1 (the benchmark's
 time-out value), as does one that stops (answers without a tool call) or reaches the turn limit
 before the page ends the episode.
+
+Observations (``observation=``): ``axtree`` (default), ``both`` (the tree and a screenshot of the
+task area, ``#wrap``, 160x210 px as the benchmark's own screenshots), or ``screenshot`` (the image
+with element ids drawn on it, see ``toolgym.plugins.gui.observation``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from typing import Any
 from toolgym.core.env import RunningDigest, StepResult, Task, ToolTaskEnv, digest
 from toolgym.core.errors import ConfigError, SandboxError
 from toolgym.core.types import Action, ActionKind, Message
+from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
+from toolgym.plugins.gui.observation import content as observation_content
 from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
 
 from .site import SANDBOX_KIND, shared_site
@@ -79,6 +85,8 @@ _PROBE = """() => {
     e => (e.type === 'checkbox' || e.type === 'radio') ? String(e.checked) : e.value);
   return {left: false, result: window.__tgResult, state: (wrap ? wrap.innerHTML : '') + '\\u001f' + values.join('\\u001f')};
 }"""
+TASK_AREA = "#wrap"
+"""The task's 160x210 area (query and page): what MiniWoB++'s own screenshots show."""
 _IDS = re.compile(r'\sdata-tg-id="\d+"')
 
 
@@ -88,8 +96,11 @@ class MiniWoBEnv(ToolTaskEnv):
     system_prompt = SYSTEM_PROMPT
 
     def __init__(self, task: str | None = None, tasks: str = "all", reward: str = "raw",
-                 time_limit: str | float | None = "task", max_turns: int | str = 12) -> None:
+                 time_limit: str | float | None = "task", max_turns: int | str = 12,
+                 observation: str = "axtree") -> None:
         super().__init__()
+        self.observation = parse_observation(observation)
+        self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
         self.task_names = task_list(task or tasks)
         if reward not in REWARDS:
             raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
@@ -179,12 +190,18 @@ class MiniWoBEnv(ToolTaskEnv):
         else:
             raise SandboxError(f"the MiniWoB++ task {name!r} did not become ready within 2 s")
         instruction = ready["value"]["query"]
-        page = await call_driver(sandbox, BROWSER, "observe", {})
+        part = None
+        if self.observation == "axtree":
+            page = await call_driver(sandbox, BROWSER, "observe", {})
+        else:
+            part, page = await snapshot(self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot",
+                                        selector=TASK_AREA)
         await self._probe()
         self.task.question = instruction
+        first = observation_content(self.observation, f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}", part)
         messages: list[Message] = [
             {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}"},
+            {"role": "user", "content": first},
         ]
         return messages, {"task_id": self.task.id, "miniwob_task": name, "instruction": instruction,
                           "time_limit_ms": started["value"]["limit_ms"]}
@@ -220,6 +237,9 @@ class MiniWoBEnv(ToolTaskEnv):
             return self._end(result, outcome, "done")
         if self._turn >= self.max_turns:
             return self._end(result, {}, "turn limit (counted as the task's time-out)")
+        if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
+            await attach(self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation,
+                         selector=TASK_AREA)
         return result
 
     async def scripted_action(self) -> str | None:

@@ -24,6 +24,10 @@ standalone ``server.py`` in what it refuses:
 - a finished session shows its done page whatever URL is asked, so nothing can be bought twice,
   and going back to the start page never makes a new session.
 
+Observations (``observation=``): ``axtree`` (default), ``both`` (the tree and a screenshot of the
+viewport) or ``screenshot`` (the image with element ids drawn on it); see
+``toolgym.plugins.gui.observation``.
+
 The reward is read in-process from the session object the environment registered, never from the
 page, so nothing the agent or the page can write reaches it.
 """
@@ -46,6 +50,8 @@ from toolgym.core.env import StepResult, Task, ToolTaskEnv, digest
 from toolgym.core.errors import ConfigError, SandboxError
 from toolgym.core.types import Action, ActionKind, Message
 from toolgym.plugins.gui import network_allowlist
+from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
+from toolgym.plugins.gui.observation import content as observation_content
 from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
 from toolgym.sandboxes.profiles import DEFAULT_PROFILES, register_profile
 
@@ -220,8 +226,11 @@ class WebShopWebEnv(ToolTaskEnv):
         max_turns: int | str = 20,
         noun_tagger: str = "rules",
         price_seed: int = 42,
+        observation: str = "axtree",
     ) -> None:
         super().__init__()
+        self.observation = parse_observation(observation)
+        self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
         if reward not in REWARD_VARIANTS:
             raise ConfigError(f"reward {reward!r} is not one of {', '.join(REWARD_VARIANTS)}")
         if reward_mode not in ("score", "success"):
@@ -267,9 +276,13 @@ class WebShopWebEnv(ToolTaskEnv):
         pinned = await self._evaluate("() => location.pathname", pin=True)
         if not pinned.get("ok"):
             raise SandboxError(f"the WebShop start page could not be read: {pinned.get('error')}")
+        part = None
+        if self.observation != "axtree":
+            part, opened = await snapshot(self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot")
+        first = f"Instruction: {self.session.instruction}\n\nThe page:\n{opened.get('text', '')}"
         messages: list[Message] = [
             {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": f"Instruction: {self.session.instruction}\n\nThe page:\n{opened.get('text', '')}"},
+            {"role": "user", "content": observation_content(self.observation, first, part)},
         ]
         info = {"goal_index": index, "split": self.split, "instruction": self.session.instruction,
                 "goal_asin": self.session.goal["asin"]}
@@ -308,6 +321,8 @@ class WebShopWebEnv(ToolTaskEnv):
         result = await super().step(action)
         if self.session.done:
             return self._end(result, "bought")
+        if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
+            await attach(self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation)
         return result  # at ``max_turns`` the engine truncates the episode (reward 0), as for ``webshop``
 
     # -- the environment's own reads of the page (never tools) ------------------------------------
