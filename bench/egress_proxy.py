@@ -93,11 +93,11 @@ class InProcessTunnel:
 
     def __init__(self, port: int) -> None:
         sys.path.insert(0, str(AGENT_DIR))
-        import netfwd
+        import netfwd  # type: ignore[import-not-found]  # the agent's sibling module, on sys.path above
 
         self.agent_end, host_end = socket.socketpair()
         self.send_lock = threading.Lock()
-        self.hub = netfwd.TunnelHub(self._send)
+        self.hub = netfwd.TunnelHub(self._send, self._send_frame)
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
             self.proxy_port = free.getsockname()[1]
@@ -107,7 +107,9 @@ class InProcessTunnel:
         self.allowlist = SandboxProfile(network=(f"127.0.0.1:{port}",))
 
     def _send(self, message: dict[str, Any]) -> None:
-        frame = protocol.encode(message)
+        self._send_frame(protocol.encode(message))
+
+    def _send_frame(self, frame: bytes) -> None:
         with self.send_lock:
             self.agent_end.sendall(frame)
 

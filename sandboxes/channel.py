@@ -79,8 +79,12 @@ class AgentChannel:
 
     def post(self, message: dict[str, Any]) -> None:
         """Queue one frame that wants no reply (a tunnel's); ``drain`` waits for the transport."""
+        self.post_frame(protocol.encode(message))
+
+    def post_frame(self, frame: bytes) -> None:
+        """``post`` for a frame already encoded."""
         if self._closed_reason is None:
-            self._writer.write(protocol.encode(message))
+            self._writer.write(frame)
 
     async def drain(self) -> None:
         if self._closed_reason is not None:

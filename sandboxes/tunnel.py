@@ -99,7 +99,7 @@ class TunnelWriter:
         view = memoryview(data)
         for start in range(0, len(view), protocol.TUNNEL_CHUNK):
             chunk = view[start:start + protocol.TUNNEL_CHUNK]
-            self._hub.post({"tun": self._tid, "ev": "data", "data_b64": base64.b64encode(chunk).decode("ascii")})
+            self._hub.channel.post_frame(protocol.encode_tunnel_data(self._tid, chunk))
             self._unacked += len(chunk)
         if self._unacked >= protocol.TUNNEL_WINDOW:
             self._room.clear()

@@ -93,8 +93,10 @@ class Agent:
             threading.Thread(target=self._handle, args=(request,), daemon=True).start()
 
     def send(self, message: dict[str, Any]) -> None:
-        """Put one frame on the channel (any thread)."""
-        frame = protocol.encode(message)
+        """Put one message on the channel (any thread)."""
+        self.send_frame(protocol.encode(message))
+
+    def send_frame(self, frame: bytes) -> None:
         with self.send_lock:
             try:
                 self.sock.sendall(frame)
@@ -333,7 +335,7 @@ def main() -> None:
         import netfwd
 
         if config["proxy_socket"] == protocol.TUNNEL:
-            agent.tunnels = netfwd.TunnelHub(agent.send)
+            agent.tunnels = netfwd.TunnelHub(agent.send, agent.send_frame)
             agent.tunnels.start(int(config.get("proxy_port", 3128)))
         else:
             netfwd.start(int(config.get("proxy_port", 3128)), config["proxy_socket"])

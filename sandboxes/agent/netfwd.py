@@ -150,7 +150,7 @@ class _Tunnel:
             if not data:
                 self.hub.send({"tun": self.tid, "ev": "eof"})
                 return
-            self.hub.send({"tun": self.tid, "ev": "data", "data_b64": base64.b64encode(data).decode("ascii")})
+            self.hub.send_frame(protocol.encode_tunnel_data(self.tid, data))
 
     def finish(self, *, tell_host: bool) -> None:
         with self.cond:
@@ -170,10 +170,12 @@ class _Tunnel:
 
 class TunnelHub:
     """The proxy port of a sandbox whose egress crosses the agent's channel: each connection
-    becomes a tunnel (``open``, then frames both ways); ``send`` puts one frame on the channel."""
+    becomes a tunnel (``open``, then frames both ways); ``send`` puts one message on the channel,
+    ``send_frame`` one frame already encoded (``data``)."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, send_frame: Callable[[bytes], None] | None = None) -> None:
         self.send = send
+        self.send_frame = send_frame or (lambda frame: send(protocol.decode_body(frame[protocol.HEADER.size:])))
         self.tunnels: dict[int, _Tunnel] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count(1)

@@ -36,6 +36,7 @@ from toolgym.sandboxes.agent import AGENT_DIR
 from toolgym.sandboxes.agent.protocol import TUNNEL_BUFFER_CAP as BUFFER_CAP
 from toolgym.sandboxes.agent.protocol import TUNNEL_CHUNK as CHUNK
 from toolgym.sandboxes.agent.protocol import TUNNEL_WINDOW as WINDOW
+from toolgym.sandboxes.agent.protocol import decode_body
 from toolgym.sandboxes.netproxy import EgressProxy, Refused, host_addresses
 from toolgym.sandboxes.pool import PooledBackend
 from toolgym.sandboxes.profiles import SandboxProfile
@@ -375,6 +376,9 @@ class _FakeChannel:
     def post(self, message: dict[str, Any]) -> None:
         self.posted.append(message)
 
+    def post_frame(self, frame: bytes) -> None:
+        self.posted.append(decode_body(frame[4:]))
+
     async def drain(self) -> None:
         pass
 
@@ -453,7 +457,7 @@ def test_host_end_keeps_to_the_window_caps_tunnels_and_closes_both_ways() -> Non
 
 def test_agent_end_relays_within_the_window_and_closes_both_ways() -> None:
     sys.path.insert(0, str(AGENT_DIR))
-    import netfwd
+    import netfwd  # type: ignore[import-not-found]  # the agent's sibling module, on sys.path above
 
     frames: queue.Queue[dict[str, Any]] = queue.Queue()
     hub = netfwd.TunnelHub(frames.put)
