@@ -16,7 +16,7 @@ between episodes). Reported per row:
 
 Baseline in the same run: the same episodes with every tool call a fresh ``docker exec`` in the
 same pooled containers (``bench/_exec_sandbox.py``), as frameworks that exec per call do. With
-``--ray`` a further row runs the toolgym path over 2 Ray workers (``toolgym collect --ray``;
+``--ray`` a further row (at the first N) runs the toolgym path over 2 Ray workers (``toolgym collect --ray``;
 per-worker pools, so no pool counters).
 
     .venv/bin/python bench/swe_rollouts.py [--concurrency 32 64] [--latency 2] [--waves 2] [--ray]
@@ -164,10 +164,10 @@ async def main(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     header(args.latency)
     for n in sizes:
-        episodes = n * args.waves
+        episodes = round(n * args.waves)
         runs = [run_local("toolgym (agent channel)", n, episodes, args.latency, exec_per_call=False),
                 run_local("baseline: docker exec per call", n, episodes, args.latency, exec_per_call=True)]
-        if args.ray:
+        if args.ray and n == sizes[0]:  # Ray starts actors and pools of its own: one row, at the first size
             runs.append(run_ray(n, episodes, args.latency))
         for coro in runs:  # one after the other, each row printed as it is measured
             rows.append((n, {**await coro, "load": os.getloadavg()[0]}))
@@ -180,8 +180,8 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--smoke", type=int, nargs="?", const=4, default=0, help="one small row (default 4 episodes at once)")
     parser.add_argument("--latency", type=float, default=2.0, help="seconds per model turn")
-    parser.add_argument("--waves", type=int, default=2, help="episodes = waves x concurrency (reuse shows from the second wave)")
-    parser.add_argument("--ray", action="store_true", help="add a row over 2 Ray workers")
+    parser.add_argument("--waves", type=float, default=2, help="episodes = waves x concurrency (reuse shows past the first wave)")
+    parser.add_argument("--ray", action="store_true", help="add a row over 2 Ray workers (at the first concurrency)")
     parser.add_argument("--json", help="also write the rows to this file")
     arguments = parser.parse_args()
     measured = asyncio.run(main(arguments))

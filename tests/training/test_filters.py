@@ -90,3 +90,15 @@ def test_unsound_rollouts_cannot_be_kept() -> None:
         EpisodeFilters(overlong="skip")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         EpisodeFilters(no_such_filter="drop")  # type: ignore[call-arg]
+
+
+def test_the_progress_line_says_what_was_filtered() -> None:
+    from toolgym.training.local.progress import progress_line
+
+    rec = {"step": 1, "train_success": 0.5, "mean_reward": 0.5, "policy_loss": 0.1, "kl": 0.0, "kl_kind": "old", "entropy": 1.0,
+           "tokens_per_s": 10.0, "episodes_per_s": 1.0, "wall_s": 3.0}
+    batch = [traj("a", "A", 1.0), traj("b", "A", 0.0, **OVERLONG), traj("c", "B", 0.0), traj("d", "B", 0.0)]
+    counts = apply_filters(batch, EpisodeFilters(overlong="mask", equal_reward_groups="drop")).counts
+    line = progress_line({**rec, "filters": counts}, total=2, eta_s=3)
+    assert "filtered 1 masked/2 dropped (overlong 1, 1 equal group)" in line
+    assert "filtered" not in progress_line({**rec, "filters": apply_filters(batch[:1], EpisodeFilters()).counts}, total=2, eta_s=3)
