@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -19,76 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .arpo import BranchBudget
+from .branching import Checkpoint
 from .config import EngineConfig
 from .env import Env, EnvSpec, EpisodeContext
-from .episode import Checkpoint, Episode
+from .episode import Episode, EpisodeSetup
 from .policy import Policy, TurnFailed
 from .registry import Registry
+from .requests import EpisodeRequest, plan_episodes, trajectory_id
 from .sandbox import ImageNeed, SandboxBackend
-from .trajectory import Status, Trajectory
+from .stats import EngineStats
+from .trajectory import Trajectory
 
-
-@dataclass(frozen=True, slots=True)
-class EpisodeRequest:
-    """One episode to run: which task instance, which sample of its group."""
-
-    env: str
-    task_index: int
-    sample_index: int
-    seed: int
-    group_id: str
-    trajectory_id: str
-
-
-def plan_episodes(env: str, *, num_tasks: int, group_size: int, seed: int = 0, first_task: int = 0) -> list[EpisodeRequest]:
-    """Requests for ``num_tasks`` task instances × ``group_size`` samples; ids are deterministic so
-    a resumed run recognises what it already has."""
-    out = []
-    for i in range(first_task, first_task + num_tasks):
-        env_seed = seed + i
-        group_id = f"{env}/{i}/{env_seed}"
-        for k in range(group_size):
-            out.append(EpisodeRequest(env, i, k, env_seed, group_id, trajectory_id(group_id, k)))
-    return out
-
-
-def trajectory_id(group_id: str, sample_index: int) -> str:
-    """The id of sample ``sample_index`` of a group: stable across runs (resume relies on it)."""
-    return hashlib.blake2b(f"{group_id}/{sample_index}".encode(), digest_size=8).hexdigest()
-
-
-@dataclass
-class EngineStats:
-    """Live counters for progress displays. Read them; only the engine writes them."""
-
-    total: int = 0
-    done: int = 0
-    running: int = 0
-    failed: int = 0
-    reward_sum: float = 0.0
-    generated_tokens: int = 0
-    turns: int = 0
-    started_at: float = field(default_factory=time.perf_counter)
-    group_sizes: dict[str, int] = field(default_factory=dict)
-    """Finished trajectories per group id (ARPO groups vary in size unless filled to the budget)."""
-
-    @property
-    def mean_reward(self) -> float:
-        ok = self.done - self.failed
-        return self.reward_sum / ok if ok else 0.0
-
-    def group_size_summary(self) -> str | None:
-        """``"groups of 16 (min 16, max 16, 8 groups)"``-style line, or None before any group ends."""
-        sizes = list(self.group_sizes.values())
-        if not sizes:
-            return None
-        mean = sum(sizes) / len(sizes)
-        return f"group size mean {mean:.2f} (min {min(sizes)}, max {max(sizes)}, {len(sizes)} groups)"
-
-    @property
-    def tokens_per_s(self) -> float:
-        elapsed = time.perf_counter() - self.started_at
-        return self.generated_tokens / elapsed if elapsed > 0 else 0.0
+__all__ = ["EngineStats", "EpisodeRequest", "RolloutEngine", "plan_episodes", "trajectory_id"]
 
 
 _tuned_runs = 0
@@ -180,7 +121,7 @@ class RolloutEngine:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.artifacts_dir = artifacts_dir
         self.on_trajectory = on_trajectory
-        self.stats = EngineStats()
+        self.stats = EngineStats(count_groups=self.config.arpo.enabled)
         self.arpo: BranchBudget | None = None
         self._sandbox_slots = asyncio.Semaphore(self.config.max_sandboxes)
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
@@ -204,7 +145,7 @@ class RolloutEngine:
             return await self._run(list(requests), stored or {})
 
     async def _run(self, requests: list[EpisodeRequest], stored: Mapping[str, Iterable[int]]) -> EngineStats:
-        self.stats = EngineStats(total=len(requests))
+        self.stats = EngineStats(total=len(requests), count_groups=self.config.arpo.enabled)
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
         self.arpo = BranchBudget(self.config.arpo) if self.config.arpo.enabled else None  # budgets reset every batch
         self._group_live = {}
@@ -275,8 +216,7 @@ class RolloutEngine:
         index = self.arpo.refill(group_id)
         if index is None:
             return
-        p = ep.req
-        req = EpisodeRequest(p.env, p.task_index, index, p.seed, group_id, trajectory_id(group_id, index))
+        req = ep.req.sibling(index)
         self._group_live[group_id] = 1
         self.stats.total += 1
         fresh = self._new_episode(req)
@@ -289,7 +229,7 @@ class RolloutEngine:
     def _spawn_fork(self, parent: Episode, checkpoint: Checkpoint, sample_index: int) -> None:
         """Start an ARPO fork of ``parent`` from ``checkpoint`` as sample ``sample_index`` of its group."""
         p = parent.req
-        req = EpisodeRequest(p.env, p.task_index, sample_index, p.seed, p.group_id, trajectory_id(p.group_id, sample_index))
+        req = p.sibling(sample_index)
         self.stats.total += 1
         self._group_live[p.group_id] = self._group_live.get(p.group_id, 0) + 1
         fork = Episode.fork(parent, checkpoint, req, self._context(req))
@@ -353,7 +293,12 @@ class RolloutEngine:
         )
 
     def _new_episode(self, req: EpisodeRequest) -> Episode:
-        return Episode(self, req, self._context(req))
+        setup = EpisodeSetup(
+            spec=self._spec(req.env), env_kwargs=self.env_kwargs, policy=self.policy, config=self.config,
+            parser=self.registry.parser, run_id=self.run_id, stats=self.stats,
+            branch_budget=self.arpo, fork=self._spawn_fork if self.arpo is not None else None,
+        )
+        return Episode(setup, req, self._context(req))
 
     async def run_episode(self, req: EpisodeRequest) -> Trajectory:
         """Run one episode to its end and return its trajectory; never raises for episode errors."""
@@ -380,11 +325,5 @@ class RolloutEngine:
             await asyncio.shield(ep.ctx.aclose())
             stats.running -= 1
         traj = ep.build(total_s=time.perf_counter() - started, sandbox_s=ep.ctx.sandbox_s)
-        stats.done += 1
-        if self.arpo is not None:
-            stats.group_sizes[traj.group_id] = stats.group_sizes.get(traj.group_id, 0) + 1
-        if traj.status is Status.ERROR:
-            stats.failed += 1
-        else:
-            stats.reward_sum += traj.reward
+        stats.record(traj, turns_counted=True)  # the episode counted its turns as they returned
         return traj

@@ -7,53 +7,70 @@ Chat path (black-box APIs): messages in, text out, recorded as not token-faithfu
 An episode can also start as an ARPO fork of another one: it copies the parent's assembler and
 steps up to a checkpoint taken right after a tool result, rebuilds the environment by replaying the
 parent's actions on a fresh instance (so stateful sandboxes are re-created, never shared), and
-resamples from there.
+resamples from there. Where to fork is decided in :mod:`toolgym.core.branching`; starting the fork
+is the runner's (:attr:`EpisodeSetup.fork`).
+
+An episode knows nothing of the engine that runs it: it is given an :class:`EpisodeSetup` (its
+environment's spec and options, the policy, the settings, the tool-call parsers, the live counters
+and, under ARPO, the group's branch budget and a way to start forks).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .arpo import turn_entropy
+from .arpo import BranchBudget
 from .assembly import TokenAssembler
+from .branching import Checkpoint, EpisodeBranching
 from .chat import with_tool_call_ids
-from .env import Env, EpisodeContext, StepResult, digest
+from .config import EngineConfig
+from .env import Env, EnvSpec, EpisodeContext, StepResult, digest
 from .images import content_text, has_images
 from .llm.server_info import fit_context_budget
 from .parsers import ToolParser
-from .policy import ChatPolicy, ModelPolicy, ScriptedPolicy
+from .policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
+from .requests import EpisodeRequest, sampling_seed
+from .stats import EngineStats
 from .trajectory import LLMCall, Status, Step, Timings, Trajectory
 from .types import Action, ActionKind, ToolCall
 
-if TYPE_CHECKING:
-    from .engine import EpisodeRequest, RolloutEngine
+__all__ = ["Checkpoint", "Episode", "EpisodeSetup", "ForkEpisode"]
+
+ForkEpisode = Callable[["Episode", Checkpoint, int], None]
+"""Start a fork of the episode from the checkpoint, as the given sample index of its group."""
 
 
-@dataclass(slots=True)
-class Checkpoint:
-    """An episode's state right after a tool result, before its next model call."""
+@dataclass(frozen=True, slots=True)
+class EpisodeSetup:
+    """What an episode is run with: everything it uses besides its request and context."""
 
-    asm: TokenAssembler
-    n_steps: int
-    reward: float
-    last_obs: str
-    turn: int
+    spec: EnvSpec
+    env_kwargs: Mapping[str, Any]
+    policy: Policy
+    config: EngineConfig
+    parser: Callable[[str], ToolParser]
+    """Tool-call parser by name (the environment names its own)."""
+    run_id: str
+    stats: EngineStats
+    """Live counters: the episode counts each model call as it returns."""
+    branch_budget: BranchBudget | None = None
+    """ARPO: the group's branch budget (None: no branching)."""
+    fork: ForkEpisode | None = None
+    """ARPO: starts a fork; called from the turn loop when the budget grants one."""
 
 
 class Episode:
     """The state of one running episode."""
 
-    def __init__(self, engine: RolloutEngine, req: EpisodeRequest, ctx: EpisodeContext) -> None:
-        self.engine = engine
+    def __init__(self, setup: EpisodeSetup, req: EpisodeRequest, ctx: EpisodeContext) -> None:
+        self.setup = setup
         self.req = req
         self.ctx = ctx
-        self.cfg = fit_context_budget(engine.config, engine.policy)  # the server's context limit, when it reports one
+        self.cfg = fit_context_budget(setup.config, setup.policy)  # the server's context limit, when it reports one
         self.env: Env | None = None
         self.steps: list[Step] = []
         self.actions: list[Action] = []
@@ -73,8 +90,9 @@ class Episode:
         self.branch_point: int | None = None
         self.lineage: list[list[Any]] = []
         """ARPO: [[parent id, branch point], [grandparent id, parent's branch point], …] up to the root."""
-        self.h_initial: float | None = None
-        self.branch_decisions: list[list[float]] = []
+        self.branching: EpisodeBranching | None = None
+        if setup.branch_budget is not None and setup.fork is not None:
+            self.branching = EpisodeBranching(setup.branch_budget, req, seed=self.cfg.seed, fork=self._request_fork)
         self._fork_of: tuple[Episode, Checkpoint] | None = None
         self._parser: ToolParser | None = None
         self._tools_by_name: dict[str, Any] = {}
@@ -82,14 +100,20 @@ class Episode:
 
     @classmethod
     def fork(cls, parent: Episode, checkpoint: Checkpoint, req: EpisodeRequest, ctx: EpisodeContext) -> Episode:
-        child = cls(parent.engine, req, ctx)
+        child = cls(parent.setup, req, ctx)
         child._fork_of = (parent, checkpoint)
         child.parent_id = parent.req.trajectory_id
         seq0 = [s for s in checkpoint.asm.segments if s.sequence == 0]
         child.branch_point = sum(len(s.token_ids) for s in seq0)
         child.lineage = [[parent.req.trajectory_id, child.branch_point], *parent.lineage]
-        child.h_initial = parent.h_initial
+        if child.branching is not None:
+            child.branching.born_at = checkpoint.turn  # it does not re-branch where it was born
+            child.branching.h_initial = parent.branching.h_initial if parent.branching is not None else None
         return child
+
+    def _request_fork(self, checkpoint: Checkpoint, sample_index: int) -> None:
+        assert self.setup.fork is not None
+        self.setup.fork(self, checkpoint, sample_index)
 
     def fail(self, reason: str) -> None:
         self.error = reason
@@ -97,13 +121,13 @@ class Episode:
     # -- setup ---------------------------------------------------------------------------------
 
     async def _make_env(self) -> tuple[Env, list[dict[str, Any]], dict[str, Any]]:
-        engine, cfg = self.engine, self.cfg
-        self.env = env = engine._spec(self.req.env).make(**engine.env_kwargs)
+        setup, cfg = self.setup, self.cfg
+        self.env = env = setup.spec.make(**setup.env_kwargs)
         env.bind(self.ctx)
         start = time.perf_counter()
         messages, info = await asyncio.wait_for(env.reset(seed=self.req.seed), cfg.env_timeout_s)
         self.env_s += time.perf_counter() - start
-        self._parser = engine.registry.parser(env.parser)
+        self._parser = setup.parser(env.parser)
         self._tools_by_name = {t.name: t for t in env.tools}
         self._stop = tuple(dict.fromkeys((*self._parser.stop_strings(self._tools_by_name), *env.stop)))
         return env, messages, dict(info or {})
@@ -113,7 +137,7 @@ class Episode:
         self.info = info
         self.prompt = [dict(m) for m in messages]
         self.tools = [t.schema for t in env.tools]
-        policy = self.engine.policy
+        policy = self.setup.policy
         if isinstance(policy, ChatPolicy):
             await self._play_chat(policy, env)
             return
@@ -133,17 +157,16 @@ class Episode:
         self.steps = [s.model_copy() for s in parent.steps[: cp.n_steps]]
         self.reward = cp.reward
         self.asm = cp.asm.fork()
-        await self._turns(self.engine.policy, env, start_turn=cp.turn, last_obs=cp.last_obs)  # type: ignore[arg-type]
+        await self._turns(self.setup.policy, env, start_turn=cp.turn, last_obs=cp.last_obs)  # type: ignore[arg-type]
 
     # -- token path ----------------------------------------------------------------------------
 
     async def _turns(self, policy: ModelPolicy | ScriptedPolicy, env: Env, *, start_turn: int, last_obs: str) -> None:
-        cfg, req, engine = self.cfg, self.req, self.engine
-        stats, arpo = engine.stats, engine.arpo
+        cfg, req, stats, branching = self.cfg, self.req, self.setup.stats, self.branching
         asm = self.asm
         assert asm is not None and self._parser is not None
         max_turns = env.max_turns if cfg.max_turns is None else min(cfg.max_turns, env.max_turns)
-        top_k = max(cfg.sampling.top_logprobs, arpo.config.entropy_top_k if arpo else 0)
+        top_k = max(cfg.sampling.top_logprobs, branching.top_k if branching else 0)
         for turn in range(start_turn, max_turns):
             if turn > 0 and (fresh := env.step_prompt()) is not None:
                 asm.restart(fresh)
@@ -153,8 +176,7 @@ class Episode:
                 self._truncate("context budget (max_tokens_per_trajectory) used up")
                 return
             checkpoint = None
-            branchable = self._fork_of is None or turn > start_turn  # a fork does not re-branch where it was born
-            if arpo is not None and branchable and self.steps and self.steps[-1].tool_calls and arpo.used(req.group_id) < arpo.config.budget:
+            if branching is not None and branching.may_fork(turn, bool(self.steps and self.steps[-1].tool_calls)):
                 checkpoint = Checkpoint(asm.fork(), len(self.steps), self.reward, last_obs, turn)
             prompt_len = len(asm.prompt_ids)
             prompt_hash = asm.prompt_digest
@@ -162,29 +184,16 @@ class Episode:
             if isinstance(policy, ScriptedPolicy):
                 result, attempts = await policy.act(env), 1
             else:
-                seed = _sampling_seed(cfg.seed, req.task_index, req.sample_index, turn)
+                seed = sampling_seed(cfg.seed, req.task_index, req.sample_index, turn)
                 sampling = cfg.sampling.params(max_new_tokens=min(cfg.max_tokens_per_turn, budget), seed=seed, stop=self._stop)
                 if top_k != sampling.top_logprobs:
                     sampling = sampling.replace(top_logprobs=top_k)
                 result, attempts = await policy.generate(asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}")
                 self.weight_version = result.weight_version or self.weight_version
             self.llm_s += time.perf_counter() - t0
-            stats.generated_tokens += len(result.output_ids)
-            stats.turns += 1
-            if arpo is not None:
-                vocab = len(policy.chat.tokenizer)
-                k, measure = arpo.config.entropy_k, arpo.config.entropy
-                if turn == 0 and self.h_initial is None:
-                    self.h_initial = turn_entropy(result.top_logprobs, result.logprobs, k, vocab, measure)
-                elif checkpoint is not None:
-                    h_t = turn_entropy(result.top_logprobs, result.logprobs, k, vocab, measure)
-                    rng = random.Random(_sampling_seed(cfg.seed, req.task_index, req.sample_index, 10_000 + turn))
-                    room = arpo.used(req.group_id) < arpo.config.budget  # other episodes may have used the budget up since
-                    forks = arpo.decide(req.group_id, h_t, self.h_initial, rng)
-                    if h_t is not None and self.h_initial is not None:
-                        self.branch_decisions.append([turn, h_t - self.h_initial, len(forks), int(room)])
-                    for index in forks:
-                        engine._spawn_fork(self, checkpoint, index)
+            stats.turn(len(result.output_ids))
+            if branching is not None:
+                branching.after_generation(turn, result, len(policy.chat.tokenizer), checkpoint)
             completion = asm.add_completion(result)
             llm = LLMCall(
                 sequence=completion.sequence, prompt_len=prompt_len, prompt_sha256=prompt_hash,
@@ -214,7 +223,7 @@ class Episode:
     # -- chat path -----------------------------------------------------------------------------
 
     async def _play_chat(self, policy: ChatPolicy, env: Env) -> None:
-        cfg, stats = self.cfg, self.engine.stats
+        cfg, stats = self.cfg, self.setup.stats
         assert self._parser is not None
         messages = self.chat_messages = [dict(m) for m in self.prompt]
         max_turns = env.max_turns if cfg.max_turns is None else min(cfg.max_turns, env.max_turns)
@@ -227,9 +236,8 @@ class Episode:
             t0 = time.perf_counter()
             result, attempts = await policy.chat(messages, self.tools or None, sampling)
             self.llm_s += time.perf_counter() - t0
-            stats.turns += 1
             usage = result.usage.get("completion_tokens", 0)
-            stats.generated_tokens += usage
+            stats.turn(usage)
             if result.tool_calls:
                 result.tool_calls = [c if c.id else replace(c, id=f"call_{i}") for i, c in enumerate(result.tool_calls)]
                 action = _structured_action(result.text, result.tool_calls, self._tools_by_name)
@@ -285,11 +293,11 @@ class Episode:
         self.truncation_reason = reason
 
     def build(self, *, total_s: float, sandbox_s: float) -> Trajectory:
-        engine, req, policy = self.engine, self.req, self.engine.policy
+        setup, req, policy = self.setup, self.req, self.setup.policy
         status, reason = Status.OK, None
         segments: list[Any] = []
         messages: list[dict[str, Any]] = self.chat_messages
-        metadata: dict[str, Any] = {"policy": policy.kind, "run_id": engine.run_id}
+        metadata: dict[str, Any] = {"policy": policy.kind, "run_id": setup.run_id}
         if self.info:
             metadata["env_info"] = _jsonable(self.info)
         if self.asm is not None:
@@ -301,19 +309,20 @@ class Episode:
                 status, reason = Status.UNTRAINABLE, self.asm.untrainable_reason
             if has_images(messages):  # what each image part became in the recorded ids
                 metadata["image_placeholder"] = self.asm.chat.image_placeholder
-        if self.h_initial is not None:
-            metadata["arpo_initial_entropy"] = self.h_initial
+        arpo = self.branching.metadata() if self.branching is not None else {}
+        if "arpo_initial_entropy" in arpo:
+            metadata["arpo_initial_entropy"] = arpo["arpo_initial_entropy"]
         if self.lineage:
             metadata["arpo_lineage"] = self.lineage  # places absent ancestors in ARPO's hard attribution
-        if self.branch_decisions:
-            metadata["arpo_branch_decisions"] = self.branch_decisions  # [turn, ΔH, forks made, budget left (0/1)]
+        if "arpo_branch_decisions" in arpo:
+            metadata["arpo_branch_decisions"] = arpo["arpo_branch_decisions"]  # [turn, ΔH, forks made, budget left (0/1)]
         if self.error is not None:
             status, reason = Status.ERROR, self.error
         return Trajectory.model_construct(
             schema_version=1, trajectory_id=req.trajectory_id, group_id=req.group_id, parent_id=self.parent_id,
             branch_point=self.branch_point, task=req.env, task_index=req.task_index, sample_index=req.sample_index,
             seed=req.seed, env=req.env, model=policy.name,
-            sampling=engine.config.sampling.model_dump() if policy.kind != "scripted" else {},
+            sampling=setup.config.sampling.model_dump() if policy.kind != "scripted" else {},
             prompt=self.prompt, messages=messages, tools=self.tools, segments=segments, steps=self.steps,
             reward=self.reward, terminated=self.terminated, truncated=self.truncated,
             truncation_reason=self.truncation_reason, status=status, status_reason=reason,
@@ -321,11 +330,6 @@ class Episode:
             timings=Timings(total_s=total_s, llm_s=self.llm_s, tool_s=self.tool_s, env_s=self.env_s, sandbox_s=sandbox_s),
             weight_version=self.weight_version, created_at=time.time(), metadata=metadata,
         )
-
-
-def _sampling_seed(base: int, task_index: int, sample_index: int, turn: int) -> int:
-    h = hashlib.blake2b(f"{base}/{task_index}/{sample_index}/{turn}".encode(), digest_size=4)
-    return int.from_bytes(h.digest(), "little")
 
 
 def _structured_action(text: str, calls: list[ToolCall], tools: Mapping[str, Any]) -> Action:

@@ -241,7 +241,7 @@ def _top_entries(position: dict[str, float] | None, k: int, tokenizer: Any) -> l
 
 
 def _tokenizer(tokenizer: Any, candidates: list[str], base_url: str) -> Any:
-    from .resolve import load_tokenizer
+    from .hf_tokenizer import load_tokenizer
 
     if tokenizer is not None:
         return load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .base import ChatBackend, LLMBackend
+from .hf_tokenizer import load_tokenizer as load_tokenizer  # re-exported: callers load tokenizers from here
 
 TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
         "tiny-mistral": "mistral", "tiny-llama4": "llama4", "tiny-deepseek-v3.1": "deepseek-v3.1",
@@ -77,21 +78,6 @@ def make_backend(model: str, backend: str | None = None, /, *, registry: Any = N
         return BUILTIN_BACKENDS[name](target, **options)
     made: LLMBackend | ChatBackend = registry.llm_backend(name).factory(target, **options)
     return made
-
-
-def load_tokenizer(path_or_name: str | os.PathLike[str]) -> Any:
-    """A Hugging Face tokenizer from ``tiny`` / ``tiny-llama`` or a local directory."""
-    from transformers import AutoTokenizer
-
-    text = str(path_or_name)
-    if text in TINY:
-        from .tiny import load_tiny_tokenizer
-
-        return load_tiny_tokenizer(TINY[text])  # type: ignore[arg-type]
-    path = Path(text).expanduser()
-    if not path.is_dir() or not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        raise ConfigError(f"no tokenizer in {text!r}: give a local directory holding tokenizer.json (or tokenizer_config.json), or 'tiny'")
-    return AutoTokenizer.from_pretrained(str(path))
 
 
 def _not_found(model: str) -> str:

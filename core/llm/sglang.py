@@ -196,7 +196,7 @@ def _model_info(http: HTTPClient, *, need: bool) -> dict[str, Any]:
 
 
 def _tokenizer(tokenizer: Any, info: dict[str, Any], base_url: str) -> Any:
-    from .resolve import load_tokenizer
+    from .hf_tokenizer import load_tokenizer
 
     if tokenizer is not None:
         return load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer

@@ -36,7 +36,7 @@ from toolgym.collect import CollectOptions, CollectResult, describe_run, prepare
 from toolgym.core.engine import EngineStats, EpisodeRequest, plan_episodes
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
-from toolgym.core.trajectory import Status, Trajectory
+from toolgym.core.trajectory import Trajectory
 from toolgym.distributed.dispatch import Dispatcher, DispatchStats, GroupRequest, Unit
 from toolgym.distributed.worker import RolloutWorker, WorkerSpec, load_registry
 from toolgym.trajectories.store import TrajectoryWriter, completed_ids, read_manifest, write_manifest
@@ -182,16 +182,6 @@ class WorkerFactory:
         return RayWorker(handle, index, info)
 
 
-def _count(stats: EngineStats, traj: Trajectory) -> None:
-    stats.done += 1
-    stats.turns += len(traj.steps)
-    stats.generated_tokens += sum(s.llm.completion_tokens for s in traj.steps if s.llm is not None)
-    if traj.status is Status.ERROR:
-        stats.failed += 1
-    else:
-        stats.reward_sum += traj.reward
-
-
 async def collect_ray(
     opts: CollectOptions,
     ray_opts: RayOptions | None = None,
@@ -275,7 +265,7 @@ async def collect_ray(
             assert writer is not None
             writer.write(traj)
             registry.notify_trajectory_done(traj)
-            _count(stats, traj)
+            stats.record(traj)
 
         dispatcher = Dispatcher(workers, in_flight_per_worker=in_flight, is_worker_death=is_worker_death, spawn=spawn,
                                 max_replacements=n if ray_opts.max_replacements is None else ray_opts.max_replacements,

@@ -38,6 +38,7 @@ from typing import Any
 from toolgym.core.errors import ConfigError
 
 from .config import EvalConfig, OptimConfig, PPOConfig, RLConfig
+from .result import DemoResult
 
 ENV = "keychain"
 
@@ -107,25 +108,6 @@ class DemoConfig:
                             temperature=0.0, every=self.eval_every),
             max_batch_size=self.max_batch_size,
         )
-
-
-@dataclass
-class DemoResult:
-    """Held-out success before and after RL, with where the time went."""
-
-    before: float
-    after: float
-    seed: int
-    out: Path
-    wall_s: float
-    cpu_s: float
-    phases: dict[str, float]
-    history: list[dict[str, Any]]
-    sft_losses: list[float]
-    sft_checks: list[tuple[int, float]]
-    """(SFT steps so far, greedy success on the training-split validation tasks) at each check."""
-    verify_ok: bool
-    config: dict[str, Any]
 
 
 Progress = Callable[[str, int, int, str], None]

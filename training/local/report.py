@@ -6,8 +6,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .demo import DemoResult
     from .loop import EvalResult
+    from .result import DemoResult
 
 
 def plot_learning_curve(result: DemoResult, path: Any) -> None:
