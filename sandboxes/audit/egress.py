@@ -98,6 +98,67 @@ async def allowlist(t: Target) -> str:
     return f"127.0.0.1:{port} answered through the proxy; {len(denied)} others refused with 403; no direct route"
 
 
+PEER = r"""
+import json, socket, subprocess, sys, time
+server = ("import socket, sys, threading\n"
+          "def serve(s):\n"
+          "    while True:\n"
+          "        c, _ = s.accept(); c.sendall(sys.argv[1].encode()); c.close()\n"
+          "t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); t.bind(('0.0.0.0', 4243)); t.listen()\n"
+          "u = socket.socket(socket.AF_UNIX); u.bind('\\0tg-audit-peer'); u.listen()\n"
+          "threading.Thread(target=serve, args=(u,), daemon=True).start()\n"
+          "serve(t)\n")
+subprocess.Popen([sys.executable, '-c', server, sys.argv[1]], start_new_session=True)
+time.sleep(1.0)
+addresses, last = set(), None
+for line in open('/proc/net/fib_trie'):
+    parts = line.split()
+    if parts[:1] == ['|--']:
+        last = parts[1]
+    elif '/32 host LOCAL' in line and last and not last.startswith('127.'):
+        addresses.add(last)
+print(json.dumps(sorted(addresses)))
+"""
+"""A detached server in one sandbox answering ``nonce`` on TCP 4243 (all addresses) and on the
+abstract UNIX socket ``tg-audit-peer``; prints the sandbox's own non-loopback addresses."""
+
+PEER_UNIX = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(3)
+try:
+    s.connect('\0tg-audit-peer')
+    print(json.dumps('answered' if sys.argv[1].encode() in s.recv(100) else 'connected'))
+except OSError as exc:
+    print(json.dumps('refused: %s' % exc))
+"""
+
+
+async def other_sandboxes(t: Target) -> str:
+    """Two sandboxes of the same kind at once: the second cannot reach the first's listeners."""
+    first = await t.current()
+    addresses = await probes.run_probe(first, PEER, t.server.nonce)
+    targets = [f"{a}:4243" for a in ["127.0.0.1", *addresses]]
+    second = await t.acquire()
+    try:
+        if second.id == first.id:
+            raise Fail("the backend handed out one sandbox twice")
+        seen = await probes.run_probe(second, probes.REACH, t.server.nonce, str(CONNECT_TIMEOUT_S), *targets)
+        unix = await probes.run_probe(second, PEER_UNIX, t.server.nonce)
+        listing = (await second.run(["ps", "-eo", "args"])).stdout
+    finally:
+        await t.backend.release(second)
+    problems = [f"TCP {target} {how}" for target, how in seen.items() if how in ("answered", "connected")]
+    if unix in ("answered", "connected"):
+        problems.append(f"abstract UNIX socket {unix}")
+    if "tg-audit-peer" in listing:
+        problems.append("the other sandbox's processes are visible")
+    if problems:
+        raise Fail("the second sandbox reached the first's: " + "; ".join(problems))
+    tcp = ", ".join(f"{target} {how}" for target, how in seen.items())
+    return f"a listener in one sandbox not reached from another (TCP {tcp}; UNIX {unix.split(':')[0]}; not in ps)"
+
+
 def allowlist_profile(profile: SandboxProfile, kind: str, port: int) -> SandboxProfile:
     """``profile`` of ``kind`` with an allowlist naming only ``127.0.0.1:port``, on the same image."""
     return dataclasses.replace(profile, network=(f"127.0.0.1:{port}",), image=profile.image_for(kind))

@@ -48,8 +48,9 @@ KIND_CHECKS: list[tuple[str, Check]] = [
     ("reset.verified-from-host", reset.verified_from_host),
 ]
 """Checks run in each kind's sandbox, in this order."""
-BACKEND_CHECKS: list[tuple[str, Check]] = [("egress.allowlist", egress.allowlist)]
-"""Checks run once per backend, in a kind made for them."""
+BACKEND_CHECKS: list[tuple[str, Check]] = [("egress.other-sandboxes", egress.other_sandboxes),
+                                           ("egress.allowlist", egress.allowlist)]
+"""Checks run once per backend: ``egress.allowlist`` in a kind made for it, the others in the first kind."""
 ALLOWLIST_KIND = "audit-allowlist"
 
 BackendFactory = Callable[..., Any]
@@ -93,10 +94,10 @@ async def audit_backend(factory: BackendFactory, name: str, kinds: Sequence[str]
                 for check_name, check in wanted:
                     emit(await _run(t, check_name, check))
                 await t.close()
-            if backend_wanted:
-                t = Target(backend, name, ALLOWLIST_KIND, profiles[ALLOWLIST_KIND], server, gateways)
-                for check_name, check in backend_wanted:
-                    emit(await _run(t, check_name, check))
+            for check_name, check in backend_wanted:
+                kind = ALLOWLIST_KIND if check_name == "egress.allowlist" else kinds[0]
+                t = Target(backend, name, kind, profiles[kind], server, gateways)
+                emit(await _run(t, check_name, check))
                 await t.close()
         finally:
             with contextlib.suppress(Exception):

@@ -21,6 +21,7 @@ from tests.sandboxes.helpers import BACKENDS, ensure_images, require
 from toolgym.sandboxes import lifecycle
 from toolgym.sandboxes.audit import FAIL, KIND_CHECKS, PASS, audit_backend, runner
 from toolgym.sandboxes.audit.rows import Row
+from toolgym.sandboxes.audit.runner import BACKEND_CHECKS
 from toolgym.sandboxes.docker.backend import DockerBackend
 from toolgym.sandboxes.local.backend import LocalBackend
 
@@ -47,7 +48,7 @@ def _failed(rows: list[Row]) -> set[str]:
 @pytest.mark.parametrize("name", BACKENDS)
 def test_the_audit_passes_on_a_hardened_backend(name: str) -> None:
     rows = _audit(_backend_class(name), name)
-    assert [r.check for r in rows] == [n for n, _ in KIND_CHECKS] + ["egress.allowlist"]
+    assert [r.check for r in rows] == [n for n, _ in KIND_CHECKS + BACKEND_CHECKS]
     assert {r.backend for r in rows} == {name}
     not_passed = [(r.check, r.result, r.detail) for r in rows if r.result != PASS]
     assert not not_passed, not_passed  # both backends run here: nothing is out of reach of a check
@@ -79,9 +80,9 @@ class BridgedDockerBackend(DockerBackend):
 def test_containers_on_the_bridge_network_fail_the_egress_checks() -> None:
     _backend_class("docker")
     rows = _audit(BridgedDockerBackend, "docker", only=("egress.",))
-    assert {r.check for r in rows} == {n for n, _ in KIND_CHECKS if n.startswith("egress.")} | {"egress.allowlist"}
+    assert {r.check for r in rows} == {n for n, _ in KIND_CHECKS + BACKEND_CHECKS if n.startswith("egress.")}
     failed = _failed(rows)
-    assert {"egress.interfaces", "egress.gateway", "egress.allowlist"} <= failed, rows
+    assert {"egress.interfaces", "egress.gateway", "egress.other-sandboxes", "egress.allowlist"} <= failed, rows
     detail = next(r.detail for r in rows if r.check == "egress.interfaces")
     assert "eth0" in detail
 
