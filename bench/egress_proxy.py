@@ -145,10 +145,10 @@ def make(name: str, profile: SandboxProfile, remote_engine: str) -> PooledBacken
 
 
 async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
-                  remote_engine: str) -> dict[str, dict[str, list[float]]]:
+                  remote_engine: str, image: str) -> dict[str, dict[str, list[float]]]:
     """Small and 1 MiB GETs from a sandbox of each backend, and directly from the host, taken in
     ``rounds`` interleaved rounds so that the host's load shifts weigh on every path alike."""
-    profile = SandboxProfile(network=(f"127.0.0.1:{port}",), image="toolgym/sandbox-python:latest", cpus=2.0)
+    profile = SandboxProfile(network=(f"127.0.0.1:{port}",), image=image, cpus=2.0)
     backends = {name: make(name, profile, remote_engine) for name in names if name != "inproc"}
     env = {"NO_PROXY": "", "no_proxy": ""}
     proxy = "http://127.0.0.1:3128"
@@ -183,6 +183,8 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=20, help="1 MiB GETs per path")
     ap.add_argument("--remote-engine", default="unix:///var/run/docker.sock",
                     help="engine for the tunnelled path (default: the local engine, reached through its API)")
+    ap.add_argument("--image", default="toolgym/sandbox-python:latest",
+                    help="sandbox image (any with python3; a second engine may hold only toolgym/base:bookworm)")
     ap.add_argument("--smoke", action="store_true", help="20 small and 3 big GETs per path")
     args = ap.parse_args()
     n, big_n = (20, 3) if args.smoke else (args.n, args.big)
@@ -193,7 +195,8 @@ def main() -> None:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {n} small GETs (2-byte body), "
               f"{big_n} GETs of 1 MiB per path; p50 (p90)", flush=True)
         names = args.backends.split(",")
-        got = asyncio.run(measure(names, port, n, big_n, 1 if args.smoke else 5, args.remote_engine))
+        got = asyncio.run(measure(names, port, n, big_n, 1 if args.smoke else 5, args.remote_engine,
+                                 args.image))
         labels = {"direct": "direct from the host (baseline)", "docker": "local Docker, UNIX-socket proxy",
                   "remote": f"remote Docker tunnel ({args.remote_engine})", "local": "bubblewrap, UNIX-socket proxy",
                   "inproc": "tunnel protocol alone (no engine, agent in-process)"}
