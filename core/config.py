@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .arpo import ArpoConfig
+from .sandbox import ACQUIRE_TIMEOUT_S
 from .types import SamplingParams
 
 
@@ -51,7 +52,8 @@ class EngineConfig(BaseModel):
     env_timeout_s: float = Field(300.0, gt=0)
     """Per ``reset`` or ``step`` (tool calls run inside a step and have their own timeouts)."""
     episode_timeout_s: float = Field(3600.0, gt=0)
-    sandbox_acquire_timeout_s: float = Field(180.0, gt=0)
+    sandbox_acquire_timeout_s: float = Field(ACQUIRE_TIMEOUT_S, gt=0)
+    """Wait for a sandbox (a free slot, then a ready one from the backend), per acquire."""
     llm_retries: int = Field(3, ge=0)
     """Retries of a transient model error (connection reset, 429, 5xx, timeout)."""
     retry_backoff_s: float = Field(0.5, ge=0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError, SandboxError
-from .sandbox import ImageNeed, Sandbox, SandboxBackend
+from .sandbox import ACQUIRE_TIMEOUT_S, ImageNeed, Sandbox, SandboxBackend
 from .tools import Tool, ToolOutput
 from .trajectory import ToolCallRecord
 from .types import Action, ActionKind, Message
@@ -56,7 +56,7 @@ class EpisodeContext:
         run_id: str = "",
         sandbox_backend: SandboxBackend | None = None,
         sandbox_slots: asyncio.Semaphore | None = None,
-        acquire_timeout_s: float = 120.0,
+        acquire_timeout_s: float = ACQUIRE_TIMEOUT_S,
         artifacts_dir: str | None = None,
         registry: Any = None,
     ) -> None:

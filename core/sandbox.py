@@ -12,6 +12,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from .types import ExecResult
 
+ACQUIRE_TIMEOUT_S = 180.0
+"""Default wait for a sandbox (a free slot, then a ready sandbox from the backend), in seconds:
+``EngineConfig.sandbox_acquire_timeout_s`` and ``EpisodeContext``'s ``acquire_timeout_s``."""
+
 
 @dataclass(slots=True)
 class PythonResult:
