@@ -59,7 +59,10 @@ def _accept_loop(server: socket.socket, unix_path: str) -> None:
             client, _ = server.accept()
         except OSError:
             return
-        threading.Thread(target=_serve_one, args=(client, unix_path), daemon=True).start()
+        try:
+            threading.Thread(target=_serve_one, args=(client, unix_path), daemon=True).start()
+        except RuntimeError:  # no thread to be had (pids or memory limit): this connection fails, not the port
+            client.close()
 
 
 def start(port: int, unix_path: str) -> None:
