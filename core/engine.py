@@ -20,7 +20,8 @@ from typing import Any
 from .arpo import BranchBudget
 from .branching import Checkpoint
 from .config import EngineConfig
-from .env import Env, EnvSpec, EpisodeContext
+from .context import EpisodeContext
+from .env import Env, EnvSpec
 from .episode import Episode, EpisodeSetup
 from .policy import Policy, TurnFailed
 from .registry import Registry

@@ -28,7 +28,8 @@ from .assembly import TokenAssembler
 from .branching import Checkpoint, EpisodeBranching
 from .chat import with_tool_call_ids
 from .config import EngineConfig
-from .env import Env, EnvSpec, EpisodeContext, StepResult, digest
+from .context import EpisodeContext
+from .env import Env, EnvSpec, StepResult, digest
 from .images import content_text, has_images
 from .llm.server_info import fit_context_budget
 from .parsers import ToolParser
