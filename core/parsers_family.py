@@ -11,6 +11,7 @@ that every rendered call parses back to itself). Names follow vLLM's tool parser
 | ``qwen3_coder`` | Qwen3-Coder | ``<tool_call>\\n<function=f>\\n<parameter=k>\\nvalue\\n</parameter>\\n</function>\\n</tool_call>`` |
 | ``pythonic`` | Llama 4 (and Llama 3.2's pythonic mode) | ``[f(k="v", n=3), g()]`` (optionally in ``<|python_start|>…<|python_end|>``) |
 | ``kimi_k2`` | Kimi-K2 | ``<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>`` |
+| ``harmony`` | gpt-oss | ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (reasoning on the ``analysis`` channel, the answer on ``final``) |
 | ``deepseek_v31`` | DeepSeek-V3.1 | ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`` |
 
 Like every toolgym parser they never raise on model output: malformed calls become ``INVALID``
@@ -422,5 +423,74 @@ class KimiK2Parser(ToolParser):
         return _calls_action(text, calls, tools, thought)
 
 
+_HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
+_RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
+_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
+
+
+class HarmonyParser(ToolParser):
+    """gpt-oss (harmony) output: messages ``[<|start|>assistant]<|channel|>C[ to=functions.NAME]
+    [<|constrain|>json]<|message|>BODY`` ended by ``<|end|>``, ``<|call|>`` or ``<|return|>``. Messages
+    addressed ``to=functions.NAME`` are calls (the body is the JSON arguments); otherwise the
+    ``final`` channel's body is the answer; ``analysis`` bodies are reasoning. Text with no harmony
+    message at all is taken as the answer. Sampling stops at ``<|call|>`` (vLLM calls this parser
+    ``openai``)."""
+
+    name = "harmony"
+    markers = ("<|channel|>", "<|message|>", "<|call|>")
+    function_calls = True
+
+    def stop_strings(self, tools: Mapping[str, Tool] | None = None) -> tuple[str, ...]:
+        return ("<|call|>",)
+
+    def parse(self, text: str, tools: Mapping[str, Tool] | None = None) -> Action:
+        messages = _harmony_messages(text)
+        if not messages:
+            return Action(text, ActionKind.ANSWER, answer=text.strip())
+        thought = "\n".join(body for header, body in messages if _channel(header) == "analysis") or None
+        calls: list[ToolCall] = []
+        finals: list[str] = []
+        for header, body in messages:
+            if (m := _RECIPIENT.search(header)) is not None:
+                objects, error = _json_objects(body, ",") if body.strip() else ([({}, "")], None)
+                if error is None and len(objects) != 1:
+                    error = "the arguments must be one JSON object"
+                if error is not None:
+                    return _invalid(text, error, thought)
+                call, error = _call_from_object({"name": m.group(1), "arguments": objects[0][0]}, header + body, len(calls), ("arguments",))
+                if error is not None or call is None:
+                    return _invalid(text, error or "bad call", thought)
+                calls.append(call)
+            elif _channel(header) == "final":
+                finals.append(body)
+        if calls:
+            return _calls_action(text, calls, tools, thought)
+        if finals:
+            return Action(text, ActionKind.ANSWER, answer=finals[-1].strip(), thought=thought)
+        return _invalid(text, "no final answer and no tool call: end with a <|channel|>final message or call a function", thought)
+
+
+def _channel(header: str) -> str | None:
+    m = _CHANNEL.search(header)
+    return m.group(1) if m else None
+
+
+def _harmony_messages(text: str) -> list[tuple[str, str]]:
+    """(header, body) of each harmony message in ``text``; the header is what precedes
+    ``<|message|>`` since the previous message's end (less any ``<|start|>ROLE``)."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while (mark := text.find("<|message|>", pos)) != -1:
+        header = text[pos:mark]
+        if "<|start|>" in header:
+            header = header.rsplit("<|start|>", 1)[1]
+        start = mark + len("<|message|>")
+        ends = [(i, tok) for tok in _HARMONY_ENDS if (i := text.find(tok, start)) != -1]
+        end, tok = min(ends) if ends else (len(text), "")
+        out.append((header, text[start:end]))
+        pos = end + len(tok)
+    return out
+
+
 def family_parsers() -> list[ToolParser]:
-    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser()]
+    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser(), HarmonyParser()]

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2"]
+Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2", "gpt-oss"]
 
 RECIPE_VERSION = 2
 
@@ -119,6 +119,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "pad": "[PAD]",
         "architecture": "llama",
         "calls": "kimi_k2",
+    },
+    "gpt-oss": {
+        "template": "gpt_oss.jinja",
+        "special": ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                    "<|return|>", "<|call|>"],
+        "added": [],
+        "bos": "<|startoftext|>",
+        "eos": "<|return|>",
+        "pad": "<|endoftext|>",
+        "architecture": "llama",
+        "calls": "harmony",
     },
 }
 
@@ -340,6 +351,10 @@ def _call_text(style: str, name: str, args: dict[str, Any], rng: random.Random) 
     if style == "kimi_k2":
         return (f"<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:{rng.randint(0, 3)}<|tool_call_argument_begin|>"
                 f"{json.dumps(args)}<|tool_call_end|><|tool_calls_section_end|>")
+    if style == "harmony":
+        think = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8)))
+        return (f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant<|channel|>commentary to=functions.{name} "
+                f"<|constrain|>json<|message|>{json.dumps(args)}<|call|>")
     if style == "mistral":
         return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}])
     kwargs = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())

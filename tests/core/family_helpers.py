@@ -29,13 +29,21 @@ from toolgym.core.registry import Registry
 from toolgym.core.types import Action, ActionKind, Message, ToolCall, tool_call_id
 
 FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic",
-                 "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2"}
+                 "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
+                 "gpt-oss": "harmony"}
 """Tiny-model family → the parser ``--parser auto`` must pick from its template."""
 FAMILIES = tuple(FAMILY_PARSER)
-ONE_CALL_PER_TURN = {"llama"}
-"""Llama 3.1's format has one call per assistant turn (the template writes each in its own turn)."""
-NO_PREAMBLE = {"llama", "llama4"}
-"""Formats where a call is the whole reply (text before it makes it an answer)."""
+ONE_CALL_PER_TURN = {"llama", "gpt-oss"}
+"""Llama 3.1's format has one call per assistant turn (the template writes each in its own turn);
+gpt-oss stops sampling at each call's <|call|>."""
+NO_PREAMBLE = {"llama", "llama4", "gpt-oss"}
+"""Formats where a call is the whole reply (text before it makes it an answer, or must be a
+harmony message of its own)."""
+REWRITING = {"qwen3", "gpt-oss"}
+"""Templates that render history differently from what was sampled (earlier reasoning dropped;
+gpt-oss also ends a final answer with <|return|> when sampled and <|end|> in history)."""
+STOP_NOT_EOS = {"gpt-oss"}
+"""Families whose call turn ends with a stop token that is not the end-of-sequence token."""
 
 
 def call_id(family: str, name: str, index: int, seed: str = "") -> str:
@@ -73,7 +81,8 @@ def assistant_text(chat: ChatFormat, calls: Sequence[ToolCall], content: str = "
     assert full.startswith(prompt), "the template's generation prompt is not a prefix of the assistant turn"
     eos = chat.tokenizer.eos_token
     body = full[len(prompt):]
-    assert eos in body
+    if eos not in body:  # the turn ends with a stop token the model samples (gpt-oss's <|call|>)
+        return body
     return body[: body.rindex(eos)]
 
 
@@ -117,7 +126,7 @@ class Plugin:
 
 
 def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None = None, group_size: int = 2, tasks: int = 1,
-               max_turns: int = 6) -> list[Trajectory]:
+               max_turns: int = 6, add_eos: bool = True) -> list[Trajectory]:
     """Run ``env`` with a mock model writing ``responder``'s text, parsing with ``parser`` in place
     of the environment's ``hermes`` (as ``--parser`` does)."""
     from toolgym.core import builtin
@@ -126,7 +135,7 @@ def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None =
     if parser is not None and parser != "hermes":
         registry = with_parser(registry, "hermes", registry.parser(parser))
     cfg = EngineConfig(max_turns=max_turns, group_size=group_size)
-    policy = ModelPolicy(MockLLMBackend(tokenizer, responder), cfg)
+    policy = ModelPolicy(MockLLMBackend(tokenizer, responder, add_eos=add_eos), cfg)
     out: list[Trajectory] = []
     engine = RolloutEngine(registry=registry, policy=policy, config=cfg, on_trajectory=out.append)
     asyncio.run(engine.run(plan_episodes(env, num_tasks=tasks, group_size=group_size)))

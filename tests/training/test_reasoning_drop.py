@@ -1,4 +1,4 @@
-"""Templates that drop earlier reasoning (Qwen3): what the trainer receives, what it costs, and that
+"""Templates that drop earlier reasoning (Qwen3, gpt-oss): what the trainer receives, what it costs, and that
 verl rows and GiGPO work on it.
 
 Qwen3's template keeps the reasoning of the assistant turns after the last user query and drops
@@ -7,7 +7,8 @@ new query) therefore sees history rewritten at every turn: each model call is co
 fresh render, so each lands in its own token sequence (a new ``sequence``), with the prompt that
 call really saw. Tool results (``tool`` messages) do not start a new query, so a tool-calling
 episode keeps one sequence, unless the model's think block is empty (non-thinking mode), which
-the template drops from history as well.
+the template drops from history as well. gpt-oss's harmony template drops the analysis channel
+the same way (and renders a final answer with <|end|> in history where <|return|> was sampled).
 """
 
 from __future__ import annotations
@@ -28,45 +29,66 @@ from toolgym.training.verl.rows import Row, trajectory_rows
 from toolgym.trajectories.reread import call_costs, trained_tokens
 from toolgym.trajectories.verify import check_trajectory
 
+DROPPING = ("qwen3", "gpt-oss")
+REASONING = {"qwen3": "<think>", "gpt-oss": "<|channel|>analysis"}
+ASSISTANT = {"qwen3": "<|im_start|>assistant\n", "gpt-oss": "<|start|>assistant"}
+_SEEN: set[str] = set()
+
+
+def _thinker(family: str) -> Any:
+    """Reasons, then answers yes the first time it sees a prompt and no after (so the samples of a
+    group differ in return), in the family's format."""
+    def respond(prompt: str, i: int) -> str:
+        fresh = prompt not in _SEEN
+        _SEEN.add(prompt)
+        answer = "yes" if fresh else "no"
+        if family == "gpt-oss":
+            return f"<|channel|>analysis<|message|>turn {i}: weigh it, step by step<|end|><|start|>assistant<|channel|>final<|message|>{answer}"
+        return f"<think>\nturn {i}: weigh it, step by step\n</think>\n\n{answer}"
+    return respond
+
+
+def _answer(text: str) -> str:
+    return text.split("</think>")[-1].split("<|message|>")[-1].strip()
+
 
 @pytest.fixture(scope="module")
 def qwen3() -> ChatFormat:
     return ChatFormat(load_tiny_tokenizer("qwen3"))
 
 
-_SEEN: set[str] = set()
-
-
-def _thinker(prompt: str, i: int) -> str:
-    """Reasons, then answers yes the first time it sees a prompt and no after (so the samples of a
-    group differ in return)."""
-    fresh = prompt not in _SEEN
-    _SEEN.add(prompt)
-    return f"<think>\nturn {i}: weigh it, step by step\n</think>\n\n" + ("yes" if fresh else "no")
+@pytest.fixture(scope="module", params=DROPPING)
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def dropped(qwen3: ChatFormat) -> list[Trajectory]:
-    return run_family(qwen3.tokenizer, "family-chatter", _thinker, group_size=3, tasks=2)
+def chat(family: str) -> ChatFormat:
+    return ChatFormat(load_tiny_tokenizer(family))  # type: ignore[arg-type]
 
 
-def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(dropped: list[Trajectory], qwen3: ChatFormat) -> None:
+@pytest.fixture(scope="module")
+def dropped(family: str, chat: ChatFormat) -> list[Trajectory]:
+    return run_family(chat.tokenizer, "family-chatter", _thinker(family), group_size=3, tasks=2)
+
+
+def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(family: str, dropped: list[Trajectory], chat: ChatFormat) -> None:
     assert len(dropped) == 6
     for t in dropped:
-        assert t.status is Status.OK and check_trajectory(t, chat=qwen3) == []
+        assert t.status is Status.OK and check_trajectory(t, chat=chat) == []
         assert len(t.steps) == 3 and t.num_sequences == 3, t.metadata.get("template_rewrites")
         assert len(t.metadata["template_rewrites"]) == 2
         for k, step in enumerate(t.steps):
             assert step.llm is not None and step.llm.sequence == k
-            prompt_text = qwen3.decode(t.sequence_ids(k)[: step.llm.prompt_len])
+            prompt_text = chat.decode(t.sequence_ids(k)[: step.llm.prompt_len])
             # the prompt is the template's render of the conversation so far: earlier answers kept,
             # earlier reasoning gone
-            assert prompt_text.count("<think>") == 0
-            assert prompt_text.count("<|im_start|>assistant\n") == k + 1
+            assert prompt_text.count(REASONING[family]) == 0
+            assert prompt_text.count(ASSISTANT[family]) == k + 1
             for earlier in t.steps[:k]:
-                assert earlier.action.split("</think>")[-1].strip() in prompt_text
+                assert _answer(earlier.action) in prompt_text
             sampled = t.segments[step.llm.segment]
-            assert sampled.role == "assistant" and "</think>" in sampled.text  # the reasoning is trained where it was sampled
+            assert sampled.role == "assistant" and REASONING[family] in sampled.text  # the reasoning is trained where it was sampled
 
 
 def test_verl_rows_one_per_sequence_and_per_step_with_correct_masks(dropped: list[Trajectory]) -> None:
@@ -109,9 +131,10 @@ def test_gigpo_on_rows_equals_gigpo_on_trajectories(dropped: list[Trajectory], l
         assert np.all(per_traj[i][row.meta.sequence][seq_mask == 0] == 0)
 
 
-def test_the_cost_tokens_reread_per_turn(dropped: list[Trajectory], qwen3: ChatFormat) -> None:
-    """Against the Qwen2.5 template (keeps history as sampled): same conversation, append-only."""
-    baseline = run_family(load_tiny_tokenizer("qwen"), "family-chatter", _thinker, group_size=3, tasks=2)
+def test_the_cost_tokens_reread_per_turn(qwen3: ChatFormat) -> None:
+    """Qwen3 against the Qwen2.5 template (keeps history as sampled): same conversation, append-only."""
+    dropped = run_family(qwen3.tokenizer, "family-chatter", _thinker("qwen3"), group_size=3, tasks=2)
+    baseline = run_family(load_tiny_tokenizer("qwen"), "family-chatter", _thinker("qwen3"), group_size=3, tasks=2)
     for t in baseline:
         assert t.num_sequences == 1 and check_trajectory(t) == []
     drop_costs = [call_costs(t) for t in dropped]
@@ -140,3 +163,16 @@ def test_tool_results_keep_one_sequence_unless_the_think_block_is_empty(qwen3: C
     empty = run_family(qwen3.tokenizer, "family-lookup", caller("<think>\n\n</think>\n\n"), group_size=1)
     assert [t.num_sequences for t in empty] == [2] and check_trajectory(empty[0], chat=qwen3) == []
     assert trajectory_rows(empty[0], "step")[1].prompt_ids == empty[0].sequence_ids(1)[: empty[0].steps[1].llm.prompt_len]  # type: ignore[union-attr]
+
+
+def test_gpt_oss_keeps_its_analysis_within_a_tool_chain() -> None:
+    chat = ChatFormat(load_tiny_tokenizer("gpt-oss"))
+    call = "<|channel|>analysis<|message|>look it up<|end|><|start|>assistant" + \
+        assistant_text(chat, [ToolCall("lookup", {"key": "fox", "count": 2}, "abcdefghi")])
+
+    def respond(prompt: str, _i: int) -> str:  # sampling stops at <|call|>: no end-of-sequence token after a call
+        return call if "RESULT fox x2" not in prompt else "<|channel|>final<|message|>done"
+
+    out = run_family(chat.tokenizer, "family-lookup", respond, parser="harmony", group_size=1, add_eos=False)
+    assert [t.num_sequences for t in out] == [1] and out[0].reward == 1.0
+    assert check_trajectory(out[0], chat=chat) == [] and out[0].steps[0].tool_calls[0].arguments == {"key": "fox", "count": 2}

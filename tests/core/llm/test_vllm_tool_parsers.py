@@ -35,7 +35,10 @@ from toolgym.core.types import ActionKind, ToolCall
 
 VLLM_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "llama4_pythonic",
                "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2"}
-"""Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``)."""
+"""Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``). Not gpt-oss:
+vLLM's gpt-oss tool parser is a stub, and its harmony parsing reads token ids of the real o200k
+harmony encoding (``openai_harmony``), which a tiny tokenizer does not have."""
+CHECKED = tuple(f for f in FAMILIES if f in VLLM_PARSER)
 WORDS = ["fox", "red shoes", "Zürich", "a\nb", "quote \" and \\ backslash", "", "1, 2, 3", "日本語", "x = {'a': 1}"]
 
 
@@ -73,7 +76,7 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[st
         print(f"\nSKIPPED vLLM tool-parser cross-check: {reason}")
         pytest.skip(reason)
     cases = []
-    for family in FAMILIES:
+    for family in CHECKED:
         directory = ensure_tiny_model(family, with_weights=False)  # type: ignore[arg-type]
         chat = ChatFormat(load_tokenizer(directory))
         for text, is_call in _cases(family, chat):
@@ -87,7 +90,7 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[st
     return cases, json.loads((work / "out.json").read_text())
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CHECKED)
 def test_vllm_and_toolgym_extract_the_same_calls(family: str, vllm_results: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
     parser = {p.name: p for p in builtin_parsers()}[FAMILY_PARSER[family]]
     cases, results = vllm_results
