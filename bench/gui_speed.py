@@ -1,0 +1,234 @@
+"""GUI speed and scale on MiniWoB++: the cost of one browser step, and concurrent episodes on this host.
+
+**Step latency** (``--calls`` per kind, interleaved so that every column sees the same host load),
+in one Docker ``miniwob`` sandbox on a MiniWoB++ page started as an episode (page time limit lifted
+so the page stays live): ``click`` toggles a click-checkboxes checkbox, ``type`` fills enter-text's
+textbox. Columns, p50 / p99 in ms:
+
+- ``env step``: ``MiniWoBEnv.step`` with that tool call: the tool, then the environment's read of
+  the page's result (what a rollout pays per turn);
+- ``tool``: the browser tool alone (``Tool.call``: one driver cell that acts, settles and observes
+  the page as an accessibility tree);
+- ``direct``: the baseline: the same Playwright action (``locator.click()`` / ``locator.fill()``)
+  sent as one cell to the same browser, through the same sandbox channel, no observation;
+- ``in-sandbox``: that Playwright action timed inside the sandbox (no channel): Playwright and
+  Chromium (over CDP) alone.
+
+**Concurrency**: ``--episodes`` scripted episodes over ``--tasks`` at 1, 8 and 16 at once (one
+sandbox, so one Chromium, per live episode), through the rollout engine: success (core.js's raw
+reward > 0), wall time, episodes/s, and the peak memory of the run's sandbox containers (cgroup v1
+``usage - inactive_file``, as ``docker stats`` counts it), sampled every 0.5 s, and per sandbox
+(the pool keeps up to that many warm ones too, so sandboxes at the peak can exceed live episodes).
+The load average is printed before and after each row (the host is shared).
+
+    python bench/gui_speed.py                   # latency (60 calls each) and concurrency 1/8/16
+    python bench/gui_speed.py --smoke           # 10 calls, concurrency 1 and 2, 4 episodes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from toolgym.core.chat import ChatFormat
+from toolgym.core.config import EngineConfig
+from toolgym.core.engine import RolloutEngine, plan_episodes
+from toolgym.core.env import EpisodeContext
+from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.registry import get_registry
+from toolgym.core.types import Action, ActionKind, ToolCall
+from toolgym.plugins.gui.tools import DRIVER
+from toolgym.plugins.miniwob.env import MINIWOB_TOOLS, MiniWoBEnv
+from toolgym.plugins.miniwob.site import SANDBOX_KIND, shared_site
+from toolgym.plugins.miniwob.tasks import task_list
+from toolgym.sandboxes.docker.backend import DockerBackend
+
+TOOLS = {t.name: t for t in MINIWOB_TOOLS}
+CGROUP = Path("/sys/fs/cgroup/memory/docker")
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def element(text: str, role: str) -> int:
+    line = next(ln for ln in text.splitlines() if f"] {role}" in ln)
+    return int(line.split("]")[0].split("[")[1])
+
+
+# -- step latency ----------------------------------------------------------------------------------
+
+
+async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
+    shared_site()  # registers the sandbox profile (allowlist: this server) before the backend reads it
+    out: dict[str, dict[str, list[float]]] = {}
+    for kind, task, role in (("click", "click-checkboxes", "checkbox"), ("type", "enter-text", "textbox")):
+        backend = DockerBackend(max_idle=1)  # a fresh sandbox for each page
+        try:
+            env = MiniWoBEnv(task=task, time_limit=3600, max_turns=10**6)
+            ctx = EpisodeContext(episode_id=f"bench-{kind}", sandbox_backend=backend, registry=get_registry())
+            env.bind(ctx)
+            try:
+                messages, _ = await env.reset(seed=1)
+                target = element(str(messages[-1]["content"]), role)
+                sandbox = await ctx.sandbox(SANDBOX_KIND)
+                session = await sandbox.python()
+                name = "browser_click" if kind == "click" else "browser_type"
+                args: dict[str, Any] = {"element_id": target} if kind == "click" else {"element_id": target, "text": "hello"}
+                act = "click()" if kind == "click" else "fill('hello')"
+                direct = (f"import time as _t\n_t0 = _t.perf_counter()\n"
+                          f"{DRIVER}.page.locator('[data-tg-id=\"{target}\"]').first.{act}\n_t.perf_counter() - _t0")
+                rows: dict[str, list[float]] = {"env step": [], "tool": [], "direct": [], "in-sandbox": []}
+                for i in range(calls + 3):  # the first 3 are warm-up
+                    call = ToolCall(name=name, arguments=args)
+                    t0 = time.perf_counter()
+                    await env.step(Action(text="", kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
+                    t1 = time.perf_counter()
+                    out_tool = await TOOLS[name].call(args, sandbox=sandbox, ctx=ctx)
+                    t2 = time.perf_counter()
+                    res = await session.execute(direct, timeout=30)
+                    t3 = time.perf_counter()
+                    assert not out_tool.error and res.error is None, (out_tool.text[:200], res.error)
+                    if i >= 3:
+                        rows["env step"].append((t1 - t0) * 1e3)
+                        rows["tool"].append((t2 - t1) * 1e3)
+                        rows["direct"].append((t3 - t2) * 1e3)
+                        rows["in-sandbox"].append(float(res.value or "nan") * 1e3)
+                out[kind] = rows
+            finally:
+                await ctx.aclose()
+        finally:
+            await backend.aclose()
+    return out
+
+
+# -- concurrency -----------------------------------------------------------------------------------
+
+
+class MemorySampler:
+    """Peak summed memory of the containers labelled with ``run_id``, sampled in a thread."""
+
+    def __init__(self, run_id: str) -> None:
+        import docker
+
+        self.client = docker.from_env()
+        self.run_id = run_id
+        self.peak = 0
+        self.peak_containers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _usage(self, cid: str) -> int:
+        try:
+            folder = CGROUP / cid
+            usage = int((folder / "memory.usage_in_bytes").read_text())
+            stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
+            return usage - int(stat.get("total_inactive_file", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def _run(self) -> None:
+        ids: list[str] = []
+        last_list = 0.0
+        while not self._stop.is_set():
+            if time.monotonic() - last_list > 2.0:  # listing is slow; the set changes slowly
+                try:
+                    ids = [c.id for c in self.client.containers.list(filters={"label": f"toolgym.run={self.run_id}"})]
+                except Exception:  # the engine may be removing one right now
+                    pass
+                last_list = time.monotonic()
+            total = sum(self._usage(cid) for cid in ids)
+            if total > self.peak:
+                self.peak, self.peak_containers = total, len(ids)
+            self._stop.wait(0.5)
+
+
+async def concurrent(tasks: tuple[str, ...], episodes: int, level: int) -> dict[str, Any]:
+    shared_site()
+    backend = DockerBackend(max_idle=level)
+    out: list[Any] = []
+    engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen"))),
+                           config=EngineConfig(max_live_episodes=level, max_sandboxes=level),
+                           sandbox_backend=backend, env_kwargs={"tasks": ",".join(tasks)}, on_trajectory=out.append)
+    before = load()
+    start = time.perf_counter()
+    try:
+        with MemorySampler(backend.run_id) as memory:
+            await engine.run(plan_episodes("miniwob", num_tasks=episodes, group_size=1))
+    finally:
+        await backend.aclose()
+    wall = time.perf_counter() - start
+    ok = [t for t in out if t.status == "ok"]
+    wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in ok)
+    timeouts = sum(1 for t in ok if t.steps and t.steps[-1].info.get("page_reason") == "timeout")
+    steps = [s.env_s * 1e3 for t in ok for s in t.steps]
+    return {"level": level, "episodes": len(out), "errors": len(out) - len(ok), "success": wins / max(len(out), 1),
+            "page_timeouts": timeouts, "wall_s": wall, "eps_per_s": len(out) / wall, "step_p50_ms": pct(steps, 50),
+            "step_p99_ms": pct(steps, 99), "peak_mem_mb": memory.peak / 2**20, "peak_containers": memory.peak_containers,
+            "mem_per_episode_mb": memory.peak / 2**20 / max(memory.peak_containers, 1), "load_before": before,
+            "load_after": load()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--levels", default="1,8,16")
+    parser.add_argument("--episodes", type=int, default=48, help="episodes per concurrency level")
+    parser.add_argument("--tasks", default="solvable")
+    parser.add_argument("--skip", choices=("latency", "concurrency"), default=None)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.calls, args.levels, args.episodes = 10, "1,2", 4
+    print(f"host: {os.cpu_count()} CPUs, load average {load()}")
+    result: dict[str, Any] = {}
+    if args.skip != "latency":
+        lat = asyncio.run(latency(args.calls))
+        result["latency"] = {k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()}
+        print(f"\nbrowser step on MiniWoB++ ({args.calls} calls each, ms; load after: {load()})")
+        print(f"{'action':8} " + " ".join(f"{c + ' p50':>15} {c + ' p99':>15}" for c in ("env step", "tool", "direct", "in-sandbox")))
+        for kind, rows in lat.items():
+            print(f"{kind:8} " + " ".join(f"{pct(rows[c], 50):15.1f} {pct(rows[c], 99):15.1f}"
+                                          for c in ("env step", "tool", "direct", "in-sandbox")))
+    if args.skip != "concurrency":
+        tasks = task_list(args.tasks)
+        rows = []
+        print(f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one Chromium per episode)")
+        print(f"{'at once':>7} {'success':>8} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'step p50':>9} "
+              f"{'step p99':>9} {'peak MB':>8} {'sandboxes':>9} {'MB/sandbox':>10}  load before -> after")
+        for level in (int(x) for x in args.levels.split(",")):
+            row = asyncio.run(concurrent(tasks, args.episodes, level))
+            rows.append(row)
+            print(f"{level:7d} {row['success']:8.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
+                  f"{row['eps_per_s']:6.2f} {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
+                  f"{row['peak_mem_mb']:8.0f} {row['peak_containers']:9d} {row['mem_per_episode_mb']:10.0f}  "
+                  f"{row['load_before']} -> {row['load_after']}",
+                  flush=True)
+        result["concurrency"] = rows
+    if args.json:
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
