@@ -1,7 +1,8 @@
 """What dropping earlier reasoning from history costs: prompt tokens each model call prefills, and
 tokens trained on, for a template that drops it against an append-only baseline on the same
 conversation and the same tokenizer: Qwen3's template against the Qwen2.5 one (``--family qwen3``),
-or gpt-oss's against the same harmony template with history kept as sampled (``--family gpt-oss``).
+or gpt-oss's / GLM-4.5's against the same template with history kept as sampled (``--family
+gpt-oss`` / ``glm-4.5``).
 
 The conversation: each turn the model thinks (``--think`` words), answers in ``--answer`` words,
 and the environment replies with a new user turn (``--reply user``, ALFWorld/WebShop-style
@@ -27,6 +28,8 @@ WORDS = "the key is under a desk so I should open drawer one then look at the sh
 
 
 def turn_text(family: str, reasoning: str, act: str) -> str:
+    if family == "glm-4.5":  # the turn ends with the next role token, where sampling stops
+        return f"\n<think>{reasoning}</think>\n{act}<|user|>"
     if family == "gpt-oss":
         return f"<|channel|>analysis<|message|>{reasoning}<|end|><|start|>assistant<|channel|>final<|message|>{act}"
     return f"<think>\n{reasoning}\n</think>\n\n{act}"
@@ -37,6 +40,11 @@ def baseline_template(family: str) -> str:
     answer rendered in history as sampled."""
     if family == "qwen3":
         return template_source("qwen")
+    if family == "glm-4.5":
+        source = template_source("glm-4.5")
+        kept = source.replace("{%- if loop.index0 < ns.last_user and '</think>'", "{%- if false and '</think>'")
+        assert kept != source, "the GLM-4.5 template changed: update the baseline"
+        return kept
     source = template_source("gpt-oss")
     kept = source.replace("{%- if loop.index0 < ns.last_user -%}", "{%- if false -%}")
     kept = kept.replace("{{ '<|return|>' if loop.last else '<|end|>' }}", "{{ '<|return|>' }}")
@@ -56,7 +64,7 @@ def run(chat: ChatFormat, family: str, turns: int, think: int, answer: int, repl
         reasoning = " ".join(rng.choice(WORDS) for _ in range(think))
         act = " ".join(rng.choice(WORDS) for _ in range(answer))
         prompt = list(asm.prompt_ids)
-        ids = chat.encode(turn_text(family, reasoning, act)) + [eos]
+        ids = chat.encode(turn_text(family, reasoning, act)) + ([] if family == "glm-4.5" else [eos])
         asm.add_completion(GenerationResult(output_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop"))
         calls.append((prompt, ids))
         if t == turns - 1:
@@ -73,7 +81,7 @@ def main() -> None:
     ap.add_argument("--answer", type=int, default=10, help="answer words per turn")
     ap.add_argument("--reply", choices=["user", "tool"], default="user")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--family", choices=["qwen3", "gpt-oss"], default="qwen3")
+    ap.add_argument("--family", choices=["qwen3", "gpt-oss", "glm-4.5"], default="qwen3")
     args = ap.parse_args()
     tokenizer = load_tiny_tokenizer(args.family)
     dropping = ChatFormat(tokenizer)

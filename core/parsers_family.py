@@ -12,6 +12,7 @@ that every rendered call parses back to itself). Names follow vLLM's tool parser
 | ``pythonic`` | Llama 4 (and Llama 3.2's pythonic mode) | ``[f(k="v", n=3), g()]`` (optionally in ``<|python_start|>…<|python_end|>``) |
 | ``kimi_k2`` | Kimi-K2 | ``<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>`` |
 | ``harmony`` | gpt-oss | ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (reasoning on the ``analysis`` channel, the answer on ``final``) |
+| ``glm45`` | GLM-4.5 | ``<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`` |
 | ``deepseek_v31`` | DeepSeek-V3.1 | ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`` |
 
 Like every toolgym parser they never raise on model output: malformed calls become ``INVALID``
@@ -492,5 +493,50 @@ def _harmony_messages(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_GLM_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+_GLM_ROLES = ("<|observation|>", "<|user|>")
+
+
+class Glm45Parser(ToolParser):
+    """GLM-4.5 calls: ``<tool_call>NAME`` then per argument ``<arg_key>KEY</arg_key>
+    <arg_value>VALUE</arg_value>``, then ``</tool_call>``; values are typed by the tool's schema as
+    in ``qwen3_coder``. The model ends its turn with the next role token (``<|observation|>`` after
+    calls, ``<|user|>`` otherwise), which sampling stops at; it is not part of the answer."""
+
+    name = "glm45"
+    markers = ("<tool_call>", "<arg_key>", "<arg_value>")
+    function_calls = True
+
+    def stop_strings(self, tools: Mapping[str, Tool] | None = None) -> tuple[str, ...]:
+        return _GLM_ROLES
+
+    def parse(self, text: str, tools: Mapping[str, Tool] | None = None) -> Action:
+        thought, body = split_thought(text)
+        for role in _GLM_ROLES:
+            body = body[: -len(role)] if body.rstrip().endswith(role) else body
+            body = body.rstrip() if body.rstrip().endswith(role) else body
+        if "<tool_call>" not in body:
+            if "</tool_call>" in body:
+                return _invalid(text, "found </tool_call> without a matching <tool_call>", thought)
+            return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
+        if body.count("<tool_call>") != body.count("</tool_call>"):
+            return _invalid(text, "unclosed <tool_call>: end each call with </tool_call>", thought)
+        calls = []
+        for index, m in enumerate(_GLM_CALL.finditer(body)):
+            inner = m.group(1)
+            name = inner.split("<arg_key>", 1)[0].strip()
+            if not name or "\n" in name:
+                return _invalid(text, "a call starts with the function's name: <tool_call>NAME", thought)
+            rest = inner[inner.find("<arg_key>"):] if "<arg_key>" in inner else ""
+            if _GLM_ARG.sub("", rest).strip():
+                return _invalid(text, f"the arguments of {name} must be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value> pairs", thought)
+            schema = _properties(tools, name)
+            args = {k.strip(): _typed(v, schema.get(k.strip())) for k, v in _GLM_ARG.findall(rest)}
+            calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0)))
+        return _calls_action(text, calls, tools, thought)
+
+
 def family_parsers() -> list[ToolParser]:
-    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser(), HarmonyParser()]
+    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser(), HarmonyParser(),
+            Glm45Parser()]

@@ -25,7 +25,8 @@ from .hf_tokenizer import load_tokenizer as load_tokenizer  # re-exported: calle
 
 TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
         "tiny-mistral": "mistral", "tiny-llama4": "llama4", "tiny-deepseek-v3.1": "deepseek-v3.1",
-        "tiny-kimi-k2": "kimi-k2", "tiny-gpt-oss": "gpt-oss"}
+        "tiny-kimi-k2": "kimi-k2", "tiny-gpt-oss": "gpt-oss",
+        "tiny-glm-4.5": "glm-4.5"}
 """``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"
 DEFAULT_REMOTE = "sglang"

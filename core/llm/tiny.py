@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2", "gpt-oss"]
+Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2", "gpt-oss", "glm-4.5"]
 
 RECIPE_VERSION = 2
 
@@ -130,6 +130,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "pad": "<|endoftext|>",
         "architecture": "llama",
         "calls": "harmony",
+    },
+    "glm-4.5": {
+        "template": "glm45.jinja",
+        "special": ["<|endoftext|>", "[gMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"],
+        "added": ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                  "<tool_response>", "</tool_response>"],
+        "bos": None,
+        "eos": "<|endoftext|>",
+        "pad": "<|endoftext|>",
+        "architecture": "llama",
+        "calls": "glm45",
     },
 }
 
@@ -355,6 +366,9 @@ def _call_text(style: str, name: str, args: dict[str, Any], rng: random.Random) 
         think = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8)))
         return (f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant<|channel|>commentary to=functions.{name} "
                 f"<|constrain|>json<|message|>{json.dumps(args)}<|call|>")
+    if style == "glm45":
+        pairs = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in args.items())
+        return f"<|assistant|>\n<think></think>\n<tool_call>{name}\n{pairs}</tool_call><|observation|>"
     if style == "mistral":
         return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}])
     kwargs = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())

@@ -18,7 +18,7 @@ from tests.core.family_helpers import FAMILY_PARSER
 
 TINY = {"qwen3": "tiny-qwen3", "qwen3-coder": "tiny-qwen3-coder", "mistral": "tiny-mistral", "llama": "tiny-llama", "llama4": "tiny-llama4",
         "deepseek-v3.1": "tiny-deepseek-v3.1", "kimi-k2": "tiny-kimi-k2",
-        "gpt-oss": "tiny-gpt-oss"}
+        "gpt-oss": "tiny-gpt-oss", "glm-4.5": "tiny-glm-4.5"}
 
 
 def _toolgym(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

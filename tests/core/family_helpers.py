@@ -30,7 +30,7 @@ from toolgym.core.types import Action, ActionKind, Message, ToolCall, tool_call_
 
 FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic",
                  "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
-                 "gpt-oss": "harmony"}
+                 "gpt-oss": "harmony", "glm-4.5": "glm45"}
 """Tiny-model family → the parser ``--parser auto`` must pick from its template."""
 FAMILIES = tuple(FAMILY_PARSER)
 ONE_CALL_PER_TURN = {"llama", "gpt-oss"}
@@ -39,10 +39,10 @@ gpt-oss stops sampling at each call's <|call|>."""
 NO_PREAMBLE = {"llama", "llama4", "gpt-oss"}
 """Formats where a call is the whole reply (text before it makes it an answer, or must be a
 harmony message of its own)."""
-REWRITING = {"qwen3", "gpt-oss"}
+REWRITING = {"qwen3", "gpt-oss", "glm-4.5"}
 """Templates that render history differently from what was sampled (earlier reasoning dropped;
 gpt-oss also ends a final answer with <|return|> when sampled and <|end|> in history)."""
-STOP_NOT_EOS = {"gpt-oss"}
+STOP_NOT_EOS = {"gpt-oss", "glm-4.5"}
 """Families whose call turn ends with a stop token that is not the end-of-sequence token."""
 
 

@@ -1,4 +1,4 @@
-"""Templates that drop earlier reasoning (Qwen3, gpt-oss): what the trainer receives, what it costs, and that
+"""Templates that drop earlier reasoning (Qwen3, gpt-oss, GLM-4.5): what the trainer receives, what it costs, and that
 verl rows and GiGPO work on it.
 
 Qwen3's template keeps the reasoning of the assistant turns after the last user query and drops
@@ -8,7 +8,8 @@ fresh render, so each lands in its own token sequence (a new ``sequence``), with
 call really saw. Tool results (``tool`` messages) do not start a new query, so a tool-calling
 episode keeps one sequence, unless the model's think block is empty (non-thinking mode), which
 the template drops from history as well. gpt-oss's harmony template drops the analysis channel
-the same way (and renders a final answer with <|end|> in history where <|return|> was sampled).
+the same way (and renders a final answer with <|end|> in history where <|return|> was sampled);
+GLM-4.5's empties the think block of those turns.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ from toolgym.training.verl.rows import Row, trajectory_rows
 from toolgym.trajectories.reread import call_costs, trained_tokens
 from toolgym.trajectories.verify import check_trajectory
 
-DROPPING = ("qwen3", "gpt-oss")
-REASONING = {"qwen3": "<think>", "gpt-oss": "<|channel|>analysis"}
-ASSISTANT = {"qwen3": "<|im_start|>assistant\n", "gpt-oss": "<|start|>assistant"}
+DROPPING = ("qwen3", "gpt-oss", "glm-4.5")
+REASONING = "weigh it, step by step"
+"""What every thinker's reasoning says (and no prompt may show once it has been dropped)."""
+ASSISTANT = {"qwen3": "<|im_start|>assistant\n", "gpt-oss": "<|start|>assistant", "glm-4.5": "<|assistant|>"}
+ENDS_WITH_ROLE = {"glm-4.5"}
+"""The model ends its turn by writing the next role token (sampling stops there), not an EOS."""
 _SEEN: set[str] = set()
 
 
@@ -43,13 +47,15 @@ def _thinker(family: str) -> Any:
         _SEEN.add(prompt)
         answer = "yes" if fresh else "no"
         if family == "gpt-oss":
-            return f"<|channel|>analysis<|message|>turn {i}: weigh it, step by step<|end|><|start|>assistant<|channel|>final<|message|>{answer}"
-        return f"<think>\nturn {i}: weigh it, step by step\n</think>\n\n{answer}"
+            return f"<|channel|>analysis<|message|>turn {i}: {REASONING}<|end|><|start|>assistant<|channel|>final<|message|>{answer}"
+        if family == "glm-4.5":
+            return f"\n<think>turn {i}: {REASONING}</think>\n{answer}<|user|>"
+        return f"<think>\nturn {i}: {REASONING}\n</think>\n\n{answer}"
     return respond
 
 
 def _answer(text: str) -> str:
-    return text.split("</think>")[-1].split("<|message|>")[-1].strip()
+    return text.split("</think>")[-1].split("<|message|>")[-1].replace("<|user|>", "").strip()
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +75,7 @@ def chat(family: str) -> ChatFormat:
 
 @pytest.fixture(scope="module")
 def dropped(family: str, chat: ChatFormat) -> list[Trajectory]:
-    return run_family(chat.tokenizer, "family-chatter", _thinker(family), group_size=3, tasks=2)
+    return run_family(chat.tokenizer, "family-chatter", _thinker(family), group_size=3, tasks=2, add_eos=family not in ENDS_WITH_ROLE)
 
 
 def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(family: str, dropped: list[Trajectory], chat: ChatFormat) -> None:
@@ -83,12 +89,12 @@ def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(family: str, dro
             prompt_text = chat.decode(t.sequence_ids(k)[: step.llm.prompt_len])
             # the prompt is the template's render of the conversation so far: earlier answers kept,
             # earlier reasoning gone
-            assert prompt_text.count(REASONING[family]) == 0
+            assert REASONING not in prompt_text
             assert prompt_text.count(ASSISTANT[family]) == k + 1
             for earlier in t.steps[:k]:
                 assert _answer(earlier.action) in prompt_text
             sampled = t.segments[step.llm.segment]
-            assert sampled.role == "assistant" and REASONING[family] in sampled.text  # the reasoning is trained where it was sampled
+            assert sampled.role == "assistant" and REASONING in sampled.text  # the reasoning is trained where it was sampled
 
 
 def test_verl_rows_one_per_sequence_and_per_step_with_correct_masks(dropped: list[Trajectory]) -> None:

@@ -34,7 +34,8 @@ from toolgym.core.tokenizer import load_tokenizer
 from toolgym.core.types import ActionKind, ToolCall
 
 VLLM_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "llama4_pythonic",
-               "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2"}
+               "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
+               "glm-4.5": "glm45"}
 """Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``). Not gpt-oss:
 vLLM's gpt-oss tool parser is a stub, and its harmony parsing reads token ids of the real o200k
 harmony encoding (``openai_harmony``), which a tiny tokenizer does not have."""
