@@ -86,7 +86,7 @@ class RolloutWorker:
 
     async def setup(self) -> dict[str, Any]:
         """Build the registry, policy, sandbox backend and engine; returns what the driver records."""
-        from toolgym.collect import make_policy
+        from toolgym.collect import make_policy, resolve_parser
         from toolgym.core.sandbox import LazySandboxBackend
 
         opts = self.spec.opts
@@ -95,6 +95,7 @@ class RolloutWorker:
         engine_config = opts.engine.model_copy(update={"max_live_episodes": self.spec.max_live})
         self.policy = make_policy(opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=engine_config,
                                   options=opts.backend_options)
+        registry, _ = resolve_parser(opts, registry, self.policy)  # --parser auto|NAME, as in one process
         rps, tpm = getattr(opts, "max_requests_per_s", None), getattr(opts, "max_tokens_per_min", None)
         if (rps or tpm) and hasattr(self.policy, "limiter"):
             from toolgym.core.ratelimit import RateLimiter
