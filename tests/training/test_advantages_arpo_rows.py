@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from typing import Any
 
 import numpy as np
 
-from toolgym.core.trajectory import Segment, Trajectory
+from toolgym.core.trajectory import LLMCall, Segment, Step, Trajectory
 from toolgym.training.advantages import arpo_token_advantages
 from toolgym.training.verl.advantage import row_advantages
-from toolgym.training.verl.rows import RowMeta
+from toolgym.training.verl.rows import RowMeta, trajectory_rows
 
 
 def traj(tid: str, assistant: list[int], reward: float, parent: str | None = None, bp: int | None = None) -> Trajectory:
@@ -18,28 +18,34 @@ def traj(tid: str, assistant: list[int], reward: float, parent: str | None = Non
         trajectory_id=tid, group_id="g", task="demo", reward=reward, parent_id=parent, branch_point=bp,
         segments=[Segment(role="prompt", token_ids=[1, 2, 3], loss_mask=[0, 0, 0]),
                   Segment(role="assistant", token_ids=assistant, loss_mask=[1] * len(assistant))],
+        steps=[Step(index=0, action="a", llm=LLMCall(prompt_len=3, segment=1, completion_tokens=len(assistant)))],
     )
 
 
-@dataclass(slots=True)
-class LineageMeta(RowMeta):
-    """RowMeta plus the lineage the engine records on forks (``Trajectory.metadata['arpo_lineage']``)."""
-
-    lineage: list[Any] | None = None
-
-
 def rows_of(trajs: list[Any], lineage: bool) -> tuple[list[RowMeta], list[str], np.ndarray]:
+    """The trajectories' rows as the verl agent loop makes them (``trajectory_rows``), their metadata
+    round-tripped through JSON as ``extra_fields`` are; ``lineage=False`` strips the lineage."""
     metas: list[RowMeta] = []
-    width = max(len(t.sequence_ids(0)) - 3 for t in trajs)
+    rows = [trajectory_rows(t)[0] for t in trajs]
+    width = max(len(r.response_ids) for r in rows)
     mask = np.zeros((len(trajs), width), dtype=np.float32)
-    for r, t in enumerate(trajs):
-        n = len(t.sequence_ids(0))
-        cls = LineageMeta if lineage else RowMeta
-        extra = {"lineage": t.metadata.get("arpo_lineage")} if lineage else {}
-        metas.append(cls(trajectory_id=t.trajectory_id, group_id=t.group_id, episode_reward=t.reward, sequence=0, offset=3,
-                         sequence_len=n, steps=[], row=0, rows=1, parent_id=t.parent_id, branch_point=t.branch_point, **extra))
-        mask[r, : n - 3] = 1
+    for k, row in enumerate(rows):
+        data = json.loads(json.dumps(row.meta.to_dict()))
+        if not lineage:
+            data.pop("lineage")
+        metas.append(RowMeta.from_dict(data))
+        mask[k, : len(row.response_mask)] = row.response_mask
     return metas, [t.group_id for t in trajs], mask
+
+
+def test_rows_carry_the_lineage_of_forks_only() -> None:
+    r = traj("R", [10, 11, 12, 13], 1.0)
+    d = traj("D", [10, 11, 20, 40], 0.0, parent="B", bp=6)
+    d.metadata["arpo_lineage"] = [("B", 6), ("R", 5)]
+    r.metadata["arpo_lineage"] = [["X", 1]]  # not a fork: ignored
+    metas, _, _ = rows_of([r, d], lineage=True)
+    assert metas[0].lineage is None
+    assert metas[1].lineage == [["B", 6], ["R", 5]]
 
 
 def test_rows_with_lineage_equal_the_trajectory_path_when_the_middle_branch_is_absent() -> None:

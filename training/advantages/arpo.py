@@ -40,8 +40,9 @@ context get the same advantage whichever nodes are missing. It is rebuilt, in th
    matches first, so absent siblings meet at their common ancestor's depth). Where a branch's
    resampled token happens to equal its parent's, the rebuilt branch point is later than the true
    one; those tokens are then treated as shared, as they are the same tokens in the same context;
-3. with neither (the verl rows carry no tokens and, today, no lineage) an absent node is the root
-   of its own tree: it still links its branches to each other.
+3. with neither (verl rows carry no tokens; they carry the lineage as ``RowMeta.lineage``, but a
+   hand-built fork may have none) an absent node is the root of its own tree: it still links its
+   branches to each other.
 """
 
 from __future__ import annotations

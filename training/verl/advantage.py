@@ -13,8 +13,9 @@ numbers those give on the same trajectories:
 - ``arpo``: GRPO per trajectory, then :func:`~toolgym.training.advantages.arpo_attribution` on
   sequence-0 tokens shared between branches (``mode="hard"``); ``soft`` equals GRPO. Rows carry no
   token ids, so an absent trajectory is placed from its descendants' lineage (``RowMeta.lineage``,
-  when the rows carry it); without it, it is the root of its own tree (rules 1 and 3 of
-  :mod:`toolgym.training.advantages.arpo`).
+  copied from ``Trajectory.metadata["arpo_lineage"]`` by :func:`.rows.trajectory_rows`), as the
+  local path does; a fork without a lineage (hand-built records) makes an absent parent the root
+  of its own tree (rules 1 and 3 of :mod:`toolgym.training.advantages.arpo`).
 
 Rows whose metadata is None (verl's synthetic padding rows) take no part and get 0.
 """
@@ -160,7 +161,7 @@ def _attribute_shared_prefixes(
             if m.branch_point is None:
                 raise ConfigError(f"trajectory {m.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens")
             parent_ids[k], branch[k] = m.parent_id, m.branch_point
-            lineages[k] = getattr(m, "lineage", None)  # absent ancestors' places, when the rows carry them
+            lineages[k] = m.lineage  # absent ancestors' places (rule 1), as the local path reads them
     parent, bp, n_extra = link_absent_parents(list(trajs), [trajs[t][0] for t in trajs], parent_ids, branch, lineages=lineages)
     seq0 = arpo_attribution(
         np.concatenate([per_traj, np.full(n_extra, np.nan)]), parent, bp,

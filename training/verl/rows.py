@@ -81,6 +81,10 @@ class RowMeta:
     """Response tokens dropped to fit ``max_response_len``."""
     outcome: str = "ok"
     """The trajectory's episode-filter class (:func:`toolgym.training.filters.classify`)."""
+    lineage: list[list[Any]] | None = None
+    """ARPO: ``Trajectory.metadata["arpo_lineage"]`` of a fork, ``[[parent_id, branch_point],
+    [grandparent_id, parent's branch_point], …]`` up to the root; it places ancestors absent from
+    the batch in hard attribution (see :mod:`toolgym.training.advantages.arpo`). None for a root."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,7 +224,14 @@ def _meta(traj: Trajectory, seq: int, offset: int, seq_len: int, spans: list[Ste
         trajectory_id=traj.trajectory_id, group_id=traj.group_id, episode_reward=float(traj.reward),
         sequence=seq, offset=offset, sequence_len=seq_len, steps=spans, row=0, rows=1,
         parent_id=traj.parent_id, branch_point=traj.branch_point, outcome=classify(traj),
+        lineage=_lineage(traj),
     )
+
+
+def _lineage(traj: Trajectory) -> list[list[Any]] | None:
+    """The fork's ARPO lineage as JSON-friendly ``[id, branch_point]`` pairs (None: a root, or none recorded)."""
+    raw = traj.metadata.get("arpo_lineage") if traj.parent_id is not None else None
+    return [[str(a), int(b)] for a, b in raw] if raw else None
 
 
 def _truncate(row: Row, limit: int) -> None:

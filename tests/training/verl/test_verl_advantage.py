@@ -125,6 +125,43 @@ def test_arpo_branches_through_verl_equal_toolgym(mode: str) -> None:
         assert not torch.allclose(adv[0, shared], adv[1, shared])
 
 
+def arpo_tree() -> dict[str, Trajectory]:
+    """R ─ A ─ D and R ─ A ─ E (A forked from R after step 1, D and E from A after step 2), and
+    R ─ C after step 1; each fork carries the lineage the engine records (``arpo_lineage``)."""
+    root = synthetic_trajectory("R", "g", [("x", 0.0, True), ("y", 1.0, True), ("z", 0.0, True)], seed=1)
+    a = synthetic_trajectory("A", "g", [("x", 0.0, True), ("y", 0.0, True), ("w", 0.0, True)], parent=root, share_steps=1, seed=2)
+    c = synthetic_trajectory("C", "g", [("x", 0.0, True), ("u", 0.5, True)], parent=root, share_steps=1, seed=3)
+    d = synthetic_trajectory("D", "g", [("x", 0.0, True), ("y", 0.0, True), ("v", 2.0, True)], parent=a, share_steps=2, seed=4)
+    e = synthetic_trajectory("E", "g", [("x", 0.0, True), ("y", 0.0, True), ("t", -1.0, True)], parent=a, share_steps=2, seed=5)
+    tree = {t.trajectory_id: t for t in (root, a, c, d, e)}
+    for t in tree.values():
+        lineage, node = [], t
+        while node.parent_id is not None:
+            lineage.append([node.parent_id, node.branch_point])
+            node = tree[node.parent_id]
+        if lineage:
+            t.metadata["arpo_lineage"] = lineage
+    return tree
+
+
+@pytest.mark.parametrize("absent", [(), ("A",), ("R",), ("R", "A"), ("A", "C")])
+def test_arpo_hard_through_verl_places_absent_ancestors_by_lineage(absent: tuple[str, ...]) -> None:
+    """verl rows carry ``arpo_lineage`` (``RowMeta.lineage``): whichever nodes of a branching tree
+    are absent from the batch, the verl path gives the local estimator's hard attribution, and the
+    tokens every present member shares (R's first step) get one value."""
+    tree = arpo_tree()
+    trajs = [t for tid, t in tree.items() if tid not in absent]
+    data, keys, metas = verl_batch(trajs, "trajectory")
+    assert all((m["lineage"] is None) == (m["parent_id"] is None) for m in metas)
+    adv = verl_advantages(data, keys, metas, "toolgym_arpo", {"mode": "hard"})
+    assert_matches(adv, metas, trajs, compute_token_advantages(trajs, "arpo", mode="hard"))
+    first = tree["R"].steps[0].llm
+    assert first is not None
+    step0 = slice(0, first.completion_tokens)  # sampled by R, shared by all five
+    for r in range(1, len(metas)):
+        assert torch.allclose(adv[0, step0], adv[r, step0], atol=1e-6)
+
+
 def test_padding_rows_take_no_part() -> None:
     """verl pads a batch with copies of its first row (same extra_fields, another uid): they must
     get 0 and leave the real rows' numbers unchanged."""
