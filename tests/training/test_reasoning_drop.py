@@ -182,3 +182,16 @@ def test_gpt_oss_keeps_its_analysis_within_a_tool_chain() -> None:
     out = run_family(chat.tokenizer, "family-lookup", respond, parser="harmony", group_size=1, add_eos=False)
     assert [t.num_sequences for t in out] == [1] and out[0].reward == 1.0
     assert check_trajectory(out[0], chat=chat) == [] and out[0].steps[0].tool_calls[0].arguments == {"key": "fox", "count": 2}
+
+
+def test_local_trainer_rows_one_per_sequence(dropped: list[Trajectory]) -> None:
+    from toolgym.training.local.batch import trajectory_rows as local_rows
+
+    advantages = compute_token_advantages(dropped, "gigpo")
+    for t, adv in zip(dropped, advantages, strict=True):
+        rows = local_rows(t, adv)
+        assert len(rows) == t.num_sequences == 3
+        for s, row in enumerate(rows):
+            assert row.input_ids.tolist() == t.sequence_ids(s)
+            assert row.loss_mask.tolist() == t.sequence_mask(s)
+            assert np.array_equal(row.advantages, adv[s] * row.loss_mask)
