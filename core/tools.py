@@ -4,6 +4,15 @@ The JSON schema (OpenAI function format) comes from the signature and the docstr
 are validated with pydantic before the function runs; sync functions run in a worker thread so
 they never block the event loop; every call has a timeout. Keyword-only parameters named in
 ``INJECTED`` (``sandbox``, ``ctx``) are supplied by the engine and never shown to the model.
+
+Validation is strict about JSON types, because a model that sends the wrong type should learn so
+rather than be silently coerced: a boolean is not an integer or a number, a string is not a number
+(``"3"`` is refused for an ``int`` argument, never read as 3), a number is not a string, and a
+float is not an integer even when whole (``3.0``). An integer is accepted where a number (``float``)
+is declared, as JSON Schema says. Arguments that are not JSON values are refused. Unknown
+arguments are refused (``unexpected argument 'x'``) unless the function declares ``**kwargs``; then
+undeclared arguments are passed through as given (never under an injected name) and the schema
+says ``additionalProperties: true``.
 """
 
 from __future__ import annotations
@@ -84,10 +93,23 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, got {type(arguments).__name__}"
             )
         try:
-            model = self.args_model.model_validate(arguments)
+            as_json = json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise ToolArgumentError(
+                f"invalid arguments for {self.name}: arguments must be JSON values (strings, numbers, "
+                "booleans, null, arrays, objects)"
+            ) from None
+        try:  # strict JSON-mode validation: no bool→int, str→number or number→str coercion
+            model = self.args_model.model_validate_json(as_json, strict=True)
         except pydantic.ValidationError as exc:
             raise ToolArgumentError(_describe_validation_error(self.name, exc)) from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        values = {name: getattr(model, name) for name in type(model).model_fields}
+        extra = model.__pydantic_extra__ or {}
+        forbidden = sorted(set(extra) & INJECTED)
+        if forbidden:
+            raise ToolArgumentError(f"invalid arguments for {self.name}: unexpected argument {forbidden[0]!r}")
+        values.update(extra)
+        return values
 
     async def call(
         self,
@@ -171,12 +193,16 @@ def _build_tool(
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve type hints ({exc})") from None
     fields: dict[str, Any] = {}
     injected: set[str] = set()
+    open_ended = False
     for param in inspect.signature(fn).parameters.values():
         if param.name in INJECTED:
             injected.add(param.name)
             continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolDefinitionError(f"tool {tool_name!r}: *args and **kwargs cannot be described to a model")
+        if param.kind is param.VAR_KEYWORD:
+            open_ended = True
+            continue
+        if param.kind is param.VAR_POSITIONAL:
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args cannot be described to a model")
         if param.name not in hints:
             raise ToolDefinitionError(f"tool {tool_name!r}: argument {param.name!r} needs a type annotation")
         default = ... if param.default is inspect.Parameter.empty else param.default
@@ -188,9 +214,11 @@ def _build_tool(
     model_name = "".join(part.capitalize() for part in re.split(r"[_.-]", tool_name)) + "Args"
     try:
         args_model = pydantic.create_model(  # type: ignore[call-overload]
-            model_name, __config__=pydantic.ConfigDict(extra="forbid"), **fields
+            model_name, __config__=pydantic.ConfigDict(extra="allow" if open_ended else "forbid"), **fields
         )
         parameters = _clean_schema(args_model.model_json_schema())
+        if open_ended:
+            parameters["additionalProperties"] = True
     except Exception as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: an argument type has no JSON schema ({exc})") from None
     is_async = inspect.iscoroutinefunction(fn)

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolgym.core.env import Env, EpisodeContext, StepResult, digest, parse_flag
-from toolgym.core.errors import ConfigError
+from toolgym.core.errors import ConfigError, ToolArgumentError
 from toolgym.core.sandbox import ImageNeed, Sandbox
 from toolgym.core.tools import Tool, ToolOutput
 from toolgym.core.trajectory import ToolCallRecord
@@ -182,10 +182,16 @@ class SWEEnv(Env):
             by_name = {t.name: t for t in self.tools}
             changed = False
             for call in action.tool_calls:
-                if call.name == "submit":
-                    return await self._finish(records, messages, submitted=True, valid=valid)
                 tool = by_name.get(call.name)
-                if tool is None:
+                if call.name == "submit":
+                    try:  # submit runs no function, but its arguments are checked like any tool's
+                        if tool is not None:
+                            tool.validate(call.arguments)
+                    except ToolArgumentError as exc:
+                        out = ToolOutput(str(exc), error=True)
+                    else:
+                        return await self._finish(records, messages, submitted=True, valid=valid)
+                elif tool is None:
                     out = ToolOutput(f"Error: unknown tool {call.name!r}; available: {', '.join(by_name)}", error=True)
                 else:
                     out = await tool.call(call.arguments, sandbox=self.sandbox, ctx=self.ctx)

@@ -105,3 +105,61 @@ def test_definition_errors() -> None:
 def test_parse_docstring_sphinx() -> None:
     summary, args = parse_docstring("Do it.\n\n:param x: the x\n:param int y: the y\n")
     assert summary == "Do it." and args == {"x": "the x", "y": "the y"}
+
+
+@tool
+def typed(count: int, ratio: float = 1.0, name: str = "", flag: bool = False) -> str:
+    """Echo typed arguments.
+
+    Args:
+        count: An integer.
+        ratio: A number.
+        name: A string.
+        flag: A boolean.
+    """
+    return f"{count!r} {ratio!r} {name!r} {flag!r}"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"count": True}, "'count'"),  # a boolean is not an integer (pydantic's lax mode took it as 1)
+        ({"count": False}, "'count'"),
+        ({"count": 1, "ratio": True}, "'ratio'"),  # nor a number
+        ({"count": "3"}, "'count'"),  # a numeric string is not a number: refused, never coerced
+        ({"count": 1, "ratio": "2.5"}, "'ratio'"),
+        ({"count": 3.0}, "'count'"),  # a float is not an integer, even a whole one
+        ({"count": 1, "name": 5}, "'name'"),  # a number is not a string
+        ({"count": 1, "flag": 1}, "'flag'"),  # an integer is not a boolean
+        ({"count": 1, "flag": "true"}, "'flag'"),
+        ({"count": 1, "extra": 1}, "unexpected argument 'extra'"),
+        ({"count": object()}, "JSON"),  # not a JSON value at all
+    ],
+)
+async def test_validation_is_strict_about_json_types(arguments: dict[str, object], problem: str) -> None:
+    out = await typed.call(arguments)
+    assert out.error and problem in out.text and out.text.startswith("invalid arguments for typed")
+
+
+async def test_strict_validation_keeps_what_json_allows() -> None:
+    out = await typed.call({"count": 2, "ratio": 3, "name": "x", "flag": True})  # an integer is a number
+    assert not out.error and out.text == "2 3.0 'x' True"
+    assert (await typed.call('{"count": 2, "ratio": 0.5}')).text == "2 0.5 '' False"
+    assert (await lookup.call({"query": "q", "mode": "exact"})).text == '["q:0", "q:1", "q:2"]'
+
+
+async def test_kwargs_tool_takes_undeclared_arguments() -> None:
+    @tool
+    def tagged(name: str, **tags: str) -> str:
+        """Record a name with free-form tags."""
+        return f"{name} {sorted(tags.items())}"
+
+    assert tagged.parameters["additionalProperties"] is True
+    assert "tags" not in tagged.parameters["properties"]
+    out = await tagged.call({"name": "n", "colour": "red"})
+    assert not out.error and out.text == "n [('colour', 'red')]"
+    assert "unexpected argument" not in (await tagged.call({"name": "n", "tags": "x"})).text
+    assert (await tagged.call({"name": 1})).error  # declared arguments stay strict
+    injected = await tagged.call({"name": "n", "ctx": "forged"})  # never an engine-supplied name
+    assert injected.error and "unexpected argument 'ctx'" in injected.text
+    assert "additionalProperties" not in typed.parameters  # a closed tool's schema says nothing extra

@@ -140,3 +140,22 @@ def test_autosubmit_at_the_turn_limit(local_backend: PooledBackend, runner: asyn
         assert not ep.step(call("search", pattern="x")).truncated  # the engine's turn limit ends it, ungraded
     finally:
         ep.close()
+
+
+def test_submit_refuses_unknown_arguments(local_backend: PooledBackend, runner: asyncio.Runner) -> None:
+    """A submit call with arguments it does not take (sent as a structured call, which no parser
+    checked) is an invalid step with an error naming the argument; the episode goes on."""
+    from toolgym.core.types import Action, ActionKind, ToolCall
+
+    ep = Episode(local_backend, runner, instance_ids="toolgym__minicache-2")
+    try:
+        ep.reset()
+        action = Action("", ActionKind.TOOL_CALLS, tool_calls=[ToolCall("submit", {"patch": "diff --git a b"})])
+        result = runner.run(ep.env.step(action))
+        assert not result.terminated and not result.truncated and result.valid is False
+        assert "unexpected argument 'patch'" in result.observation[-1]["content"]
+        assert result.tool_calls[-1].name == "submit" and result.tool_calls[-1].error
+        done = runner.run(ep.env.step(Action("", ActionKind.TOOL_CALLS, tool_calls=[ToolCall("submit", {})])))
+        assert done.terminated and done.info["status"] == "empty_patch"
+    finally:
+        ep.close()
