@@ -66,6 +66,7 @@ class PooledBackend(ABC):
         self.start_timeout_s = start_timeout_s
         self.warm_targets: dict[str, int] = dict(warm) if isinstance(warm, Mapping) else ({"python": warm} if warm else {})
         self.counters = {"created": 0, "reused": 0, "destroyed": 0, "poisoned": 0, "dead_in_pool": 0}
+        self._warned_places: set[str] = set()
         self._idle: dict[str, deque[AgentSandbox]] = {}
         self._creating: dict[str, int] = {}
         self._live: dict[str, AgentSandbox] = {}
@@ -291,6 +292,7 @@ class PooledBackend(ABC):
             return
         if reason is not None:
             self.counters["poisoned"] += 1
+            self._warn_unwipeable(sandbox, stats)
             log.info("destroying sandbox %s after reset: %s", sandbox.id, reason)
             self._discard(sandbox)
             return
@@ -299,6 +301,16 @@ class PooledBackend(ABC):
             self._discard(sandbox)
             return
         idle.append(sandbox)
+
+    def _warn_unwipeable(self, sandbox: AgentSandbox, stats: Mapping[str, Any]) -> None:
+        """One warning line per place the reset cannot clean (each time a sandbox of this kind is
+        made anew for it, the operator should hear once why sandboxes are not reused)."""
+        for place in (stats.get("leftovers") or {}).get("unwipeable") or []:
+            if f"{sandbox.kind}:{place}" not in self._warned_places:
+                self._warned_places.add(f"{sandbox.kind}:{place}")
+                text = " ".join(str(place).split())
+                log.warning("%s sandboxes are made anew after each episode: the reset cannot clean %s "
+                            "(mount it read-only, or give the sandbox a directory of its own)", sandbox.kind, text)
 
     @staticmethod
     def poison_reason(sandbox: AgentSandbox, stats: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -129,32 +128,33 @@ def test_a_local_agent_without_its_seccomp_filter_fails_the_agent_checks(agent_w
 
 
 @pytest.fixture()
-def shared_dir() -> Iterator[Path]:
-    """A host directory to bind into sandboxes: its root not writable from inside, a writable
-    ``scratch`` below it (a data mount with a cache directory, say)."""
-    from toolgym.sandboxes.local.backend import host_uid
+def agent_forgetting_dev_shm() -> Iterator[Path]:
+    """The agent's files with a reset whose enumeration leaves ``/dev/shm`` out: neither wiped
+    nor reported (the kind of gap a reset from a list of remembered places has)."""
+    weak = Path(tempfile.mkdtemp(prefix="toolgym-weak-agent-"))
+    weak.chmod(0o755)
+    for f in lifecycle.staged_agent_dir().iterdir():
+        shutil.copyfile(f, weak / f.name)
+        (weak / f.name).chmod(0o644)
+    with open(weak / "wipe.py", "a") as wipe:
+        wipe.write("\n_every_mount = writable_mounts\n\n\ndef writable_mounts():\n"
+                   "    return [m for m in _every_mount() if m[0] != '/dev/shm']\n")
+    yield weak
+    shutil.rmtree(weak, ignore_errors=True)
 
-    outer = Path(tempfile.mkdtemp(prefix="toolgym-shared-"))
-    (outer / "scratch").mkdir()
-    os.chown(outer / "scratch", host_uid(), host_uid())
-    outer.chmod(0o555)
-    yield outer
-    outer.chmod(0o755)
-    shutil.rmtree(outer, ignore_errors=True)
 
-
-def test_a_writable_path_the_reset_does_not_wipe_fails_the_reset_check(shared_dir: Path) -> None:
+def test_a_writable_place_the_reset_does_not_wipe_fails_the_reset_check(agent_forgetting_dev_shm: Path) -> None:
     require("local")
+    staged = str(lifecycle.staged_agent_dir())
 
-    class SharedDirLocalBackend(LocalBackend):
+    class ForgetfulLocalBackend(LocalBackend):
         def _launch_argv(self, *args: Any) -> tuple[list[str], bool]:  # type: ignore[override]
             argv, drop = LocalBackend._launch_argv(*args)
-            at = next(i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 2] == "/run/toolgym")
-            return [*argv[:at], "--bind", str(shared_dir), "/srv", *argv[at:]], drop
+            return [a.replace(staged, str(agent_forgetting_dev_shm)) for a in argv], drop
 
-    rows = _audit(SharedDirLocalBackend, "local", only=("reset.enumeration",))
+    rows = _audit(ForgetfulLocalBackend, "local", only=("reset.enumeration",))
     assert _failed(rows) == {"reset.enumeration"}, rows
-    assert "/srv/scratch" in rows[0].detail and ".tg-mark" in rows[0].detail
+    assert "/dev/shm" in rows[0].detail and ".tg-mark" in rows[0].detail
 
 
 def test_the_cli_exit_code_follows_the_checks(monkeypatch: pytest.MonkeyPatch, agent_without_filter: Path) -> None:

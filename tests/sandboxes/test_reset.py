@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
+from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend, require
 from toolgym.sandboxes.audit.probes import FIND, LEAVE
 from toolgym.sandboxes.pool import PooledBackend
 
@@ -61,3 +65,106 @@ def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(pool: PooledBack
     finally:
         runner.run(pool.release(second))
         runner.run(pool.settle())
+
+
+def _shared(with_data: bool) -> Iterator[Path]:
+    outer = Path(tempfile.mkdtemp(prefix="toolgym-shared-"))
+    (outer / "scratch").mkdir()
+    (outer / "scratch").chmod(0o777)  # writable by the sandbox user of either backend
+    if with_data:
+        (outer / "scratch" / "keep.txt").write_text("operator data")
+    outer.chmod(0o555)
+    yield outer
+    outer.chmod(0o755)
+    shutil.rmtree(outer, ignore_errors=True)
+
+
+@pytest.fixture()
+def shared_dir() -> Iterator[Path]:
+    """An operator's host directory to bind at ``/srv``: its root not writable from inside, an
+    empty ``scratch`` below it that is (a data mount with a cache directory, say)."""
+    yield from _shared(with_data=False)
+
+
+@pytest.fixture()
+def shared_data_dir() -> Iterator[Path]:
+    """The same, with the operator's file in ``scratch`` before any sandbox starts."""
+    yield from _shared(with_data=True)
+
+
+def _bound_backend(name: str, host_dir: Path, monkeypatch: pytest.MonkeyPatch) -> PooledBackend:
+    """A backend of ``name`` whose sandboxes see ``host_dir`` bound read-write at ``/srv``."""
+    require(name)
+    if name == "docker":
+        from docker.types import Mount
+
+        from toolgym.sandboxes.docker import backend as docker_backend
+
+        plain = docker_backend.hardened_host_config
+
+        def with_srv(api: Any, profile: Any, mounts: list[Any], **extra: Any) -> dict[str, Any]:
+            return plain(api, profile, [*mounts, Mount(target="/srv", source=str(host_dir), type="bind")], **extra)
+
+        monkeypatch.setattr(docker_backend, "hardened_host_config", with_srv)
+        return make_backend("docker", profiles={"python": TEST_PROFILE}, max_idle=1)
+    from toolgym.sandboxes.local.backend import LocalBackend
+
+    class SharedDirLocalBackend(LocalBackend):
+        def _launch_argv(self, *args: Any) -> tuple[list[str], bool]:  # type: ignore[override]
+            argv, drop = LocalBackend._launch_argv(*args)
+            at = next(i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 2] == "/run/toolgym")
+            return [*argv[:at], "--bind", str(host_dir), "/srv", *argv[at:]], drop
+
+    return SharedDirLocalBackend(profiles={"python": TEST_PROFILE}, max_idle=1)
+
+
+def _episode_marks_scratch(backend: PooledBackend, runner: asyncio.Runner) -> str:
+    first = runner.run(backend.acquire("python", episode_id="ep-1"))
+    r = runner.run(first.run(["sh", "-c", "echo answer=42 > /srv/scratch/.tg-mark && ls -A /srv/scratch"]))
+    assert r.exit_code == 0 and ".tg-mark" in r.stdout, r
+    runner.run(backend.release(first))
+    runner.run(backend.settle())
+    return first.id
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_writable_directory_below_an_unwritable_mount_root_is_wiped(
+    name: str, shared_dir: Path, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by walking the read-write mount, not by its root: the reset empties it."""
+    backend = _bound_backend(name, shared_dir, monkeypatch)
+    try:
+        first_id = _episode_marks_scratch(backend, runner)
+        second = runner.run(backend.acquire("python", episode_id="ep-2"))
+        try:
+            assert second.id == first_id  # empty when the sandbox started: the reset can clean it
+            assert runner.run(second.run(["ls", "-A", "/srv/scratch"])).stdout == ""
+            assert list((shared_dir / "scratch").iterdir()) == []
+        finally:
+            runner.run(backend.release(second))
+            runner.run(backend.settle())
+    finally:
+        runner.run(backend.aclose())
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_operator_data_below_a_mount_is_kept_and_the_sandbox_made_anew(
+    name: str, shared_data_dir: Path, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A writable directory that held files before the sandbox started is not wiped (that would
+    destroy the operator's data): the reset reports it, the host destroys the sandbox and warns
+    once, in one line naming the path."""
+    backend = _bound_backend(name, shared_data_dir, monkeypatch)
+    try:
+        with caplog.at_level(logging.WARNING, logger="toolgym"):
+            first_id = _episode_marks_scratch(backend, runner)
+            second = runner.run(backend.acquire("python", episode_id="ep-2"))
+            runner.run(backend.release(second))
+            runner.run(backend.settle())
+        assert second.id != first_id
+        assert (shared_data_dir / "scratch" / "keep.txt").read_text() == "operator data"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "/srv/scratch" in r.getMessage()]
+        assert len(warnings) == 1 and "\n" not in warnings[0], caplog.text
+    finally:
+        runner.run(backend.aclose())
