@@ -141,3 +141,21 @@ def test_screenshots_need_an_output_directory(backend: PooledBackend) -> None:  
     RUNNER.run(run())
     with pytest.raises(ConfigError, match="observation must be one of"):
         MiniWoBEnv(observation="pixels")
+
+
+def test_the_tiny_model_with_screenshots_is_token_faithful(tmp_path: Path) -> None:
+    """A sampling model (logprobs, loss masks) on image observations: the placeholder is in the
+    ids once per image part, and verify proves every invariant with the files."""
+    out = tmp_path / "tiny"
+    done = _toolgym("collect", "--env", "miniwob", "--model", "tiny", "--env-arg", "task=click-button",
+                    "--env-arg", "observation=both", "-n", "2", "--max-turns", "2", "--max-tokens-per-turn", "48",
+                    "--sandbox-backend", "docker", "--out", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    for r in rows:
+        assert r["token_faithful"] and r["status"] == "ok" and r["metadata"]["policy"] == "model"
+        placeholder = r["metadata"]["image_placeholder"]
+        shown = sum(s["text"].count(placeholder) for s in r["segments"] if s["role"] != "assistant")
+        assert shown == len(image_refs(r["messages"])) >= 1
+    verify = _toolgym("verify", str(out))
+    assert verify.returncode == 0 and "all invariants hold" in verify.stdout, verify.stdout + verify.stderr
