@@ -19,6 +19,11 @@ Conversion of the stored conversation (``Trajectory.messages``):
   ``user`` message, and an assistant turn whose calls got no ``tool`` answers keeps them as text,
   so every record is valid for the OpenAI chat format.
 
+Messages with screenshots keep their content as a list of parts (``{"type": "text", ...}``,
+``{"type": "image", "image": "sha256:..."}``), the OpenAI content-array shape with the image part
+VLM trainers (TRL) take; the record's ``images`` lists the files (``images/<sha256>.png``, relative
+to the dataset directory) in the order of the image parts.
+
 Environments that rebuild the prompt every turn (history windows: ``*-verl`` environments) store
 only the last window in ``messages``; their records hold that window.
 """
@@ -31,6 +36,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from toolgym.core.errors import ConfigError
+from toolgym.core.images import IMAGES_DIR, has_images, image_refs, parse_ref
 from toolgym.core.trajectory import Status, Trajectory
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -106,7 +113,10 @@ def sft_messages(traj: Trajectory) -> list[dict[str, Any]]:
     for message in traj.messages:
         role = message.get("role")
         content = message.get("content")
-        content = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content is not None else ""
+        if has_images([message]):
+            content = [dict(part) for part in content]  # text and image parts, as stored
+        else:
+            content = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content is not None else ""
         if role == "tool" and pending:
             given = message.get("tool_call_id")
             call_id = pending.pop(pending.index(given)) if given in pending else pending.pop(0)
@@ -128,8 +138,9 @@ def sft_messages(traj: Trajectory) -> list[dict[str, Any]]:
 
 
 def sft_record(traj: Trajectory) -> dict[str, Any]:
-    """One line of the export: ``messages``, ``tools`` and identifying fields."""
-    return {
+    """One line of the export: ``messages``, ``tools``, ``images`` (when there are any) and
+    identifying fields."""
+    record: dict[str, Any] = {
         "messages": sft_messages(traj),
         "tools": traj.tools,
         "trajectory_id": traj.trajectory_id,
@@ -141,6 +152,13 @@ def sft_record(traj: Trajectory) -> dict[str, Any]:
         "status": traj.status.value,
         "terminated": traj.terminated,
     }
+    refs = image_refs(traj.messages)
+    if refs:
+        try:
+            record["images"] = [f"{IMAGES_DIR}/{parse_ref(ref)}.png" for ref in refs]
+        except ValueError as exc:
+            raise ConfigError(f"trajectory {traj.trajectory_id}: {exc}; run `toolgym verify` on the dataset") from None
+    return record
 
 
 def write_sft(

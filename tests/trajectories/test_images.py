@@ -156,7 +156,7 @@ def test_hf_export_round_trip_gives_the_same_images(shot_dataset: Path, tmp_path
 
     out = tmp_path / "hf"
     write_hf_dataset(iter_trajectories(shot_dataset), out, images_root=shot_dataset)
-    ds = datasets.load_dataset(str(out), split="train")
+    ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))  # not ~/.cache: equal names collide
     assert isinstance(ds.features["images"].feature, datasets.Image)
     for row in ds:
         messages = json.loads(row["messages_json"])
@@ -189,3 +189,19 @@ def test_verl_export_carries_the_prompt_images_as_verl_reads_them(shot_dataset: 
         assert user.count("<image>") == len(row["images"]) == 1
         data = row["images"][0]["bytes"]
         assert (shot_dataset / "images" / f"{hashlib.sha256(data).hexdigest()}.png").is_file()
+
+
+def test_sft_export_keeps_image_parts_and_lists_their_files(shot_dataset: Path, tmp_path: Path) -> None:
+    from toolgym.trajectories.export_sft import write_sft
+
+    out = tmp_path / "sft.jsonl"
+    written, _ = write_sft(iter_trajectories(shot_dataset), out)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert written == len(records) == 8
+    for r in records:
+        parts = [p for m in r["messages"] if isinstance(m["content"], list) for p in m["content"]]
+        images = [p for p in parts if p["type"] == "image"]
+        assert len(images) == len(r["images"]) == 2
+        for part, path in zip(images, r["images"], strict=True):
+            assert path == f"images/{part['image'][7:]}.png" and (shot_dataset / path).is_file()
+        assert all(isinstance(m["content"], str) or m["role"] in ("user", "tool") for m in r["messages"])
