@@ -172,6 +172,7 @@ def test_arpo_groups_branch_on_one_worker_and_resume(ray_cluster: Any, tmp_path:
         assert len({r["metadata"]["worker"]["pid"] for r in group}) == 1, "a group runs on one worker"
     assert len({r["metadata"]["worker"]["pid"] for r in rows}) == 2
     assert result.stats.done == result.stats.total == 16
+    assert result.stats.group_size_summary() == "group size mean 4.00 (min 4, max 4, 4 groups)"  # collect's ARPO line
     # resume after losing an initial episode and a fork of one group: only that group runs again,
     # within its budget, and no id is written twice
     gid = rows[0]["group_id"]

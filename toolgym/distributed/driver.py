@@ -226,7 +226,7 @@ async def collect_ray(
     workers: list[RayWorker] = []
     writer: TrajectoryWriter | None = None
     manifest: dict[str, Any] = {}
-    stats = EngineStats(total=len(todo))
+    stats = EngineStats(total=len(todo), count_groups=opts.engine.arpo.enabled)
     result_workers: list[dict[str, Any]] = []
     dispatcher: Dispatcher | None = None
     ticker: asyncio.Task[None] | None = None
