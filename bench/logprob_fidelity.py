@@ -1,6 +1,9 @@
 """Rollout/trainer logprob mismatch: the logprobs an inference engine returned for the tokens it
 sampled, against the local trainer's recomputation of the same tokens (its ``token_logprobs``, the
-model in float32), as max/mean |Δ| and the spread of the importance ratios exp(trainer − engine).
+model in float32), as max/mean |Δ| and the spread of the importance ratios exp(trainer − engine),
+and what truncated importance sampling (``--tis-cap`` C, the local trainer's ``ppo.tis_cap`` and
+verl's ``rollout_is_threshold``) would make of them: the mean and max per-token weight
+min(ratio, C) and the fraction of tokens whose ratio exceeds C (``training.local.loss.tis_weights``).
 
 Engines, in the same run on the same prompts and the same tiny model:
 
@@ -10,7 +13,7 @@ Engines, in the same run on the same prompts and the same tiny model:
 - **vllm raw** (with ``--raw``): the same with vLLM's default ``raw_logprobs``, to show what the
   importance ratios look like when the stored logprobs are of the unscaled distribution.
 
-    .venv/bin/python bench/logprob_fidelity.py [--smoke] [--temperature 0.7] [--prompts 16] [--new-tokens 64] [--raw]
+    .venv/bin/python bench/logprob_fidelity.py [--smoke] [--temperature 0.7] [--prompts 16] [--new-tokens 64] [--raw] [--tis-cap 2]
 """
 
 from __future__ import annotations
@@ -77,6 +80,18 @@ def figures(samples: list[tuple[list[int], list[int], list[float]]], recomputed:
     }
 
 
+def tis_figures(samples: list[tuple[list[int], list[int], list[float]]], recomputed: list[np.ndarray], cap: float) -> dict[str, float]:
+    """The truncated-importance-sampling weights min(exp(trainer − engine), cap), as the trainer computes them."""
+    from toolgym.training.local.loss import tis_weights
+
+    engine = torch.from_numpy(np.concatenate([np.array(s[2], dtype=np.float32) for s in samples]))
+    trainer = torch.from_numpy(np.concatenate(recomputed).astype(np.float32))
+    weights, stats = tis_weights(trainer, engine, cap)
+    n = max(stats["tis_tokens"], 1.0)
+    return {"ratio mean": stats["tis_ratio"] / n, "weight mean": stats["tis_weight"] / n,
+            "weight min": float(weights.min()), "weight max": float(weights.max()), "clipped frac": stats["tis_clipped"] / n}
+
+
 def show(rows: dict[str, dict[str, float]], temperature: float) -> None:
     cols = ["tokens", "max|Δ|", "mean|Δ|", "ratio min", "ratio max", "ratio std", "seq ratio max|log|", "tokens outside [0.8,1.2]"]
     print(f"\nlogprob fidelity at temperature {temperature:g} (trainer = local trainer's token_logprobs, float32)")
@@ -86,6 +101,14 @@ def show(rows: dict[str, dict[str, float]], temperature: float) -> None:
         print(f"{name:<28}" + "".join(f"{f[c]:>{w}.3g}" for c, w in zip(cols, widths, strict=True)))
 
 
+def show_tis(rows: dict[str, dict[str, float]], cap: float) -> None:
+    cols = ["ratio mean", "weight mean", "weight min", "weight max", "clipped frac"]
+    print(f"\ntruncated importance sampling weights min(π_train/π_engine, C), C = {cap:g}")
+    print(f"{'engine':<28}" + "".join(f"{c:>14}" for c in cols))
+    for name, f in rows.items():
+        print(f"{name:<28}" + "".join(f"{f[c]:>14.4g}" for c in cols))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="4 prompts of 16 tokens (a quick check that it runs).")
@@ -93,6 +116,7 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--raw", action="store_true", help="Also measure vLLM with its default raw_logprobs mode.")
+    ap.add_argument("--tis-cap", type=float, default=2.0, help="C of the truncated importance-sampling weights (default 2).")
     args = ap.parse_args()
     n, new = (4, 16) if args.smoke else (args.prompts, args.new_tokens)
 
@@ -109,12 +133,15 @@ def main() -> int:
     batch = prompts(tokenizer, n)
     sp = SamplingParams(max_new_tokens=new, temperature=args.temperature)
     rows: dict[str, dict[str, float]] = {}
+    tis: dict[str, dict[str, float]] = {}
 
     local = TransformersBackend(str(model_dir), dtype="float32")
     t0 = time.perf_counter()
     samples = asyncio.run(sample(local, batch, sp))
     asyncio.run(local.aclose())
-    rows["baseline: in-process"] = figures(samples, trainer_logprobs(model, samples, args.temperature, pad))
+    recomputed = trainer_logprobs(model, samples, args.temperature, pad)
+    rows["baseline: in-process"] = figures(samples, recomputed)
+    tis["baseline: in-process"] = tis_figures(samples, recomputed, args.tis_cap)
     print(f"baseline sampled {sum(len(s[1]) for s in samples)} tokens in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
 
     try:
@@ -122,6 +149,7 @@ def main() -> int:
     except ConfigError as exc:
         print(f"vLLM skipped: {exc}", file=sys.stderr)
         show(rows, args.temperature)
+        show_tis(tis, args.tis_cap)
         return 0
     modes = [("vllm processed_logprobs", True)] + ([("vllm raw_logprobs (default)", False)] if args.raw else [])
     for name, processed in modes:
@@ -140,8 +168,11 @@ def main() -> int:
                     await c.aclose()
 
             samples = asyncio.run(go())
-        rows[name] = figures(samples, trainer_logprobs(model, samples, args.temperature, pad))
+        recomputed = trainer_logprobs(model, samples, args.temperature, pad)
+        rows[name] = figures(samples, recomputed)
+        tis[name] = tis_figures(samples, recomputed, args.tis_cap)
     show(rows, args.temperature)
+    show_tis(tis, args.tis_cap)
     return 0
 
 

@@ -32,6 +32,9 @@ class Row:
     advantages: NDArray[np.float32]
     """0 wherever ``loss_mask`` is 0."""
     trajectory_id: str = ""
+    rollout_logprobs: NDArray[np.float32] | None = None
+    """With truncated importance sampling: the sampler's logprobs, while ``old_logprobs`` holds the
+    trainer's own recomputation (see :meth:`PolicyTrainer.ppo_update`); None otherwise."""
 
     @property
     def num_tokens(self) -> int:
@@ -99,6 +102,8 @@ class MicroBatch:
     old_logprobs: torch.Tensor
     advantages: torch.Tensor
     rows: torch.Tensor
+    rollout_logprobs: torch.Tensor | None = None
+    """Flat, like ``old_logprobs``; present only when every row has ``rollout_logprobs``."""
 
 
 def collate(rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device: torch.device | str = "cpu") -> MicroBatch:
@@ -113,6 +118,8 @@ def collate(rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device:
     old = np.zeros((n, width), dtype=np.float32)
     adv = np.zeros((n, width), dtype=np.float32)
     row_ix = np.zeros((n, width), dtype=np.int64)
+    with_rollout = all(rows[i].rollout_logprobs is not None for i in indices)
+    rollout = np.zeros((n, width), dtype=np.float32) if with_rollout else None
     for b, i in enumerate(indices):
         r = rows[i]
         k = len(r.input_ids)
@@ -122,6 +129,8 @@ def collate(rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device:
         old[b, :k] = r.old_logprobs
         adv[b, :k] = r.advantages
         row_ix[b, :] = i
+        if rollout is not None:
+            rollout[b, :k] = rows[i].rollout_logprobs
     mask[:, 0] = False  # nothing predicts the first id
     target = mask[:, 1:]
     dev = torch.device(device)
@@ -133,6 +142,7 @@ def collate(rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device:
         old_logprobs=torch.from_numpy(old[:, 1:][target]).to(dev),
         advantages=torch.from_numpy(adv[:, 1:][target]).to(dev),
         rows=torch.from_numpy(row_ix[:, 1:][target]).to(dev),
+        rollout_logprobs=None if rollout is None else torch.from_numpy(rollout[:, 1:][target]).to(dev),
     )
 
 

@@ -49,6 +49,10 @@ class PPOConfig(BaseModel):
     """Rows per forward/backward pass (gradient accumulation up to ``mini_batch_size``)."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature of the rollouts: logprobs are recomputed at the same one."""
+    tis_cap: float | None = Field(None, gt=0)
+    """Truncated importance sampling of the rollout/trainer mismatch (``loss.py``): None (default)
+    is off; C (e.g. 2.0) recomputes the old logprobs with the trainer before each update and
+    weighs each token's surrogate by ``min(π_train_old / π_rollout, C)``."""
 
 
 class EvalConfig(BaseModel):

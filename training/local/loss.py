@@ -17,6 +17,15 @@ PPO-clip (Schulman et al., 2017) with decoupled bounds: ``ratio = exp(logp − l
 logprobs the sampler recorded in the trajectory (temperature-scaled, see ``core/llm/sampling.py``);
 the trainer recomputes ``logp`` at the same temperature.
 
+Truncated importance sampling (TIS; Feng Yao et al., 2025, "Your efficient RL framework secretly brings
+you off-policy RL training"): the engine that samples (vLLM, SGLang, a bf16 or quantised kernel)
+and the trainer's forward pass give the same weights different token probabilities, so the
+"on-policy" samples are slightly off-policy. With ``tis_cap`` = C set, the trainer recomputes the
+old logprobs ``logp_old`` itself before the update (the PPO ratio is then ``exp(logp − logp_old)``)
+and each token's clipped surrogate is multiplied by the detached weight
+``w = min(exp(logp_old − logp_rollout), C)``. Off (None), nothing of this runs: the ratio is taken
+against the rollout's logprobs as above.
+
 KL to a frozen reference (``logr`` = reference logprob of the sampled token), as a loss term:
 ``k1 = logp − logr`` (unbiased, can be negative) or ``k3 = exp(logr − logp) − (logr − logp) − 1``
 (Schulman's low-variance estimator, always ≥ 0; verl's ``low_var_kl``).
@@ -77,10 +86,12 @@ def ppo_clip_loss(
     *,
     clip_low: float = 0.2,
     clip_high: float = 0.2,
+    tis_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate over flat tokens; returns the loss and (unnormalised) sums for metrics:
     ``clipped`` (tokens whose clipped term was taken), ``ratio`` (sum of ratios), ``approx_kl``
-    (sum of ``old_logp − logp``), ``tokens``."""
+    (sum of ``old_logp − logp``), ``tokens``. ``tis_weights`` (from :func:`tis_weights`, one per
+    token, no gradient) multiply each token's surrogate; None leaves the loss as it was."""
     if not (0 <= clip_low < 1 and clip_high >= 0):
         raise ConfigError(f"clip ratios must satisfy 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
     log_ratio = logp - old_logp
@@ -88,6 +99,8 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if tis_weights is not None:
+        per_token = per_token * tis_weights.detach()
     loss = agg.reduce(per_token, rows)
     with torch.no_grad():
         stats = {
@@ -97,6 +110,31 @@ def ppo_clip_loss(
             "tokens": float(logp.numel()),
         }
     return loss, stats
+
+
+TIS_SAFETY = 20.0
+"""|log ratio| is clamped to this before ``exp`` (e^20 ≈ 5e8), so a token the trainer finds
+impossible gives a large, finite ratio rather than inf (the weight is truncated at C anyway)."""
+
+
+def tis_weights(train_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance weights ``min(π_train_old / π_rollout, cap)`` per token, computed from
+    logprobs (no gradient), and sums for metrics: ``tis_ratio`` (sum of the untruncated ratios),
+    ``tis_ratio_max``, ``tis_weight`` (sum of the truncated weights), ``tis_clipped`` (tokens whose
+    ratio exceeded ``cap``), ``tis_tokens``."""
+    if not cap > 0:
+        raise ConfigError(f"the TIS cap must be > 0 (e.g. 2.0), got {cap}")
+    with torch.no_grad():
+        ratio = torch.exp((train_logp - rollout_logp).clamp(-TIS_SAFETY, TIS_SAFETY))
+        weights = ratio.clamp(max=cap)
+        stats = {
+            "tis_ratio": float(ratio.sum().item()),
+            "tis_ratio_max": float(ratio.max().item()) if ratio.numel() else 0.0,
+            "tis_weight": float(weights.sum().item()),
+            "tis_clipped": float((ratio > cap).sum().item()),
+            "tis_tokens": float(ratio.numel()),
+        }
+    return weights, stats
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:

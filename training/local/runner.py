@@ -21,6 +21,9 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``actor_rollout_ref.actor.optim.lr_warmup_steps`` | linear learning-rate warm-up (optimiser steps) |
 | ``actor_rollout_ref.rollout.max_num_seqs`` | rows the sampler decodes together |
 
+``toolgym.tis_cap`` (truncated importance sampling, off by default) becomes ``ppo.tis_cap``, as it
+becomes verl's ``algorithm.rollout_correction`` for the verl trainer.
+
 ``model.path`` may also be ``warmstart:NAME`` (``alfworld``, ``webshop``): the warm start that
 ``toolgym warmstart --env NAME`` builds (:mod:`.warmstart`), built here first when it is not cached.
 An optional ``warm_start:`` section (``recipe: NAME`` plus recipe fields) changes that recipe.
@@ -142,6 +145,7 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         epochs=int(actor.get("ppo_epochs", 1)), mini_batch_size=int(actor.get("ppo_mini_batch_size", 8)) * tg.group_size,
         micro_batch_size=int(actor.get("ppo_micro_batch_size_per_gpu") or 16),
         temperature=float(_get(verl, "actor_rollout_ref.rollout.temperature", 1.0)),
+        tis_cap=tg.tis_cap,
     )
     trainer = verl.get("trainer") or {}
     engine = dict(tg.engine)

@@ -15,6 +15,7 @@ predict a loss-masked token go through the LM head, not the whole ``[B, T, vocab
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 from collections.abc import Iterator, Sequence
@@ -29,7 +30,7 @@ from toolgym.core.errors import ConfigError
 
 from .batch import MicroBatch, Row, collate, micro_batches
 from .config import OptimConfig, PPOConfig
-from .loss import Aggregation, kl_penalty, ppo_clip_loss, sft_loss
+from .loss import Aggregation, kl_penalty, ppo_clip_loss, sft_loss, tis_weights
 
 CHECKPOINT_STATE = "trainer_state.pt"
 
@@ -81,11 +82,19 @@ class PolicyTrainer:
     # -- updates ---------------------------------------------------------------------------------
 
     def ppo_update(self, rows: Sequence[Row], *, seed: int = 0) -> dict[str, float]:
-        """``ppo.epochs`` passes over ``rows`` in shuffled mini-batches; returns averaged metrics."""
+        """``ppo.epochs`` passes over ``rows`` in shuffled mini-batches; returns averaged metrics.
+
+        With ``ppo.tis_cap`` set, the trainer first recomputes the old logprobs of every row with
+        the current weights (no gradient, eval mode), trains against those, weighs each token by
+        ``min(exp(train_old − rollout), tis_cap)`` and adds ``tis_ratio_mean``, ``tis_ratio_max``,
+        ``tis_weight_mean`` and ``tis_clip_frac`` (tokens whose ratio exceeded the cap) to the metrics."""
         if not rows:
             raise ConfigError("no trainable rows in this batch: every trajectory failed or had no sampled tokens")
         cfg = self.ppo
         self._ensure_reference()
+        tis: dict[str, float] = {}
+        if cfg.tis_cap is not None:
+            rows, tis = self.with_trainer_logprobs(rows, cfg.tis_cap)
         rng = random.Random(seed)
         sums: dict[str, float] = {}
         steps = 0
@@ -97,7 +106,36 @@ class PolicyTrainer:
                 for k, v in self._ppo_step(rows, part).items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
-        return {k: v / steps for k, v in sums.items()}
+        return {**{k: v / steps for k, v in sums.items()}, **tis}
+
+    @torch.no_grad()
+    def with_trainer_logprobs(self, rows: Sequence[Row], cap: float) -> tuple[list[Row], dict[str, float]]:
+        """Copies of ``rows`` whose ``old_logprobs`` are the trainer's own (current weights, at
+        ``ppo.temperature``) and whose ``rollout_logprobs`` are the sampler's, and the TIS weight
+        statistics over all their tokens (see :func:`.loss.tis_weights`)."""
+        self.model.eval()
+        out = [dataclasses.replace(r, rollout_logprobs=r.old_logprobs) for r in rows]
+        sums = {"tis_ratio": 0.0, "tis_weight": 0.0, "tis_clipped": 0.0, "tis_tokens": 0.0}
+        ratio_max = 0.0
+        for part in micro_batches(out, list(range(len(out))), self.ppo.micro_batch_size):
+            mb = collate(out, part, pad_id=self.pad_token_id, device=self.device)
+            logp, _ = token_logprobs(self.model, mb, temperature=self.ppo.temperature)
+            _, stats = tis_weights(logp, mb.old_logprobs, cap)
+            for k in sums:
+                sums[k] += stats[k]
+            ratio_max = max(ratio_max, stats["tis_ratio_max"])
+            flat = logp.float().cpu().numpy()
+            start = 0
+            for b, i in enumerate(part):  # targets are flattened row by row, in ``part`` order
+                n = int(mb.target_mask[b].sum())
+                recomputed = np.zeros_like(out[i].old_logprobs)
+                where = np.flatnonzero(out[i].loss_mask[1:].astype(bool)) + 1
+                recomputed[where] = flat[start : start + n]
+                out[i].old_logprobs = recomputed
+                start += n
+        total = max(sums["tis_tokens"], 1.0)
+        return out, {"tis_ratio_mean": sums["tis_ratio"] / total, "tis_ratio_max": ratio_max,
+                     "tis_weight_mean": sums["tis_weight"] / total, "tis_clip_frac": sums["tis_clipped"] / total}
 
     def _ppo_step(self, rows: Sequence[Row], indices: list[int]) -> dict[str, float]:
         cfg = self.ppo
@@ -108,8 +146,11 @@ class PolicyTrainer:
         for part in micro_batches(rows, indices, cfg.micro_batch_size):
             mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device)
             logp, entropy = token_logprobs(self.model, mb, temperature=cfg.temperature, with_entropy=True)
+            weights = None
+            if cfg.tis_cap is not None and mb.rollout_logprobs is not None:
+                weights, _ = tis_weights(mb.old_logprobs, mb.rollout_logprobs, cfg.tis_cap)
             loss, stats = ppo_clip_loss(logp, mb.old_logprobs, mb.advantages, mb.rows, agg,
-                                        clip_low=cfg.clip_low, clip_high=cfg.clip_high)
+                                        clip_low=cfg.clip_low, clip_high=cfg.clip_high, tis_weights=weights)
             if self.reference is not None:
                 with torch.no_grad():
                     ref_logp, _ = token_logprobs(self.reference, mb, temperature=cfg.temperature)

@@ -10,6 +10,8 @@ toolgym then sets what makes the run a toolgym run, whatever the file says:
 ``rollout.agent.default_agent_loop=toolgym_agent``, ``rollout.n=toolgym.group_size``,
 ``algorithm.adv_estimator=toolgym_<estimator>``, ``trainer.use_v1=true``,
 ``trainer.v1.trainer_mode=toolgym``, and the task files as ``data.train_files`` / ``val_files``.
+With ``toolgym.tis_cap`` = C, it also sets verl's token-level truncated importance sampling (see
+:func:`apply_tis`).
 """
 
 from __future__ import annotations
@@ -133,6 +135,7 @@ def compose_config(
             f"verl.actor_rollout_ref.rollout.logprobs_mode is {mode!r}: at temperature {rollout.temperature} vLLM would return "
             "logprobs of another distribution than the one it samples from; use processed_logprobs (verl's default)"
         )
+    apply_tis(cfg, settings.tis_cap)
     if cfg.critic.enable:
         # toolgym's estimators are critic-free; verl would also resolve (and download) the critic's model here
         raise ConfigError(
@@ -153,6 +156,35 @@ def compose_config(
     with open_dict(cfg):
         cfg.toolgym = OmegaConf.create(settings.model_dump(mode="json"))
     return cfg, settings
+
+
+def apply_tis(cfg: DictConfig, cap: float | None) -> None:
+    """Map ``toolgym.tis_cap`` onto verl's own rollout correction, which does what the local
+    trainer's ``ppo.tis_cap`` does: the actor recomputes ``old_log_probs`` (decoupled mode,
+    ``bypass_mode: false``), the advantage step computes per-token weights
+    ``min(exp(old_log_probs − rollout_log_probs), C)`` (``rollout_is: token``,
+    ``rollout_is_threshold: C``) and the actor multiplies each token's policy loss by them, logging
+    ``rollout_corr/rollout_is_mean``, ``_max`` and the fraction above the cap. verl skips all of it
+    when the servers return no logprobs, so ``rollout.calculate_log_probs=false`` is refused here.
+    None leaves verl's settings as the file gave them (verl's default: no weights)."""
+    if cap is None:
+        return
+    corr = cfg.algorithm.rollout_correction
+    given = OmegaConf.select(cfg, "algorithm.rollout_correction.rollout_is")
+    if given not in (None, "token") or (given == "token" and float(corr.rollout_is_threshold) != cap):
+        raise ConfigError(
+            f"toolgym.tis_cap={cap} and verl.algorithm.rollout_correction (rollout_is={given}, "
+            f"rollout_is_threshold={corr.rollout_is_threshold}) disagree; set only one of them"
+        )
+    if corr.get("bypass_mode", False):
+        raise ConfigError("toolgym.tis_cap needs the trainer's own old logprobs, but "
+                          "verl.algorithm.rollout_correction.bypass_mode is true; set it to false")
+    if not cfg.actor_rollout_ref.rollout.calculate_log_probs:
+        raise ConfigError("toolgym.tis_cap weighs tokens by π_train/π_rollout, but verl.actor_rollout_ref.rollout."
+                          "calculate_log_probs is false, so there are no rollout logprobs and verl would skip it; set it to true")
+    corr.rollout_is = "token"
+    corr.rollout_is_threshold = float(cap)
+    corr.bypass_mode = False
 
 
 def check_config(cfg: DictConfig) -> None:

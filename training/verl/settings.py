@@ -125,6 +125,12 @@ class ToolgymSettings(BaseModel):
     filters: EpisodeFilters = Field(default_factory=EpisodeFilters)
     """Which rollouts are trained on, masked or dropped (``toolgym.training.filters``); with verl,
     failed episodes make verl resample their group (see the agent loop), whatever this says."""
+    tis_cap: float | None = Field(None, gt=0)
+    """Truncated importance sampling of the rollout/trainer mismatch: None (default) is off; C
+    (e.g. 2.0) weighs each token's policy-gradient term by ``min(π_train_old / π_rollout, C)``.
+    verl: set as verl's own ``algorithm.rollout_correction`` (``rollout_is: token``,
+    ``rollout_is_threshold: C``, ``bypass_mode: false``; see ``compose.py``). Local trainer:
+    ``ppo.tis_cap``."""
 
     @field_validator("engine")
     @classmethod
