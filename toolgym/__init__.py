@@ -1,28 +1,54 @@
 """toolgym: a gym for training tool-using LLM agents with reinforcement learning.
 
-The public API is what ``__all__`` lists; everything else may change without notice.
+The public API is what ``__all__`` lists; everything else may change without notice. Plugins,
+built-in or third-party, import from here (``from toolgym import tool, hookimpl, ConfigError``);
+the in-memory test doubles live in :mod:`toolgym.testing`. ``tests/test_public_api.py`` keeps the
+built-in plugins on this face and ``__all__`` equal to what the module defines.
+
+Names whose modules ``import toolgym`` would not otherwise load (the collect driver, the HTTP
+server helper, sandbox profiles) are imported on first use, so the face costs no import time.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from toolgym.core.config import EngineConfig, SamplingConfig
 from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
-from toolgym.core.env import Env, EnvSpec, EpisodeContext, StepResult, Task, ToolTaskEnv
+from toolgym.core.env import (
+    Env,
+    EnvSpec,
+    EpisodeContext,
+    RunningDigest,
+    StepResult,
+    Task,
+    ToolTaskEnv,
+    digest,
+    load_object,
+    parse_flag,
+)
 from toolgym.core.errors import (
     ConfigError,
     LLMError,
+    PathOutsideSandboxError,
     PluginError,
+    SandboxBrokenError,
     SandboxError,
     ToolArgumentError,
+    ToolExecutionError,
     ToolgymError,
+    UnknownNameError,
 )
 from toolgym.core.hookspecs import hookimpl, hookspec
+from toolgym.core.images import image_part, store_image
 from toolgym.core.llm.base import ChatBackend, LLMBackend, LLMBackendSpec
 from toolgym.core.parsers import ToolParser
+from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry, get_registry
-from toolgym.core.sandbox import PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
+from toolgym.core.sandbox import ImageNeed, PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
 from toolgym.core.tools import Tool, ToolOutput, tool
-from toolgym.core.trajectory import LLMCall, Segment, Status, Step, Trajectory
+from toolgym.core.trajectory import LLMCall, Segment, Status, Step, ToolCallRecord, Trajectory
 from toolgym.core.types import (
     Action,
     ActionKind,
@@ -35,11 +61,42 @@ from toolgym.core.types import (
     ToolCall,
 )
 
+if TYPE_CHECKING:
+    from toolgym.collect import make_policy
+    from toolgym.core.http_server import BackgroundServer
+    from toolgym.sandboxes.profiles import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
+
 __version__ = "0.1.0"
 
+_LAZY = {
+    "make_policy": "toolgym.collect",
+    "BackgroundServer": "toolgym.core.http_server",
+    "DEFAULT_PROFILES": "toolgym.sandboxes.profiles",
+    "GiB": "toolgym.sandboxes.profiles",
+    "SandboxProfile": "toolgym.sandboxes.profiles",
+    "register_profile": "toolgym.sandboxes.profiles",
+}
+"""Public name → the module it is imported from on first use (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolgym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
+    "DEFAULT_PROFILES",
     "Action",
     "ActionKind",
+    "BackgroundServer",
     "ChatBackend",
     "ChatResult",
     "ConfigError",
@@ -52,21 +109,29 @@ __all__ = [
     "ExecResult",
     "GenerationRequest",
     "GenerationResult",
+    "GiB",
+    "ImageNeed",
     "LLMBackend",
     "LLMBackendSpec",
     "LLMCall",
     "LLMError",
     "Message",
+    "ModelPolicy",
+    "PathOutsideSandboxError",
     "PluginError",
     "PythonResult",
     "Registry",
     "RolloutEngine",
+    "RunningDigest",
     "SamplingConfig",
     "SamplingParams",
     "Sandbox",
     "SandboxBackend",
     "SandboxBackendSpec",
+    "SandboxBrokenError",
     "SandboxError",
+    "SandboxProfile",
+    "ScriptedPolicy",
     "Segment",
     "Status",
     "Step",
@@ -75,15 +140,25 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolCall",
+    "ToolCallRecord",
+    "ToolExecutionError",
     "ToolOutput",
     "ToolParser",
     "ToolTaskEnv",
     "ToolgymError",
     "Trajectory",
+    "UnknownNameError",
     "__version__",
+    "digest",
     "get_registry",
     "hookimpl",
     "hookspec",
+    "image_part",
+    "load_object",
+    "make_policy",
+    "parse_flag",
     "plan_episodes",
+    "register_profile",
+    "store_image",
     "tool",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from . import oracle, text
 from .episode import AlfworldEpisodeEnv, check_arguments

@@ -21,9 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import Env, StepResult, digest
-from toolgym.core.errors import ConfigError
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest
 
 from . import text
 from .prompts import VerlPrompt, plain_system_prompt, with_admissible

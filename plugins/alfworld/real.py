@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .episode import AlfworldEpisodeEnv, check_arguments
 from .generator import check_split

@@ -8,9 +8,7 @@ tool says so, and the episode gets a fresh sandbox on its next call.
 
 from __future__ import annotations
 
-from toolgym.core.errors import SandboxBrokenError
-from toolgym.core.sandbox import Sandbox
-from toolgym.core.tools import ToolOutput, tool
+from toolgym import Sandbox, SandboxBrokenError, ToolOutput, tool
 
 CELL_TIMEOUT_S = 60.0
 """Time limit of one Python cell or shell command inside the sandbox."""

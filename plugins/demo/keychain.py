@@ -27,10 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolgym.core.env import Task, ToolTaskEnv
-from toolgym.core.errors import ConfigError, ToolExecutionError
-from toolgym.core.tools import Tool, ToolOutput, tool
-from toolgym.core.types import Message
+from toolgym import ConfigError, Message, Task, Tool, ToolExecutionError, ToolOutput, ToolTaskEnv, tool
 
 KEYS: tuple[str, ...] = tuple(
     "ant bat bee cat cod cow cub doe dog eel elk emu fox gnu hen jay koi owl pig ram rat "

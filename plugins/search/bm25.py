@@ -17,7 +17,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 K1, B = 0.9, 0.4
 STOPWORDS = frozenset(

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from toolgym.core.errors import ToolExecutionError
+from toolgym import ToolExecutionError
 
 from .corpus import Document, Hit
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 SHIPPED_CORPUS = Path(__file__).parent / "data" / "corpus.jsonl"
 """The invented-archipelago corpus shipped with toolgym (298 passages; see ``worldgen``)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .bm25 import top_k
 

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .bm25 import BM25Index
 from .corpus import SHIPPED_CORPUS, Document, Hit, load_corpus, write_corpus

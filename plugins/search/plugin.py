@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from toolgym.core.env import EnvSpec
-from toolgym.core.hookspecs import hookimpl
-from toolgym.core.tools import Tool
+from toolgym import EnvSpec, Tool, hookimpl
 from toolgym.plugins.search.tools import search, web_search
 
 

@@ -15,8 +15,7 @@ import annotations`` here: FastAPI reads the handlers' annotations at run time.
 import asyncio
 from typing import Any, Optional
 
-from toolgym.core.errors import ConfigError
-from toolgym.core.http_server import BackgroundServer
+from toolgym import BackgroundServer, ConfigError
 
 from .index import SearchIndex
 

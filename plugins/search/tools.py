@@ -22,8 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from toolgym.core.errors import ConfigError, ToolArgumentError, ToolExecutionError
-from toolgym.core.tools import Tool, ToolOutput, tool
+from toolgym import ConfigError, Tool, ToolArgumentError, ToolExecutionError, ToolOutput, tool
 
 from .client import RetrievalClient
 from .corpus import Hit, load_corpus

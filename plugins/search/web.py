@@ -21,8 +21,7 @@ from typing import Any
 
 import httpx
 
-from toolgym.core.env import load_object
-from toolgym.core.errors import ConfigError, ToolExecutionError
+from toolgym import ConfigError, ToolExecutionError, load_object
 
 from .format import cut
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from toolgym.core.errors import ConfigError, ToolExecutionError
+from toolgym import ConfigError, ToolExecutionError
 
 from . import readonly_sqlite
 from .readonly_sqlite import Refused

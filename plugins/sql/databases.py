@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .backends import SQLBackend, SQLiteBackend
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from . import pg_guard
 from .backends import (

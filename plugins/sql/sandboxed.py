@@ -31,9 +31,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from toolgym.core.env import parse_flag
-from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.sandbox import Sandbox
+from toolgym import ConfigError, Sandbox, SandboxError, parse_flag
 
 from . import readonly_sqlite
 from .backends import (

@@ -17,8 +17,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from toolgym.core.errors import ToolArgumentError, ToolExecutionError
-from toolgym.core.tools import Tool, ToolOutput, tool
+from toolgym import Tool, ToolArgumentError, ToolExecutionError, ToolOutput, tool
 
 from .backends import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLBackend
 from .databases import open_database, shipped_names

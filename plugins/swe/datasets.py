@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 from toolgym.plugins.swe.patches import apply_patch, reverse_patch
 from toolgym.plugins.swe.task import (
     REPO_INSTALL,

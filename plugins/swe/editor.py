@@ -22,8 +22,7 @@ import shlex
 from collections.abc import MutableMapping
 from typing import Literal
 
-from toolgym.core.errors import PathOutsideSandboxError
-from toolgym.core.sandbox import Sandbox
+from toolgym import PathOutsideSandboxError, Sandbox
 
 WORKDIR = "/workspace"
 SNIPPET_LINES = 4

@@ -29,8 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgym.core.errors import SandboxError
-from toolgym.core.sandbox import Sandbox
+from toolgym import Sandbox, SandboxError
 from toolgym.plugins.swe import guard, provision
 from toolgym.plugins.swe.datasets import base_files
 from toolgym.plugins.swe.logs import (

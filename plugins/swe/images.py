@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.sandbox import ImageNeed
+from toolgym import ConfigError, ImageNeed, SandboxError
 from toolgym.plugins.swe.task import SWETask
 from toolgym.sandboxes.docker import warm
 

@@ -16,8 +16,7 @@ import io
 import marshal
 import zipfile
 
-from toolgym.core.errors import SandboxError
-from toolgym.core.sandbox import Sandbox
+from toolgym import Sandbox, SandboxError
 
 PYTEST_ZIP = "/tmp/.toolgym/pytest.zip"
 DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")

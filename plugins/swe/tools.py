@@ -11,9 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Literal
 
-from toolgym.core.errors import SandboxBrokenError
-from toolgym.core.sandbox import Sandbox
-from toolgym.core.tools import ToolOutput, tool
+from toolgym import Sandbox, SandboxBrokenError, ToolOutput, tool
 from toolgym.plugins.swe.editor import Editor, EditorError
 
 MAX_MATCHES = 100

@@ -26,9 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from toolgym.core.env import Env, StepResult, digest
-from toolgym.core.errors import ConfigError
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest
 
 from .oracle import oracle_step
 from .prompts import (

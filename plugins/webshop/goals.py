@@ -20,7 +20,7 @@ import random
 from collections import defaultdict
 from typing import Any, Literal
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .products import Catalog
 

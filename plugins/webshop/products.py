@@ -27,7 +27,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 Product = dict[str, Any]
 

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .goals import SHUFFLE_SEED, Goal, make_goals, split_indices
 from .nouns import NounTagger, make_noun_tagger

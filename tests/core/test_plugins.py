@@ -134,12 +134,17 @@ def test_import_error_and_bad_schema_via_cli(tmp_path: Path) -> None:
 
 
 PUBLIC_API = sorted([
-    "Action", "ActionKind", "ChatBackend", "ChatResult", "ConfigError", "EngineConfig", "EngineStats", "Env", "EnvSpec",
-    "EpisodeContext", "EpisodeRequest", "ExecResult", "GenerationRequest", "GenerationResult", "LLMBackend",
-    "LLMBackendSpec", "LLMCall", "LLMError", "Message", "PluginError", "PythonResult", "Registry", "RolloutEngine",
-    "SamplingConfig", "SamplingParams", "Sandbox", "SandboxBackend", "SandboxBackendSpec", "SandboxError", "Segment",
-    "Status", "Step", "StepResult", "Task", "Tool", "ToolArgumentError", "ToolCall", "ToolOutput", "ToolParser",
-    "ToolTaskEnv", "ToolgymError", "Trajectory", "__version__", "get_registry", "hookimpl", "hookspec", "plan_episodes", "tool",
+    "Action", "ActionKind", "BackgroundServer", "ChatBackend", "ChatResult", "ConfigError",
+    "DEFAULT_PROFILES", "EngineConfig", "EngineStats", "Env", "EnvSpec", "EpisodeContext", "EpisodeRequest",
+    "ExecResult", "GenerationRequest", "GenerationResult", "GiB", "ImageNeed", "LLMBackend",
+    "LLMBackendSpec", "LLMCall", "LLMError", "Message", "ModelPolicy", "PathOutsideSandboxError",
+    "PluginError", "PythonResult", "Registry", "RolloutEngine", "RunningDigest", "SamplingConfig",
+    "SamplingParams", "Sandbox", "SandboxBackend", "SandboxBackendSpec", "SandboxBrokenError",
+    "SandboxError", "SandboxProfile", "ScriptedPolicy", "Segment", "Status", "Step", "StepResult", "Task",
+    "Tool", "ToolArgumentError", "ToolCall", "ToolCallRecord", "ToolExecutionError", "ToolOutput",
+    "ToolParser", "ToolTaskEnv", "ToolgymError", "Trajectory", "UnknownNameError", "__version__", "digest",
+    "get_registry", "hookimpl", "hookspec", "image_part", "load_object", "make_policy", "parse_flag",
+    "plan_episodes", "register_profile", "store_image", "tool",
 ])
 
 

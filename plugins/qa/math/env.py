@@ -12,9 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.env import Task, ToolTaskEnv
-from toolgym.core.errors import ConfigError
-from toolgym.core.types import Message
+from toolgym import ConfigError, Message, Task, ToolTaskEnv
 from toolgym.plugins.qa.math.problems import FAMILIES, generate_problem
 from toolgym.plugins.qa.math.reward import extract_answer, numeric_match
 

@@ -26,11 +26,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import StepResult, Task, ToolTaskEnv
-from toolgym.core.errors import ConfigError
-from toolgym.core.tools import Tool
-from toolgym.core.trajectory import ToolCallRecord
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import (
+    Action,
+    ActionKind,
+    ConfigError,
+    Message,
+    StepResult,
+    Task,
+    Tool,
+    ToolCallRecord,
+    ToolTaskEnv,
+)
 
 from ..corpus import SHIPPED_QA
 from ..tools import make_search_tool, resolve_retriever

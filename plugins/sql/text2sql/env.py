@@ -22,9 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import StepResult, Task, ToolTaskEnv, parse_flag
-from toolgym.core.errors import ConfigError
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import Action, ActionKind, ConfigError, Message, StepResult, Task, ToolTaskEnv, parse_flag
 
 from ..backends import DEFAULT_TIMEOUT_S, SQLBackend, SQLError
 from ..databases import DATA_DIR, open_database, shipped_names, shipped_postgres

@@ -8,10 +8,10 @@ from typing import Any
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.llm.testing import MockLLMBackend
 from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Status, Trajectory
+from toolgym.testing import MockLLMBackend
 from toolgym.trajectories.verify import check_trajectory
 
 

@@ -11,7 +11,6 @@ from toolgym.core import builtin
 from toolgym.core.chat import ChatFormat
 from toolgym.core.env import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.testing import MockLLMBackend
 from toolgym.core.parsers import XMLTagParser
 from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry
@@ -21,6 +20,7 @@ from toolgym.plugins.search.index import SearchIndex
 from toolgym.plugins.search.qa.env import SearchQAEnv
 from toolgym.plugins.search.qa.reward import exact_match, extract_answer, f1, normalize_answer
 from toolgym.plugins.search.server import serve_index
+from toolgym.testing import MockLLMBackend
 from toolgym.trajectories.verify import check_trajectory
 
 

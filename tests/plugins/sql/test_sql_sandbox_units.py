@@ -30,7 +30,7 @@ from toolgym.plugins.sql.sandboxed import (
 )
 from toolgym.plugins.sql.text2sql.env import Text2SQLEnv
 from toolgym.plugins.sql.tools import make_sql_tools
-from toolgym.sandboxes.memory import Command, MemoryBackend, MemorySandbox
+from toolgym.testing import Command, MemoryBackend, MemorySandbox
 
 
 def real_runner(tmp: Path):  # type: ignore[no-untyped-def]
