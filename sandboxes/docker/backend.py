@@ -91,11 +91,7 @@ class DockerBackend(PooledBackend):
                 if not private:
                     (state / "p.sock").chmod(0o666)
             config = agent_config(profile, socket="/run/toolgym/h.sock", token=token, python=PYTHON)
-            all_labels = {
-                **labels, engine.LABEL: kind, "toolgym.run": self.run_id, "toolgym.episode": episode_id,
-                "toolgym.owner": self.owner, "toolgym.id": sandbox_id,
-                "toolgym.expires": str(int(time.time() + profile.ttl_s)),
-            }
+            all_labels = self._labels(labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile)
             container_id = await engine.call(self._start_container, image, kind, sandbox_id, profile, config,
                                              all_labels, str(state))
 
@@ -114,29 +110,30 @@ class DockerBackend(PooledBackend):
         return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
                             episode_id=episode_id, handle={"container": container_id, "proxy": proxy})
 
+    def _labels(self, labels: Mapping[str, str], kind: str, *, sandbox_id: str, episode_id: str,
+                profile: SandboxProfile) -> dict[str, str]:
+        """The labels of a sandbox container: the caller's plus kind, run, episode, owner, id, expiry."""
+        return {
+            **labels, engine.LABEL: kind, "toolgym.run": self.run_id, "toolgym.episode": episode_id,
+            "toolgym.owner": self.owner, "toolgym.id": sandbox_id,
+            "toolgym.expires": str(int(time.time() + profile.ttl_s)),
+        }
+
     def _start_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
                          config: dict[str, Any], labels: dict[str, str], state: str) -> str:
         from docker.types import Mount
 
         api = self.api
-        host_config = hardened_host_config(api, profile, [
+        mounts = [
             Mount(target="/run/toolgym", source=state, type="bind", read_only=True),
             Mount(target="/opt/toolgym", source=str(lifecycle.staged_agent_dir()), type="bind", read_only=True),
-        ])
+        ]
         with engine.LIFECYCLE_GATE:
-            created = api.create_container(
-                image,
-                command=[PYTHON, "-E", "-s", "-S", "/opt/toolgym/main.py", json.dumps(config)],
-                user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                working_dir=WORKDIR,
-                hostname="sandbox",
-                labels=labels,
-                host_config=host_config,
-                name=f"toolgym-{kind}-{sandbox_id}",
-                network_disabled=True,
-            )
-            api.start(created["Id"])
-        return created["Id"]
+            container_id = create_sandbox_container(api, image, kind=kind, sandbox_id=sandbox_id, profile=profile,
+                                                    labels=labels, entry="/opt/toolgym/main.py", config=config,
+                                                    mounts=mounts)
+            api.start(container_id)
+        return container_id
 
     def _why_stopped(self, container_id: str) -> str | None:
         import docker
@@ -208,6 +205,30 @@ def _engine_is_local(pid: int, container_id: str) -> bool:
             return container_id in f.read()
     except OSError:
         return False
+
+
+def create_sandbox_container(api: Any, image: str, *, kind: str, sandbox_id: str, profile: SandboxProfile,
+                             labels: Mapping[str, str], entry: str, config: Mapping[str, Any], mounts: list[Any],
+                             host_options: Mapping[str, Any] | None = None, **create_options: Any) -> str:
+    """Create (not start) one sandbox container on ``api`` and return its id: the agent at ``entry``
+    run by ``PYTHON`` with ``config`` as PID 1, as ``SANDBOX_UID``, in ``WORKDIR``, with no network
+    and ``hardened_host_config``. What differs between engines comes in as parameters: ``mounts``
+    (how the agent's files and socket arrive), ``host_options`` (a log driver) and
+    ``create_options`` (stdin and attach for an attach-stream channel)."""
+    host_config = hardened_host_config(api, profile, mounts, **(host_options or {}))
+    created = api.create_container(
+        image,
+        command=[PYTHON, "-E", "-s", "-S", entry, json.dumps(dict(config))],
+        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+        working_dir=WORKDIR,
+        hostname="sandbox",
+        labels=dict(labels),
+        host_config=host_config,
+        name=f"toolgym-{kind}-{sandbox_id}",
+        network_disabled=True,
+        **create_options,
+    )
+    return str(created["Id"])
 
 
 def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], **extra: Any) -> dict[str, Any]:

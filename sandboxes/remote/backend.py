@@ -1,6 +1,6 @@
 """``RemoteDockerBackend``: hardened sandbox containers on a Docker engine on another machine.
 
-Same containers as ``DockerBackend`` (the same ``hardened_host_config``: no network, read-only
+Same containers as ``DockerBackend`` (the same ``create_sandbox_container`` and ``hardened_host_config``: no network, read-only
 root, no capabilities, ``no-new-privileges``, limits, ``--init``, ``auto_remove``; the same
 labels and TTL; the same warm pool, reset and poison checks; the same start-up sweep, run against
 that engine), with two differences forced by the distance:
@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.docker import engine
-from toolgym.sandboxes.docker.backend import PYTHON, DockerBackend, hardened_host_config
+from toolgym.sandboxes.docker.backend import PYTHON, DockerBackend, create_sandbox_container
 from toolgym.sandboxes.netproxy import EgressProxy
-from toolgym.sandboxes.profiles import SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
+from toolgym.sandboxes.profiles import SandboxProfile, agent_config
 from toolgym.sandboxes.remote import agentvol
 from toolgym.sandboxes.remote.attach import AttachStream, open_attach, wait_hello
 from toolgym.sandboxes.remote.hosts import DockerHost
@@ -87,11 +85,7 @@ class RemoteDockerBackend(DockerBackend):
         token = secrets.token_hex(16)
         config = agent_config(profile, socket="stdio", token=token, python=PYTHON, proxy_socket=protocol.TUNNEL)
         blocked = await self._engine_addresses() if profile.network else []
-        all_labels = {
-            **labels, engine.LABEL: kind, "toolgym.run": self.run_id, "toolgym.episode": episode_id,
-            "toolgym.owner": self.owner, "toolgym.id": sandbox_id,
-            "toolgym.expires": str(int(time.time() + profile.ttl_s)),
-        }
+        all_labels = self._labels(labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile)
         container_id: str | None = None
         stream: AttachStream | None = None
         try:
@@ -143,27 +137,16 @@ class RemoteDockerBackend(DockerBackend):
                           config: dict[str, Any], labels: dict[str, str], volume: str) -> str:
         from docker.types import LogConfig, Mount
 
-        api = self.api
-        host_config = hardened_host_config(
-            api, profile, [Mount(target=agentvol.MOUNT, source=volume, type="volume", read_only=True, no_copy=True)],
-            log_config=LogConfig(type="none"),
-        )
+        mounts = [Mount(target=agentvol.MOUNT, source=volume, type="volume", read_only=True, no_copy=True)]
         with _gate(self.host.url):
-            created = api.create_container(
-                image,
-                command=[PYTHON, "-E", "-s", "-S", agentvol.ENTRY, json.dumps(config)],
-                user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                working_dir=WORKDIR,
-                hostname="sandbox",
-                labels=labels,
-                host_config=host_config,
-                name=f"toolgym-{kind}-{sandbox_id}",
-                network_disabled=True,
+            return create_sandbox_container(
+                self.api, image, kind=kind, sandbox_id=sandbox_id, profile=profile, labels=labels,
+                entry=agentvol.ENTRY, config=config, mounts=mounts,
+                host_options={"log_config": LogConfig(type="none")},
                 stdin_open=True,  # with detach=False: OpenStdin, StdinOnce and AttachStdin/out/err
                 detach=False,
                 tty=False,
             )
-        return str(created["Id"])
 
     def _why_stopped_remote(self, container_id: str, stream: AttachStream) -> str | None:
         import docker
