@@ -74,6 +74,21 @@ DO \$\$ DECLARE f regprocedure; BEGIN
     EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
 END \$\$;
+-- other sessions' locks and statistics (server-wide): the same as pg_guard.STATS_REVOKE_SQL
+DO \$\$ DECLARE r record; BEGIN
+  FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c
+           WHERE c.relkind IN ('v', 'm') AND (c.relname = 'pg_locks' OR c.relname LIKE 'pg\\_stat\\_%'
+                 OR c.relname LIKE 'pg\\_statio\\_%') AND (c.relnamespace = 'pg_catalog'::regnamespace
+                 OR c.relname LIKE 'pg\\_stat\\_statements%') LOOP
+    EXECUTE format('REVOKE SELECT ON %s FROM PUBLIC', r.rel);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p
+           WHERE (p.pronamespace = 'pg_catalog'::regnamespace AND (p.proname LIKE 'pg\\_stat\\_get\\_%'
+                  OR p.proname IN ('pg_lock_status', 'pg_blocking_pids', 'pg_safe_snapshot_blocking_pids')))
+              OR p.proname LIKE 'pg\\_stat\\_statements%' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', r.fn);
+  END LOOP;
+END \$\$;
 GRANT USAGE ON SCHEMA public TO "$READER";
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO "$READER";
 SQL

@@ -20,6 +20,16 @@ Three guards, each for something ``BEGIN READ ONLY`` does not stop:
   ``DISCARD ALL`` does (advisory locks, prepared statements, cursors, settings, temp objects), in
   statements allowed in a transaction block, so nothing one call leaves reaches the next call on
   the pooled connection.
+
+On databases :func:`.postgres.create_database` (or ``scripts/ensure-postgres.sh --reader``)
+provisions, the server's privileges are the first fence: :data:`STATS_REVOKE_SQL` takes from
+PUBLIC the server-wide views of other sessions (``pg_locks``, every ``pg_stat_*`` and
+``pg_statio_*`` view, ``pg_stat_statements`` where installed) and the functions beneath them
+(``pg_stat_get_*``, ``pg_lock_status``, ``pg_blocking_pids``), so one episode cannot read
+another's locks, scans, row counts or other databases' traffic. On a database given by the user's
+own DSN none of that holds: the statement filter is the only guard against advisory locks, and
+:func:`filter_only_warning` says so once per role (``ROLE_CHECK_SQL`` asks whether the role may
+execute ``pg_advisory_lock``).
 """
 
 from __future__ import annotations
@@ -37,7 +47,28 @@ SELECT session_user, current_setting('track_activities'),
         FROM pg_roles r
         WHERE pg_has_role(session_user, r.oid, 'MEMBER')
           AND (r.rolsuper OR r.rolcreaterole OR r.rolname = ANY(%s))
-        ORDER BY r.rolname)"""
+        ORDER BY r.rolname),
+  has_function_privilege('pg_catalog.pg_advisory_lock(bigint)', 'EXECUTE'),
+  has_table_privilege('pg_catalog.pg_locks', 'SELECT')"""
+
+STATS_REVOKE_SQL = r"""
+DO $$ DECLARE r record; BEGIN
+  FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c
+           WHERE c.relkind IN ('v', 'm') AND (c.relname = 'pg_locks' OR c.relname LIKE 'pg\_stat\_%'
+                 OR c.relname LIKE 'pg\_statio\_%') AND (c.relnamespace = 'pg_catalog'::regnamespace
+                 OR c.relname LIKE 'pg\_stat\_statements%') LOOP
+    EXECUTE format('REVOKE SELECT ON %s FROM PUBLIC', r.rel);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p
+           WHERE (p.pronamespace = 'pg_catalog'::regnamespace AND (p.proname LIKE 'pg\_stat\_get\_%'
+                  OR p.proname IN ('pg_lock_status', 'pg_blocking_pids', 'pg_safe_snapshot_blocking_pids')))
+              OR p.proname LIKE 'pg\_stat\_statements%' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', r.fn);
+  END LOOP;
+END $$"""
+"""Run as a superuser in a provisioned database: PUBLIC may no longer read the views of other
+sessions' locks and statistics, nor call the functions beneath them (a function is checked against
+the caller even inside a view). ``pg_stats`` (column statistics of tables one may read) stays."""
 
 RESET_SQL = ("ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
              "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP")
@@ -105,7 +136,7 @@ def unsafe_role_reason(row: tuple[Any, ...]) -> str | None:
     """Why a session described by :data:`ROLE_CHECK_SQL`'s row must not run the model's SQL, or None.
 
     The message names the role and says how to get a read-only one (one sentence)."""
-    role, track_activities, dangerous = row
+    role, track_activities, dangerous = row[:3]
     how = ("connect the SQL tool as a read-only role instead: `bash scripts/ensure-postgres.sh --reader DBNAME` "
            "prints the DSN of one (toolgym_reader), and toolgym.plugins.sql.postgres.create_database sets one up")
     if dangerous:
@@ -116,3 +147,15 @@ def unsafe_role_reason(row: tuple[Any, ...]) -> str | None:
                 f"episodes reading as '{role}' could copy it: run `ALTER ROLE \"{role}\" SET track_activities = off` "
                 f"as a superuser, or {how}")
     return None
+
+
+def filter_only_warning(row: tuple[Any, ...]) -> str | None:
+    """For a role :func:`unsafe_role_reason` accepts: a one-line warning when only the statement
+    filter stands between the model and server-wide state (the role may take advisory locks), or None."""
+    role, may_lock, may_see_locks = row[0], row[3], row[4]
+    if not may_lock:
+        return None
+    seen = " and read pg_locks and the pg_stat_* views of other sessions" if may_see_locks else ""
+    return (f"the PostgreSQL role '{role}' may execute pg_advisory_lock{seen}: on this database the SQL tool's "
+            "statement filter is the only guard against one episode holding locks or watching another; for a "
+            "provisioned database run `bash scripts/ensure-postgres.sh --reader DBNAME` (or create_database)")

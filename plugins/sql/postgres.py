@@ -17,6 +17,7 @@ Needs ``psycopg`` (``pip install 'toolgym[sql]'``), imported lazily.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -38,6 +39,10 @@ from .backends import (
     SQLError,
     Table,
 )
+
+log = logging.getLogger(__name__)
+_WARNED_ROLES: set[str] = set()
+"""Roles already warned about (:func:`.pg_guard.filter_only_warning`), once per process."""
 
 
 class UnsafeRoleError(SQLError):
@@ -111,7 +116,8 @@ class _Pool:
             raise SQLError(f"cannot connect to the PostgreSQL database: {str(exc).strip()}") from None
         try:
             cur = await conn.execute(pg_guard.ROLE_CHECK_SQL, (list(pg_guard.REFUSED_MEMBERSHIPS),))
-            reason = pg_guard.unsafe_role_reason(tuple(await cur.fetchone()))
+            row = tuple(await cur.fetchone())
+            reason = pg_guard.unsafe_role_reason(row)
         except psycopg.Error as exc:
             await conn.close()
             raise SQLError(f"cannot check the PostgreSQL role of the connection: {_message(exc)}") from None
@@ -121,6 +127,10 @@ class _Pool:
         if reason:
             await conn.close()
             raise UnsafeRoleError(reason)
+        warning = pg_guard.filter_only_warning(row)
+        if warning and row[0] not in _WARNED_ROLES:
+            _WARNED_ROLES.add(row[0])
+            log.warning("%s", warning)
         return conn
 
     async def _release(self, psycopg: Any, conn: Any) -> None:
@@ -301,6 +311,8 @@ async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str
         signatures = [row[0] for row in await cur.fetchall()]
         await conn.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(
             sql.SQL(", ").join(sql.SQL(s) for s in signatures)))
+        # nor read other sessions' locks and statistics (server-wide: other episodes, other databases)
+        await conn.execute(pg_guard.STATS_REVOKE_SQL)
         await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
         await conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(role)))
     return reader_dsn(admin_dsn, dbname, role=role, password=password)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -43,6 +44,21 @@ def as_url(dsn: str) -> str:
     """``dsn`` as a ``postgresql://`` URL (the form ``$TOOLGYM_SQL_DATABASE`` takes)."""
     p = psycopg.conninfo.conninfo_to_dict(dsn)
     return f"postgresql://{p['user']}:{p['password']}@{p.get('host', '127.0.0.1')}:{p.get('port', 5432)}/{p['dbname']}"
+
+
+def saw_nothing(out: ToolOutput) -> bool:
+    """A one-value count answer that is 0, or a refusal of the view itself (no privilege)."""
+    if out.error:
+        return "permission denied" in out.text
+    return single_value(out) == "0"
+
+
+async def advisory_locks_in(admin_dsn: str, dbname: str) -> int:
+    """Advisory locks held in ``dbname``, counted by the administrator (the reader may not look)."""
+    async with await psycopg.AsyncConnection.connect(admin_dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+                                 "(SELECT oid FROM pg_database WHERE datname = %s)", (dbname,))
+        return int((await cur.fetchone())[0])  # type: ignore[index]
 
 
 async def admin_execute(dsn: str, *statements: sql.Composed | sql.SQL | str) -> None:
@@ -160,8 +176,8 @@ async def test_concurrent_episodes_cannot_read_each_others_sql(postgres_db: tupl
                                          f"WHERE usename = '{READER_ROLE}' AND datname = current_database() "
                                          "AND pid <> pg_backend_pid() AND query <> ''"})
         assert not planted.done(), "the spy looked too late"
-        assert single_value(spy) == "0", f"one episode read another's SQL:\n{spy.text}"
-        assert single_value(texts) == "0", f"another session's SQL text is visible:\n{texts.text}"
+        assert saw_nothing(spy), f"one episode read another's SQL:\n{spy.text}"
+        assert saw_nothing(texts), f"another session's SQL text is visible:\n{texts.text}"
         assert not (await planted).error
     finally:
         planted.cancel()
@@ -169,11 +185,74 @@ async def test_concurrent_episodes_cannot_read_each_others_sql(postgres_db: tupl
         await episode_b.aclose()
 
 
+STATS_VIEWS = ("pg_catalog.pg_locks", "pg_catalog.pg_stat_activity", "pg_catalog.pg_stat_database",
+               "pg_catalog.pg_stat_user_tables", "pg_catalog.pg_stat_all_tables", "pg_catalog.pg_statio_user_tables",
+               "pg_catalog.pg_stat_user_indexes", "pg_catalog.pg_stat_bgwriter", "pg_catalog.pg_stat_database_conflicts")
+STATS_FUNCTIONS = ("pg_catalog.pg_lock_status()", "pg_catalog.pg_stat_get_activity(NULL)",
+                   "pg_catalog.pg_stat_get_db_xact_commit((SELECT oid FROM pg_database WHERE datname = 'postgres'))",
+                   "pg_catalog.pg_stat_get_db_tuples_returned((SELECT oid FROM pg_database WHERE datname = 'postgres'))",
+                   "pg_catalog.pg_stat_get_numscans('people'::regclass)",
+                   "pg_catalog.pg_stat_get_tuples_returned('people'::regclass)",
+                   "pg_catalog.pg_blocking_pids(pg_backend_pid())", "pg_catalog.pg_stat_get_backend_idset()")
+
+
+async def refused_to(dsn: str, queries: list[str]) -> list[str]:
+    """The queries of ``queries`` the role of ``dsn`` may run (straight to the server, no filter)."""
+    answered = []
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for query in queries:
+            try:
+                await conn.execute(query)
+            except psycopg.errors.InsufficientPrivilege:
+                continue
+            answered.append(query)
+    return answered
+
+
+async def test_the_reader_role_sees_no_locks_or_statistics_of_other_sessions(postgres_db: tuple[str, str, str],
+                                                                             postgres_dsn: str) -> None:
+    """pg_locks and the pg_stat_* counters are shared by every session of the server: another
+    episode's locks (which tables it reads), its scans and row counts, other databases' traffic.
+    In a provisioned database the reader may read none of them, by view nor by function."""
+    admin, reader, _ = postgres_db
+    async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+        statements = await (await conn.execute(
+            "SELECT oid::regclass::text FROM pg_class WHERE relname = 'pg_stat_statements' AND relkind = 'v'")).fetchall()
+    queries = [f"SELECT * FROM {view}" for view in STATS_VIEWS + tuple(r[0] for r in statements)]
+    queries += [f"SELECT {fn}" for fn in STATS_FUNCTIONS]
+    answered = await refused_to(reader, queries)
+    assert answered == [], f"the reader role may still read: {answered}"
+    # the tables themselves, and the column statistics of what it may read, still answer
+    assert await refused_to(reader, ["SELECT count(*) FROM people", "SELECT * FROM pg_stats WHERE tablename = 'people'"]) \
+        == ["SELECT count(*) FROM people", "SELECT * FROM pg_stats WHERE tablename = 'people'"]
+
+
+async def test_a_role_that_may_take_advisory_locks_is_warned_about_once(
+        postgres_db: tuple[str, str, str], make_role: Callable[..., object], caplog: pytest.LogCaptureFixture) -> None:
+    """A user's own DSN on a database toolgym did not provision: the statement filter is the only
+    guard, and the backend says so, once."""
+    dsn = await make_role()  # type: ignore[misc]
+    role = str(psycopg.conninfo.conninfo_to_dict(dsn)["user"])
+    await admin_execute(postgres_db[0], sql.SQL("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO {}").format(
+        sql.Identifier(role)))
+    for which in (dsn, postgres_db[1]):
+        for _ in range(2):  # two backends of the same role (two episodes): still one warning
+            backend = PostgresBackend(which, max_connections=1)
+            try:
+                with caplog.at_level(logging.WARNING, logger="toolgym"):
+                    await asyncio.gather(backend.query("SELECT 1"), backend.query("SELECT 2"))
+            finally:
+                await backend.aclose()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "pg_advisory_lock" in r.getMessage()]
+    assert len(warned) == 1 and role in warned[0] and "\n" not in warned[0], warned
+    assert "statement filter" in warned[0]
+
+
 # -- 3. session state and the lock table -----------------------------------------------------------
 
 async def test_one_statement_cannot_fill_the_lock_table_for_another_database(postgres_db: tuple[str, str, str],
                                                                             postgres_dsn: str) -> None:
-    _admin, reader, _ = postgres_db
+    _admin, reader, dbname = postgres_db
     backend = PostgresBackend(reader, max_connections=1)
     sql_query, _ = make_sql_tools(backend, sandbox=False, timeout_s=20)
     failures: list[str] = []
@@ -193,15 +272,15 @@ async def test_one_statement_cannot_fill_the_lock_table_for_another_database(pos
         out = await flood
         await connect_elsewhere()  # … and after it, while the pooled connection stays open
         assert not failures, f"another database became unreachable: {failures[:3]}"
-        held = await sql_query.call({"query": "SELECT count(*) AS held FROM pg_locks WHERE locktype = 'advisory'"})
-        assert single_value(held) == "0", held.text
+        assert await advisory_locks_in(postgres_dsn, dbname) == 0
         assert out.error and "pg_advisory_lock" in out.text, out.text
     finally:
         await backend.aclose()
 
 
-async def test_the_reader_role_cannot_take_advisory_locks_by_any_route(postgres_db: tuple[str, str, str]) -> None:
-    _admin, reader, _ = postgres_db
+async def test_the_reader_role_cannot_take_advisory_locks_by_any_route(postgres_db: tuple[str, str, str],
+                                                                      postgres_dsn: str) -> None:
+    _admin, reader, dbname = postgres_db
     # straight to the server as the reader (no statement filter): the privilege is the boundary
     async with await psycopg.AsyncConnection.connect(reader, autocommit=True) as conn:
         for fn in ("pg_advisory_lock(1)", "pg_advisory_lock_shared(1, 2)", "pg_try_advisory_lock(1)",
@@ -218,8 +297,7 @@ async def test_the_reader_role_cannot_take_advisory_locks_by_any_route(postgres_
                       "SELECT pg_catalog.PG_ADVISORY_LOCK(42)"):
             out = await sql_query.call({"query": query})
             assert out.error, out.text
-        held = await sql_query.call({"query": "SELECT count(*) AS held FROM pg_locks WHERE locktype = 'advisory'"})
-        assert single_value(held) == "0", held.text
+        assert await advisory_locks_in(postgres_dsn, dbname) == 0
     finally:
         await backend.aclose()
 
@@ -228,7 +306,9 @@ async def test_session_state_does_not_survive_a_call(postgres_db: tuple[str, str
     # a role that may take advisory locks (as on a database toolgym did not provision)
     dsn = await make_role()  # type: ignore[misc]
     role = sql.Identifier(str(psycopg.conninfo.conninfo_to_dict(dsn)["user"]))
-    await admin_execute(postgres_db[0], sql.SQL("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO {}").format(role))
+    await admin_execute(postgres_db[0], sql.SQL("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO {}").format(role),
+                        sql.SQL("GRANT SELECT ON pg_catalog.pg_locks TO {}").format(role),
+                        sql.SQL("GRANT EXECUTE ON FUNCTION pg_catalog.pg_lock_status() TO {}").format(role))
     backend = PostgresBackend(dsn, max_connections=1)
     try:
         pool = backend._pool()
@@ -287,6 +367,9 @@ async def test_setup_script_prints_a_reader_dsn_the_tool_accepts(postgres_dsn: s
                               "SELECT * FROM query_to_xml('SELECT pg_' || 'advisory_lock(1)', true, false, '')"):
                 with pytest.raises(SQLError):
                     await backend.query(statement)
+            spying = ["SELECT * FROM pg_locks", "SELECT * FROM pg_stat_database", "SELECT * FROM pg_stat_user_tables",
+                      "SELECT pg_stat_get_db_xact_commit(1)", "SELECT pg_lock_status()"]
+            assert await refused_to(dsn, spying) == []
         finally:
             await backend.aclose()
     finally:
