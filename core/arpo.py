@@ -26,6 +26,21 @@ Entropy measures (``ArpoConfig.entropy``):
   entropy term barely moves the probability (branching is close to random at ``tau``); use it only
   with a ``beta`` scaled up accordingly.
 
+How strongly the entropy drives branching (measured by ``bench/arpo_branching.py``, see
+docs/fidelity.md, "ARPO"): the probability leaves ``tau`` by ``beta·ΔH``, and taking it from 0.5 to
+1 needs ΔH = 2.5, i.e. the first 20 tokens' summed top-k entropy must change by ``2.5·log|V|`` nats
+(≈ 1.5 nats per token for a 151,936-token vocabulary, ≈ 0.9 for the tiny models' ~1,700); the
+measure is at most ``k·log(top_k)/log|V|`` (3.9 at 151,936). Branching is entropy-driven only where
+a model's per-token entropy after a tool result differs from its first turn's by a sizeable
+fraction of a nat per token; where it hardly moves (a model indifferent to what the tool said) the
+rule branches at about ``tau``, as published. The top-k sum is not monotone in the entropy: it
+rises when a confident distribution flattens, but falls when flattening moves mass out of the top
+``k`` (the alternatives' ``-p·log p`` shrink and the tail is not counted), so a model already
+spread past its top 10 can *lower* ΔH when it grows less sure. :func:`branching_profile` measures
+how far a set of decisions followed ΔH (per-bin predicted vs seen rates, and the share of the
+outcome's variance the entropy term explains); :func:`rescale_to_vocab` converts a ΔH to another
+vocabulary size for the same per-token entropies.
+
 Servers that return only the sampled token's logprob (verl's, some OpenAI-compatible ones): the
 ``"arpo"`` measure is estimated as ``Σ_j -log p(x_j) / log|V|`` over the first ``k`` sampled tokens.
 Its expectation is the *full-vocabulary* entropy summed over those positions, so it is biased
@@ -198,3 +213,71 @@ class BranchBudget:
 
     def used(self, group_id: str) -> int:
         return self._used.get(group_id, 0)
+
+
+class BranchBin(BaseModel):
+    """Branch decisions whose ΔH falls in one quantile bin: the rate the rule predicts and the one seen."""
+
+    lo: float
+    hi: float
+    n: int
+    mean_dh: float
+    predicted: float
+    """Mean over the bin's decisions of ``1 - (1 - clip(tau + beta·ΔH, 0, 1))^(B-1)`` (at least one fork)."""
+    measured: float
+    """Fraction of the bin's decisions that forked at least once."""
+    stderr: float
+    """Binomial standard error of ``measured`` around ``predicted``."""
+
+
+class BranchingProfile(BaseModel):
+    """How far branching follows the entropy: per-bin rates and the share of the branching
+    outcome's variance the entropy term explains (0: random at ``tau``; 1: ΔH alone decides)."""
+
+    bins: list[BranchBin]
+    rate: float
+    corr: float
+    """Pearson correlation of ΔH with the 0/1 outcome (forked or not) over the decisions."""
+    explained: float
+    """``Var(p_i) / (p̄·(1-p̄))``: the part of the outcome's variance that the per-decision
+    probability ``p_i`` carries; the squared correlation of ``p_i`` with the outcome approaches it."""
+
+
+def fork_probability(dh: float, tau: float, beta: float, branch_factor: int = 2) -> float:
+    """Probability that a source forks at least once at a step with entropy change ``dh``."""
+    return 1.0 - (1.0 - branch_probability(dh, 0.0, tau, beta)) ** (branch_factor - 1)
+
+
+def branching_profile(decisions: Sequence[tuple[float, int]], tau: float, beta: float,
+                      branch_factor: int = 2, bins: int = 5) -> BranchingProfile:
+    """Profile of ``(ΔH, forks made)`` decisions (those drawn with budget left) in ``bins`` ΔH quantile bins."""
+    if not decisions:
+        raise ValueError("no branch decisions to profile")
+    ranked = sorted(decisions, key=lambda d: d[0])
+    n = len(ranked)
+    probs = [fork_probability(dh, tau, beta, branch_factor) for dh, _ in ranked]
+    hits = [1.0 if forks > 0 else 0.0 for _, forks in ranked]
+    out: list[BranchBin] = []
+    for b in range(min(bins, n)):
+        lo, hi = b * n // min(bins, n), (b + 1) * n // min(bins, n)
+        p = sum(probs[lo:hi]) / (hi - lo)
+        out.append(BranchBin(lo=ranked[lo][0], hi=ranked[hi - 1][0], n=hi - lo, mean_dh=sum(d for d, _ in ranked[lo:hi]) / (hi - lo),
+                             predicted=p, measured=sum(hits[lo:hi]) / (hi - lo), stderr=math.sqrt(max(p * (1 - p), 1e-12) / (hi - lo))))
+    p_bar = sum(probs) / n
+    var_p = sum((p - p_bar) ** 2 for p in probs) / n
+    return BranchingProfile(bins=out, rate=sum(hits) / n, corr=_pearson([d for d, _ in ranked], hits),
+                            explained=var_p / (p_bar * (1 - p_bar)) if 0 < p_bar < 1 else 0.0)
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+
+
+def rescale_to_vocab(dh: float, vocab_size: int, target_vocab_size: int) -> float:
+    """ΔH measured with ``vocab_size`` as it would read, for the same per-token entropies (nats), with
+    ``target_vocab_size``: the measure divides by ``log |V|``, so it scales by ``log|V| / log|V'|``."""
+    return dh * math.log(vocab_size) / math.log(target_vocab_size)
