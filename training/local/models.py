@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import tempfile
@@ -84,15 +85,26 @@ def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4)
                     corpus_docs=1500)
 
 
-def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4) -> Path:
+ACTION_TAGS = ("<action>", "</action>")
+"""verl-agent's action markup. Learnt by BPE from the corpus, ``<action>`` fuses with what follows
+(``<action>go to cabinet 3`` → ``<action`` ``>go`` …), so the action's first word is another id
+than the same word in the admissible list (``'go to cabinet 3'`` → ``'`` ``go`` …), and a tiny
+model cannot learn the action as a copy of a listed one. As whole tokens the tags leave the action
+tokenized exactly as the list shows it."""
+
+
+def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
+                   whole_tokens: tuple[str, ...] = ()) -> Path:
     """Build (once; cached) the demo model directory for environment ``spec``: the tiny model with
-    the environment's tokenizer corpus and the compact chat template."""
+    the environment's tokenizer corpus and the compact chat template; ``whole_tokens`` (e.g.
+    :data:`ACTION_TAGS`) are added to the tokenizer as single tokens, and the embeddings grown to fit."""
     base = ensure_tiny_model(FAMILY, spec=demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads),
                              extra_corpus=env_corpus(spec, registry))
-    out = base.with_name(base.name + "-compact")
+    suffix = "-compact" + ("-" + hashlib.sha256("\x00".join(whole_tokens).encode()).hexdigest()[:8] if whole_tokens else "")
+    out = base.with_name(base.name + suffix)
     if (out / "READY").exists():
         return out
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=base.parent))
     try:
@@ -101,6 +113,11 @@ def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_l
                 shutil.copy2(item, tmp / item.name)
         tokenizer = AutoTokenizer.from_pretrained(str(base))
         tokenizer.chat_template = chat_template()
+        if whole_tokens:
+            tokenizer.add_tokens(list(whole_tokens), special_tokens=False)
+            model = AutoModelForCausalLM.from_pretrained(str(base))
+            model.resize_token_embeddings(len(tokenizer))
+            model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
         (tmp / "READY").write_text("ok\n")
         try:

@@ -39,9 +39,10 @@ def load_sft_rows(dataset: str | Path, *, min_reward: float | None = None) -> li
 
 
 def run_sft(trainer: PolicyTrainer, rows: list[Row], *, steps: int, batch_size: int, seed: int = 0,
-            on_step: Callable[[int, dict[str, Any]], Any] | None = None) -> list[float]:
+            on_step: Callable[[int, dict[str, Any]], Any] | None = None, context_weight: float = 0.0) -> list[float]:
     """``steps`` optimiser steps on shuffled batches of ``batch_size`` rows (epochs wrap around);
-    returns the loss of each step."""
+    returns the loss of each step (on the loss-masked tokens). ``context_weight``: see
+    :meth:`PolicyTrainer.sft_step`."""
     if batch_size < 1:
         raise ConfigError(f"SFT batch size must be at least 1, got {batch_size}")
     rng = random.Random(seed)
@@ -54,7 +55,7 @@ def run_sft(trainer: PolicyTrainer, rows: list[Row], *, steps: int, batch_size: 
             order.extend(fresh)
         batch = [rows[i] for i in order[:batch_size]]
         del order[:batch_size]
-        metrics = trainer.sft_step(batch)
+        metrics = trainer.sft_step(batch, context_weight=context_weight)
         losses.append(metrics["loss"])
         if on_step is not None:
             on_step(step, metrics)

@@ -38,8 +38,14 @@ CHECKPOINT_STATE = "trainer_state.pt"
 def token_logprobs(model: Any, mb: MicroBatch, *, temperature: float = 1.0, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs of ``mb.targets`` under ``model`` at ``temperature`` (flat, one per target token),
     and optionally the entropy of each of those next-token distributions."""
-    out = model.base_model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False)
-    hidden = out.last_hidden_state[:, :-1][mb.target_mask]
+    # Two shortcuts that change no target's logprob (attention is causal): positions after the last
+    # one that predicts a target are not computed (in SFT and RL rows the prompt's tail, e.g. the next
+    # observation), and the padding mask is left out, since ``collate`` pads on the right only, where
+    # no real position can see it; without a mask, attention runs as one fused causal kernel.
+    cols = torch.nonzero(mb.target_mask.any(0))
+    end = int(cols.max()) + 1 if len(cols) else 1
+    out = model.base_model(input_ids=mb.input_ids[:, :end], use_cache=False)
+    hidden = out.last_hidden_state[mb.target_mask[:, :end]]
     logits = model.get_output_embeddings()(hidden).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
@@ -50,6 +56,16 @@ def token_logprobs(model: Any, mb: MicroBatch, *, temperature: float = 1.0, with
         with torch.no_grad():
             entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
+
+
+def context_logprobs(model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward pass: the logprobs of ``mb.targets`` (as :func:`token_logprobs`) and of every other
+    real token after the first (the prompt, tool and environment text: the context)."""
+    out = model.base_model(input_ids=mb.input_ids, use_cache=False)  # right padding: see token_logprobs
+    logits = model.get_output_embeddings()(out.last_hidden_state[:, :-1]).float()
+    logp_all = torch.log_softmax(logits, dim=-1).gather(-1, mb.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    context = mb.attention_mask[:, 1:].bool() & ~mb.target_mask
+    return logp_all[mb.target_mask], logp_all[context]
 
 
 class PolicyTrainer:
@@ -171,23 +187,36 @@ class PolicyTrainer:
             "entropy": totals["entropy"] / n, "tokens": totals["tokens"],
         }
 
-    def sft_step(self, rows: Sequence[Row], *, loss_agg: str = "token-mean") -> dict[str, float]:
-        """One optimiser step of cross-entropy on the loss-masked tokens of ``rows``."""
+    def sft_step(self, rows: Sequence[Row], *, loss_agg: str = "token-mean", context_weight: float = 0.0) -> dict[str, float]:
+        """One optimiser step of cross-entropy on the loss-masked tokens of ``rows``, plus, when
+        ``context_weight`` > 0, that weight times the token-mean cross-entropy of the rest of each
+        row (the context: prompt and observations, i.e. language modelling on the environment's text).
+        ``loss`` reports the loss-masked part only, ``context_loss`` the other."""
         if not rows:
             raise ConfigError("an SFT step needs at least one row")
+        if context_weight < 0:
+            raise ConfigError(f"context_weight must be 0 or more, got {context_weight}")
         indices = list(range(len(rows)))
         agg = self._aggregation(rows, indices, loss_agg)
-        loss_total, tokens = 0.0, 0
+        context_total = max(sum(len(r.input_ids) - 1 - r.num_tokens for r in rows), 1)
+        loss_total, context_loss, tokens = 0.0, 0.0, 0
         self.model.train()
         for part in micro_batches(rows, indices, self.ppo.micro_batch_size):
             mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device)
-            logp, _ = token_logprobs(self.model, mb)
-            loss = sft_loss(logp, mb.rows, agg)
-            loss.backward()
+            if context_weight > 0:
+                logp, ctx = context_logprobs(self.model, mb)
+                loss = sft_loss(logp, mb.rows, agg)
+                ctx_loss = -ctx.sum() / context_total
+                (loss + context_weight * ctx_loss).backward()
+                context_loss += float(ctx_loss.detach().item())
+            else:
+                logp, _ = token_logprobs(self.model, mb)
+                loss = sft_loss(logp, mb.rows, agg)
+                loss.backward()
             loss_total += float(loss.detach().item())
             tokens += int(logp.numel())
         grad_norm = self._optimizer_step()
-        return {"loss": loss_total, "grad_norm": grad_norm, "tokens": float(tokens)}
+        return {"loss": loss_total, "context_loss": context_loss, "grad_norm": grad_norm, "tokens": float(tokens)}
 
     @torch.no_grad()
     def mean_nll(self, rows: Sequence[Row]) -> float:

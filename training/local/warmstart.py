@@ -4,17 +4,20 @@ mistakes, deliberately imperfect so that RL has room to show (``toolgym warmstar
 Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names the cache entry):
 
 1. **model**: the demo's tiny Qwen2-style model (:mod:`.models`): a byte-level BPE tokenizer
-   trained with the environment's own text (rendered scripted episodes), the compact chat
-   template, weights drawn from ``seed``.
+   trained with the environment's own text (rendered scripted episodes), with ``<action>`` and
+   ``</action>`` as whole tokens (``whole_action_tags``: otherwise BPE fuses the tag with the
+   action's first word, and the action is no longer a token-for-token copy of the listed
+   admissible action), the compact chat template, weights drawn from ``seed``.
 2. **data**: the environment's oracle (``Env.scripted_action``: ALFWorld's full-knowledge
-   planner, made to search for what it could not see, see :func:`alfworld_searcher`; WebShop's
+   planner, made to search for what it could not see, in natural order, see :func:`alfworld_searcher`; WebShop's
    goal-aware shopper) plays ``episodes`` training-split tasks, but with
    probability ``mistake_rate`` per turn a random admissible action replaces the oracle's (the
    oracle then recovers from wherever that led). Turns are written ``<action>…</action>`` without
    the oracle's reasoning, which names hidden facts (where the object lies) that a policy cannot
    see and costs tokens a tiny model cannot use. The mistaken turns stay in the data (the warm
    start imitates a noisy expert); episodes that fail within the step limit are dropped.
-3. **SFT**: cross-entropy on the model-written tokens, checked every ``sft_check_every`` steps by
+3. **SFT**: cross-entropy on the model-written tokens (optionally plus ``sft_context_weight`` times
+   language modelling on the prompts and observations), checked every ``sft_check_every`` steps by
    greedy success on ``sft_val_tasks`` tasks of the *training* split (never the held-out ones),
    stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
 
@@ -59,14 +62,23 @@ class WarmStartRecipe:
     episodes: int = 400
     mistake_rate: float = 0.1
     """Probability per turn that a random admissible action replaces the oracle's."""
+    search_order: str = "natural"
+    """ALFWorld's searching expert visits receptacles in ``natural`` order (type, then number:
+    cabinet 9, cabinet 10) or in the admissible list's string order (``listed``: cabinet 1, cabinet
+    10, cabinet 11, …, cabinet 2); see :func:`alfworld_searcher`."""
     seed: int = 0
     hidden_size: int = 64
     num_layers: int = 2
     num_heads: int = 2
     init_std: float = 0.08
+    whole_action_tags: bool = True
+    """``<action>`` and ``</action>`` as single tokens (see :data:`.models.ACTION_TAGS`)."""
     sft_lr: float = 3e-3
     sft_weight_decay: float = 0.1
     sft_batch_size: int = 32
+    sft_context_weight: float = 0.0
+    """Weight of language modelling on the rows' context (prompt and observations) beside the loss on
+    the actions; see :meth:`~.trainer.PolicyTrainer.sft_step`."""
     sft_max_steps: int = 600
     sft_check_every: int = 50
     sft_val_tasks: int = 24
@@ -84,7 +96,9 @@ class WarmStartRecipe:
 RECIPES: dict[str, WarmStartRecipe] = {
     "alfworld": WarmStartRecipe(
         name="alfworld", env="alfworld-verl", env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
-        sft_max_steps=1200, sft_check_every=100,  # 600 steps left greedy success at 0%: it searched, but miscopied numbers
+        # 600 and 1200 steps left greedy success at 0% with listed search order and fused <action> tags (issue 14,
+        # docs/warmstart.md: teacher-forced, the copy of the receptacle's number is right about half the time)
+        sft_max_steps=1200, sft_check_every=100,
     ),
     "webshop": WarmStartRecipe(
         name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "train"},
@@ -143,10 +157,10 @@ def admissible_actions(env: Any) -> list[str]:
     return []
 
 
-def alfworld_searcher(env: Any, oracle: str) -> str:
+def alfworld_searcher(env: Any, oracle: str, order: str = "natural") -> str:
     """What an expert that cannot see inside receptacles does where ALFWorld's full-knowledge
     oracle would walk straight to a hidden object (or lamp): look in receptacles one after another
-    in the order the admissible list shows them (after the current one, wrapping round), opening
+    in ``order`` (after the current one, wrapping round; see :func:`place_order`), opening
     closed ones, and take a goal object as soon as one is in view. Every other step is the oracle's.
     A policy that sees only observations can learn this; it cannot learn the oracle's shortcut."""
     world, goal = getattr(env, "world", None), getattr(env, "goal", None)
@@ -164,14 +178,27 @@ def alfworld_searcher(env: Any, oracle: str) -> str:
         return oracle  # carrying to a named appliance or receptacle: nothing hidden
     elif here is not None and any(world.items[n].otype == goal.toggle for n in world.contents[here.name]):
         return oracle
-    places = sorted(c[len("go to "):] for c in world.admissible_commands() if c.startswith("go to "))
+    key = place_order if order == "natural" else _listed
+    places = sorted((c[len("go to "):] for c in world.admissible_commands() if c.startswith("go to ")), key=key)
     if not places:
         return oracle
-    after = [p for p in places if world.at is None or p > world.at]
+    after = [p for p in places if world.at is None or key(p) > key(world.at)]
     return f"go to {(after or places)[0]}"
 
 
-def noisy_policy(chat: Any, *, rate: float, seed: int) -> Any:
+def place_order(name: str) -> tuple[str, int]:
+    """Receptacles in natural order: by type, then by number ("cabinet 2" before "cabinet 10"), so
+    the next place is the same type with its number plus one, or the next type's first. (The
+    admissible list's string order jumps cabinet 1 → cabinet 10 and cabinet 19 → cabinet 2.)"""
+    kind, _, number = name.rpartition(" ")
+    return (kind, int(number)) if number.isdigit() else (name, 0)
+
+
+def _listed(name: str) -> tuple[str, int]:
+    return (name, 0)
+
+
+def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural") -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
     ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
@@ -189,7 +216,7 @@ def noisy_policy(chat: Any, *, rate: float, seed: int) -> Any:
 
                 raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
             found = _ACTION.search(text)
-            command = alfworld_searcher(env, (found.group(1) if found else text).strip())
+            command = alfworld_searcher(env, (found.group(1) if found else text).strip(), order)
             turn = len(getattr(env, "history", ()) or ())
             key = hashlib.sha256(f"{seed}|{env.anchor()}|{turn}|{command}".encode()).digest()
             rng = random.Random(int.from_bytes(key[:8], "little"))
@@ -237,13 +264,16 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     registry = get_registry()
     spec = registry.env(r.env)
     progress("model", 0, 1, "tokenizer and tiny model")
-    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads)
+    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads,
+                                      whole_tokens=models.ACTION_TAGS if r.whole_action_tags else ())
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 
     engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, group_size=1, seed=r.seed,
                               max_live_episodes=64, max_llm_calls=64)
-    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed),
+    if r.search_order not in ("natural", "listed"):
+        raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
+    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order),
                              config=engine_cfg, env_kwargs=r.env_kwargs)
     done = {"n": 0}
 
@@ -279,7 +309,8 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
             def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
                 progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
 
-            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report)
+            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report,
+                              context_weight=r.sft_context_weight)
             result = await evaluate(val_engine, r.env, val)
             checks.append((len(losses), result.success))
             progress("sft", len(losses), r.sft_max_steps, f"loss {losses[-1]:.3f} · validation {result.success:.0%}")

@@ -28,7 +28,7 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50) -> tuple[l
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3)
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
-    places = sorted(c[len("go to "):] for c in env.admissible if c.startswith("go to "))
+    places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=warmstart.place_order)
     commands, reward = [], 0.0
     for _ in range(max_steps):
         result = await policy.act(env)
@@ -42,7 +42,12 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50) -> tuple[l
     return commands, reward, places
 
 
-def test_the_searching_expert_looks_in_listed_order_and_usually_succeeds() -> None:
+def test_places_are_ordered_by_type_then_number() -> None:
+    names = ["cabinet 10", "drawer 1", "cabinet 2", "cabinet 1", "countertop 1", "cabinet 9"]
+    assert sorted(names, key=warmstart.place_order) == ["cabinet 1", "cabinet 2", "cabinet 9", "cabinet 10", "countertop 1", "drawer 1"]
+
+
+def test_the_searching_expert_looks_in_natural_order_and_usually_succeeds() -> None:
     async def run() -> list[tuple[list[str], float, list[str]]]:
         return [await _play(seed) for seed in range(24)]
 
@@ -50,7 +55,7 @@ def test_the_searching_expert_looks_in_listed_order_and_usually_succeeds() -> No
     for commands, _, places in episodes:
         first_take = next((i for i, c in enumerate(commands) if c.startswith("take ")), len(commands))
         visits = [c[len("go to "):] for c in commands[:first_take] if c.startswith("go to ")]
-        # where it looks does not depend on where the object is: the listed order, from the start
+        # where it looks does not depend on where the object is: natural order (type, number), from the start
         assert visits == places[: len(visits)]
     assert sum(r for _, r, _ in episodes) / len(episodes) >= 0.7
 
@@ -85,3 +90,23 @@ def test_warmstart_command_builds_once_and_is_reused(tmp_path: Path, monkeypatch
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no half-written build left behind
     bad = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", "--set", "mistake_rat=0.3"])
     assert bad.exit_code != 0 and "unknown warm_start key(s) mistake_rat" in str(bad.exception)
+
+
+def test_the_action_is_tokenized_as_the_admissible_list_shows_it() -> None:
+    """With whole action tags, the ids between <action> and </action> are exactly the ids of the same
+    command inside the prompt's admissible list, numbers one digit per token; with BPE-learnt tags
+    the tag fuses with the command's first word (the cause of issue 14's miscopied actions)."""
+    from toolgym.training.local import models
+
+    spec = get_registry().env("alfworld-verl")
+    command = "go to cabinet 13"
+    listed = " '" + command + "'\n 'open drawer 2'"
+    for whole, copies in ((models.ACTION_TAGS, True), ((), False)):
+        tok = models.load_tokenizer(models.demo_model_dir(spec, get_registry(), num_heads=2, whole_tokens=whole))
+        action = tok.encode(f"<action>{command}</action>")
+        in_list = tok.encode(listed)
+        inner = action[1:-1] if whole else action
+        found = any(in_list[i : i + len(inner)] == inner for i in range(len(in_list)))
+        assert found is copies
+        if whole:
+            assert [tok.decode([i]) for i in action] == ["<action>", "go", " to", " cabinet", " ", "1", "3", "</action>"]
