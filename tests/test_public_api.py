@@ -35,7 +35,6 @@ PENDING: dict[str, str] = {
     "plugins/miniwob/plugin.py": "being edited (MiniWoB work)",
     "plugins/miniwob/tasks.py": "being edited (MiniWoB work)",
     "plugins/webshop/web.py": "being edited (WebShop-in-a-browser work)",
-    "plugins/swe/env.py": "being edited (SWE submit validation)",
 }
 """Plugin modules that still import deep modules because others are editing them: each test run
 reports them; remove an entry once the file imports from the face (a stale entry fails)."""

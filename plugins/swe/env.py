@@ -31,12 +31,23 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolgym.core.env import Env, EpisodeContext, StepResult, digest, parse_flag
-from toolgym.core.errors import ConfigError, ToolArgumentError
-from toolgym.core.sandbox import ImageNeed, Sandbox
-from toolgym.core.tools import Tool, ToolOutput
-from toolgym.core.trajectory import ToolCallRecord
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import (
+    Action,
+    ActionKind,
+    ConfigError,
+    Env,
+    EpisodeContext,
+    ImageNeed,
+    Message,
+    Sandbox,
+    StepResult,
+    Tool,
+    ToolArgumentError,
+    ToolCallRecord,
+    ToolOutput,
+    digest,
+    parse_flag,
+)
 from toolgym.plugins.swe import harness, oracle
 from toolgym.plugins.swe.datasets import base_files, images_command, load_tasks, select, shipped_tasks
 from toolgym.plugins.swe.provision import PYTEST_ZIP
@@ -135,7 +146,7 @@ class SWEEnv(Env):
             return "shell"
         assert task.image is not None
         kind = sandbox_kind(task.image)
-        from toolgym.sandboxes.profiles import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
+        from toolgym import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
 
         if kind not in DEFAULT_PROFILES:
             register_profile(kind, SandboxProfile(image=task.image, memory_bytes=8 * GiB, cpus=2.0, pids=1024,
