@@ -234,10 +234,22 @@ def test_the_testing_doubles_are_the_shipped_ones() -> None:
     assert toolgym.testing.MockLLMBackend is MockLLMBackend and toolgym.testing.MemoryBackend is MemoryBackend
 
 
-def test_the_testing_docstring_example_runs() -> None:
-    """The first example in ``toolgym.testing``'s docstring (a tool on the in-memory sandbox) runs as written."""
+def _testing_examples() -> list[str]:
     blocks = re.findall(r"::\n\n((?:    .*\n|\n)+)", toolgym.testing.__doc__ or "")
-    assert len(blocks) >= 2
+    return ["\n".join(line[4:] for line in block.splitlines()) for block in blocks]
+
+
+def test_the_testing_docstring_sandbox_example_runs() -> None:
+    """``toolgym.testing``'s first example (a tool on the in-memory sandbox) runs as written; its own
+    assert checks the answer."""
     namespace: dict[str, object] = {}
-    exec(compile("\n".join(line[4:] for line in blocks[0].splitlines()), "toolgym.testing:example", "exec"), namespace)
-    assert callable(namespace["count_files"])  # the example's own assert checked the answer
+    exec(compile(_testing_examples()[0], "toolgym.testing:sandbox-example", "exec"), namespace)
+    assert callable(namespace["count_files"])
+
+
+def test_the_testing_docstring_engine_example_runs() -> None:
+    """The second example (an episode driven by ``MockLLMBackend``) runs as written."""
+    namespace: dict[str, object] = {}
+    exec(compile(_testing_examples()[1], "toolgym.testing:engine-example", "exec"), namespace)
+    done = namespace["done"]
+    assert isinstance(done, list) and len(done) == 1 and done[0].status == "ok"
