@@ -14,6 +14,8 @@ ids stored by any shard, a directory can be resumed under another shard count.
 
 Deduplication: ids are unique per dataset by construction; ``dedup="prompt"`` also drops task
 instances whose initial prompt equals an earlier one's (see :mod:`toolgym.trajectories.dedup`).
+The shared preamble (options, output checks, planning, resume, opening the store) is in
+:mod:`toolgym.collect_plan`, which ``toolgym.distributed.driver`` uses too.
 Rate limits (``max_requests_per_s``, ``max_tokens_per_min``) wrap every model call (see
 :mod:`toolgym.core.ratelimit`); they are per process, so give each of ``n`` shards 1/n of the quota.
 """
@@ -22,26 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import signal
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from toolgym.collect_guard import (
-    RunGuard,
-    check_env_kwargs,
-    check_out_dir,
-    check_sandbox_backend,
-    unexpected_keyword,
+from toolgym.collect_guard import RunGuard, check_env_kwargs, check_sandbox_backend, unexpected_keyword
+from toolgym.collect_plan import (
+    CollectOptions,
+    check_options,
+    fingerprint,
+    open_store,
+    plan_collection,
+    stored_samples,
 )
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
-from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes, trajectory_id
+from toolgym.core.engine import EngineStats, RolloutEngine
 from toolgym.core.env import EpisodeContext
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.base import ChatBackend, LLMBackend
@@ -51,55 +52,9 @@ from toolgym.core.policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
 from toolgym.core.ratelimit import RateLimiter
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.sandbox import LazySandboxBackend
-from toolgym.redact import Scrubber, redact_options, redact_url
-from toolgym.trajectories.dedup import prompt_key
+from toolgym.redact import Scrubber, redact_options
 from toolgym.trajectories.provenance import code_version, distribution_of, runtime
-from toolgym.trajectories.store import (
-    MANIFEST,
-    StoreWriteError,
-    TrajectoryWriter,
-    completed_ids,
-    data_files,
-    quarantine_path,
-    read_manifest,
-    write_manifest,
-)
-
-FINGERPRINT_KEYS = ("env", "model", "group_size", "seed", "sampling", "env_kwargs", "first_task", "dedup")
-_FINGERPRINT_DEFAULTS = {"dedup": "none"}  # keys added later: older manifests lack them
-
-
-@dataclass
-class CollectOptions:
-    """What to collect. ``episodes`` counts task instances; each is run ``engine.group_size`` times."""
-
-    env: str
-    out: Path
-    model: str = "tiny"
-    backend: str | None = None
-    tokenizer: str | None = None
-    episodes: int = 8
-    first_task: int = 0
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    sandbox_backend: str = "auto"
-    """``auto`` (Docker when an engine answers, else local), a backend name, or ``none``."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    overwrite: bool = False
-    shard: tuple[int, int] | None = None
-    """``(k, n)``: this process collects shard ``k`` of ``n`` (0 ≤ k < n); None: everything."""
-    dedup: Literal["none", "prompt"] = "none"
-    """``prompt``: skip task instances whose initial prompt equals an earlier instance's."""
-    max_requests_per_s: float | None = None
-    """Model requests per second, this process (retries count); None: unlimited."""
-    max_tokens_per_min: float | None = None
-    """Prompt + completion tokens per minute, this process; None: unlimited."""
-    fail_fast: int = 8
-    """Stop when the first ``fail_fast`` episodes of the run all failed with the same error; 0: never."""
-    parser: str | None = None
-    """None: the environment's own tool-call parser; ``auto``: the model's format, read from its chat
-    template, for environments that parse function calls (:mod:`toolgym.core.parser_auto`); a
-    parser's name: that parser in place of the environment's."""
+from toolgym.trajectories.store import StoreWriteError, write_manifest
 
 
 @dataclass
@@ -185,44 +140,6 @@ def _tokenizer(path: str | None) -> Any:
     return load_tokenizer(path)
 
 
-def _fingerprint(opts: CollectOptions) -> dict[str, Any]:
-    return {
-        "env": opts.env,
-        "model": redact_url(opts.model),
-        "group_size": opts.engine.group_size,
-        "seed": opts.engine.seed,
-        "sampling": opts.engine.sampling.model_dump(),
-        "env_kwargs": opts.env_kwargs,
-        "first_task": opts.first_task,
-        "dedup": opts.dedup,
-    }
-
-
-def prepare_output(opts: CollectOptions) -> None:
-    """Create, check or wipe the output directory; refuse to mix two different runs."""
-    out = opts.out
-    if opts.overwrite and opts.shard is not None:
-        raise ConfigError(
-            "--overwrite cannot be combined with --shard: it would delete what the other shards write; "
-            "empty the directory once, then start the shards"
-        )
-    check_out_dir(out)
-    if opts.overwrite and out.exists():
-        files = [*data_files(out), *out.glob("failures*.jsonl")]
-        for p in [*files, *map(quarantine_path, files), *out.glob("manifest-*.json"), out / MANIFEST]:
-            p.unlink(missing_ok=True)
-        shutil.rmtree(out / "artifacts", ignore_errors=True)
-    old = read_manifest(out)
-    if old is not None:
-        new, was = _fingerprint(opts), old.get("fingerprint", {})
-        diff = [k for k in FINGERPRINT_KEYS if was.get(k, _FINGERPRINT_DEFAULTS.get(k)) != new[k]]
-        if diff:
-            raise ConfigError(
-                f"{out} holds a different run (differs in: {', '.join(diff)}); "
-                "use another --out, or --overwrite to replace it"
-            )
-
-
 def resolve_parser(opts: CollectOptions, registry: Registry, policy: Policy) -> tuple[Registry, str | None]:
     """Apply ``opts.parser``: the registry the engine should use, and the name of the parser that
     replaces the environment's (None when the environment's own stays)."""
@@ -274,7 +191,7 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
         plugins[name] = {"module": module, "package": distribution_of(module)}
     return {
         "toolgym_version": code_version(),
-        "fingerprint": _fingerprint(opts),
+        "fingerprint": fingerprint(opts),
         "model_name": getattr(policy, "name", opts.model),
         "model": {"arg": opts.model, "name": getattr(policy, "name", opts.model), "backend": opts.backend,
                   "tokenizer": opts.tokenizer, "backend_options": redact_options(opts.backend_options)},
@@ -293,54 +210,6 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
     }
 
 
-async def drop_duplicate_prompts(
-    requests: list[EpisodeRequest], opts: CollectOptions, registry: Registry, sandboxes: Any, *, concurrency: int = 16
-) -> tuple[list[EpisodeRequest], dict[str, Any]]:
-    """Keep the requests of task instances whose initial prompt no earlier instance (in plan order)
-    had. Resets each instance once to see its prompt; deterministic, so every shard agrees."""
-    spec = registry.env(opts.env)
-    groups = list(dict.fromkeys((r.group_id, r.seed) for r in requests))
-    slots = asyncio.Semaphore(concurrency)
-
-    async def key_of(group_id: str, seed: int) -> str:
-        async with slots:
-            env = spec.make(**opts.env_kwargs)
-            ctx = EpisodeContext(episode_id=f"dedup-{group_id}", sandbox_backend=sandboxes, registry=registry)
-            try:
-                env.bind(ctx)
-                messages, _ = await asyncio.wait_for(env.reset(seed=seed), opts.engine.env_timeout_s)
-                return prompt_key(messages, [t.schema for t in env.tools])
-            finally:
-                with contextlib.suppress(Exception):
-                    await env.close()
-                await ctx.aclose()
-
-    owner: dict[str, str] = {}
-    dropped: list[dict[str, str]] = []
-    for start in range(0, len(groups), 1024):  # bounded number of coroutines alive at once
-        chunk = groups[start : start + 1024]
-        keys = await asyncio.gather(*(key_of(g, s) for g, s in chunk))
-        for (group_id, _), key in zip(chunk, keys, strict=True):
-            first = owner.setdefault(key, group_id)
-            if first != group_id:
-                dropped.append({"group_id": group_id, "duplicate_of": first})
-    gone = {d["group_id"] for d in dropped}
-    kept = [r for r in requests if r.group_id not in gone]
-    return kept, {"by": "prompt", "dropped_groups": len(gone), "dropped_trajectories": len(requests) - len(kept), "examples": dropped[:20]}
-
-
-def stored_samples(requests: list[EpisodeRequest], done: set[str], config: EngineConfig) -> dict[str, list[int]]:
-    """For an ARPO resume: the sample indices already stored of each group still to run (initial
-    samples and forks; a fork's index is below twice the budget plus the initial count)."""
-    span = 2 * config.arpo.budget + max(config.arpo.initial, config.group_size)
-    out: dict[str, list[int]] = {}
-    for group_id in {r.group_id for r in requests}:
-        indices = [i for i in range(span) if trajectory_id(group_id, i) in done]
-        if indices:
-            out[group_id] = indices
-    return out
-
-
 async def collect(
     opts: CollectOptions,
     *,
@@ -352,49 +221,24 @@ async def collect(
     """Run the collection; returns counts. Resumes whatever ``opts.out`` already holds.
     ``on_warm`` shows the warm-up of per-task images before the episodes (``RolloutEngine.on_warm``)."""
     registry = registry or get_registry()
-    registry.env(opts.env)  # fail early on an unknown name
-    if opts.episodes < 1:
-        raise ConfigError("--episodes must be at least 1")
-    if opts.dedup not in ("none", "prompt"):
-        raise ConfigError(f"--dedup must be 'none' or 'prompt', got {opts.dedup!r}")
+    check_options(opts, registry)
     check_env_kwargs(registry, opts.env, opts.env_kwargs)
     check_sandbox_backend(registry, opts.sandbox_backend)
-    prepare_output(opts)
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
-    planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.engine.group_size, seed=opts.engine.seed, first_task=opts.first_task)
-    requests, dedup_info = planned, None
-    if opts.dedup == "prompt":
-        requests, dedup_info = await drop_duplicate_prompts(planned, opts, registry, sandboxes)
-    if opts.shard is not None:
-        k, n = opts.shard
-        requests = [r for r in requests if r.task_index % n == k]
-    done = completed_ids(opts.out) if opts.out.exists() else set()
-    todo = [r for r in requests if r.trajectory_id not in done]
+    plan = await plan_collection(opts, registry, sandboxes)
+    done, todo = plan.done, plan.todo
     policy = policy or make_policy(opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=opts.engine, options=opts.backend_options)
     registry, parser_used = resolve_parser(opts, registry, policy)
     limiter = None
     if (opts.max_requests_per_s or opts.max_tokens_per_min) and not isinstance(policy, ScriptedPolicy):
         limiter = RateLimiter(requests_per_s=opts.max_requests_per_s, tokens_per_min=opts.max_tokens_per_min)
         policy.limiter = limiter
-    run = describe_run(opts, registry, policy, len(planned))
+    run = describe_run(opts, registry, policy, len(plan.planned))
     if parser_used is not None:
         run["environment"]["parser_used"] = parser_used
-    if dedup_info is not None:
-        run["dedup"] = dedup_info
     shard = opts.shard[0] if opts.shard else None
     scrubber = Scrubber.for_collection(model=opts.model, backend_options=opts.backend_options)
-    run = scrubber.obj(run)
-    writer = TrajectoryWriter(opts.out, shard=shard, scrub=scrubber.bytes)  # first: its lock refuses a second writer of this shard
-    if shard is None:
-        manifest = {**run, "started_at": time.time(), "state": "running"}
-        write_manifest(opts.out, manifest)
-    else:
-        if read_manifest(opts.out) is None:
-            write_manifest(opts.out, run)
-        manifest = {"shard": shard, "num_shards": run["num_shards"], "planned_trajectories": len(requests),
-                    "host": socket.gethostname(), "pid": os.getpid(), "toolgym_version": run["toolgym_version"],
-                    "started_at": time.time(), "state": "running"}
-        write_manifest(opts.out, manifest, shard=shard)
+    writer, manifest = open_store(opts, scrubber.obj(run), plan, scrub=scrubber.bytes)
     me = asyncio.current_task()
     guard = RunGuard(writer.write, fail_fast=opts.fail_fast, stop=lambda: me and me.cancel(), failures_file=writer.failures_path.name,
                      scrub=scrubber.text)
@@ -449,8 +293,7 @@ async def collect(
                 raise  # after a write error the disk is likely still full: report the first error
     if guard.write_error is not None:
         raise guard.write_error
-    duplicates = dedup_info["dropped_trajectories"] if dedup_info else 0
-    return CollectResult(opts.out, len(requests), len(requests) - len(todo), writer.written, writer.failed, stats,
-                         time.perf_counter() - started, duplicates, stopped=guard.reason,
+    return CollectResult(opts.out, len(plan.requests), len(plan.requests) - len(todo), writer.written, writer.failed, stats,
+                         time.perf_counter() - started, plan.duplicates, stopped=guard.reason,
                          all_failed=None if guard.reason else guard.all_failed(), quarantined=writer.quarantined)
 

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from toolgym.collect import CollectOptions, CollectResult, describe_run, prepare_output, stored_samples
-from toolgym.core.engine import EngineStats, EpisodeRequest, plan_episodes
+from toolgym.collect import CollectOptions, CollectResult, describe_run
+from toolgym.collect_plan import CollectPlan, check_options, open_store, plan_collection, stored_samples
+from toolgym.core.engine import EngineStats, EpisodeRequest
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Trajectory
 from toolgym.distributed.dispatch import Dispatcher, DispatchStats, GroupRequest, Unit
 from toolgym.distributed.worker import RolloutWorker, WorkerSpec, load_registry
-from toolgym.trajectories.store import TrajectoryWriter, completed_ids, read_manifest, write_manifest
+from toolgym.trajectories.store import TrajectoryWriter, read_manifest, write_manifest
 
 log = logging.getLogger("toolgym.distributed")
 FORWARDED_ENV_PREFIXES = ("TOOLGYM_", "DOCKER_")
@@ -191,23 +192,17 @@ async def collect_ray(
 ) -> RayCollectResult:
     """Run the collection on Ray actors; returns counts. Resumes whatever ``opts.out`` holds."""
     ray_opts = ray_opts or RayOptions()
-    if opts.episodes < 1:
-        raise ConfigError("--episodes must be at least 1")
     if ray_opts.num_workers < 1:
         raise ConfigError(f"--ray-workers must be at least 1, got {ray_opts.num_workers}")
     if opts.shard is not None:
         raise ConfigError("--shard and --ray do not combine: Ray already spreads the episodes; drop --shard")
     registry = registry or load_registry(ray_opts.registry)
-    registry.env(opts.env)
-    prepare_output(opts)
-    planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.engine.group_size, seed=opts.engine.seed,
-                            first_task=opts.first_task)
-    requests, dedup_info = await _dedup(planned, opts, registry)
-    done_ids = completed_ids(opts.out) if opts.out.exists() else set()
-    todo = [r for r in requests if r.trajectory_id not in done_ids]
+    check_options(opts, registry)
+    plan = await _plan(opts, registry)
+    todo, done_ids = plan.todo, plan.done
 
     if not todo:  # nothing left: no cluster needed
-        return _already_complete(opts, len(planned), len(requests))
+        return _already_complete(opts, len(plan.planned), len(plan.requests))
 
     n = ray_opts.num_workers
     max_live = ray_opts.max_live_per_worker or opts.engine.max_live_episodes
@@ -244,14 +239,10 @@ async def collect_ray(
         if failed:
             raise failed[0]
         policy = SimpleNamespace(**workers[0].info["policy"])
-        run = describe_run(opts, registry, policy, len(planned))  # type: ignore[arg-type]
+        run = describe_run(opts, registry, policy, len(plan.planned))  # type: ignore[arg-type]
         run["ray"] = {"workers": n, "max_live_per_worker": max_live, "in_flight_per_worker": in_flight,
                       "address": ray_opts.address, "nodes": sorted({w.info["node"] for w in workers})}
-        if dedup_info is not None:
-            run["dedup"] = dedup_info
-        manifest = {**run, "started_at": time.time(), "state": "running"}
-        write_manifest(opts.out, manifest)
-        writer = TrajectoryWriter(opts.out)
+        writer, manifest = open_store(opts, run, plan)
         seen: set[str] = set()
 
         def on_result(traj: Trajectory) -> None:
@@ -302,9 +293,9 @@ async def collect_ray(
         if started_ray:
             ray.shutdown()
     assert writer is not None and dispatcher is not None
-    return RayCollectResult(out=opts.out, planned=len(requests), skipped=len(requests) - len(todo), written=writer.written,
-                            failed=writer.failed, stats=stats, elapsed_s=time.perf_counter() - started,
-                            duplicates=len(planned) - len(requests), dispatch=dispatcher.stats, workers=result_workers)
+    return RayCollectResult(out=opts.out, planned=len(plan.requests), skipped=len(plan.requests) - len(todo),
+                            written=writer.written, failed=writer.failed, stats=stats, elapsed_s=time.perf_counter() - started,
+                            duplicates=plan.duplicates, dispatch=dispatcher.stats, workers=result_workers)
 
 
 def group_units(requests: list[EpisodeRequest], stored: dict[str, list[int]]) -> list[Unit]:
@@ -325,16 +316,16 @@ def _already_complete(opts: CollectOptions, planned: int, requested: int) -> Ray
                             stats=EngineStats(total=0), elapsed_s=0.0, duplicates=planned - requested)
 
 
-async def _dedup(planned: list[EpisodeRequest], opts: CollectOptions, registry: Registry) -> tuple[list[EpisodeRequest], dict[str, Any] | None]:
-    """``--dedup prompt`` runs here, on the driver, before anything is dispatched."""
-    if getattr(opts, "dedup", "none") != "prompt":
-        return planned, None
-    from toolgym.collect import drop_duplicate_prompts
+async def _plan(opts: CollectOptions, registry: Registry) -> CollectPlan:
+    """The shared preamble on the driver; ``--dedup prompt`` resets its instances here, in sandboxes
+    opened for that alone, before anything is dispatched."""
     from toolgym.core.sandbox import LazySandboxBackend
 
-    sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
+    sandboxes = None
+    if opts.dedup == "prompt" and opts.sandbox_backend != "none":
+        sandboxes = LazySandboxBackend(registry, opts.sandbox_backend)
     try:
-        return await drop_duplicate_prompts(planned, opts, registry, sandboxes)
+        return await plan_collection(opts, registry, sandboxes)
     finally:
         if sandboxes is not None:
             await sandboxes.aclose()
