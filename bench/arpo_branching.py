@@ -18,7 +18,10 @@ only in the entropies. Conditions (columns):
 - ``sensitive,peaked`` / ``sensitive,flat``: a *constructed* surprise-sensitive model: after an
   error result the logits are divided by a temperature (2 and 3), as a model that did not expect
   the result would be less sure; from the peaked model and from the default one. A random-weight
-  model knows nothing of errors, so this is what shows the mechanism when entropy does rise.
+  model knows nothing of errors, so this is what shows the mechanism when entropy does rise;
+- ``fitted,expected`` / ``fitted,surprising``: the default model trained (``--fit-steps`` Adam steps,
+  cross-entropy on the sampled tokens) on the ``expected`` column's episodes: a model that has
+  learnt to expect the tool's usual answers, meeting errors and noise it was never trained on.
 
 Rows: decisions (drawn with budget left), branch rate, ΔH mean and spread, w·std(ΔH) here and for
 the same per-token entropies over a 151,936-token vocabulary, per-token top-k entropy and mass,
@@ -145,6 +148,7 @@ class Condition:
     top_k: int = 10
     init_std: float = 0.5
     surprise_temperature: float = 1.0
+    fitted: bool = False
 
 
 CONDITIONS = [
@@ -155,12 +159,38 @@ CONDITIONS = [
     Condition("surpr.,peaked", env="bench-surprise", init_std=2.0),
     Condition("sensitive,peaked", env="bench-surprise", init_std=2.0, surprise_temperature=2.0),
     Condition("sensitive,flat", env="bench-surprise", surprise_temperature=3.0),
+    Condition("fitted,expected", fitted=True),
+    Condition("fitted,surprising", env="bench-surprise", fitted=True),
 ]
 """``mean,expected`` is the baseline (the earlier measure); ``top_k=0`` asks for the whole
 vocabulary (the flattened sum is then the full entropy); ``peaked``: logits of a model drawn with a
 larger weight scale (its top-10 holds nearly all the mass); ``sensitive``: the constructed model that
 flattens its logits after a surprise, from the peaked model (a confident model made unsure) or from
-the default one (whose top-10 then holds less of the mass)."""
+the default one (whose top-10 then holds less of the mass); ``fitted``: the default model trained
+(``--fit-steps`` Adam steps) on the ``expected`` column's episodes, so that it expects the tool's
+usual answers and meets errors and noise only in the surprising task."""
+
+
+def fit(model: Any, trajs: list[Trajectory], steps: int, seed: int) -> Any:
+    """A copy of ``model`` trained by cross-entropy on the model-sampled tokens of ``trajs``' roots."""
+    import copy
+
+    import torch
+
+    torch.manual_seed(seed)
+    fitted = copy.deepcopy(model).train()
+    data = [(t.sequence_ids(0), [m for seg in t.segments if seg.sequence == 0 for m in seg.loss_mask]) for t in trajs if t.parent_id is None]
+    opt = torch.optim.Adam(fitted.parameters(), lr=3e-3)
+    for step in range(steps):
+        ids, mask = data[step % len(data)]
+        logits = fitted(torch.tensor([ids])).logits[0, :-1]
+        weight = torch.tensor(mask[1:], dtype=torch.float32)
+        loss = (torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none") * weight).sum() / weight.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(f"fitted model: {steps} steps on {len(data)} episodes, last loss {loss.item():.3f}")
+    return fitted.eval()
 
 
 def registry() -> Registry:
@@ -267,6 +297,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--surprise-rate", type=float, default=0.5, help="fraction of tool calls answered with an error and noise in the surprising task")
     parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--fit-steps", type=int, default=60, help="training steps of the 'fitted' model on the expected episodes")
     parser.add_argument("--model", type=Path, default=None,
                         help="a trained model directory (OUT/warm-start of `toolgym demo`): it samples freely on --env instead of being teacher-forced")
     parser.add_argument("--env", default="keychain", help="with --model: the tool-use task it samples on (the demo's)")
@@ -296,14 +327,18 @@ def main() -> None:
         return
     model_dir = ensure_tiny_model("qwen")
     tokenizer = load_tokenizer(model_dir)
-    models: dict[float, Any] = {}
+    models: dict[tuple[float, bool], Any] = {}
+    runs: dict[str, list[Trajectory]] = {}
     print(f"ARPO branching on the tool-use task, tiny qwen model (|V| = {len(tokenizer)}) teacher-forced on a tool-calling "
           f"reply, {head}; surprising task: {args.surprise_rate:.0%} of tool calls answer an error and noise")
     for cond in CONDITIONS:
-        if cond.init_std not in models:
-            models[cond.init_std] = fresh_model(model_dir, seed=args.model_seed, init_std=cond.init_std)
-        backend = TeacherForcedTiny(models[cond.init_std], tokenizer, cond.surprise_temperature)
+        key = (cond.init_std, cond.fitted)
+        if key not in models:
+            base = models.get((cond.init_std, False)) or fresh_model(model_dir, seed=args.model_seed, init_std=cond.init_std)
+            models[key] = fit(base, runs["expected"], args.fit_steps, args.model_seed) if cond.fitted else base
+        backend = TeacherForcedTiny(models[key], tokenizer, cond.surprise_temperature)
         trajs, wall = run(cond, backend, tasks, args.turns, arpo, args.surprise_rate)
+        runs[cond.name] = trajs
         rows[cond.name] = {**summarise(trajs, arpo, len(tokenizer), backend.stats), "wall_s": wall}
     print_table(rows)
     print_scale(arpo, len(tokenizer))
