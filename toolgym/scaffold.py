@@ -51,7 +51,7 @@ def toolgym_tools():
 TOOL_TEST = '''\
 import asyncio
 
-from toolgym.core.registry import Registry
+from toolgym import Registry
 
 from {pkg} import plugin
 
@@ -113,12 +113,10 @@ def toolgym_envs():
 ENV_TEST = '''\
 import asyncio
 
-from toolgym import EngineConfig, RolloutEngine, plan_episodes
+from toolgym import EngineConfig, Registry, RolloutEngine, ScriptedPolicy, plan_episodes
 from toolgym.core import builtin
 from toolgym.core.chat import ChatFormat
-from toolgym.core.llm.tiny import load_tiny_tokenizer
-from toolgym.core.policy import ScriptedPolicy
-from toolgym.core.registry import Registry
+from toolgym.testing import load_tiny_tokenizer
 
 from {pkg} import plugin
 
