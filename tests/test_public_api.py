@@ -43,6 +43,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("plugins/swe/images.py", "toolgym.sandboxes.docker"): (
         "builds, pulls and prunes Docker images for SWE instances: it shares the Docker backend's "
         "image-use cache (`warm`), which is Docker tooling, not plugin API"),
+    ("plugins/sql/audit.py", "toolgym.sandboxes.audit.rows"): (
+        "the SQL tool's rows of `toolgym sandbox audit` (issue 22): the audit's own row and outcome "
+        "types (`Row`, `Fail`, `Skip`), a contract with the CLI, not plugin API"),
 }
 """(plugin module, deep module) pairs that stay deep on purpose, with the reason."""
 
