@@ -164,6 +164,10 @@ def test_the_cli_exit_code_follows_the_checks(monkeypatch: pytest.MonkeyPatch, a
     require("local")
     monkeypatch.setattr(runner, "KIND_CHECKS", [c for c in KIND_CHECKS if c[0] in ("agent.seccomp", "egress.interfaces")])
     monkeypatch.setattr(runner, "BACKEND_CHECKS", [])
+    from toolgym.plugins.sql import audit as sql_audit  # database rows: tests/plugins/sql/test_sql_audit.py
+
+    monkeypatch.setattr(sql_audit, "SQLITE_CHECKS", [])
+    monkeypatch.setattr(sql_audit, "POSTGRES_CHECKS", [])
     cli = CliRunner()
     ok = cli.invoke(app, ["sandbox", "audit", "--backend", "local"])
     assert ok.exit_code == 0, ok.output

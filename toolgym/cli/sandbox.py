@@ -121,8 +121,12 @@ def audit(
     backend: str = typer.Option(None, "--backend", help="docker | local | docker-hosts (default: the one other commands pick)."),
     kinds: list[str] = typer.Option(None, "--kind", help="Sandbox kinds to audit (repeatable; default: python)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows instead of a table."),
+    sql_dsn: str = typer.Option(None, "--sql-dsn", help="PostgreSQL DSN the SQL tool reads as (default: "
+                                "$TOOLGYM_SQL_DATABASE when it is a postgresql:// URL); without one the "
+                                "sql.postgres-* rows are skipped."),
 ) -> None:
-    """Run isolation, reset and egress checks in real sandboxes of a backend; exit 1 if any FAILs.
+    """Run isolation, reset and egress checks in real sandboxes of a backend, then the SQL tool's
+    database checks (SQLite always, PostgreSQL with a DSN); exit 1 if any FAILs.
     Run it before training on a new cluster."""
     from toolgym.sandboxes.audit import FAIL, run_audit
 
@@ -132,6 +136,12 @@ def audit(
         typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {row.detail}", err=True)
 
     rows = asyncio.run(run_audit(backend, kinds or None, progress=progress))
+    # the database rows: the audit package sits below the plugins, so the application layer composes them
+    from toolgym.plugins.sql.audit import run_sql_audit
+    from toolgym.sandboxes.audit import resolve
+
+    in_sandbox = resolve(backend) if "sql" in (kinds or []) else None  # the SQLite rows in the sql sandbox too
+    rows += asyncio.run(run_sql_audit(sql_dsn, progress=progress, sandbox_backend=in_sandbox))
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
