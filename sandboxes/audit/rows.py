@@ -27,11 +27,13 @@ class Row:
     """The outcome of one check."""
 
     check: str
-    """Dotted name: ``isolation.*``, ``limits.*``, ``agent.*``, ``host.*``, ``egress.*``, ``reset.*``."""
+    """Dotted name: ``isolation.*``, ``limits.*``, ``agent.*``, ``host.*``, ``egress.*``, ``reset.*``;
+    ``sql.*`` for the SQL tool's databases (``toolgym.plugins.sql.audit``, which the CLI adds)."""
     backend: str
-    """The sandbox backend's registered name (``docker``, ``local``, ``docker-hosts``)."""
+    """The sandbox backend's registered name (``docker``, ``local``, ``docker-hosts``); ``sqlite`` or
+    ``postgresql`` for ``sql.*`` rows run from the host."""
     kind: str
-    """The sandbox kind the check ran in."""
+    """The sandbox kind the check ran in (``host`` for a ``sql.*`` row run from the host)."""
     result: str
     """``pass``, ``FAIL`` or ``skip``."""
     detail: str
