@@ -23,11 +23,11 @@ from typing import Any
 
 from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest
 
+from ..prompt_format import PromptFormat, prompt_format_named
 from . import text
 from .prompts import VerlPrompt, plain_system_prompt, with_admissible
 from .text import Dialect
 
-PROMPTS = ("plain", "verl")
 ANCHORS = ("observation", "state")
 
 
@@ -113,12 +113,11 @@ class AlfworldEpisodeEnv(Env):
         template: str | None = None,
         first_template: str | None = None,
     ) -> None:
-        if prompt not in PROMPTS:
-            raise ConfigError(f"prompt must be one of {', '.join(PROMPTS)}, got {prompt!r}")
+        self.format: PromptFormat = prompt_format_named(prompt, option="prompt")
         if anchor not in ANCHORS:
             raise ConfigError(f"anchor must be one of {', '.join(ANCHORS)}, got {anchor!r}")
         self.prompt = prompt
-        self.parser = "think_action" if prompt == "verl" else "env_action"
+        self.parser = self.format.parser
         self.verl = VerlPrompt(
             as_int(history_length, "history_length"), template=read_template(template), first_template=read_template(first_template)
         )
@@ -169,11 +168,11 @@ class AlfworldEpisodeEnv(Env):
         self.admissible, self.last_observation = admissible, intro
         self.history, self.steps, self.won, self._started = [], 0, False, True
         info = {**info, "task": self.task}
-        if self.prompt == "verl":
-            content = self.verl.render(task=self.task, observation=intro, admissible=admissible, history=[])
-            return [{"role": "user", "content": content}], info
-        first = with_admissible(intro, admissible) if self.show_admissible else intro
-        return [{"role": "system", "content": plain_system_prompt(self.dialect_hint())}, {"role": "user", "content": first}], info
+        return self.format.first_messages(
+            system=lambda: plain_system_prompt(self.dialect_hint()),
+            observation=lambda: with_admissible(intro, admissible) if self.show_admissible else intro,
+            rebuilt=lambda: self.verl.render(task=self.task, observation=intro, admissible=admissible, history=[]),
+        ), info
 
     async def step(self, action: Action) -> StepResult:
         if not self._started:
@@ -206,15 +205,13 @@ class AlfworldEpisodeEnv(Env):
         )
 
     def _message(self, feedback: str) -> list[Message]:
-        if self.prompt == "plain" and self.show_admissible:
+        if not self.format.rebuilt and self.show_admissible:
             feedback = with_admissible(feedback, self.admissible)
         return [{"role": "user", "content": feedback}]
 
     def step_prompt(self) -> list[Message] | None:
-        if self.prompt != "verl":
-            return None
-        content = self.verl.render(task=self.task, observation=self.last_observation, admissible=self.admissible, history=self.history)
-        return [{"role": "user", "content": content}]
+        return self.format.step_prompt(lambda: self.verl.render(
+            task=self.task, observation=self.last_observation, admissible=self.admissible, history=self.history))
 
     def anchor(self) -> str:
         if not self._started:
@@ -228,6 +225,4 @@ class AlfworldEpisodeEnv(Env):
         if step is None:
             return None
         command, reason = step
-        if self.prompt == "verl":
-            return f"<think>{reason}</think>\n<action>{command}</action>"
-        return command
+        return self.format.scripted_reply(command, reason)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..prompt_format import history_window
 from .text import Dialect, put_command
 
 VERL_FIRST_TEMPLATE = (
@@ -50,13 +51,9 @@ def format_admissible(commands: Sequence[str]) -> str:
 
 
 def format_history(history: Sequence[tuple[str, str]], window: int) -> tuple[str, int]:
-    """The last ``window`` (observation, action) pairs, numbered from the episode's start."""
-    recent = list(history)[-window:] if window > 0 else []
-    first = len(history) - len(recent) + 1
-    text = "".join(
-        f"\n[Observation {first + k}: '{obs}', Action {first + k}: '{act}']" for k, (obs, act) in enumerate(recent)
-    )
-    return text.strip("\n"), len(recent)
+    """The last ``window`` (observation, action) pairs, numbered from the episode's start
+    (``toolgym.plugins.prompt_format.history_window``, shared with WebShop)."""
+    return history_window(history, window)
 
 
 class VerlPrompt:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest
 
+from ..prompt_format import PromptFormat, prompt_format_named
 from .oracle import oracle_step
 from .prompts import (
     PLAIN_SYSTEM,
@@ -72,8 +73,7 @@ class WebShopEnv(Env):
     ) -> None:
         if observation_mode not in ("text", "text_rich", "html"):
             raise ConfigError(f"observation_mode {observation_mode!r} is not one of text, text_rich, html")
-        if prompt_format not in ("plain", "verl"):
-            raise ConfigError(f"prompt_format {prompt_format!r} is not one of plain, verl")
+        self.format: PromptFormat = prompt_format_named(prompt_format, option="prompt_format")
         if reward not in REWARD_VARIANTS:
             raise ConfigError(f"reward {reward!r} is not one of {', '.join(REWARD_VARIANTS)}")
         if reward_mode not in ("score", "success"):
@@ -90,8 +90,8 @@ class WebShopEnv(Env):
         self.max_turns = max_turns
         self.show_actions = show_actions
         self.show_attrs = show_attrs
-        if prompt_format == "verl":
-            self.parser = "think_action"
+        self.parser = self.format.parser
+        if self.format.rebuilt:
             self.stop = ("</action>",)
         self.session: ShopSession | None = None
         self._history: list[Turn] = []
@@ -125,10 +125,9 @@ class WebShopEnv(Env):
         self._history = []
         goal = self.session.goal
         info = {"goal_index": index, "split": self.split, "instruction": self.session.instruction, "goal_asin": goal["asin"]}
-        if self.prompt_format == "verl":
-            self._prompt = [{"role": "user", "content": self._verl_message()}]
-            return list(self._prompt), info
-        return [{"role": "system", "content": PLAIN_SYSTEM}, {"role": "user", "content": self._plain_message()}], info
+        self._prompt = self.format.first_messages(system=lambda: PLAIN_SYSTEM, observation=self._plain_message,
+                                                  rebuilt=self._verl_message)
+        return list(self._prompt), info
 
     def _observation(self) -> str:
         assert self.session is not None
@@ -155,16 +154,16 @@ class WebShopEnv(Env):
         return digest("webshop", *self.session.state_key(self.observation_mode))
 
     def step_prompt(self) -> list[Message] | None:
-        return list(self._prompt) if self.prompt_format == "verl" else None
+        return list(self._prompt) if self.format.rebuilt else None
 
     async def step(self, action: Action) -> StepResult:
         session = self.session
         assert session is not None, "reset() first"
-        before = self._verl_observation() if self.prompt_format == "verl" else ""
+        before = self._verl_observation() if self.format.rebuilt else ""
         format_ok = True
         if action.kind is ActionKind.COMMAND and action.command:
             command = action.command
-            if self.prompt_format == "verl":
+            if self.format.rebuilt:  # verl-agent lower-cases actions and wants the reasoning
                 command = command.lower()
                 format_ok = action.thought is not None and not _CJK.search(action.text)
             if self.shop.large and command.lstrip().lower().startswith("search"):
@@ -181,12 +180,10 @@ class WebShopEnv(Env):
             won = score == 1.0
             reward = self.reward_scale * (float(won) if self.reward_mode == "success" else score)
             info.update(task_score=score, won=won)
-        if self.prompt_format == "verl":
+        if self.format.rebuilt:
             self._history.append(Turn(before, command))
-            self._prompt = [{"role": "user", "content": self._verl_message()}]
-            content = self._prompt[0]["content"]
-        else:
-            content = self._plain_message()
+        self._prompt = self.format.step_prompt(self._verl_message) or []
+        content = self._prompt[0]["content"] if self._prompt else self._plain_message()
         return StepResult(
             observation=[{"role": "user", "content": content}],
             reward=reward,
@@ -204,6 +201,4 @@ class WebShopEnv(Env):
         if step is None:
             return None
         command, reason = step
-        if self.prompt_format == "verl":
-            return f"<think>{reason}</think>\n<action>{command}</action>"
-        return command
+        return self.format.scripted_reply(command, reason)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..prompt_format import history_window
+
 PLAIN_SYSTEM = (
     "You are shopping on WebShop, an online store. The page shows an instruction; find the product "
     "that fits it best, choose the options it asks for and buy it.\n"
@@ -71,14 +73,10 @@ def verl_prompt(task: str, observation: str, actions: Sequence[str], history: Se
     first = VERL_INTRO.format(task=task) + VERL_FIRST.format(observation=observation) + tail
     if not history or history_length <= 0:
         return first
-    recent = list(history)[-history_length:]
-    start = len(history) - len(recent)
-    lines = "\n".join(
-        f"[Observation {start + j + 1}: '{t.observation}', Action {start + j + 1}: '{t.action}']" for j, t in enumerate(recent)
-    )
+    lines, shown = history_window([(t.observation, t.action) for t in history], history_length)
     prompt = (
         VERL_INTRO.format(task=task)
-        + VERL_HISTORY.format(step_count=len(history), history_length=len(recent), history=lines,
+        + VERL_HISTORY.format(step_count=len(history), history_length=shown, history=lines,
                               current_step=len(history) + 1, observation=observation)
         + tail
     )
