@@ -113,7 +113,7 @@ def sft_messages(traj: Trajectory) -> list[dict[str, Any]]:
     for message in traj.messages:
         role = message.get("role")
         content = message.get("content")
-        if has_images([message]):
+        if has_images([message]) and isinstance(content, list):
             content = [dict(part) for part in content]  # text and image parts, as stored
         else:
             content = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content is not None else ""
