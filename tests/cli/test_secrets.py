@@ -128,3 +128,24 @@ def test_a_server_that_echoes_the_key_in_its_errors_leaks_nothing(cli: Runner, t
     failures = (out / "failures.jsonl").read_text()
     assert "bad credentials" in failures
     assert _leaks(out, printed) == []
+
+
+@pytest.mark.parametrize("echo", [False, True], ids=["ok", "server-echoes-key"])
+def test_secrets_stay_out_of_ray_collections(cli: Runner, tmp_path: Path, echo: bool) -> None:
+    """The Ray driver writes the dataset, failures and manifest itself: the same scrubbing as a local
+    collection, also when the server puts the key into its error messages (a built-in environment:
+    Ray's workers load only installed plugins)."""
+    out = tmp_path / "run"
+    body = json.dumps({"metadata": {"session_token": BODY_TOKEN}})
+    with ChatServer(echo_auth=echo) as server:
+        done = cli("collect", "--env", "math-python", "--model", f"http://127.0.0.1:{server.port}/v1", "--backend", "openai-chat",
+                   "--tokenizer", "tiny", "--backend-arg", "served_model=fake", "--backend-arg", f"extra_body={body}",
+                   "--backend-arg", f"api_key={ARG_KEY}", "--sandbox-backend", "none", "--no-progress", "-n", "3", "--out", out,
+                   "--ray", "local", "--ray-workers", "1")
+    printed = done.text + f" [exit {done.code}]"
+    if echo:
+        assert "bad credentials" in (out / "failures.jsonl").read_text(), printed  # the reason is still told
+    else:
+        assert done.code == 0 and "3 trajectories written" in printed, printed
+    assert server.seen_auth and all(ARG_KEY in a for a in server.seen_auth), server.seen_auth
+    assert _leaks(out, printed) == []

@@ -40,6 +40,7 @@ from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Trajectory
 from toolgym.distributed.dispatch import Dispatcher, DispatchStats, GroupRequest, Unit
 from toolgym.distributed.worker import RolloutWorker, WorkerSpec, load_registry
+from toolgym.redact import Scrubber
 from toolgym.trajectories.store import TrajectoryWriter, read_manifest, write_manifest
 
 log = logging.getLogger("toolgym.distributed")
@@ -239,10 +240,11 @@ async def collect_ray(
         if failed:
             raise failed[0]
         policy = SimpleNamespace(**workers[0].info["policy"])
+        scrubber = Scrubber.for_collection(model=opts.model, backend_options=opts.backend_options)
         run = describe_run(opts, registry, policy, len(plan.planned))  # type: ignore[arg-type]
         run["ray"] = {"workers": n, "max_live_per_worker": max_live, "in_flight_per_worker": in_flight,
                       "address": ray_opts.address, "nodes": sorted({w.info["node"] for w in workers})}
-        writer, manifest = open_store(opts, run, plan)
+        writer, manifest = open_store(opts, scrubber.obj(run), plan, scrub=scrubber.bytes)
         seen: set[str] = set()
 
         def on_result(traj: Trajectory) -> None:
@@ -289,7 +291,7 @@ async def collect_ray(
                 ds = dispatcher.stats
                 manifest["ray"].update(worker_deaths=ds.worker_deaths, replacements=ds.replacements, retried=ds.retried,
                                        gave_up=ds.gave_up, max_in_flight=ds.max_in_flight, duplicate_results=duplicates)
-            write_manifest(opts.out, manifest)
+            write_manifest(opts.out, scrubber.obj(manifest))
         if started_ray:
             ray.shutdown()
     assert writer is not None and dispatcher is not None
