@@ -19,10 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.images import image_part, store_image
-from toolgym.core.sandbox import Sandbox
-from toolgym.core.types import Message
+from toolgym import ConfigError, Message, Sandbox, SandboxError, image_part, store_image
 
 from .tools import BrowserConfig, call_driver
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from toolgym.core.hookspecs import hookimpl
-from toolgym.core.tools import Tool
+from toolgym import Tool, hookimpl
 from toolgym.plugins.gui.tools import BROWSER_TOOLS
 
 

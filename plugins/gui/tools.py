@@ -27,9 +27,16 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from toolgym.core.errors import SandboxBrokenError, ToolArgumentError, ToolExecutionError
-from toolgym.core.sandbox import PythonResult, Sandbox
-from toolgym.core.tools import Tool, ToolOutput, tool
+from toolgym import (
+    PythonResult,
+    Sandbox,
+    SandboxBrokenError,
+    Tool,
+    ToolArgumentError,
+    ToolExecutionError,
+    ToolOutput,
+    tool,
+)
 
 HERE = Path(__file__).resolve().parent
 DRIVER = "_toolgym_browser"

@@ -37,9 +37,18 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.env import RunningDigest, StepResult, Task, ToolTaskEnv, digest
-from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import (
+    Action,
+    ActionKind,
+    ConfigError,
+    Message,
+    RunningDigest,
+    SandboxError,
+    StepResult,
+    Task,
+    ToolTaskEnv,
+    digest,
+)
 from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
 from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from toolgym.core.env import EnvSpec
-from toolgym.core.hookspecs import hookimpl
+from toolgym import EnvSpec, hookimpl
 
 
 @hookimpl

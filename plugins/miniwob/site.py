@@ -16,9 +16,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.errors import ConfigError
+from toolgym import DEFAULT_PROFILES, ConfigError, register_profile
 from toolgym.plugins.gui import network_allowlist
-from toolgym.sandboxes.profiles import DEFAULT_PROFILES, register_profile
 
 SANDBOX_KIND = "miniwob"
 """The sandbox kind of MiniWoB episodes: the browser image, egress only to the task server."""

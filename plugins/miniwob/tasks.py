@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from toolgym.core.errors import ConfigError
+from toolgym import ConfigError
 
 from .site import html_dir
 

@@ -46,14 +46,23 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import parse_qs, quote, urlsplit
 
-from toolgym.core.env import StepResult, Task, ToolTaskEnv, digest
-from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.types import Action, ActionKind, Message
+from toolgym import (
+    DEFAULT_PROFILES,
+    Action,
+    ActionKind,
+    ConfigError,
+    Message,
+    SandboxError,
+    StepResult,
+    Task,
+    ToolTaskEnv,
+    digest,
+    register_profile,
+)
 from toolgym.plugins.gui import network_allowlist
 from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
 from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
-from toolgym.sandboxes.profiles import DEFAULT_PROFILES, register_profile
 
 from .oracle import oracle_step
 from .pages import Node, View
