@@ -52,16 +52,6 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "architecture": "llama",
     },
     # the families below: see docs/model_families.md (templates, parsers, reasoning handling)
-    "qwen3": {
-        "template": "qwen3.jinja",
-        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"],
-        "bos": None,
-        "eos": "<|im_end|>",
-        "pad": "<|endoftext|>",
-        "architecture": "qwen2",
-        "calls": "hermes",
-    },
     "qwen3-coder": {
         "template": "qwen3_coder.jinja",
         "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
@@ -143,6 +133,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "calls": "glm45",
     },
 }
+FAMILIES["qwen3"] = {**FAMILIES["qwen"], "template": "qwen3.jinja", "calls": "hermes"}  # Qwen2.5's tokens, its own template
 
 
 @dataclass(frozen=True)
