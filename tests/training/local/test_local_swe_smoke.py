@@ -78,5 +78,7 @@ def test_swe_grpo_two_steps_with_docker_sandboxes(tmp_path: Path, capsys: pytest
 
     assert created, "no toolgym container was created by this run"
     assert len(created) < episodes, f"{len(created)} containers for {episodes} episodes: sandboxes were not reused"
-    left = docker_lines("ps", "-a", "--filter", "label=toolgym.sandbox", "--format", "{{.Label \"toolgym.owner\"}}")
-    assert not [o for o in left if o.startswith(owner)], f"containers left behind: {left}"
+    # this run's containers (other tests in this process may still hold pooled sandboxes of their own)
+    ours = {a.get("toolgym.id") for a in created}
+    left = docker_lines("ps", "-a", "--filter", "label=toolgym.sandbox", "--format", "{{.Label \"toolgym.id\"}}")
+    assert not [i for i in left if i in ours], f"containers left behind: {sorted(ours & set(left))}"
