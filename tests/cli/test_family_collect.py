@@ -9,11 +9,11 @@ token sequences pass every faithfulness check (including the prompt against the 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.helpers import Runner
 from tests.core.family_helpers import FAMILY_PARSER
 
 TINY = {"qwen3": "tiny-qwen3", "qwen3-coder": "tiny-qwen3-coder", "mistral": "tiny-mistral", "llama": "tiny-llama", "llama4": "tiny-llama4",
@@ -21,40 +21,25 @@ TINY = {"qwen3": "tiny-qwen3", "qwen3-coder": "tiny-qwen3-coder", "mistral": "ti
         "gpt-oss": "tiny-gpt-oss", "glm-4.5": "tiny-glm-4.5"}
 
 
-def _toolgym(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    from toolgym import cli
-
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["toolgym", *args])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    captured = capsys.readouterr()
-    return code, " ".join((captured.out + captured.err).split())
-
-
 @pytest.mark.parametrize("family", list(TINY))
-def test_tiny_family_model_collects_and_verifies(family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_tiny_family_model_collects_and_verifies(family: str, tmp_path: Path, cli: Runner) -> None:
     out = tmp_path / family
-    code, text = _toolgym(monkeypatch, capsys, "collect", "--env", "math-python", "--model", TINY[family], "--parser", "auto",
-                          "-n", "4", "--max-turns", "3", "--max-tokens-per-turn", "40", "--sandbox-backend", "none",
-                          "--no-progress", "--out", str(out))
-    assert code == 0, text
-    assert "4 trajectories written, 0 failed" in text, text
+    done = cli("collect", "--env", "math-python", "--model", TINY[family], "--parser", "auto",
+               "-n", "4", "--max-turns", "3", "--max-tokens-per-turn", "40", "--sandbox-backend", "none",
+               "--no-progress", "--out", str(out))
+    assert done.code == 0, done.text
+    assert "4 trajectories written, 0 failed" in done.text, done.text
     manifest = json.loads((out / "manifest.json").read_text())
     want = FAMILY_PARSER[family]
     assert manifest["environment"].get("parser_used", manifest["environment"]["parser"]) == want
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
     assert all(r["metadata"]["policy"] == "model" and r["segments"] for r in rows)
-    code, text = _toolgym(monkeypatch, capsys, "verify", str(out), "--tokenizer", TINY[family])
-    assert code == 0 and "all invariants hold" in text, text
+    done = cli("verify", str(out), "--tokenizer", TINY[family])
+    assert done.code == 0 and "all invariants hold" in done.text, done.text
 
 
-def test_parser_option_errors_are_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = _toolgym(monkeypatch, capsys, "collect", "--env", "math-python", "--model", "tiny-mistral", "--parser", "klingon",
-                          "-n", "1", "--sandbox-backend", "none", "--no-progress", "--out", str(tmp_path / "x"))
-    assert code != 0 and "klingon" in text and "Traceback" not in text, text
+def test_parser_option_errors_are_one_sentence(tmp_path: Path, cli: Runner) -> None:
+    done = cli("collect", "--env", "math-python", "--model", "tiny-mistral", "--parser", "klingon",
+               "-n", "1", "--sandbox-backend", "none", "--no-progress", "--out", str(tmp_path / "x"))
+    assert done.code != 0 and "klingon" in done.text and "Traceback" not in done.text, done.text
