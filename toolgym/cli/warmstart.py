@@ -17,6 +17,7 @@ def command(
     env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld or webshop."),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
     threads: int = typer.Option(2, help="Torch CPU threads."),
+    device: str = typer.Option("cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."),
     set_: list[str] = typer.Option(None, "--set", help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_target=0.4); changes the cache key."),
 ) -> None:
     """Build the warm start of an environment (cached) and print its directory."""
@@ -48,7 +49,7 @@ def command(
                 printed[phase] = done
                 console.print(f"{phase}: {done}/{total} {note}", highlight=False)
 
-        out = warmstart.build(recipe, progress=progress, threads=threads, force=force)
+        out = warmstart.build(recipe, progress=progress, threads=threads, force=force, device=device)
     info = json.loads((out / "warmstart.json").read_text())
     checks = info.get("validation") or [[0, 0.0]]
     console.print(f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows, validation success {checks[-1][1]:.0%} "

@@ -119,7 +119,7 @@ def recipe(name: str, **changes: Any) -> WarmStartRecipe:
 
 
 def cache_dir(r: WarmStartRecipe) -> Path:
-    from toolgym.core.llm.tiny import cache_root
+    from toolgym.core.llm.local.tiny import cache_root
 
     return cache_root() / "warmstart" / f"{r.name}-{r.key()}"
 
@@ -233,22 +233,36 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural") -
 # -- build -------------------------------------------------------------------------------------------
 
 
-def build(r: WarmStartRecipe, *, progress: Progress | None = None, threads: int = 2, force: bool = False) -> Path:
+def build(r: WarmStartRecipe, *, progress: Progress | None = None, threads: int = 2, force: bool = False, device: str = "cpu") -> Path:
     """Build (once; cached under :func:`cache_dir`) the warm start of recipe ``r``; returns its
-    directory. A partial build never becomes visible: it is written aside and renamed."""
+    directory. A partial build never becomes visible: it is written aside and renamed.
+
+    ``device`` (``cpu`` or ``cuda``) is where SFT and the validation rollouts run; it is not part of
+    the recipe (the cache key): a GPU build follows the same recipe with other floating-point rounding.
+    """
     out = cache_dir(r)
     if (out / "READY").exists() and not force:
         return out
-    return asyncio.run(_build(r, out, progress or (lambda *a: None), threads))
+    return asyncio.run(_build(r, out, progress or (lambda *a: None), threads, _device(device)))
 
 
-async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int) -> Path:
+def _device(name: str) -> str:
+    import torch
+
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise ConfigError(f"device must be cpu or cuda, got {name!r}")
+    if name != "cpu" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for, but torch sees no CUDA GPU here")
+    return name
+
+
+async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str = "cpu") -> Path:
     import torch
 
     from toolgym.core.chat import ChatFormat
     from toolgym.core.config import EngineConfig, SamplingConfig
     from toolgym.core.engine import RolloutEngine, plan_episodes
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.policy import ModelPolicy
     from toolgym.core.registry import get_registry
 
@@ -289,12 +303,12 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
         raise ConfigError(f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps")
     progress("data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}")
 
-    model = models.fresh_model(model_dir, seed=r.seed, init_std=r.init_std)
-    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=64, model_name=f"warmstart-{r.name}")
+    model = models.fresh_model(model_dir, seed=r.seed, init_std=r.init_std).to(device)
+    backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=64, model_name=f"warmstart-{r.name}")
     stops = action_stops(registry, r.env, r.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
     sft = PolicyTrainer(model, optim=OptimConfig(lr=r.sft_lr, weight_decay=r.sft_weight_decay), ppo=PPOConfig(micro_batch_size=32),
-                        pad_token_id=tokenizer.pad_token_id)
+                        pad_token_id=tokenizer.pad_token_id, device=device)
     val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=0.0)
     greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=0.0), "seed": r.val_seed})
     val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs=r.env_kwargs)
@@ -319,8 +333,9 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     finally:
         await backend.aclose()
     info = {"recipe": asdict(r), "model_dir": str(model_dir), "rows": len(rows), "scripted_success": data_success,
-            "sft_steps": len(losses), "sft_losses": losses, "validation": checks, "seconds": time.perf_counter() - started}
-    _publish(model, tokenizer, info, out)
+            "sft_steps": len(losses), "sft_losses": losses, "validation": checks, "seconds": time.perf_counter() - started,
+            "device": device}
+    _publish(model.cpu(), tokenizer, info, out)
     return out
 
 
