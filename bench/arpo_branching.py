@@ -212,7 +212,7 @@ def run(cond: Condition, backend: TeacherForcedTiny, tasks: int, turns: int, arp
 
 def run_sampled(measure: str, model: Any, tokenizer: Any, tasks: int, arpo: dict[str, Any], env: str) -> tuple[list[Trajectory], float]:
     """The model samples freely (temperature 0.5, as the demo's RL) on ``env`` (the demo's keychain task)."""
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
 
     cfg = EngineConfig(max_turns=5, max_tokens_per_turn=32, max_tokens_per_trajectory=640, seed=1,
@@ -305,7 +305,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from toolgym.core.llm.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
     from toolgym.training.local.models import fresh_model, load_tokenizer
 
     torch.set_num_threads(1)

@@ -25,8 +25,8 @@ from bench._common import CALL_TEXT, bench_registry
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
 from toolgym.core.assembly import TokenAssembler
 from toolgym.core.env import EpisodeContext
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import SimulatedBackend
-from toolgym.core.llm.tiny import load_tiny_tokenizer
 from toolgym.core.policy import ModelPolicy
 
 

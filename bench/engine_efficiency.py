@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import CALL_TEXT, bench_registry, peak_rss_mb, rss_mb
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import SimulatedBackend
-from toolgym.core.llm.tiny import load_tiny_tokenizer
 from toolgym.core.policy import ModelPolicy
 
 

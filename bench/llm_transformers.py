@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from toolgym.core.llm.tiny import ensure_tiny_model
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.local.tiny import ensure_tiny_model
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
 from toolgym.core.types import GenerationRequest, SamplingParams
 
 PROMPT = "You are a helpful assistant. What is 17 * 23? Think step by step, then answer. "

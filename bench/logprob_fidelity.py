@@ -122,9 +122,9 @@ def main() -> int:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from toolgym.core.llm.openai import OpenAICompletionsBackend
-    from toolgym.core.llm.server_vllm import VLLMServer, vllm_python, vllm_tiny_model
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.clients.openai import OpenAICompletionsBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
+    from toolgym.core.llm.serving.server_vllm import VLLMServer, vllm_python, vllm_tiny_model
 
     model_dir = vllm_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))

@@ -20,7 +20,7 @@ import random
 
 from toolgym.core.assembly import TokenAssembler
 from toolgym.core.chat import ChatFormat
-from toolgym.core.llm.tiny import load_tiny_tokenizer, template_source
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer, template_source
 from toolgym.core.types import GenerationResult
 from toolgym.trajectories.reread import prefill_sizes
 

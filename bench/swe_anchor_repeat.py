@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
 from toolgym.core.trajectory import Trajectory

@@ -43,7 +43,7 @@ from bench._exec_sandbox import ExecPerCallBackend
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
 from toolgym.core.trajectory import Trajectory

@@ -22,7 +22,7 @@ from typing import Any
 from toolgym.core.chat import ChatFormat
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
 from toolgym.sandboxes.docker.backend import DockerBackend

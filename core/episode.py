@@ -31,7 +31,7 @@ from .config import EngineConfig
 from .context import EpisodeContext
 from .env import Env, EnvSpec, StepResult, digest
 from .images import content_text, has_images
-from .llm.server_info import fit_context_budget
+from .llm.clients.server_info import fit_context_budget
 from .parsers import ToolParser
 from .policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
 from .requests import EpisodeRequest, sampling_seed

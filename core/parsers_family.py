@@ -1,7 +1,7 @@
 """Tool-call parsers of the model families people train with RL, beside ``hermes`` (Qwen2.5/Qwen3).
 
 Each parser reads the format its family's chat template writes (toolgym's templates in
-``core/llm/templates`` render a message's ``tool_calls`` exactly so, and property tests check
+``core/llm/local/templates`` render a message's ``tool_calls`` exactly so, and property tests check
 that every rendered call parses back to itself). Names follow vLLM's tool parsers:
 
 | parser | families | a call looks like |

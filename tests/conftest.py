@@ -37,14 +37,14 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def qwen_tokenizer() -> Any:
-    from toolgym.core.llm.tiny import load_tiny_tokenizer
+    from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 
     return load_tiny_tokenizer("qwen")
 
 
 @pytest.fixture(scope="session")
 def llama_tokenizer() -> Any:
-    from toolgym.core.llm.tiny import load_tiny_tokenizer
+    from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 
     return load_tiny_tokenizer("llama")
 

@@ -134,7 +134,7 @@ def _tokenizer(path: str | None) -> Any:
     from toolgym.core.tokenizer import load_tokenizer
 
     if path is None or path in TINY:
-        from toolgym.core.llm.tiny import ensure_tiny_model
+        from toolgym.core.llm.local.tiny import ensure_tiny_model
 
         return load_tokenizer(ensure_tiny_model(TINY[path or "tiny"], with_weights=False))  # type: ignore[arg-type]
     return load_tokenizer(path)

@@ -49,8 +49,8 @@ so this module is imported only by those who ask for it (``import toolgym`` does
 
 from __future__ import annotations
 
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import MockLLMBackend, Responder, SimulatedBackend
-from toolgym.core.llm.tiny import load_tiny_tokenizer
 from toolgym.sandboxes.memory import Command, Handler, MemoryBackend, MemorySandbox
 
 __all__ = [

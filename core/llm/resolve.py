@@ -3,7 +3,7 @@
 ``--model`` is one of:
 
 - ``tiny`` / ``tiny-qwen`` / ``tiny-llama`` / ``tiny-<family>`` (``TINY``): the tiny model built on
-  this machine (:mod:`toolgym.core.llm.tiny`), run in process by the ``transformers`` backend;
+  this machine (:mod:`toolgym.core.llm.local.tiny`), run in process by the ``transformers`` backend;
 - a local Hugging Face model directory (with ``config.json``): run in process by ``transformers``;
 - a server address ``http(s)://host:port``: the ``sglang`` backend by default, or the one named by
   ``backend`` (``openai`` for token-faithful ``/v1/completions``, ``openai-chat`` for black-box
@@ -21,7 +21,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from .base import ChatBackend, LLMBackend
-from .hf_tokenizer import load_tokenizer as load_tokenizer  # re-exported: callers load tokenizers from here
+from .local.hf_tokenizer import (
+    load_tokenizer as load_tokenizer,  # re-exported: callers load tokenizers from here
+)
 
 TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
         "tiny-mistral": "mistral", "tiny-llama4": "llama4", "tiny-deepseek-v3.1": "deepseek-v3.1",
@@ -41,7 +43,7 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path | None:
     """The local model directory ``model`` names (building the tiny model if asked), or None."""
     text = str(model)
     if text in TINY:
-        from .tiny import ensure_tiny_model
+        from .local.tiny import ensure_tiny_model
 
         return ensure_tiny_model(TINY[text])  # type: ignore[arg-type]
     path = Path(text).expanduser()
@@ -91,25 +93,25 @@ def _not_found(model: str) -> str:
 
 
 def _transformers(model: str, /, **options: Any) -> LLMBackend:
-    from .transformers_backend import TransformersBackend
+    from .local.transformers_backend import TransformersBackend
 
     return TransformersBackend(model, **options)
 
 
 def _sglang(model: str, /, **options: Any) -> LLMBackend:
-    from .sglang import SGLangBackend
+    from .clients.sglang import SGLangBackend
 
     return SGLangBackend(model, **options)
 
 
 def _openai(model: str, /, **options: Any) -> LLMBackend:
-    from .openai import OpenAICompletionsBackend
+    from .clients.openai import OpenAICompletionsBackend
 
     return OpenAICompletionsBackend(model, **options)
 
 
 def _openai_chat(model: str, /, **options: Any) -> ChatBackend:
-    from .openai import OpenAIChatBackend
+    from .clients.openai import OpenAIChatBackend
 
     return OpenAIChatBackend(model, **options)
 

@@ -145,7 +145,7 @@ def ensure_taught_model(
     import tempfile
     from pathlib import Path
 
-    from .tiny import ensure_tiny_model
+    from .local.tiny import ensure_tiny_model
 
     base = ensure_tiny_model(family)
     norm = [(list(les[0]), les[1], les[2] if len(les) > 2 else None) for les in lessons]  # type: ignore[misc]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from toolgym.core.assembly import TokenAssembler
 from toolgym.core.chat import ChatFormat, with_tool_call_ids
-from toolgym.core.llm.tiny import load_tiny_tokenizer, template_source
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer, template_source
 from toolgym.core.parser_auto import choose_parser, detect_parser, with_parser
 from toolgym.core.parsers import builtin_parsers
 from toolgym.core.registry import Registry

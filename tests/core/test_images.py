@@ -20,7 +20,7 @@ from toolgym.core.images import (
     placeholder_for,
     store_image,
 )
-from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.types import GenerationResult
 
 

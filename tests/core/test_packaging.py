@@ -29,7 +29,7 @@ def test_wheel_layout(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"toolgym"}
     for sub in ("core", "plugins", "sandboxes", "trajectories", "training"):
         assert f"toolgym/{sub}/__init__.py" in names
-    assert "toolgym/core/llm/templates/qwen.jinja" in names
+    assert "toolgym/core/llm/local/templates/qwen.jinja" in names
     assert "toolgym/plugins/qa/math/README.md" in names
     meta = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(meta).decode()

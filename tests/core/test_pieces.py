@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from toolgym.core.chat import ChatFormat
-from toolgym.core.llm.tiny import ensure_tiny_model
+from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.pieces import PieceEncoder
 
 

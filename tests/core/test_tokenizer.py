@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from toolgym.core.chat import ChatFormat
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.tiny import ensure_tiny_model
+from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.tokenizer import LightTokenizer, load_tokenizer
 
 

@@ -22,7 +22,7 @@ from toolgym.trajectories.verify import check_trajectory
 
 from .test_arpo import Plugin, _responder
 
-QWEN = (Path(__file__).resolve().parents[2] / "core" / "llm" / "templates" / "qwen.jinja").read_text()
+QWEN = (Path(__file__).resolve().parents[2] / "core" / "llm" / "local" / "templates" / "qwen.jinja").read_text()
 # The tiny model's Qwen-style template, with Mistral's rule for tool results: a tool message must
 # carry a 9-character alphanumeric tool_call_id, and the template renders it.
 STRICT = QWEN.replace(

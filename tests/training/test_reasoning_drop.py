@@ -21,7 +21,7 @@ import pytest
 
 from tests.core.family_helpers import assistant_text, run_family
 from toolgym.core.chat import ChatFormat
-from toolgym.core.llm.tiny import load_tiny_tokenizer
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.core.types import ToolCall
 from toolgym.training.advantages import compute_token_advantages

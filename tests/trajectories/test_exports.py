@@ -137,7 +137,7 @@ def test_verl_export_has_the_columns_verl_and_the_agent_loop_read(adder_dataset:
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from toolgym.core.llm.tiny import load_tiny_tokenizer
+    from toolgym.core.llm.local.tiny import load_tiny_tokenizer
     from toolgym.training.verl.agent_loop import AGENT_NAME, task_of
     from toolgym.training.verl.dataset import task_rows
     from toolgym.training.verl.settings import TaskSplit

@@ -102,7 +102,7 @@ def test_images_are_stored_once_by_hash_and_referenced_from_the_messages(shot_da
 
 def test_verify_accepts_the_dataset_and_catches_missing_or_altered_images(shot_dataset: Path, tmp_path: Path) -> None:
     from toolgym.core.chat import ChatFormat
-    from toolgym.core.llm.tiny import load_tiny_tokenizer
+    from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 
     chat = ChatFormat(load_tiny_tokenizer("qwen"))
     report = verify(iter_trajectories(shot_dataset), chat=chat, root=shot_dataset)

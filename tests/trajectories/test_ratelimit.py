@@ -104,7 +104,7 @@ async def test_chat_policy_charges_estimates_and_settles_reported_usage() -> Non
 
 
 def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_path: Path) -> None:
-    from toolgym.core.llm.server import serve
+    from toolgym.core.llm.serving.server import serve
 
     with serve("tiny") as server:
         opts = CollectOptions(

@@ -52,7 +52,7 @@ def command(
     except ImportError:
         typer.secho("error: `toolgym serve` needs FastAPI and uvicorn: pip install 'toolgym[dev]' (or pip install fastapi uvicorn)", fg="red", err=True)
         raise typer.Exit(2) from None
-    from toolgym.core.llm.server import Faults, serve
+    from toolgym.core.llm.serving.server import Faults, serve
 
     faults = Faults(fail_next=fail_first, status=fail_status, latency_s=latency)
     typer.echo(f"loading {model} ...", err=True)
@@ -66,7 +66,7 @@ def command(
 def _serve_vllm(model: str, *, host: str, port: int, served_name: str | None, dtype: str, max_model_len: int, log_file: Path | None) -> None:
     from toolgym.core.errors import ConfigError
     from toolgym.core.llm.resolve import resolve_model_dir
-    from toolgym.core.llm.server_vllm import VLLMServer
+    from toolgym.core.llm.serving.server_vllm import VLLMServer
 
     directory = resolve_model_dir(model)
     if directory is None:

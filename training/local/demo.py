@@ -167,7 +167,7 @@ async def _run(cfg: DemoConfig, progress: Progress) -> DemoResult:
     with _timed(phases, "collect"):
         verify_ok = await _collect_scripted(cfg, rl_cfg, model_dir, registry, progress)
 
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
     backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=cfg.max_batch_size, model_name="tiny-demo", weight_version="0")
     trainer = PolicyTrainer(model, optim=rl_cfg.optim, ppo=rl_cfg.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend)

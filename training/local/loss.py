@@ -14,7 +14,7 @@ Aggregation modes (the names verl uses):
 
 PPO-clip (Schulman et al., 2017) with decoupled bounds: ``ratio = exp(logp − logp_behaviour)``,
 ``loss = max(−A·ratio, −A·clip(ratio, 1 − ε_low, 1 + ε_high))``. ``logp_behaviour`` are the
-logprobs the sampler recorded in the trajectory (temperature-scaled, see ``core/llm/sampling.py``);
+logprobs the sampler recorded in the trajectory (temperature-scaled, see ``core/llm/local/sampling.py``);
 the trainer recomputes ``logp`` at the same temperature.
 
 Truncated importance sampling (TIS; Feng Yao et al., 2025, "Your efficient RL framework secretly brings

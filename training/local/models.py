@@ -25,7 +25,7 @@ from typing import Any
 
 from toolgym.core.env import EnvSpec
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.tiny import Family, TinySpec, ensure_tiny_model
+from toolgym.core.llm.local.tiny import Family, TinySpec, ensure_tiny_model
 
 FAMILY: Family = "qwen"
 TEMPLATE = "compact_qwen.jinja"

@@ -288,7 +288,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any = None) -> Path:
     """The model directory a ``model.path`` names (tiny models and warm starts are built, cached)."""
     if name in ("tiny", "tiny-qwen", "tiny-llama"):
-        from toolgym.core.llm.tiny import ensure_tiny_model
+        from toolgym.core.llm.local.tiny import ensure_tiny_model
 
         return ensure_tiny_model("llama" if name == "tiny-llama" else "qwen")
     if name == "warmstart" or name.startswith("warmstart:"):
@@ -331,7 +331,7 @@ def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_ba
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
     from toolgym.core.sandbox import LazySandboxBackend
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.llm.server import ServerThread
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
+from toolgym.core.llm.serving.server import ServerThread
 
 WEATHER_TOOL = {
     "type": "function",
@@ -30,7 +30,7 @@ LESSONS = [
 
 @pytest.fixture(scope="session")
 def tiny_dir() -> Path:
-    from toolgym.core.llm.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
 
     return ensure_tiny_model("qwen")
 

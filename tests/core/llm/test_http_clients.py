@@ -9,10 +9,10 @@ import pytest
 
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import LLMError
-from toolgym.core.llm.openai import OpenAIChatBackend, OpenAICompletionsBackend
-from toolgym.core.llm.server import ServerThread
-from toolgym.core.llm.sglang import SGLangBackend
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.clients.openai import OpenAIChatBackend, OpenAICompletionsBackend
+from toolgym.core.llm.clients.sglang import SGLangBackend
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
+from toolgym.core.llm.serving.server import ServerThread
 from toolgym.core.policy import ModelPolicy
 from toolgym.core.types import GenerationRequest, SamplingParams, ToolCall
 
@@ -160,7 +160,7 @@ async def test_completions_on_the_taught_model_stop_at_eos(taught_server: Server
 
 
 def test_tool_call_with_broken_arguments_is_left_for_the_parser() -> None:
-    from toolgym.core.llm.openai import parse_chat_completion
+    from toolgym.core.llm.clients.openai import parse_chat_completion
 
     data = {"choices": [{"finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1'}}]}}]}

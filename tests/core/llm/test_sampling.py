@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from toolgym.core.llm.sampling import RowSettings, StopStrings, sample_step
+from toolgym.core.llm.local.sampling import RowSettings, StopStrings, sample_step
 
 
 def gen(seed: int) -> torch.Generator:

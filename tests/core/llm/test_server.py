@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from toolgym.core.llm.server import serve
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
+from toolgym.core.llm.serving.server import serve
 
 
 def test_serve_a_backend_and_control_faults_over_http(local: TransformersBackend) -> None:

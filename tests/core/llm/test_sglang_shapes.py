@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from toolgym.core.errors import LLMError
-from toolgym.core.llm.sglang import SGLangBackend, generate_payload, parse_generate_response
+from toolgym.core.llm.clients.sglang import SGLangBackend, generate_payload, parse_generate_response
 from toolgym.core.types import GenerationRequest, SamplingParams
 
 SHAPES = json.loads(Path(__file__).with_name("sglang_0_5_23_shapes.json").read_text())

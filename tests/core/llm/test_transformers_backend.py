@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from toolgym.core.errors import LLMError
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
 from toolgym.core.types import GenerationRequest, GenerationResult, SamplingParams
 
 from .conftest import HELLO_TEXT

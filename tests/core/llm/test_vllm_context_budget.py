@@ -12,10 +12,10 @@ import pytest
 
 from tests.core.helpers import test_registry
 from toolgym import EngineConfig, RolloutEngine, Status, Trajectory, plan_episodes
-from toolgym.core.llm.openai import OpenAICompletionsBackend
-from toolgym.core.llm.server import ServerThread
-from toolgym.core.llm.sglang import SGLangBackend
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.clients.openai import OpenAICompletionsBackend
+from toolgym.core.llm.clients.sglang import SGLangBackend
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
+from toolgym.core.llm.serving.server import ServerThread
 from toolgym.core.policy import ModelPolicy
 
 CONTEXT = 192

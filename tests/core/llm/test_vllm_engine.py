@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.openai import OpenAICompletionsBackend
-from toolgym.core.llm.server_vllm import VLLMServer, vllm_python, vllm_tiny_model
+from toolgym.core.llm.clients.openai import OpenAICompletionsBackend
+from toolgym.core.llm.serving.server_vllm import VLLMServer, vllm_python, vllm_tiny_model
 from toolgym.core.types import GenerationRequest, SamplingParams
 
 MAX_MODEL_LEN = 1024

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.server_vllm import VLLMServer, vllm_python
+from toolgym.core.llm.serving.server_vllm import VLLMServer, vllm_python
 
 
 def test_not_installed_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_unknown_engine_and_non_local_models_are_refused(monkeypatch: pytest.Mon
 
 
 def test_the_command_asks_for_scaled_logprobs_on_a_free_port(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from toolgym.core.llm.server_vllm import vllm_tiny_model
+    from toolgym.core.llm.serving.server_vllm import vllm_tiny_model
 
     fake = tmp_path / "python"
     fake.write_text("")

@@ -12,15 +12,15 @@ import torch
 
 from toolgym import EngineConfig
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.openai import OpenAICompletionsBackend
-from toolgym.core.llm.server import ServerThread
-from toolgym.core.llm.server_info import (
+from toolgym.core.llm.clients.openai import OpenAICompletionsBackend
+from toolgym.core.llm.clients.server_info import (
     LogprobsCheck,
     classify_logprobs_mode,
     context_limit,
     fit_context_budget,
 )
-from toolgym.core.llm.sglang import SGLangBackend
+from toolgym.core.llm.clients.sglang import SGLangBackend
+from toolgym.core.llm.serving.server import ServerThread
 from toolgym.core.types import GenerationRequest, SamplingParams
 
 

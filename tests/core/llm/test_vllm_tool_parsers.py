@@ -27,8 +27,8 @@ from tests.core.family_helpers import (
 )
 from toolgym.core.chat import ChatFormat
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.server_vllm import vllm_python
-from toolgym.core.llm.tiny import ensure_tiny_model
+from toolgym.core.llm.local.tiny import ensure_tiny_model
+from toolgym.core.llm.serving.server_vllm import vllm_python
 from toolgym.core.parsers import builtin_parsers
 from toolgym.core.tokenizer import load_tokenizer
 from toolgym.core.types import ActionKind, ToolCall

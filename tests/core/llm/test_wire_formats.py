@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 
 from toolgym.core.errors import ConfigError, LLMError
-from toolgym.core.llm.openai import (
+from toolgym.core.llm.clients.openai import (
     OpenAIChatBackend,
     OpenAICompletionsBackend,
     completions_payload,
     parse_completion,
     wire_messages,
 )
+from toolgym.core.llm.clients.sglang import SGLangBackend, generate_payload, parse_generate_response
+from toolgym.core.llm.local.transformers_backend import TransformersBackend
 from toolgym.core.llm.resolve import load_tokenizer, make_backend
-from toolgym.core.llm.server import ServerThread
-from toolgym.core.llm.sglang import SGLangBackend, generate_payload, parse_generate_response
-from toolgym.core.llm.transformers_backend import TransformersBackend
+from toolgym.core.llm.serving.server import ServerThread
 from toolgym.core.types import SamplingParams
 
 

@@ -92,8 +92,8 @@ async def test_a_valid_mock_command_counts_as_valid(llama_tokenizer: Any) -> Non
 
 
 async def test_tiny_model_runs_episodes_end_to_end() -> None:
-    from toolgym.core.llm.tiny import ensure_tiny_model
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
     backend = TransformersBackend(ensure_tiny_model("qwen"), max_batch_size=4)
     try:

@@ -54,8 +54,8 @@ def rewarded_mass(model: Any, chat: ChatFormat) -> float:
 async def test_five_grpo_steps_make_rewarded_tokens_more_likely() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from toolgym.core.llm.tiny import ensure_tiny_model
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
     torch.manual_seed(0)
     path = ensure_tiny_model("qwen")

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolgym.cli import app
-from toolgym.core.llm.tiny import ensure_tiny_model
+from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.registry import get_registry
 from toolgym.core.types import Action, ActionKind
 from toolgym.training.local import warmstart

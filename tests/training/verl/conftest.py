@@ -28,7 +28,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    from toolgym.core.llm.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
 
     return ensure_tiny_model("qwen")
 
@@ -36,7 +36,7 @@ def tiny_model() -> Path:
 @pytest.fixture(scope="session")
 def tiny_backend(tiny_model: Path) -> Iterator[Any]:
     """The in-process transformers backend on the tiny model (one worker thread for the session)."""
-    from toolgym.core.llm.transformers_backend import TransformersBackend
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
     backend = TransformersBackend(str(tiny_model))
     yield backend

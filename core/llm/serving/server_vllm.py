@@ -6,8 +6,8 @@ output to a log file, waits until ``/health`` answers, and stops the whole proce
 
 It is always started with ``--logprobs-mode processed_logprobs``, so the logprobs it returns are of
 the temperature-scaled distribution it samples from (vLLM's default, ``raw_logprobs``, is not: see
-:mod:`~toolgym.core.llm.server_info`). Its client is
-:class:`~toolgym.core.llm.openai.OpenAICompletionsBackend` (``--backend openai``): token ids in,
+:mod:`~toolgym.core.llm.clients.server_info`). Its client is
+:class:`~toolgym.core.llm.clients.openai.OpenAICompletionsBackend` (``--backend openai``): token ids in,
 token ids and logprobs out.
 
 Where the vLLM interpreter is: ``$TOOLGYM_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the
@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import httpx
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 VLLM_VENV = ".venv-vllm"
 LOGPROBS_MODE = "processed_logprobs"
@@ -56,7 +56,7 @@ def vllm_tiny_model(family: str = "qwen") -> Path:
 
     The default tiny model has head size 16, which vLLM's CPU kernels do not take.
     """
-    from .tiny import TinySpec, ensure_tiny_model
+    from ..local.tiny import TinySpec, ensure_tiny_model
 
     spec = TinySpec(family=family, vocab_size=2048, hidden_size=64, intermediate_size=192, num_layers=2, num_heads=2,
                     num_kv_heads=2, max_position_embeddings=1024)

@@ -16,7 +16,7 @@ The server's context limit (``max_model_len`` on ``/v1/models``, else ``context_
 ``/get_server_info``) is read at start-up (``max_context_len``). SGLang's logprobs are of the
 temperature-scaled distribution unless it runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB=1``; that is
 checked before the first call at ``0 < T != 1`` as for the OpenAI backend
-(:mod:`~toolgym.core.llm.server_info`).
+(:mod:`~toolgym.core.llm.clients.server_info`).
 
 ``sampling_seed`` is honoured by SGLang only when the server runs with deterministic sampling
 enabled; otherwise the same seed may give different samples (ids and logprobs stay faithful).
@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, LLMError
-from ..types import FinishReason, GenerationRequest, GenerationResult, SamplingParams
-from .base import LLMBackend
+from ...errors import ConfigError, LLMError
+from ...types import FinishReason, GenerationRequest, GenerationResult, SamplingParams
+from ..base import LLMBackend
 from .http import HTTPClient, is_transient_status
 from .server_info import PROBE_TOP, LogprobsCheck, context_limit
 
@@ -196,7 +196,7 @@ def _model_info(http: HTTPClient, *, need: bool) -> dict[str, Any]:
 
 
 def _tokenizer(tokenizer: Any, info: dict[str, Any], base_url: str) -> Any:
-    from .hf_tokenizer import load_tokenizer
+    from ..local.hf_tokenizer import load_tokenizer
 
     if tokenizer is not None:
         return load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer

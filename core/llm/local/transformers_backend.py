@@ -9,7 +9,7 @@ futures the worker resolves.
 Every row stops on its own: the model's EOS ids, ``stop_token_ids``, stop strings (found by
 decoding the row's newest ids; the tokens that complete a stop string are kept, they were
 sampled), ``max_new_tokens`` or the model's context length. Sampling and logprob conventions are
-those of :mod:`toolgym.core.llm.sampling`.
+those of :mod:`toolgym.core.llm.local.sampling`.
 
 An in-process trainer updates the weights through :meth:`TransformersBackend.paused` (or
 :meth:`load_state_dict`), which waits for the current decode step to end and holds generation
@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, LLMError
-from ..types import GenerationRequest, GenerationResult
-from .base import LLMBackend
+from ...errors import ConfigError, LLMError
+from ...types import GenerationRequest, GenerationResult
+from ..base import LLMBackend
 from .batching import ContinuousBatch, Row
 from .sampling import RowSettings, StopStrings
 

@@ -1,4 +1,4 @@
-"""Wire formats of the model server (:mod:`toolgym.core.llm.server`): request parsing and the
+"""Wire formats of the model server (:mod:`toolgym.core.llm.serving.server`): request parsing and the
 answers SGLang's ``/generate`` and OpenAI's completions and chat completions give.
 
 Kept apart from the web framework so the shapes can be read (and checked) on their own.
@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..chat import ChatFormat
-from ..parsers import HermesParser
-from ..types import ActionKind, GenerationRequest, GenerationResult, SamplingParams
-from .transformers_backend import TransformersBackend
+from ...chat import ChatFormat
+from ...parsers import HermesParser
+from ...types import ActionKind, GenerationRequest, GenerationResult, SamplingParams
+from ..local.transformers_backend import TransformersBackend
 
 _TOOL_BLOCK = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 

@@ -1,7 +1,7 @@
 """A small model server for tests and demos: SGLang's and OpenAI's protocols over a local model.
 
 It serves any local Hugging Face model (the tiny one by default) through
-:class:`~toolgym.core.llm.transformers_backend.TransformersBackend`, so the ids it returns for a
+:class:`~toolgym.core.llm.local.transformers_backend.TransformersBackend`, so the ids it returns for a
 seed are the ids the in-process backend gives:
 
 - ``POST /generate`` (SGLang native: ``input_ids`` or ``text``, ``sampling_params``,
@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..errors import ConfigError, LLMError
-from ..http_server import BackgroundServer
-from .transformers_backend import TransformersBackend
+from ...errors import ConfigError, LLMError
+from ...http_server import BackgroundServer
+from ..local.transformers_backend import TransformersBackend
 
 GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 
@@ -197,7 +197,7 @@ def serve(model: str | TransformersBackend = "tiny", *, host: str = "127.0.0.1",
     if isinstance(model, TransformersBackend):
         backend, owns = model, False
     else:
-        from .resolve import resolve_model_dir
+        from ..resolve import resolve_model_dir
 
         directory = resolve_model_dir(model)
         if directory is None:

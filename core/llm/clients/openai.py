@@ -9,7 +9,7 @@ fallback when ``token_ids`` is absent. A server that gives neither is refused ra
 The server's context limit (``max_model_len`` on ``/v1/models``) is read at start-up
 (``max_context_len``; the engine caps its context budget to it). Its logprob convention is
 checked before the first call at a temperature other than 0 and 1 (see
-:mod:`~toolgym.core.llm.server_info`): a server that returns unscaled logprobs there (vLLM's
+:mod:`~toolgym.core.llm.clients.server_info`): a server that returns unscaled logprobs there (vLLM's
 default ``--logprobs-mode raw_logprobs``) is refused, since its logprobs would not be those of the
 distribution that was sampled. ``logprobs_mode="processed"`` skips that probe.
 
@@ -24,8 +24,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, LLMError
-from ..types import (
+from ...errors import ConfigError, LLMError
+from ...types import (
     ChatResult,
     FinishReason,
     GenerationRequest,
@@ -34,7 +34,7 @@ from ..types import (
     SamplingParams,
     ToolCall,
 )
-from .base import ChatBackend, LLMBackend
+from ..base import ChatBackend, LLMBackend
 from .http import HTTPClient
 from .server_info import PROBE_TOP, LogprobsCheck, context_limit
 
@@ -241,7 +241,7 @@ def _top_entries(position: dict[str, float] | None, k: int, tokenizer: Any) -> l
 
 
 def _tokenizer(tokenizer: Any, candidates: list[str], base_url: str) -> Any:
-    from .hf_tokenizer import load_tokenizer
+    from ..local.hf_tokenizer import load_tokenizer
 
     if tokenizer is not None:
         return load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer

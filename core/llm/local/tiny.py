@@ -167,7 +167,7 @@ def cache_root() -> Path:
 
 def template_source(family: str) -> str:
     name = FAMILIES[family]["template"]
-    return resources.files("toolgym.core.llm").joinpath("templates", name).read_text()
+    return resources.files("toolgym.core.llm.local").joinpath("templates", name).read_text()
 
 
 def ensure_tiny_model(

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, get_args
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .tiny import Family
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import LLMError
+from ...errors import LLMError
 
 TRANSIENT_4XX = frozenset({408, 425, 429})
 

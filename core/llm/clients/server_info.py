@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from ..errors import ConfigError, LLMError
+from ...errors import ConfigError, LLMError
 
 log = logging.getLogger("toolgym.llm")
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..types import FinishReason, GenerationRequest, GenerationResult
+from ...types import FinishReason, GenerationRequest, GenerationResult
 from .sampling import RowSettings, StopStrings, sample_step
 
 
