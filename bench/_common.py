@@ -39,7 +39,7 @@ class BenchEnv(ToolTaskEnv):
         self.n = 0
 
     def load_task(self, seed: int) -> Any:
-        from toolgym.core.env import Task
+        from toolgym.core.tool_task import Task
 
         return Task(id=str(seed), question=f"Find the population of Paris (task {seed}).", answer="2102650")
 

@@ -21,7 +21,8 @@ from .arpo import BranchBudget
 from .branching import Checkpoint
 from .config import EngineConfig
 from .context import EpisodeContext
-from .env import Env, EnvSpec
+from .env import Env
+from .env_spec import EnvSpec
 from .episode import Episode, EpisodeSetup
 from .policy import Policy, TurnFailed
 from .registry import Registry

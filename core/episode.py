@@ -29,7 +29,9 @@ from .branching import Checkpoint, EpisodeBranching
 from .chat import with_tool_call_ids
 from .config import EngineConfig
 from .context import EpisodeContext
-from .env import Env, EnvSpec, StepResult, digest
+from .digest import digest
+from .env import Env, StepResult
+from .env_spec import EnvSpec
 from .images import content_text, has_images
 from .llm.clients.server_info import fit_context_budget
 from .parsers import ToolParser

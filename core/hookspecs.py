@@ -15,7 +15,7 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 if TYPE_CHECKING:
-    from .env import EnvSpec
+    from .env_spec import EnvSpec
     from .llm.base import LLMBackendSpec
     from .parsers import ToolParser
     from .sandbox import SandboxBackendSpec

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from . import hookspecs
-from .env import EnvSpec, load_object
+from .env_spec import EnvSpec, load_object
 from .errors import PluginError, UnknownNameError
 from .llm.base import LLMBackendSpec
 from .parsers import ToolParser

@@ -15,19 +15,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolgym.core.config import EngineConfig, SamplingConfig
+from toolgym.core.digest import RunningDigest, digest
 from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
-from toolgym.core.env import (
-    Env,
-    EnvSpec,
-    EpisodeContext,
-    RunningDigest,
-    StepResult,
-    Task,
-    ToolTaskEnv,
-    digest,
-    load_object,
-    parse_flag,
-)
+from toolgym.core.env import Env, EpisodeContext, StepResult
+from toolgym.core.env_spec import EnvSpec, load_object, parse_flag
 from toolgym.core.errors import (
     ConfigError,
     LLMError,
@@ -47,6 +38,7 @@ from toolgym.core.parsers import ToolParser
 from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.sandbox import ImageNeed, PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
+from toolgym.core.tool_task import Task, ToolTaskEnv
 from toolgym.core.tools import Tool, ToolOutput, tool
 from toolgym.core.trajectory import LLMCall, Segment, Status, Step, ToolCallRecord, Trajectory
 from toolgym.core.types import (

@@ -138,7 +138,7 @@ def check_env_kwargs(registry: Registry, env: str, kwargs: dict[str, Any]) -> No
     factory = spec.entry
     try:
         if isinstance(factory, str):
-            from toolgym.core.env import load_object
+            from toolgym.core.env_spec import load_object
 
             factory = load_object(factory)
         params = inspect.signature(factory).parameters  # type: ignore[arg-type]

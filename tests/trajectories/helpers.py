@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolgym import Action, ActionKind, Env, EnvSpec, StepResult, hookimpl, tool
-from toolgym.core.env import Task, ToolTaskEnv
 from toolgym.core.registry import Registry
+from toolgym.core.tool_task import Task, ToolTaskEnv
 from toolgym.core.tools import ToolOutput
 from toolgym.core.trajectory import LLMCall, Segment, Step, Timings, ToolCallRecord, Trajectory, prompt_digest
 

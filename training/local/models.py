@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import EnvSpec
+from toolgym.core.env_spec import EnvSpec
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import Family, TinySpec, ensure_tiny_model
 
@@ -70,7 +70,7 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
 
 def env_corpus(spec: EnvSpec, registry: Any) -> list[str]:
     """The environment's tokenizer text plus rendered scripted episodes."""
-    from toolgym.core.env import load_object
+    from toolgym.core.env_spec import load_object
 
     factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
     extra = list(getattr(factory, "tokenizer_corpus", lambda: [])())

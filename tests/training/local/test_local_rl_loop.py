@@ -9,7 +9,8 @@ import torch
 
 from toolgym.core import builtin
 from toolgym.core.chat import ChatFormat
-from toolgym.core.env import Env, EnvSpec, StepResult
+from toolgym.core.env import Env, StepResult
+from toolgym.core.env_spec import EnvSpec
 from toolgym.core.hookspecs import hookimpl
 from toolgym.core.registry import Registry
 from toolgym.core.types import Action, Message
