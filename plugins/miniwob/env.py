@@ -84,7 +84,7 @@ _START = """() => {
   };
   core.startEpisodeReal();
   window.__tgEpisode = NONCE;
-  return {ready: WOB_TASK_READY !== false, limit_ms: core.EPISODE_MAX_TIME};
+  return {ready: WOB_TASK_READY !== false, query: core.getUtterance(), limit_ms: core.EPISODE_MAX_TIME};
 }"""
 _READY = "() => ({ready: WOB_TASK_READY !== false, query: core.getUtterance()})"
 _PROBE = """() => {
@@ -191,11 +191,14 @@ class MiniWoBEnv(ToolTaskEnv):
         started = await self._evaluate(start, pin=True)
         if not started.get("ok"):
             raise SandboxError(f"the MiniWoB++ task {name!r} did not start: {started.get('error')}")
-        for _ in range(40):  # some tasks load data first and say so through WOB_TASK_READY
-            ready = await self._evaluate(_READY)
+        # The task's clock runs from here, so nothing is asked of the page that the start did not
+        # already answer; only tasks that load data first (WOB_TASK_READY false) are polled.
+        ready = started
+        for _ in range(40):
             if ready.get("ok") and ready["value"]["ready"]:
                 break
             await asyncio.sleep(0.05)
+            ready = await self._evaluate(_READY)
         else:
             raise SandboxError(f"the MiniWoB++ task {name!r} did not become ready within 2 s")
         instruction = ready["value"]["query"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,24 +106,58 @@ def _collect(backend: PooledBackend, env_kwargs: dict[str, Any], n: int, chat: A
     return _run(run())
 
 
+SEEDS_PER_TASK = 2
+"""Seeds of each solvable task in CI; bench/miniwob_solvers.py plays 100 of each under the tasks'
+own time limits (bench/results/miniwob_solvers.json)."""
+
+
 def test_scripted_solvers_succeed_on_every_solvable_task(backend: PooledBackend, qwen_chat: Any) -> None:
-    """Ten seeds of each solvable task in one collection (bench/miniwob_solvers.py runs 100 each);
-    the score is what core.js computed in the page."""
+    """Every solver wins its first seeds (seed i plays task i mod 16), the score being what core.js
+    computed in the page. The page's clock is given 60 s here, so that a loaded CI machine tests
+    the solvers, not its own speed; the benchmark keeps the tasks' limits."""
     tasks = task_list("solvable")
-    trajectories = _collect(backend, {"tasks": "solvable"}, 10 * len(tasks), qwen_chat)
-    assert len(trajectories) == 10 * len(tasks)
-    wins: Counter[str] = Counter()
+    n = SEEDS_PER_TASK * len(tasks)
+    trajectories = _collect(backend, {"tasks": "solvable", "time_limit": 60}, n, qwen_chat)
+    assert len(trajectories) == n
+    lost = []
     for t in trajectories:
-        assert t.status == "ok", (t.status, t.status_reason)
-        task = t.metadata["env_info"]["miniwob_task"]
+        assert t.status == "ok", (t.seed, t.status, t.status_reason)
         last = t.steps[-1].info
-        assert t.terminated and last["miniwob_reason"] == "done"
+        assert t.terminated and last["miniwob_reason"] == "done", (t.seed, last)
         assert t.reward == last["raw_reward"] and -1 <= t.reward <= 1
-        wins[task] += last["success"]
-    # click-test-2 and click-button-sequence place their two buttons at random: when one covers
-    # the other, no element-level click reaches it (the README lists this), hence 8 of 10 there.
-    assert all(wins[task] >= (9 if task in ISSUE_TASKS else 8) for task in tasks), wins
-    assert sum(wins.values()) >= 0.95 * len(trajectories), wins
+        assert t.metadata["env_info"]["time_limit_ms"] == 60_000
+        if not last["success"]:
+            lost.append((t.metadata["env_info"]["miniwob_task"], t.seed, last.get("page_reason")))
+    assert not lost, f"solvers lost (task, seed, core.js reason): {lost}"
+
+
+_CENTRE_COVERED = """() => {
+  const b = document.getElementById('subbtn'), r = b.getBoundingClientRect();
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return hit !== b && !b.contains(hit);
+}"""
+
+
+@pytest.mark.parametrize(("task", "seed"), [("click-test-2", 57), ("click-button-sequence", 34)])
+def test_a_button_covered_by_another_is_reached_with_the_keyboard(backend: PooledBackend, task: str, seed: int) -> None:
+    """These tasks place their two buttons at random, and on these seeds TWO covers the centre of
+    ONE, where a click lands (the browser refuses it: another element would receive it). The
+    solver tabs to ONE and presses Enter, as a person would; a clicking solver loses them."""
+    async def body(ep: Episode) -> tuple[list[str], Any]:
+        await ep.reset(seed=seed)
+        covered = await ep.env._evaluate(_CENTRE_COVERED)
+        assert covered["value"] is True, f"seed {seed} no longer covers ONE's centre; pick a seed that does"
+        tools, step = [], None
+        while step is None or not step.terminated:
+            text = await ep.env.scripted_action()
+            assert text is not None
+            tools.append(json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])["name"])
+            step = await ep.solve_step_from(text)
+        return tools, step
+
+    tools, step = _episode(backend, body, task=task, time_limit=60)
+    assert step.info["success"] and step.reward == 1.0, (tools, step.info)
+    assert tools[:2] == ["browser_press", "browser_press"], tools
 
 
 class Episode:
@@ -146,6 +179,9 @@ class Episode:
     async def solve_step(self) -> Any:
         text = await self.env.scripted_action()
         assert text is not None
+        return await self.solve_step_from(text)
+
+    async def solve_step_from(self, text: str) -> Any:
         call = json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])
         return await self.call(call["name"], **call["arguments"])
 
