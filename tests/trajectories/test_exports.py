@@ -138,12 +138,12 @@ def test_verl_export_has_the_columns_verl_and_the_agent_loop_read(adder_dataset:
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from toolgym.core.llm.local.tiny import load_tiny_tokenizer
+    from toolgym.training.tasks import TaskRange
     from toolgym.training.verl.agent_loop import AGENT_NAME, task_of
     from toolgym.training.verl.dataset import task_rows
-    from toolgym.training.verl.settings import TaskSplit
 
     assert first["agent_name"] == AGENT_NAME
-    reference = task_rows("adder", TaskSplit(num_tasks=1))[0]
+    reference = task_rows("adder", TaskRange(num_tasks=1))[0]
     assert set(reference) <= set(first) and set(reference["extra_info"]) <= set(info)
     config = OmegaConf.create({"cache_dir": str(tmp_path / "verl"), "max_prompt_length": 2048, "filter_overlong_prompts_workers": 1, "return_raw_chat": True})
     dataset = RLHFDataset(str(out), load_tiny_tokenizer("qwen"), config)

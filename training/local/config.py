@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
 from toolgym.training.filters import EpisodeFilters
+from toolgym.training.tasks import TaskRange
 
 from .loss import AggMode, KLEstimator
 
@@ -55,17 +56,11 @@ class PPOConfig(BaseModel):
     weighs each token's surrogate by ``min(π_train_old / π_rollout, C)``."""
 
 
-class EvalConfig(BaseModel):
-    """Held-out evaluation: the same tasks every time, greedy unless ``temperature`` > 0."""
+class EvalConfig(TaskRange):
+    """Held-out evaluation: the same range of tasks every time, greedy unless ``temperature`` > 0."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    num_tasks: int = Field(64, ge=1)
-    first_task: int = Field(0, ge=0)
     seed: int = 1_000_003
     """Base environment seed of the held-out tasks (task ``i`` uses ``seed + i``)."""
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Environment options for evaluation (``split: test``), over the training ones."""
     temperature: float = Field(0.0, ge=0)
     every: int = Field(5, ge=0)
     """Evaluate every this many RL steps (0: only before and after training)."""

@@ -20,15 +20,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from toolgym.training.tasks import TaskRange
+
 from .agent_loop import AGENT_NAME
-from .settings import TaskSplit, ToolgymSettings
+from .settings import ToolgymSettings
 
 
-def task_rows(env: str, split: TaskSplit) -> list[dict[str, Any]]:
+def task_rows(env: str, split: TaskRange) -> list[dict[str, Any]]:
     """One row per task instance of ``split``; task ``i`` uses environment seed ``split.seed + i``."""
     kwargs_json = json.dumps(split.env_kwargs, sort_keys=True)
     rows = []
-    for i in range(split.first_task, split.first_task + split.num_tasks):
+    for i in split.indices():
         seed = split.seed + i
         rows.append({
             "prompt": [{"role": "user", "content": f"toolgym task: env={env} task={i} seed={seed}"}],

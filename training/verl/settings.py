@@ -16,6 +16,7 @@ from toolgym.core.arpo import ArpoConfig
 from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
 from toolgym.training.filters import EpisodeFilters
+from toolgym.training.tasks import TaskRange
 
 from .advantage import check_options
 from .rows import Layout
@@ -41,18 +42,6 @@ class AdvantageSettings(BaseModel):
     @property
     def verl_name(self) -> str:
         return f"toolgym_{self.estimator}"
-
-
-class TaskSplit(BaseModel):
-    """A range of task instances of the environment: task ``i`` uses seed ``seed + i``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    num_tasks: int = Field(64, ge=1)
-    first_task: int = Field(0, ge=0)
-    seed: int = 0
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Environment options for this split only (``split: test``), over ``toolgym.env_kwargs``."""
 
 
 class ArpoRollout(BaseModel):
@@ -112,8 +101,8 @@ class ToolgymSettings(BaseModel):
     """Engine limits (``toolgym.core.config.EngineConfig`` fields: max_turns, timeouts, ...)."""
     sandbox_backend: str = "auto"
     """``auto`` (Docker when it answers, else local), a backend name, or ``none``."""
-    train: TaskSplit = Field(default_factory=TaskSplit)
-    val: TaskSplit = Field(default_factory=lambda: TaskSplit(num_tasks=16, first_task=100_000))
+    train: TaskRange = Field(default_factory=TaskRange)
+    val: TaskRange = Field(default_factory=lambda: TaskRange(num_tasks=16, first_task=100_000))
     data_dir: str | None = None
     """Where the task-index Parquet files are written (default: under ``trainer.default_local_dir``)."""
     train_files: str | None = None
