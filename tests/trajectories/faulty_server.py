@@ -11,7 +11,12 @@ Raw asyncio HTTP/1.1 (keep-alive), so that faults can be made at the socket leve
 
 taken in turn; and after ``restart_after`` requests the server goes away (listener and open connections closed)
 for ``down_s`` seconds and comes back on the same port, as a restarted server would. Every other
-request is answered with ``output_ids`` (and their logprobs) fixed at construction.
+request is answered with ``output_ids`` (and their logprobs) fixed at construction; GETs (the client's
+set-up probes: model info, context length) get a 404 and are neither counted nor faulted.
+
+The server runs on its own event loop in a thread, as a real server runs in its own process: the
+client's blocking set-up probes then get their answer at once instead of waiting out their timeout
+on a loop they block.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import random
 import socket
 import struct
+import threading
 from collections import Counter
 from typing import Any
 
@@ -43,16 +49,44 @@ class FaultyServer:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        """Start listening (on ``port``, or a free one) on the server's own loop and thread."""
+        loop = asyncio.new_event_loop()
+        self._loop, self._thread = loop, threading.Thread(target=loop.run_forever, name="faulty-server", daemon=True)
+        self._thread.start()
+        await asyncio.wait_for(asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._listen(), loop)), 10)
+
+    async def stop(self) -> None:
+        """Close the listener and every open connection, then end the server's thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        await asyncio.wait_for(asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop)), 10)
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join, 10)
+        loop.close()
+        self._loop = self._thread = None
+
+    async def _listen(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
+    async def _shutdown(self) -> None:
+        """``_close``, then end what is still running (stalled answers, a pending restart)."""
+        await self._close()
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    async def _close(self) -> None:
         if self._server is not None:
             self._server.close()
             for w in list(self._writers):
@@ -63,9 +97,9 @@ class FaultyServer:
 
     async def _restart(self) -> None:
         self.restarts += 1
-        await self.stop()
+        await self._close()
         await asyncio.sleep(self.down_s)
-        await self.start()
+        await self._listen()
 
     def _answer(self) -> bytes:
         meta = {"id": f"r{self.requests}", "finish_reason": {"type": "stop"}, "prompt_tokens": 1,
@@ -83,6 +117,10 @@ class FaultyServer:
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
                 await reader.readexactly(length)
+                if head.startswith(b"GET "):
+                    writer.write(b"HTTP/1.1 404 X\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+                    await writer.drain()
+                    continue
                 self.requests += 1
                 if self.restart_after is not None and self.requests == self.restart_after:
                     asyncio.get_running_loop().create_task(self._restart())
@@ -112,7 +150,8 @@ class FaultyServer:
                 if kind == "truncated":
                     writer.close()
                     return
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            # a cancelled handler (at stop) ends quietly: asyncio's stream callback would report it as an error
             return
         finally:
             self._writers.discard(writer)
