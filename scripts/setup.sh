@@ -3,7 +3,10 @@
 #
 #   bash scripts/setup.sh            Python environment (.venv) with toolgym and its extras
 #   bash scripts/setup.sh --system   also the system services the full test suite needs:
-#                                    Docker engine + sandbox images, bubblewrap, PostgreSQL, Chromium
+#                                    Docker engine + sandbox images, bubblewrap, PostgreSQL, Chromium,
+#                                    and a CPU vLLM (.venv-vllm), installed in the background: it
+#                                    is still going when this returns on a cold machine; `make test`
+#                                    waits for it (bash scripts/ensure-vllm.sh) right before pytest
 #
 # Re-running only redoes what changed: the Python install is keyed on a hash of pyproject.toml and
 # setup.py; the system scripts check before they install or start anything.
@@ -118,6 +121,23 @@ else
   SUMMARY+=("$VENV up to date")
 fi
 
+# -- the CPU vLLM (tests), in the background ---------------------------------------------------------
+# Minutes of pip on a cold machine, in a venv of its own: it runs detached while the services below
+# are set up and `make test` builds the sandbox images; `make test` waits for it before pytest
+# (ensure-vllm.sh without --background waits for an install in progress, and says how it ended).
+if [ "$SYSTEM" = 1 ] && [ -f scripts/ensure-vllm.sh ]; then
+  export TOOLGYM_VLLM_LOG=${TOOLGYM_VLLM_LOG:-${LOG%.log}-vllm.log}
+  printf '\n=== ensure-vllm --background\n' >>"$LOG"
+  vllm_said=$(bash scripts/ensure-vllm.sh --background 2>&1 </dev/null) || { echo "$vllm_said" >>"$LOG"; fail "starting the CPU vLLM install"; }
+  echo "$vllm_said" >>"$LOG"
+  if [ -n "$vllm_said" ]; then
+    log "CPU vLLM: installing in the background (log: $TOOLGYM_VLLM_LOG)"
+    SUMMARY+=("vllm installing in the background")
+  else
+    SUMMARY+=("vllm ok")
+  fi
+fi
+
 # -- system services (tests) ----------------------------------------------------------------------
 if [ -n "$apt_pid" ]; then
   rc=0
@@ -132,6 +152,7 @@ if [ "$SYSTEM" = 1 ]; then
   for script in scripts/ensure-*.sh; do
     [ -f "$script" ] || continue
     name=$(basename "$script" .sh)
+    [ "$name" = ensure-vllm ] && continue  # started in the background above
     step "$name" bash "$script"
     SUMMARY+=("${name#ensure-} ok")
   done
