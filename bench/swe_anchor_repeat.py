@@ -87,7 +87,7 @@ def diverged_at(trajs: Sequence[Trajectory]) -> float:
 
 async def level(noise: float, *, tasks: int, group: int, concurrency: int, backend: object, seed: int) -> dict[str, float]:
     policy = ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen")), noise=noise, noise_action=noise_turn if noise else None, seed=seed)
-    cfg = EngineConfig(group_size=group, max_turns=30, max_live_episodes=concurrency, max_sandboxes=concurrency, seed=seed)
+    cfg = EngineConfig(max_turns=30, max_live_episodes=concurrency, max_sandboxes=concurrency, seed=seed)
     engine = RolloutEngine(registry=get_registry(), policy=policy, config=cfg, sandbox_backend=backend)  # type: ignore[arg-type]
     got: list[Trajectory] = []
     engine.on_trajectory = got.append

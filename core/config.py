@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from .arpo import ArpoConfig
 from .sandbox import ACQUIRE_TIMEOUT_S
@@ -63,8 +64,6 @@ class EngineConfig(BaseModel):
     max_tokens_per_turn: int = Field(512, ge=1)
     max_tokens_per_trajectory: int = Field(8192, ge=16)
     """Upper bound on a token sequence (prompt plus everything appended): the context budget."""
-    group_size: int = Field(1, ge=1)
-    """Episodes per task instance, all with the same environment seed."""
     seed: int = 0
     """Base seed: task ``i`` uses environment seed ``seed + i``; sampling seeds derive from it."""
     on_rewrite: Literal["new_sequence", "untrainable"] = "new_sequence"
@@ -75,3 +74,32 @@ class EngineConfig(BaseModel):
     fewer collections over the many live token lists, less CPU per turn."""
     arpo: ArpoConfig = Field(default_factory=ArpoConfig)
     """Entropy-based branching after tool results (off by default)."""
+
+    _moved_group_size: int | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _group_size_moved(cls, data: Any, handler: ModelWrapValidatorHandler[EngineConfig]) -> EngineConfig:
+        """``group_size`` was an engine field that the engine never read: it is how many episodes a
+        run plans per task instance (``CollectOptions.group_size``, ``--group-size``,
+        ``plan_episodes(group_size=...)``). The old key is still accepted, with a warning; its value
+        is kept for ``CollectOptions`` to take over (see :meth:`moved_group_size`)."""
+        if not (isinstance(data, dict) and "group_size" in data):
+            return handler(data)
+        data = dict(data)
+        value = data.pop("group_size")
+        warnings.warn(
+            "EngineConfig(group_size=...) is deprecated: the engine never read it. Give it to the run instead: "
+            "CollectOptions(group_size=...), `toolgym collect --group-size`, or plan_episodes(group_size=...)",
+            FutureWarning, stacklevel=3,
+        )
+        number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) and str(value).strip().isdigit() else 0
+        if number < 1:
+            raise ValueError(f"group_size must be an integer of at least 1, got {value!r}")
+        config = handler(data)
+        config._moved_group_size = number
+        return config
+
+    def moved_group_size(self) -> int | None:
+        """The ``group_size`` given to this config under its deprecated name, if any."""
+        return self._moved_group_size

@@ -262,7 +262,7 @@ async def collect(
     state = "interrupted"
     stats = EngineStats()
     try:
-        stats = await engine.run(todo, stored=stored_samples(todo, done, opts.engine) if opts.engine.arpo.enabled else None)
+        stats = await engine.run(todo, stored=stored_samples(todo, done, opts) if opts.engine.arpo.enabled else None)
         state = "complete" if writer.failed == 0 else "complete_with_failures"
     except asyncio.CancelledError:
         if guard.reason is None or me is None:

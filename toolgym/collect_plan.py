@@ -42,7 +42,7 @@ _FINGERPRINT_DEFAULTS = {"dedup": "none"}  # keys added later: older manifests l
 
 @dataclass
 class CollectOptions:
-    """What to collect. ``episodes`` counts task instances; each is run ``engine.group_size`` times."""
+    """What to collect. ``episodes`` counts task instances; each is run ``group_size`` times."""
 
     env: str
     out: Path
@@ -51,6 +51,8 @@ class CollectOptions:
     tokenizer: str | None = None
     episodes: int = 8
     first_task: int = 0
+    group_size: int = 1
+    """Episodes per task instance, all with the same environment seed (with ARPO: the initial ones)."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     sandbox_backend: str = "auto"
     """``auto`` (Docker when an engine answers, else local), a backend name, or ``none``."""
@@ -72,12 +74,21 @@ class CollectOptions:
     template, for environments that parse function calls (:mod:`toolgym.core.parser_auto`); a
     parser's name: that parser in place of the environment's."""
 
+    def __post_init__(self) -> None:
+        moved = self.engine.moved_group_size()  # EngineConfig(group_size=...), deprecated: it warned
+        if moved is not None:
+            if self.group_size not in (1, moved):
+                raise ConfigError(f"group_size is given twice: {self.group_size} here and {moved} in the engine settings (deprecated there)")
+            self.group_size = moved
+        if self.group_size < 1:
+            raise ConfigError(f"--group-size must be at least 1, got {self.group_size}")
+
 
 def fingerprint(opts: CollectOptions) -> dict[str, Any]:
     return {
         "env": opts.env,
         "model": redact_url(opts.model),
-        "group_size": opts.engine.group_size,
+        "group_size": opts.group_size,
         "seed": opts.engine.seed,
         "sampling": opts.engine.sampling.model_dump(),
         "env_kwargs": opts.env_kwargs,
@@ -147,10 +158,11 @@ async def drop_duplicate_prompts(
     return kept, {"by": "prompt", "dropped_groups": len(gone), "dropped_trajectories": len(requests) - len(kept), "examples": dropped[:20]}
 
 
-def stored_samples(requests: list[EpisodeRequest], done: set[str], config: EngineConfig) -> dict[str, list[int]]:
+def stored_samples(requests: list[EpisodeRequest], done: set[str], opts: CollectOptions) -> dict[str, list[int]]:
     """For an ARPO resume: the sample indices already stored of each group still to run (initial
     samples and forks; a fork's index is below twice the budget plus the initial count)."""
-    span = 2 * config.arpo.budget + max(config.arpo.initial, config.group_size)
+    arpo = opts.engine.arpo
+    span = 2 * arpo.budget + max(arpo.initial, opts.group_size)
     out: dict[str, list[int]] = {}
     for group_id in {r.group_id for r in requests}:
         indices = [i for i in range(span) if trajectory_id(group_id, i) in done]
@@ -195,7 +207,7 @@ async def plan_collection(opts: CollectOptions, registry: Registry, sandboxes: A
     repeated prompts (``sandboxes`` are where the instances reset for it), keep this process's
     shard and skip the ids already written. Call ``check_options`` first."""
     prepare_output(opts)
-    planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.engine.group_size, seed=opts.engine.seed,
+    planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed,
                             first_task=opts.first_task)
     requests, dedup_info = planned, None
     if opts.dedup == "prompt":

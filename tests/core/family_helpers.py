@@ -134,7 +134,7 @@ def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None =
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("family-test", Plugin())])
     if parser is not None and parser != "hermes":
         registry = with_parser(registry, "hermes", registry.parser(parser))
-    cfg = EngineConfig(max_turns=max_turns, group_size=group_size)
+    cfg = EngineConfig(max_turns=max_turns)
     policy = ModelPolicy(MockLLMBackend(tokenizer, responder, add_eos=add_eos), cfg)
     out: list[Trajectory] = []
     engine = RolloutEngine(registry=registry, policy=policy, config=cfg, on_trajectory=out.append)

@@ -242,8 +242,8 @@ async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any,
     from toolgym.trajectories import iter_trajectories
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
-    cfg = EngineConfig(max_turns=6, group_size=2, arpo=ArpoConfig(enabled=True, budget=5, initial=2, tau=1.0, beta=0.2))
-    opts = CollectOptions(env="two-tools", out=tmp_path / "ds", episodes=2, engine=cfg, sandbox_backend="none")
+    cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=5, initial=2, tau=1.0, beta=0.2))
+    opts = CollectOptions(env="two-tools", out=tmp_path / "ds", episodes=2, group_size=2, engine=cfg, sandbox_backend="none")
 
     def policy() -> ModelPolicy:
         return ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg)

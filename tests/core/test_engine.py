@@ -29,7 +29,7 @@ def _counting_responder(prompt: str, _i: int) -> str:
 
 
 async def test_math_python_scripted_end_to_end(qwen_chat: ChatFormat) -> None:
-    cfg = EngineConfig(group_size=2, max_turns=4)
+    cfg = EngineConfig(max_turns=4)
     engine, out = _engine(ScriptedPolicy(qwen_chat), cfg)
     stats = await engine.run(plan_episodes("math-python", num_tasks=4, group_size=2))
     assert stats.done == 8 and stats.failed == 0

@@ -18,8 +18,8 @@ from toolgym.distributed.driver import check_head
 
 
 def options(out: Path, **engine: object) -> CollectOptions:
-    return CollectOptions(env="relay", out=out, model="sim:0", episodes=3, sandbox_backend="none",
-                          engine=EngineConfig(group_size=2, max_turns=4, **engine),  # type: ignore[arg-type]
+    return CollectOptions(env="relay", out=out, model="sim:0", episodes=3, sandbox_backend="none", group_size=2,
+                          engine=EngineConfig(max_turns=4, **engine),  # type: ignore[arg-type]
                           env_kwargs={"turns": 2}, backend_options={"text": LOOKUP_CALL})
 
 

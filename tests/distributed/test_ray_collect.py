@@ -28,8 +28,8 @@ FACTORY = "tests.distributed.envs:registry"
 
 def options(out: Path, *, episodes: int, env: str = "relay", latency: float = 0.05, live: int = 4, turns: int = 3,
             group: int = 2, sandbox: str = "none", text: str = LOOKUP_CALL) -> CollectOptions:
-    engine = EngineConfig(group_size=group, max_live_episodes=live, max_turns=turns + 2, max_tokens_per_turn=64)
-    return CollectOptions(env=env, out=out, model=f"sim:{latency}", episodes=episodes, engine=engine,
+    engine = EngineConfig(max_live_episodes=live, max_turns=turns + 2, max_tokens_per_turn=64)
+    return CollectOptions(env=env, out=out, model=f"sim:{latency}", episodes=episodes, group_size=group, engine=engine,
                           sandbox_backend=sandbox, env_kwargs={"turns": turns}, backend_options={"text": text})
 
 

@@ -47,7 +47,7 @@ def test_two_processes_collect_shards_into_one_directory(tmp_path: Path) -> None
 
 async def test_shard_resume_in_process_and_guards(tmp_path: Path) -> None:
     reg = dataset_registry()
-    opts = CollectOptions(env="counter", out=tmp_path, model="scripted", episodes=10, engine=EngineConfig(group_size=1),
+    opts = CollectOptions(env="counter", out=tmp_path, model="scripted", episodes=10, group_size=1,
                           sandbox_backend="none", env_kwargs={"target": 1}, shard=(1, 3))
     first = await collect(opts, registry=reg)
     assert first.written == 3 and first.planned == 3  # tasks 1, 4, 7
@@ -73,7 +73,7 @@ async def test_shard_resume_in_process_and_guards(tmp_path: Path) -> None:
 
 async def test_dedup_prompt_at_collection_and_after(tmp_path: Path) -> None:
     reg = dataset_registry()
-    plain = CollectOptions(env="echo-dup", out=tmp_path / "plain", model="scripted", episodes=7, engine=EngineConfig(group_size=2), sandbox_backend="none")
+    plain = CollectOptions(env="echo-dup", out=tmp_path / "plain", model="scripted", episodes=7, group_size=2, sandbox_backend="none")
     await collect(plain, registry=reg)
     assert len(list(iter_raw(tmp_path / "plain"))) == 14
     deduped = CollectOptions(**{**plain.__dict__, "out": tmp_path / "dedup", "dedup": "prompt"})

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from tests.trajectories.helpers import dataset_registry
 from toolgym.cli import app
 from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
 from toolgym.core.trajectory import Trajectory
 from toolgym.trajectories.export_hf import write_hf_dataset
 from toolgym.trajectories.export_sft import sft_messages
@@ -26,7 +25,7 @@ from toolgym.trajectories.store import iter_trajectories
 def adder_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """12 scripted trajectories of the adder task: a Hermes tool call, its result, the answer."""
     out = tmp_path_factory.mktemp("adder")
-    opts = CollectOptions(env="adder", out=out, model="scripted", episodes=6, engine=EngineConfig(group_size=2), sandbox_backend="none")
+    opts = CollectOptions(env="adder", out=out, model="scripted", episodes=6, group_size=2, sandbox_backend="none")
     asyncio.run(collect(opts, registry=dataset_registry()))
     return out
 

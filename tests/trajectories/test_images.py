@@ -19,7 +19,6 @@ import pytest
 from tests.trajectories.helpers import AdderEnv, DatasetPlugin, png
 from toolgym import EnvSpec, StepResult, hookimpl
 from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
 from toolgym.core.images import image_part, image_refs, store_image
 from toolgym.core.registry import Registry
 from toolgym.core.types import Action, Message
@@ -70,7 +69,7 @@ def registry() -> Registry:
 @pytest.fixture(scope="module")
 def shot_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("shots")
-    opts = CollectOptions(env="shot-adder", out=out, model="scripted", episodes=4, engine=EngineConfig(group_size=2),
+    opts = CollectOptions(env="shot-adder", out=out, model="scripted", episodes=4, group_size=2,
                           sandbox_backend="none")
     asyncio.run(collect(opts, registry=registry()))
     return out

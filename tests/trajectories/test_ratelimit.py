@@ -109,7 +109,7 @@ def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_pa
     with serve("tiny") as server:
         opts = CollectOptions(
             env="counter", out=tmp_path, model=server.url, backend="openai-chat", episodes=3, sandbox_backend="none",
-            engine=EngineConfig(max_turns=2, max_tokens_per_turn=6, group_size=1, sampling={"temperature": 1.0}),
+            engine=EngineConfig(max_turns=2, max_tokens_per_turn=6, sampling={"temperature": 1.0}),
             max_requests_per_s=2, max_tokens_per_min=1_000_000,
         )
         started = time.perf_counter()

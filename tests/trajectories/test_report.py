@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 from tests.trajectories.helpers import REPO, dataset_registry, synthetic_trajectory
 from toolgym.cli import app
 from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
 from toolgym.core.trajectory import Status
 from toolgym.trajectories.export_sft import write_sft
 from toolgym.trajectories.report import build_report
@@ -33,7 +32,7 @@ ARTIFACTS = REPO / "test-artifacts"
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A report of 12 adder episodes (tool calls with screenshots) plus one failed counter episode."""
     data = tmp_path_factory.mktemp("adder")
-    opts = CollectOptions(env="adder", out=data, model="scripted", episodes=6, engine=EngineConfig(group_size=2), sandbox_backend="none")
+    opts = CollectOptions(env="adder", out=data, model="scripted", episodes=6, group_size=2, sandbox_backend="none")
     asyncio.run(collect(opts, registry=dataset_registry()))
     failed = synthetic_trajectory(99).model_copy(update={"status": Status.ERROR, "status_reason": "RuntimeError: environment exploded"})
     with TrajectoryWriter(data, shard=7) as w:

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from tests.trajectories.helpers import dataset_registry
 from toolgym.cli import app
 from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
 from toolgym.trajectories.reverify import reverify
 from toolgym.trajectories.store import iter_trajectories
 
@@ -21,7 +20,7 @@ from toolgym.trajectories.store import iter_trajectories
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("adder")
-    opts = CollectOptions(env="adder", out=out, model="scripted", episodes=4, engine=EngineConfig(group_size=2), sandbox_backend="none")
+    opts = CollectOptions(env="adder", out=out, model="scripted", episodes=4, group_size=2, sandbox_backend="none")
     asyncio.run(collect(opts, registry=dataset_registry()))
     return out
 

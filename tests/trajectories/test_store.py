@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 async def _some_trajectories(chat: ChatFormat, n: int = 4) -> list:
     out: list = []
-    engine = RolloutEngine(registry=test_registry(), policy=ScriptedPolicy(chat), config=EngineConfig(group_size=2), on_trajectory=out.append)
+    engine = RolloutEngine(registry=test_registry(), policy=ScriptedPolicy(chat), config=EngineConfig(), on_trajectory=out.append)
     await engine.run(plan_episodes("counter", num_tasks=n // 2, group_size=2))
     return out
 

@@ -11,12 +11,13 @@ import typer
 from toolgym.cli.common import err_console, registry_or_exit
 from toolgym.core.errors import ConfigError
 
-# EngineConfig / SamplingConfig / ArpoConfig field → the option that sets it
+# EngineConfig / SamplingConfig / ArpoConfig field → the option that sets it (--group-size is the ARPO
+# initial count's; CollectOptions checks it otherwise)
 _FLAGS = {
     "max_live_episodes": "--concurrency", "max_llm_calls": "--llm-concurrency", "max_sandboxes": "--sandboxes",
     "llm_timeout_s": "--llm-timeout", "episode_timeout_s": "--episode-timeout", "max_turns": "--max-turns",
     "max_tokens_per_turn": "--max-tokens-per-turn", "max_tokens_per_trajectory": "--max-tokens-per-trajectory",
-    "group_size": "--group-size", "initial": "--group-size", "budget": "--arpo-budget", "on_rewrite": "--on-rewrite",
+    "initial": "--group-size", "budget": "--arpo-budget", "on_rewrite": "--on-rewrite",
     "temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k", "top_logprobs": "--top-logprobs",
 }
 
@@ -104,7 +105,7 @@ def command(
             max_live_episodes=concurrency, max_llm_calls=llm_concurrency, max_sandboxes=sandboxes,
             llm_timeout_s=llm_timeout, episode_timeout_s=episode_timeout, max_turns=max_turns,
             max_tokens_per_turn=max_tokens_per_turn, max_tokens_per_trajectory=max_tokens_per_trajectory,
-            group_size=group_size, seed=seed, on_rewrite=on_rewrite,  # type: ignore[arg-type]
+            seed=seed, on_rewrite=on_rewrite,  # type: ignore[arg-type]
             arpo=ArpoConfig(enabled=arpo, budget=max(arpo_budget, group_size), initial=group_size),
             sampling=SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, top_logprobs=top_logprobs),
         )
@@ -112,7 +113,7 @@ def command(
         raise option_error(exc) from None
     opts = CollectOptions(
         env=env, out=out, model=model, backend=backend, tokenizer=tokenizer, episodes=episodes, first_task=first_task,
-        engine=engine, sandbox_backend=sandbox_backend, env_kwargs=_kv(env_arg, "--env-arg"),
+        group_size=group_size, engine=engine, sandbox_backend=sandbox_backend, env_kwargs=_kv(env_arg, "--env-arg"),
         backend_options=_kv(backend_arg, "--backend-arg"), overwrite=overwrite,
         shard=parse_shard(shard) if shard else None, dedup=dedup,  # type: ignore[arg-type]
         max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast, parser=parser,

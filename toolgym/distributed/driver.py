@@ -210,9 +210,9 @@ async def collect_ray(
     in_flight = ray_opts.in_flight_per_worker or max_live + max(2, max_live // 4)
     units: list[Unit] = list(todo)
     if opts.engine.arpo.enabled:  # a group's episodes and forks share one engine's branch budget
-        units = group_units(todo, stored_samples(todo, done_ids, opts.engine))
+        units = group_units(todo, stored_samples(todo, done_ids, opts))
         if ray_opts.in_flight_per_worker is None:
-            in_flight = max(2, -(-in_flight // opts.engine.group_size))
+            in_flight = max(2, -(-in_flight // opts.group_size))
     started_ray = connect(ray_opts.address, num_cpus=max(os.cpu_count() or 1, int(n * ray_opts.worker_cpus + 0.999)))
     import ray
 

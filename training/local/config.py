@@ -107,7 +107,7 @@ class RLConfig(BaseModel):
     def engine_config(self, *, temperature: float | None = None, seed: int | None = None) -> EngineConfig:
         """The engine's settings for rollouts (``temperature`` None: ``ppo.temperature``)."""
         sampling = {"temperature": self.ppo.temperature if temperature is None else temperature}
-        fields = {**self.engine, "group_size": self.group_size, "seed": self.seed if seed is None else seed}
+        fields = {**self.engine, "seed": self.seed if seed is None else seed}
         fields["sampling"] = {**fields.get("sampling", {}), **sampling}
         fields.setdefault("max_llm_calls", self.max_batch_size)
         fields.setdefault("max_live_episodes", self.max_batch_size)

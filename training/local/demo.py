@@ -277,7 +277,7 @@ async def _collect_scripted(cfg: DemoConfig, rl_cfg: RLConfig, model_dir: Path, 
     from toolgym.trajectories.store import iter_trajectories
     from toolgym.trajectories.verify import verify
 
-    engine = rl_cfg.engine_config(seed=cfg.seed * 100_000 + 50_000).model_copy(update={"group_size": 1})
+    engine = rl_cfg.engine_config(seed=cfg.seed * 100_000 + 50_000)
     opts = CollectOptions(
         env=cfg.env, out=Path(cfg.out) / "sft-data", model="scripted", tokenizer=str(model_dir), episodes=cfg.sft_episodes,
         engine=engine, sandbox_backend="none", env_kwargs={**cfg.env_kwargs, "split": "train"}, overwrite=True,

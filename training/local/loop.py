@@ -93,7 +93,7 @@ async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajec
 
 def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None) -> RolloutEngine:
     """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``."""
-    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(update={"group_size": 1})
+    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed)
     return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs},
                          sandbox_backend=sandbox_backend)
 

@@ -283,7 +283,7 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 
-    engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, group_size=1, seed=r.seed,
+    engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, seed=r.seed,
                               max_live_episodes=64, max_llm_calls=64)
     if r.search_order not in ("natural", "listed"):
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")

@@ -146,7 +146,7 @@ class ToolgymSettings(BaseModel):
         cfg = EngineConfig(**self.engine)
         per_turn = min(cfg.max_tokens_per_turn, max_response_len)
         per_sequence = min(cfg.max_tokens_per_trajectory, max_prompt_len + max_response_len)
-        return cfg.model_copy(update={"max_tokens_per_turn": per_turn, "max_tokens_per_trajectory": per_sequence, "group_size": 1})
+        return cfg.model_copy(update={"max_tokens_per_turn": per_turn, "max_tokens_per_trajectory": per_sequence})
 
 
 def load_settings(section: Any) -> ToolgymSettings:

@@ -89,7 +89,7 @@ async def test_collect_scripted_and_tiny_model(tmp_path: Path) -> None:
     assert [r["reward"] for r in rows] == [1.0, 1.0, 1.0]
     tiny = await collect(CollectOptions(
         env="swe", out=tmp_path / "tiny", model="tiny", episodes=1, sandbox_backend="local",
-        env_kwargs={"max_turns": "2"}, engine=EngineConfig(max_turns=2, max_tokens_per_turn=24, group_size=2)))
+        env_kwargs={"max_turns": "2"}, group_size=2, engine=EngineConfig(max_turns=2, max_tokens_per_turn=24)))
     assert (tiny.written, tiny.failed) == (2, 0)
     for line in (tmp_path / "tiny" / "trajectories.jsonl").read_text().splitlines():
         traj = json.loads(line)
