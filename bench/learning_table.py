@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,10 @@ def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> l
          f"verl.trainer.default_local_dir={out}"]
     if env != "math_python":
         o.append(f"toolgym.group_size={args.group}")
+    if args.device != "cpu":
+        o.append(f"verl.trainer.device={args.device}")
+    if args.model.get(env):
+        o.append(f"verl.actor_rollout_ref.model.path={args.model[env]}")
     if args.smoke:
         o += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.engine.max_tokens_per_turn=8",
               "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]
@@ -52,16 +57,20 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
 
     out = args.out / f"{env}-{estimator}-seed{seed}"
     cmd = ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]
-    shown = "nice -n 10 " + shlex.join(cmd)
+    shown = ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(cmd)
     done = out / "wall_s.txt"
     if done.exists() and read_run(env, estimator, seed, out, shown, 0.0).steps >= args.steps:
         print(f"reusing {out}", flush=True)
         return out, shown, float(done.read_text())
     print(f"$ {shown}", flush=True)
     started = time.perf_counter()
-    exe = str(Path(sys.executable).parent / "toolgym")
     env_vars = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    result = subprocess.run([exe, *cmd[1:]], env=env_vars, check=False)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.jobs > 1:  # runs side by side: each one's progress goes to its own log
+        with open(out / "train.log", "w") as log:
+            result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, stdout=log, stderr=subprocess.STDOUT, check=False)
+    else:
+        result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, check=False)
     if result.returncode != 0:
         raise SystemExit(f"run failed (exit {result.returncode}): {shown}")
     wall = time.perf_counter() - started
@@ -161,16 +170,18 @@ def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
     out = {}
     for env in [] if args.smoke else args.envs:
-        path = warmstart.cached(env) if env in warmstart.RECIPES else None
-        if path is not None:
+        path = Path(args.model[env]) if env in args.model else warmstart.cached(env) if env in warmstart.RECIPES else None
+        if path is not None and (path / "warmstart.json").exists():
             out[env] = json.loads((path / "warmstart.json").read_text())
     return out
 
 
 def reproduce_command(args: argparse.Namespace) -> str:
-    return "nice -n 10 .venv/bin/python bench/learning_table.py " + shlex.join(
+    extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
+             *(["--jobs", str(args.jobs)] if args.jobs > 1 else [])]
+    return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
         [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
-         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq)])
+         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq), *extra])
 
 
 def main() -> None:
@@ -189,11 +200,19 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: write the page from the runs (and speed.json) already under --out")
     parser.add_argument("--out", type=Path, default=Path("runs/learning_table"))
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (verl.trainer.device of every run)")
+    parser.add_argument("--model", action="append", default=[], metavar="ENV=PATH",
+                        help="the warm start of ENV's runs (a model directory) instead of the config's warmstart:ENV")
+    parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: docs/results_learning_curves.png beside --docs")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    models = dict(m.partition("=")[::2] for m in args.model)
+    if any(not path for path in models.values()):
+        raise SystemExit("--model takes ENV=PATH")
+    args.model = models
     if args.smoke:
         args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 2, 2, 2, 2, 1
         args.envs = ["alfworld"]
@@ -213,7 +232,7 @@ def main() -> None:
                 for estimator in PAIRS[env]:
                     out = args.out / f"{env}-{estimator}-seed{seed}"
                     wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
-                    run = read_run(env, estimator, seed, out, "nice -n 10 " + shlex.join(
+                    run = read_run(env, estimator, seed, out, ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(
                         ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]), wall)
                     if run.evals:
                         runs.append(run)
@@ -229,17 +248,19 @@ def main() -> None:
         print(f"one turn of {speed['bench_prompts']} prompts: KV-cached batched sampler {speed['sampler_tokens_per_s']:,.0f} tok/s "
               f"vs plain HF generate (baseline) {speed['hf_tokens_per_s']:,.0f} tok/s", flush=True)
         (args.out / "speed.json").write_text(json.dumps(speed, indent=2))
-    runs = []
-    for env in args.envs:
-        for seed in args.seeds:
-            for estimator in PAIRS[env]:
-                out, command, wall = train(args, env, estimator, seed)
-                run = read_run(env, estimator, seed, out, command, wall)
-                runs.append(run)
-                print(f"{env} {estimator} seed {seed}: held-out {run.before['success']:.1%} -> {run.after['success']:.1%} "
-                      f"({run.steps} steps, {wall / 60:.1f} min)", flush=True)
-                for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"):
-                    print(f"    step groups {key}: {run.mean_stat(key):.3f}", flush=True)
+    plan = [(env, estimator, seed) for env in args.envs for seed in args.seeds for estimator in PAIRS[env]]
+
+    def one(job: tuple[str, str, int]) -> Any:
+        env, estimator, seed = job
+        out, command, wall = train(args, env, estimator, seed)
+        run = read_run(env, estimator, seed, out, command, wall)
+        stats = "".join(f"\n    step groups {key}: {run.mean_stat(key):.3f}" for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"))
+        print(f"{env} {estimator} seed {seed}: held-out {run.before['success']:.1%} -> {run.after['success']:.1%} "
+              f"({run.steps} steps, {wall / 60:.1f} min){stats}", flush=True)
+        return run
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        runs = list(pool.map(one, plan))
     write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
                       warm_starts=warm_start_infos(args))
     print(f"wrote {args.docs} and {png}")

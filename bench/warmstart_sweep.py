@@ -1,0 +1,101 @@
+"""Which warm-start recipe reaches the target: build several variants of a recipe side by side and
+compare their validation success (greedy, training split) over SFT steps.
+
+    .venv/bin/python bench/warmstart_sweep.py --env alfworld --device cuda --jobs 4 \\
+        --variant base: --variant wide:hidden_size=128,num_heads=4 --variant deep:hidden_size=128,num_layers=4,num_heads=4
+    .venv/bin/python bench/warmstart_sweep.py --smoke            # two toy variants on CPU, under a minute
+
+A variant is ``NAME:FIELD=VALUE,...`` (fields of ``WarmStartRecipe``; ``NAME:`` alone is the shipped
+recipe); ``--set FIELD=VALUE`` applies to every variant. Each variant is one ``toolgym warmstart``
+process with its own cache directory under ``--out`` (no two processes build the same tokenizer),
+``--jobs`` at a time. The baseline is the shipped recipe, built in the same run when listed. Prints
+one line per variant (rows, SFT steps, validation success at each check, seconds) and writes
+``sweep.json`` under ``--out``; a variant whose directory already holds a build is reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    name, colon, fields = text.partition(":")
+    if not colon or not name:
+        raise SystemExit(f"--variant {text!r}: give NAME:FIELD=VALUE,... (NAME: alone for the shipped recipe)")
+    return name, [f for f in fields.split(",") if f]
+
+
+def build(args: argparse.Namespace, name: str, fields: list[str]) -> dict[str, Any]:
+    """One variant: ``toolgym warmstart`` in its own process and cache; returns its summary."""
+    cache = args.out / name
+    cache.mkdir(parents=True, exist_ok=True)
+    sets = [x for f in [*args.set, *fields] for x in ("--set", f)]
+    cmd = [sys.executable, "-m", "toolgym", "warmstart", "--env", args.env, "--device", args.device, "--threads", str(args.threads), *sets]
+    env = {**os.environ, "TOOLGYM_CACHE": str(cache), "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    started = time.perf_counter()
+    with open(cache / "build.log", "w") as log:
+        result = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        tail = (cache / "build.log").read_text().strip().splitlines()[-3:]
+        return {"name": name, "fields": fields, "error": f"exit {result.returncode}: {' | '.join(tail)}", "wall_s": wall}
+    directory = Path(result.stdout.strip().splitlines()[-1])
+    info = json.loads((directory / "warmstart.json").read_text())
+    return {"name": name, "fields": fields, "dir": str(directory), "rows": info["rows"], "scripted_success": info["scripted_success"],
+            "sft_steps": info["sft_steps"], "validation": info["validation"], "final_loss": info["sft_losses"][-1] if info["sft_losses"] else None,
+            "build_s": info["seconds"], "wall_s": wall, "device": info.get("device", "cpu"), "recipe": info["recipe"]}
+
+
+def line(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{r['name']:>10}: FAILED {r['error']}"
+    checks = " ".join(f"{step}:{success:.0%}" for step, success in r["validation"])
+    return (f"{r['name']:>10}: {r['rows']} rows, {r['sft_steps']} SFT steps, final loss {r['final_loss']:.3f}, "
+            f"validation {checks}, {r['build_s']:.0f} s on {r['device']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="alfworld")
+    parser.add_argument("--variant", action="append", default=[], help="NAME:FIELD=VALUE,... (repeatable)")
+    parser.add_argument("--set", action="append", default=[], help="FIELD=VALUE for every variant")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per variant")
+    parser.add_argument("--out", type=Path, default=Path("runs/warmstart_sweep"))
+    parser.add_argument("--smoke", action="store_true", help="two toy variants on CPU")
+    args = parser.parse_args()
+    if args.smoke:
+        args.variant = ["base:", "wide:hidden_size=96,num_heads=3"]
+        args.set = ["episodes=8", "sft_max_steps=2", "sft_check_every=2", "sft_val_tasks=2", *args.set]
+        args.threads = 1
+    if not args.variant:
+        args.variant = ["base:"]
+    variants = [parse_variant(v) for v in args.variant]
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"building {len(variants)} {args.env} warm-start variant(s) on {args.device}, {args.jobs} at a time; logs under {args.out}/NAME/",
+          flush=True)
+
+    def one(v: tuple[str, list[str]]) -> dict[str, Any]:
+        r = build(args, *v)
+        print(line(r), flush=True)
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(one, variants))
+    (args.out / "sweep.json").write_text(json.dumps({"env": args.env, "device": args.device, "set": args.set, "variants": results}, indent=2))
+    print(f"wrote {args.out / 'sweep.json'}")
+    if any("error" in r for r in results):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
