@@ -3,7 +3,7 @@
 The texts are what each family's model writes (calls rendered by the family's chat template, with
 random arguments), plus final answers; vLLM's parser for the family runs in ``.venv-vllm``
 (``tests/core/llm/vllm_tool_parse.py``, one subprocess for every case), with the same tiny
-tokenizer. Skipped, with the reason, only where ``.venv-vllm`` is absent (``make test-engines``
+tokenizer (gpt-oss: vLLM's harmony parsing, on the text's ids in the real harmony encoding). Skipped, with the reason, only where ``.venv-vllm`` is absent (``make test-engines``
 installs it).
 """
 
@@ -35,10 +35,11 @@ from toolgym.core.types import ActionKind, ToolCall
 
 VLLM_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "llama4_pythonic",
                "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
-               "glm-4.5": "glm45"}
-"""Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``). Not gpt-oss:
-vLLM's gpt-oss tool parser is a stub, and its harmony parsing reads token ids of the real o200k
-harmony encoding (``openai_harmony``), which a tiny tokenizer does not have."""
+               "glm-4.5": "glm45", "gpt-oss": "openai"}
+"""Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``). gpt-oss's
+``openai`` is a stub: vLLM parses harmony with its ``HarmonyParser`` on token ids of the real o200k
+harmony encoding, which ``vllm_tool_parse.py`` encodes the text with (the tiny tokenizer's ids are
+not those; the format is the same)."""
 CHECKED = tuple(f for f in FAMILIES if f in VLLM_PARSER)
 WORDS = ["fox", "red shoes", "Zürich", "a\nb", "quote \" and \\ backslash", "", "1, 2, 3", "日本語", "x = {'a': 1}"]
 
