@@ -5,7 +5,7 @@ section the local trainer reads only these keys (the rest are verl's business an
 
 | verl key | local setting |
 |---|---|
-| ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-llama`` or a local Hugging Face directory |
+| ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-<family>`` (docs/model_families.md) or a local Hugging Face directory |
 | ``actor_rollout_ref.actor.optim.lr`` | AdamW learning rate |
 | ``actor_rollout_ref.actor.clip_ratio_low`` / ``_high`` (or ``clip_ratio``) | PPO clip bounds |
 | ``actor_rollout_ref.actor.loss_agg_mode`` | ``token-mean`` or ``seq-mean-token-mean`` |
@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.errors import ConfigError
+from toolgym.core.llm.resolve import TINY
 
 from .config import EvalConfig, OptimConfig, PPOConfig, RLConfig
 
@@ -287,16 +288,16 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any = None) -> Path:
     """The model directory a ``model.path`` names (tiny models and warm starts are built, cached)."""
-    if name in ("tiny", "tiny-qwen", "tiny-llama"):
+    if name in TINY:
         from toolgym.core.llm.local.tiny import ensure_tiny_model
 
-        return ensure_tiny_model("llama" if name == "tiny-llama" else "qwen")
+        return ensure_tiny_model(TINY[name])  # type: ignore[arg-type]
     if name == "warmstart" or name.startswith("warmstart:"):
         return _warm_start(name.partition(":")[2], warm_start, console)
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(f"model {name!r} is not a local Hugging Face directory; the local trainer downloads nothing: "
-                          "give a directory (e.g. OUT/warm-start from `toolgym demo`), `tiny` or `warmstart:alfworld`")
+                          "give a directory (e.g. OUT/warm-start from `toolgym demo`), `tiny`, `tiny-<family>` or `warmstart:alfworld`")
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise ConfigError(f"model directory {path} has no tokenizer ({' / '.join(TOKENIZER_FILES)}); "
                           "save the tokenizer beside the weights (tokenizer.save_pretrained(DIR)) or give a directory that has one")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
+from toolgym.core.llm.local.tiny import template_source
 from toolgym.core.llm.serving.server_vllm import VLLMServer, vllm_python
 
 
@@ -43,3 +45,32 @@ def test_the_command_asks_for_scaled_logprobs_on_a_free_port(monkeypatch: pytest
     assert a.environment()["HF_HUB_OFFLINE"] == "1"
     with pytest.raises(ConfigError, match=r"has no config\.json"):
         VLLMServer(tmp_path)
+
+
+def test_every_tiny_family_is_served_as_its_vllm_build() -> None:
+    """``toolgym serve --engine vllm tiny-<family>``: the family's own tokenizer and template, in a
+    model vLLM's CPU attention takes (head size 32); local directories pass through; others are None."""
+    from toolgym.core.llm.resolve import TINY
+    from toolgym.core.llm.serving.server_vllm import vllm_model_dir, vllm_tiny_model
+
+    for name, family in TINY.items():
+        directory = vllm_model_dir(name)
+        assert directory == vllm_tiny_model(family), name
+        config = json.loads((directory / "config.json").read_text())
+        assert config["hidden_size"] // config["num_attention_heads"] == 32
+        assert (directory / "chat_template.jinja").read_text() == template_source(family)
+    assert vllm_model_dir(str(vllm_tiny_model("glm-4.5"))) == vllm_tiny_model("glm-4.5")
+    assert vllm_model_dir("tiny-nonesuch") is None
+
+
+def test_quick_start_runs_eager_without_a_worker_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from toolgym.core.llm.serving.server_vllm import vllm_tiny_model
+
+    fake = tmp_path / "python"
+    fake.write_text("")
+    monkeypatch.setenv("TOOLGYM_VLLM_PYTHON", str(fake))
+    plain, quick = VLLMServer(vllm_tiny_model()), VLLMServer(vllm_tiny_model(), quick_start=True)
+    assert "--enforce-eager" not in plain.command() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in plain.environment()
+    cmd = quick.command()
+    assert "--enforce-eager" in cmd and cmd[cmd.index("--distributed-executor-backend") + 1] == "uni"
+    assert quick.environment()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # else vLLM's CPU platform turns uni back into mp

@@ -45,3 +45,19 @@ def test_a_short_run_writes_checkpoints_and_resumes(tmp_path: Path) -> None:
     assert second.exit_code == 0, second.output
     assert "resumed from" in second.output and (out / "step-00002").is_dir()
     assert json.loads((out / "step-00002" / "trainer_extra.json").read_text())["next_step"] == 2
+
+
+def test_every_tiny_family_is_a_model_of_the_local_trainer(tmp_path: Path) -> None:
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
+    from toolgym.core.llm.resolve import TINY
+    from toolgym.training.local.runner import model_dir
+
+    for name, family in TINY.items():
+        assert model_dir(name) == ensure_tiny_model(family), name  # type: ignore[arg-type]
+    out = tmp_path / "glm"  # a family whose template drops reasoning from history, through one training step
+    done = CliRunner().invoke(app, ["train", "--trainer", "local", "--config", "keychain_gigpo", "verl.actor_rollout_ref.model.path=tiny-glm-4.5",
+                                    "verl.data.train_batch_size=2", "toolgym.group_size=2", "toolgym.val.num_tasks=2",
+                                    "toolgym.engine.max_tokens_per_turn=8", "verl.trainer.total_training_steps=1",
+                                    f"verl.trainer.default_local_dir={out}"])
+    assert done.exit_code == 0, done.output
+    assert json.loads((out / "step-00001" / "trainer_extra.json").read_text())["next_step"] == 1
