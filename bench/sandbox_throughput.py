@@ -27,7 +27,7 @@ async def main(backend_name: str, episodes: int, calls: int, baseline_calls: int
     backend = open_backend(backend_name, max_idle=episodes, create_concurrency=8)
     try:
         started = time.perf_counter()
-        await backend.prewarm("python", episodes, timeout=600)
+        await backend.prewarm("python", episodes, timeout_s=600)
         print(f"prewarmed {episodes} sandboxes in {time.perf_counter() - started:.1f} s", flush=True)
         backend.warm_targets["python"] = 0  # measure calls, not refills running beside them
         latencies: list[float] = []

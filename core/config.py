@@ -1,4 +1,10 @@
-"""Engine configuration: every limit, timeout and sampling setting of a rollout run."""
+"""Engine configuration: every limit, timeout and sampling setting of a rollout run.
+
+Time limits are named ``<what>_timeout_s`` and are seconds, here and in the tools (``@tool(timeout_s=)``),
+sandbox backends and environments we ship. The one exception is the ``timeout=`` keyword of the
+``Sandbox`` protocol's ``run``/``execute`` (and the helpers that pass it straight through), the
+name every sandbox backend implements and the sandbox agent's wire format uses.
+"""
 
 from __future__ import annotations
 

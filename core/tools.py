@@ -22,6 +22,7 @@ import inspect
 import json
 import re
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
@@ -162,22 +163,30 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     sandbox: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> Any:
     """Make a tool from a function. Use bare (``@tool``) or with options (``@tool(sandbox="python")``).
 
     ``sandbox`` names the sandbox kind the tool runs in; the function then takes a keyword-only
-    ``sandbox`` argument. ``timeout`` is seconds per call.
+    ``sandbox`` argument. ``timeout_s`` is seconds per call (``Tool.timeout_s``); ``timeout`` is its
+    old name, still accepted with a warning.
     """
+    if timeout is not None:
+        warnings.warn("@tool(timeout=...) is deprecated: write @tool(timeout_s=...), seconds per call as before",
+                      FutureWarning, stacklevel=2)
+        if timeout_s != DEFAULT_TIMEOUT_S and timeout_s != timeout:
+            raise ToolDefinitionError(f"@tool got timeout_s={timeout_s:g} and timeout={timeout:g}: give only timeout_s")
+        timeout_s = timeout
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return _build_tool(f, name=name, description=description, sandbox=sandbox, timeout=timeout)
+        return _build_tool(f, name=name, description=description, sandbox=sandbox, timeout_s=timeout_s)
 
     return wrap(fn) if fn is not None else wrap
 
 
 def _build_tool(
-    fn: Callable[..., Any], *, name: str | None, description: str | None, sandbox: str | None, timeout: float
+    fn: Callable[..., Any], *, name: str | None, description: str | None, sandbox: str | None, timeout_s: float
 ) -> Tool:
     tool_name = name or fn.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", tool_name):
@@ -229,7 +238,7 @@ def _build_tool(
         fn=fn,
         args_model=args_model,
         sandbox=sandbox,
-        timeout_s=float(timeout),
+        timeout_s=float(timeout_s),
         injected=frozenset(injected),
         is_async=is_async,
     )

@@ -51,10 +51,10 @@ class AgentChannel:
         """Call ``callback(reason)`` once when the channel closes."""
         self._on_close.append(callback)
 
-    async def request(self, op: str, *, wait_s: float, **fields: Any) -> dict[str, Any]:
+    async def request(self, op: str, *, reply_timeout_s: float, **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its reply (the reply's fields, ``ok`` checked by caller).
 
-        ``wait_s`` is how long the host waits for the agent; it must exceed any time limit the
+        ``reply_timeout_s`` is how long the host waits for the agent; it must exceed any time limit the
         request itself carries. When it passes, the agent is taken for hung and the channel closed.
         """
         if self._closed_reason is not None:
@@ -70,9 +70,9 @@ class AgentChannel:
             self.close(f"the connection to its agent failed ({exc})")
             raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
         try:
-            return await asyncio.wait_for(future, wait_s)
+            return await asyncio.wait_for(future, reply_timeout_s)
         except TimeoutError:
-            self.close(f"its agent did not answer {op!r} within {wait_s:g} s")
+            self.close(f"its agent did not answer {op!r} within {reply_timeout_s:g} s")
             raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
         finally:
             self._pending.pop(rid, None)
@@ -178,17 +178,17 @@ class AgentListener:
         self._connected.set_result(AgentChannel(reader, writer, name=self.name, hello=hello))
         self.stop()
 
-    async def wait(self, timeout: float, *, alive: Callable[[], Awaitable[str | None]] | None = None) -> AgentChannel:
+    async def wait(self, timeout_s: float, *, alive: Callable[[], Awaitable[str | None]] | None = None) -> AgentChannel:
         """The connected channel. ``alive`` is polled and returns a reason when the sandbox died
         before its agent could connect (so the wait ends at once with that reason)."""
         assert self._connected is not None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise SandboxError(
-                        f"sandbox {self.name}: its agent did not connect within {timeout:g} s; "
+                        f"sandbox {self.name}: its agent did not connect within {timeout_s:g} s; "
                         "check `toolgym sandbox doctor`"
                     )
                 with contextlib.suppress(asyncio.TimeoutError):

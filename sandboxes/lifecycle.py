@@ -94,7 +94,7 @@ def sweep_state_dirs(*, everything: bool = False) -> int:
     return len(doomed)
 
 
-def end_processes_using(paths: list[str], *, wait_s: float = 5.0) -> int:
+def end_processes_using(paths: list[str], *, timeout_s: float = 5.0) -> int:
     """SIGKILL every process whose command line names one of ``paths``, and wait until they are
     gone (zombies count as gone); returns how many there were."""
     needles = [p.encode() for p in paths]
@@ -111,7 +111,7 @@ def end_processes_using(paths: list[str], *, wait_s: float = 5.0) -> int:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)
     found = len(pids)
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + timeout_s
     while pids and time.monotonic() < deadline:
         pids = [pid for pid in pids if _running(pid)]
         if pids:

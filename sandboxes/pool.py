@@ -177,12 +177,12 @@ class PooledBackend(ABC):
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def prewarm(self, kind: str, count: int, *, timeout: float | None = None) -> None:
+    async def prewarm(self, kind: str, count: int, *, timeout_s: float | None = None) -> None:
         """Keep ``count`` idle sandboxes of ``kind`` and wait until they are ready."""
         await self.start()
         self.warm_targets[kind] = count
         self._replenish(kind)
-        deadline = time.monotonic() + (timeout or self.start_timeout_s + 10.0 * count)
+        deadline = time.monotonic() + (timeout_s or self.start_timeout_s + 10.0 * count)
         while len(self._idle.get(kind, ())) < count:
             if kind in self._create_errors and self._create_errors[kind][0] > deadline - 3600:
                 raise SandboxError(self._create_errors[kind][1])

@@ -81,11 +81,11 @@ class AgentSandbox:
     def mark_broken(self, reason: str) -> None:
         self._marked_broken = self._marked_broken or reason
 
-    async def _call(self, op: str, *, limit_s: float, **fields: Any) -> dict[str, Any]:
+    async def _call(self, op: str, *, op_timeout_s: float, **fields: Any) -> dict[str, Any]:
         if self._marked_broken is not None:
             raise SandboxBrokenError(f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox")
         self.calls += 1
-        return _raise_for(await self.channel.request(op, wait_s=limit_s + HOST_MARGIN_S, **fields), self.id, fields.get("path", ""))
+        return _raise_for(await self.channel.request(op, reply_timeout_s=op_timeout_s + HOST_MARGIN_S, **fields), self.id, fields.get("path", ""))
 
     def _timeout(self, timeout: float | None) -> float:
         if timeout is None:
@@ -127,19 +127,19 @@ class AgentSandbox:
         if cwd:
             fields["cwd"] = cwd
         fields["max_output"] = max_output or self.profile.max_output_bytes
-        return _exec_result(await self._call("run", limit_s=fields["timeout"], **fields))
+        return _exec_result(await self._call("run", op_timeout_s=fields["timeout"], **fields))
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
         """Write inside the work directory (parents are created); paths that leave it, through
         ``..`` or a symlink, raise ``PathOutsideSandboxError``."""
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        await self._call("write_file", limit_s=30.0, path=path, mode=mode, append=append,
+        await self._call("write_file", op_timeout_s=30.0, path=path, mode=mode, append=append,
                          data_b64=base64.b64encode(raw).decode("ascii"))
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file inside the work directory (at most ``max_bytes``, default from the
         profile; a larger file raises ``SandboxError``)."""
-        reply = await self._call("read_file", limit_s=30.0, path=path, max_bytes=max_bytes or self.profile.max_file_bytes)
+        reply = await self._call("read_file", op_timeout_s=30.0, path=path, max_bytes=max_bytes or self.profile.max_file_bytes)
         return base64.b64decode(reply["data_b64"])
 
     async def python(self) -> AgentPythonSession:
@@ -161,25 +161,25 @@ class AgentSandbox:
         if self._marked_broken is not None:
             raise SandboxBrokenError(f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox")
         start = time.perf_counter()
-        _raise_for(await self.channel.request("ping", wait_s=timeout), self.id)
+        _raise_for(await self.channel.request("ping", reply_timeout_s=timeout), self.id)
         return time.perf_counter() - start
 
     async def stats(self) -> dict[str, Any]:
         """Processes, memory, pids and disk use as the agent sees them."""
-        return await self._call("stats", limit_s=5.0)
+        return await self._call("stats", op_timeout_s=5.0)
 
     async def reset(self, *, prestart: bool = True) -> dict[str, Any]:
         """Kill every process but the agent, wipe the work directory, /tmp and home, and forget
         the sessions; returns the stats afterwards (for the poison check). With ``prestart``
         false the next interpreter waits for ``prestart()`` (after the host's own check)."""
-        reply = await self._call("reset", limit_s=10.0, prestart=prestart)
+        reply = await self._call("reset", op_timeout_s=10.0, prestart=prestart)
         self._python = self._shell = None
         self.calls = 0
         return reply
 
     async def prestart(self) -> None:
         """Start the Python interpreter of the next episode now, when the profile asks for it."""
-        _raise_for(await self.channel.request("prestart", wait_s=15.0 + HOST_MARGIN_S), self.id)
+        _raise_for(await self.channel.request("prestart", reply_timeout_s=15.0 + HOST_MARGIN_S), self.id)
 
 
 class AgentPythonSession:
@@ -193,7 +193,7 @@ class AgentPythonSession:
         (``KeyboardInterrupt``); an interpreter that does not stop, or dies, is restarted and the
         result says ``restarted``."""
         limit = self.sandbox._timeout(timeout)
-        r = await self.sandbox._call("py_exec", limit_s=limit + 5.0, code=code, timeout=limit,
+        r = await self.sandbox._call("py_exec", op_timeout_s=limit + 5.0, code=code, timeout=limit,
                                      max_output=max_output or self.sandbox.profile.max_output_bytes)
         return PythonResult(stdout=r["stdout"], stderr=r["stderr"], value=r.get("value"), error=r.get("error"),
                             traceback=r.get("traceback"), timed_out=bool(r["timed_out"]), restarted=bool(r["restarted"]),
@@ -201,7 +201,7 @@ class AgentPythonSession:
 
     async def restart(self) -> None:
         """Throw the interpreter away; the next ``execute`` starts a fresh one."""
-        await self.sandbox._call("py_restart", limit_s=5.0)
+        await self.sandbox._call("py_restart", op_timeout_s=5.0)
 
 
 class AgentShellSession:
@@ -215,6 +215,6 @@ class AgentShellSession:
         """Run ``command`` (any bash text, several lines allowed). On a timeout the shell and its
         jobs are killed and a new one starts in the same directory with the same exports."""
         limit = self.sandbox._timeout(timeout)
-        r = await self.sandbox._call("sh_run", limit_s=limit, command=command, timeout=limit,
+        r = await self.sandbox._call("sh_run", op_timeout_s=limit, command=command, timeout=limit,
                                      max_output=max_output or self.sandbox.profile.max_output_bytes)
         return _exec_result(r)

@@ -32,7 +32,7 @@ TOOL_PLUGIN = '''\
 from toolgym import hookimpl, tool
 
 
-@tool(timeout=10)
+@tool(timeout_s=10)
 async def {name}(text: str, times: int = 1) -> str:
     """Repeat a text in capitals. Replace this with what your tool does.
 

@@ -28,7 +28,7 @@ def _broken(exc: SandboxBrokenError) -> ToolOutput:
                       "earlier variables and files are gone.", error=True, metadata={"sandbox_broken": True})
 
 
-@tool(sandbox="python", timeout=CELL_TIMEOUT_S + 30.0)
+@tool(sandbox="python", timeout_s=CELL_TIMEOUT_S + 30.0)
 async def python(code: str, *, sandbox: Sandbox) -> ToolOutput:
     """Run Python code in a persistent session: variables, imports and files last between calls.
     Returns what the code prints and the value of its last line if that is an expression.
@@ -46,7 +46,7 @@ async def python(code: str, *, sandbox: Sandbox) -> ToolOutput:
                                 "truncated": result.truncated})
 
 
-@tool(sandbox="shell", timeout=CELL_TIMEOUT_S + 30.0)
+@tool(sandbox="shell", timeout_s=CELL_TIMEOUT_S + 30.0)
 async def bash(command: str, *, sandbox: Sandbox) -> ToolOutput:
     """Run a bash command in a persistent shell: the working directory and exported variables last
     between calls. Returns the command's output and, when it failed, its exit code.

@@ -213,7 +213,7 @@ async def run_browser(config: BrowserConfig, sandbox: Sandbox, ctx: Any, op: str
 def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
     """The browser tool family, bound to ``config`` (defaults when None)."""
     cfg = config or BrowserConfig()
-    browser_tool = functools.partial(tool, sandbox=cfg.sandbox, timeout=cfg.cell_timeout_s + 20.0)
+    browser_tool = functools.partial(tool, sandbox=cfg.sandbox, timeout_s=cfg.cell_timeout_s + 20.0)
     run = functools.partial(run_browser, cfg)
 
     @browser_tool

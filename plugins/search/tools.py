@@ -80,7 +80,7 @@ def _check_query(query: str, k: int, max_k: int) -> str:
 
 def make_search_tool(retriever: Retriever | Callable[[], Retriever], *, name: str = "search", default_k: int = 3,
                      max_k: int = 10, per_result: int = PER_RESULT_CHARS, total: int = TOTAL_CHARS,
-                     timeout: float = SEARCH_TIMEOUT_S) -> Tool:
+                     timeout_s: float = SEARCH_TIMEOUT_S) -> Tool:
     """A search tool over ``retriever`` (or a function giving it, resolved at each call).
 
     The tool takes ``query`` (first, so tag parsers pass ``<search>…</search>`` into it) and ``k``;
@@ -104,7 +104,7 @@ def make_search_tool(retriever: Retriever | Callable[[], Retriever], *, name: st
         query: What to look for, in a few words (at most {MAX_QUERY_CHARS} characters).
         k: How many passages to return (1 to {max_k}).
     """
-    return tool(search, name=name, timeout=timeout)
+    return tool(search, name=name, timeout_s=timeout_s)
 
 
 def _default_retriever() -> Retriever:
@@ -115,7 +115,7 @@ search = make_search_tool(_default_retriever)
 """The registered ``search`` tool (source from ``$TOOLGYM_SEARCH``, default: the shipped corpus)."""
 
 
-@tool(timeout=30.0)
+@tool(timeout_s=30.0)
 async def web_search(query: str, k: int = 5) -> ToolOutput:
     """Search the web and return the best results (title, address and snippet of each).
 

@@ -176,10 +176,10 @@ class SandboxSQLiteBackend(SQLBackend):
                 self._ready = sb
         return sb
 
-    async def _call(self, request: dict[str, Any], *, limit_s: float, max_bytes: int) -> dict[str, Any]:
+    async def _call(self, request: dict[str, Any], *, call_timeout_s: float, max_bytes: int) -> dict[str, Any]:
         sb = await self.prepare()
         request = {**request, "db": self.db_path, "max_bytes": max_bytes}
-        result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=limit_s,
+        result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=call_timeout_s,
                               max_output=max_bytes + 4096)
         if result.timed_out:
             raise QueryTimeout(readonly_sqlite.timeout_message(float(request["timeout_s"])))
@@ -204,13 +204,13 @@ class SandboxSQLiteBackend(SQLBackend):
         start = time.perf_counter()
         answer = await self._call(
             {"op": "query", "sql": sql, "max_rows": max_rows, "timeout_s": timeout_s, "cell_chars": cell_chars},
-            limit_s=timeout_s + START_MARGIN_S,
+            call_timeout_s=timeout_s + START_MARGIN_S,
             max_bytes=self.max_output_bytes if cell_chars is None else min(self.max_output_bytes, DISPLAY_OUTPUT_BYTES))
         rows = [tuple(_value(v) for v in row) for row in answer["rows"]]
         return QueryResult(list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start)
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:
-        answer = await self._call({"op": "tables", "timeout_s": timeout_s}, limit_s=3 * timeout_s + START_MARGIN_S,
+        answer = await self._call({"op": "tables", "timeout_s": timeout_s}, call_timeout_s=3 * timeout_s + START_MARGIN_S,
                                   max_bytes=self.max_output_bytes)
         return [table_of(name, kind, info, fks) for name, kind, info, fks in answer["tables"]]
 

@@ -107,7 +107,7 @@ def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS
         sample_rows: How many example rows of that table to show (0 to {MAX_SAMPLE_ROWS}).
     """
     limit = 3 * timeout_s + 10.0  # the schema tool runs a few statements, each under timeout_s
-    return [tool(sql_query, name=query_name, timeout=limit), tool(sql_schema, name=schema_name, timeout=limit)]
+    return [tool(sql_query, name=query_name, timeout_s=limit), tool(sql_schema, name=schema_name, timeout_s=limit)]
 
 
 def _configured_database() -> SQLBackend:

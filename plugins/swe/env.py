@@ -16,7 +16,8 @@ Arguments (strings accepted, as ``--env-arg key=value`` passes them):
   file of SWE-bench, SWE-Gym or SWE-smith rows (their Docker images must be on the host);
 - ``family``: ``auto`` | ``swebench`` | ``swegym`` | ``swesmith``; ``instance_ids``: comma-separated;
 - ``image_namespace``: Docker Hub namespace of the images (``""``: SWE-bench's local build names);
-- ``test_cmd``: replaces every task's test command; ``test_timeout``: seconds for grading;
+- ``test_cmd``: replaces every task's test command; ``test_timeout_s``: seconds for grading
+  (``test_timeout``: its old name, still accepted with a warning);
 - ``max_turns`` (30), ``autosubmit`` (true), ``show_hints`` (false), ``bash_tool`` (``bash``).
 
 Anchor (GiGPO): a digest of the task, the repository's diff against the base and the last
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -94,8 +96,8 @@ class SWEEnv(Env):
 
     def __init__(self, dataset: str = "shipped", family: str = "auto", instance_ids: str | Sequence[str] | None = None,
                  max_turns: int | str = 30, autosubmit: bool | str = True, bash_tool: str = "bash",
-                 image_namespace: str | None = None, test_cmd: str | None = None, test_timeout: float | str = 900.0,
-                 show_hints: bool | str = False) -> None:
+                 image_namespace: str | None = None, test_cmd: str | None = None, test_timeout_s: float | str = 900.0,
+                 show_hints: bool | str = False, test_timeout: float | str | None = None) -> None:
         ids = [i.strip() for i in instance_ids.split(",") if i.strip()] if isinstance(instance_ids, str) else instance_ids
         if dataset == "shipped":
             if test_cmd:
@@ -109,7 +111,10 @@ class SWEEnv(Env):
         self.max_turns = _number(max_turns, "max_turns")
         self.autosubmit = parse_flag(autosubmit, "autosubmit", default=True)
         self.show_hints = parse_flag(show_hints, "show_hints", default=False)
-        self.test_timeout = _number(test_timeout, "test_timeout", float)
+        if test_timeout is not None:
+            warnings.warn("the swe option test_timeout is deprecated: write test_timeout_s", FutureWarning, stacklevel=2)
+            test_timeout_s = test_timeout
+        self.test_timeout_s = _number(test_timeout_s, "test_timeout_s", float)
         self.bash_tool = bash_tool
         self.tools: list[Tool] = list(SWE_TOOLS)
         self.task: SWETask | None = None
@@ -156,7 +161,7 @@ class SWEEnv(Env):
     async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
         self.task = task = self.tasks[seed % len(self.tasks)]
         self.sandbox = sb = await self.ctx.sandbox(self._kind(task))
-        self.base = await harness.checkout(sb, task, timeout=self.test_timeout)
+        self.base = await harness.checkout(sb, task, timeout=self.test_timeout_s)
         setup = f"cd {harness.WORKDIR}"
         if task.shipped:
             setup += f"; if [ -f {PYTEST_ZIP} ]; then export PYTHONPATH={PYTEST_ZIP}; fi"
@@ -231,7 +236,7 @@ class SWEEnv(Env):
         except Exception as exc:  # the agent broke the repository (.git removed) or the sandbox
             error = f"{type(exc).__name__}: {exc}"
         else:
-            evaluation = await harness.evaluate(self.sandbox, self.task, patch, timeout=self.test_timeout)
+            evaluation = await harness.evaluate(self.sandbox, self.task, patch, timeout=self.test_timeout_s)
         reward = 1.0 if evaluation is not None and evaluation.resolved else 0.0
         info = {**(info or {}), "submitted": submitted, "resolved": bool(reward), "patch": patch}
         if evaluation is not None:

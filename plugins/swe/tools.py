@@ -26,7 +26,7 @@ async def _history(ctx: Any) -> dict[str, list[str | None]]:
     return await ctx.resource("swe.editor_history", lambda _ctx: {})
 
 
-@tool(name="str_replace_editor", sandbox="shell", timeout=60)
+@tool(name="str_replace_editor", sandbox="shell", timeout_s=60)
 async def str_replace_editor(
     command: Literal["view", "create", "str_replace", "insert", "undo_edit"],
     path: str,
@@ -64,7 +64,7 @@ async def str_replace_editor(
     return ToolOutput(text, metadata={"command": command})
 
 
-@tool(name="search", sandbox="shell", timeout=60)
+@tool(name="search", sandbox="shell", timeout_s=60)
 async def search(pattern: str, path: str = "/workspace", regex: bool = False, include: str | None = None, *,
                  sandbox: Sandbox) -> ToolOutput:
     """Search files for a text (like grep -rn): every matching line with its file and line number.
@@ -99,7 +99,7 @@ async def search(pattern: str, path: str = "/workspace", regex: bool = False, in
     return ToolOutput("\n".join([head, *lines]) + more, metadata={"matches": total})
 
 
-@tool(name="submit", timeout=5)
+@tool(name="submit", timeout_s=5)
 async def submit() -> str:
     """Submit your changes to the repository as the solution and end the task. Call it once, when
     the issue is fixed."""

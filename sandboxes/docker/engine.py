@@ -75,7 +75,7 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(_pool, functools.partial(fn, *args, **kwargs))
 
 
-def remove_container(client: Any, container_id: str, *, wait_s: float = 10.0) -> None:
+def remove_container(client: Any, container_id: str, *, timeout_s: float = 10.0) -> None:
     """Force-remove a container; a missing one or one already being removed counts as done."""
     import docker
 
@@ -88,7 +88,7 @@ def remove_container(client: Any, container_id: str, *, wait_s: float = 10.0) ->
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: removal already in progress (auto-remove)
                 raise
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             client.inspect_container(container_id)

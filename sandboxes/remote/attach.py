@@ -104,11 +104,11 @@ async def open_attach(host: DockerHost, container_id: str, *, api_version: str, 
     return AttachStream(reader, writer, name=container_id[:12])
 
 
-async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout: float,
+async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout_s: float,
                      alive: Callable[[], Awaitable[str | None]]) -> AgentChannel:
     """The channel once the agent has said hello with ``token`` on its stdout. ``alive`` returns a
     reason when the container stopped before that (then the wait ends at once)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout_s
 
     async def hello() -> dict[str, object]:
         header = await stream.stdout.readexactly(protocol.HEADER.size)
@@ -123,7 +123,7 @@ async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout: fl
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SandboxError(f"sandbox {name}: its agent did not say hello within {timeout:g} s "
+                raise SandboxError(f"sandbox {name}: its agent did not say hello within {timeout_s:g} s "
                                    f"(stderr: {stream.stderr_tail() or 'empty'})")
             done, _ = await asyncio.wait({task}, timeout=min(remaining, 0.25))
             if done:

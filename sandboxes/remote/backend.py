@@ -97,7 +97,7 @@ class RemoteDockerBackend(DockerBackend):
             async def alive() -> str | None:
                 return await engine.call(self._why_stopped_remote, cid, attached)
 
-            channel = await wait_hello(stream, token=token, name=sandbox_id, timeout=self.start_timeout_s, alive=alive)
+            channel = await wait_hello(stream, token=token, name=sandbox_id, timeout_s=self.start_timeout_s, alive=alive)
             proxy = None
             if profile.network:  # before any command runs, so before any tunnel can open
                 proxy = EgressProxy(None, profile, name=sandbox_id, blocked=blocked)

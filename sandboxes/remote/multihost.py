@@ -10,7 +10,7 @@ per host. This class only decides where each ``acquire`` goes:
    there (idle, busy and being created) − other processes' sandboxes there (counted from the
    engine's ``toolgym.sandbox`` labels, refreshed every ``refresh_s`` seconds while acquiring);
 3. else a host whose room is taken by idle sandboxes of other kinds: one is destroyed to make room;
-4. else wait until a sandbox is released (up to ``wait_s``).
+4. else wait until a sandbox is released (up to ``acquire_timeout_s``; ``wait_s`` is its old name).
 
 Capacity is therefore shared by every process placing on the same hosts (Ray actors, shards),
 to within ``refresh_s`` of their latest creations: a soft limit, meant to keep hosts from being
@@ -25,6 +25,7 @@ import logging
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,7 +65,8 @@ class MultiHostDockerBackend:
         hosts: str | Sequence[str | DockerHost | Mapping[str, Any]] | None = None,
         *,
         refresh_s: float = 2.0,
-        wait_s: float = 600.0,
+        acquire_timeout_s: float = 600.0,
+        wait_s: float | None = None,
         down_s: float = 30.0,
         run_id: str | None = None,
         **options: Any,
@@ -76,7 +78,10 @@ class MultiHostDockerBackend:
         self.hosts = parse_hosts(spec)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.owner = lifecycle.owner_id()
-        self.refresh_s, self.wait_s, self.down_s = refresh_s, wait_s, down_s
+        if wait_s is not None:
+            warnings.warn("the docker-hosts option wait_s is deprecated: write acquire_timeout_s", FutureWarning, stacklevel=2)
+            acquire_timeout_s = wait_s
+        self.refresh_s, self.acquire_timeout_s, self.down_s = refresh_s, acquire_timeout_s, down_s
         self.backends: dict[str, PooledBackend] = {h.url: host_backend(h, run_id=self.run_id, **options) for h in self.hosts}
         self.capacity: dict[str, int] = {h.url: h.capacity for h in self.hosts if h.capacity is not None}
         self.others: dict[str, int] = {h.url: 0 for h in self.hosts}
@@ -123,14 +128,14 @@ class MultiHostDockerBackend:
         """A sandbox of ``kind`` on the host chosen as the module docstring says."""
         await self.start()
         assert self._released is not None
-        deadline = time.monotonic() + self.wait_s
+        deadline = time.monotonic() + self.acquire_timeout_s
         while True:
             await self._refresh_others()
             url = self._place(kind)
             if url is None:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"every Docker host is at capacity ({self._describe()}) and none freed a sandbox "
-                                       f"within {self.wait_s:g} s; add hosts or capacity, or run fewer episodes at once")
+                                       f"within {self.acquire_timeout_s:g} s; add hosts or capacity, or run fewer episodes at once")
                 self._released.clear()
                 try:
                     await asyncio.wait_for(self._released.wait(), min(self.refresh_s, 0.25))

@@ -12,7 +12,7 @@ from toolgym.core.registry import Registry
 from toolgym.core.types import ExecResult
 
 
-@tool(timeout=20)
+@tool(timeout_s=20)
 async def python(code: str) -> str:
     """Run Python code in a subprocess and return what it prints."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)

@@ -15,7 +15,7 @@ class Opaque:
     """A type pydantic cannot describe."""
 
 
-@tool(timeout=5)
+@tool(timeout_s=5)
 async def lookup(query: str, limit: int = 3, mode: Literal["fast", "exact"] = "fast", *, ctx=None) -> list[str]:
     """Look something up.
 
@@ -163,3 +163,18 @@ async def test_kwargs_tool_takes_undeclared_arguments() -> None:
     injected = await tagged.call({"name": "n", "ctx": "forged"})  # never an engine-supplied name
     assert injected.error and "unexpected argument 'ctx'" in injected.text
     assert "additionalProperties" not in typed.parameters  # a closed tool's schema says nothing extra
+
+
+def test_timeout_s_and_its_old_name() -> None:
+    """``timeout_s`` is the per-call limit (as ``Tool.timeout_s``); ``timeout=`` still works, with a warning."""
+    assert lookup.timeout_s == 5.0
+
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    with pytest.warns(FutureWarning, match=r"@tool\(timeout=\.\.\.\) is deprecated: write @tool\(timeout_s=\.\.\.\)"):
+        old = tool(timeout=7)(ping)
+    assert old.timeout_s == 7.0
+    with pytest.warns(FutureWarning), pytest.raises(ToolDefinitionError, match="give only timeout_s"):
+        tool(timeout_s=3, timeout=7)(ping)

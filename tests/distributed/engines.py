@@ -72,7 +72,7 @@ class SecondEngine:
     """The network bridge made for this engine (removed by ``stop``)."""
 
     @classmethod
-    def start(cls, *, tls: bool = False, wait_s: float = 60.0) -> SecondEngine:
+    def start(cls, *, tls: bool = False, timeout_s: float = 60.0) -> SecondEngine:
         root = Path(tempfile.mkdtemp(prefix="tg-dk2-", dir="/tmp"))  # short: containerd's socket lives under it
         (root / "daemon.json").write_text("{}")
         port = _free_port()
@@ -95,7 +95,7 @@ class SecondEngine:
         log = (root / "dockerd.log").open("wb")
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         engine = cls(root, url, local, proc, certs, bridge)
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + timeout_s
         while engine.docker("version").returncode != 0:
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]

@@ -144,7 +144,7 @@ def _others_on(url: str) -> int:
 def test_placement_by_free_capacity_across_two_engines(second_engine: str) -> None:
     async def main() -> None:
         local_cap = 2 + _others_on(LOCAL)  # the first engine may hold other processes' sandboxes: they count
-        multi = MultiHostDockerBackend([f"{LOCAL}={local_cap}", f"{second_engine}=3"], profiles=PROFILES, max_idle=4, wait_s=60)
+        multi = MultiHostDockerBackend([f"{LOCAL}={local_cap}", f"{second_engine}=3"], profiles=PROFILES, max_idle=4, acquire_timeout_s=60)
         assert isinstance(multi.backends[LOCAL], DockerBackend) and not isinstance(multi.backends[LOCAL], RemoteDockerBackend)
         assert isinstance(multi.backends[second_engine], RemoteDockerBackend)
         try:
@@ -175,7 +175,7 @@ def test_other_processes_sandboxes_take_capacity(second_engine: str) -> None:
     api.start(foreign)
 
     async def main() -> None:
-        multi = MultiHostDockerBackend([f"{second_engine}=2"], profiles=PROFILES, wait_s=2, refresh_s=0.1)
+        multi = MultiHostDockerBackend([f"{second_engine}=2"], profiles=PROFILES, acquire_timeout_s=2, refresh_s=0.1)
         try:
             sb = await multi.acquire("python")
             assert multi.placement()[second_engine]["others"] == 1

@@ -56,7 +56,7 @@ class SlowRetriever:
 
 
 async def test_timeout() -> None:
-    slow = make_search_tool(SlowRetriever(), timeout=0.1)
+    slow = make_search_tool(SlowRetriever(), timeout_s=0.1)
     out = await slow.call({"query": "anything"})
     assert out.error and out.metadata["timed_out"] and "timed out after 0.1s" in out.text
 
