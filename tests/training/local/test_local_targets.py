@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
-from toolgym.training.local.runner import build, latest_checkpoint, load_config
+from toolgym.training.local.runner import build, latest_checkpoint, load_config, model_dir
 
 TWINS = [("alfworld_gigpo", "alfworld_grpo", "alfworld-verl"), ("webshop_gigpo", "webshop_grpo", "webshop-verl"),
          ("math_python_arpo", "math_python_grpo", "math-python")]
@@ -105,10 +105,8 @@ def _comparable(out: Path) -> list[dict[str, object]]:
 
 def test_a_killed_run_resumes_to_the_same_results(tmp_path: Path) -> None:
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    output = _finish(_train(whole))
-    assert "step 3/3" in output and "tok/s" in output and "ETA" in output and "held-out" in output
-
-    proc = _train(killed)
+    model_dir("tiny")  # the tiny model is built (cached) here, not by both runs at once
+    uninterrupted, proc = _train(whole), _train(killed)  # side by side: one thread each, nothing else shared
     deadline = time.time() + 600
     while latest_checkpoint(killed) is None and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -116,6 +114,8 @@ def test_a_killed_run_resumes_to_the_same_results(tmp_path: Path) -> None:
     proc.communicate()
     first = latest_checkpoint(killed)
     assert first is not None
+    output = _finish(uninterrupted)
+    assert "step 3/3" in output and "tok/s" in output and "ETA" in output and "held-out" in output
     resumed = _finish(_train(killed))
     if first.name != "step-00003":
         assert f"resumed from {first}" in resumed
