@@ -43,7 +43,7 @@ def stored(out: Path, name: str = "trajectories.jsonl") -> list[dict[str, Any]]:
 
 
 def planned_ids(opts: CollectOptions) -> list[str]:
-    plan = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.engine.group_size, seed=opts.engine.seed)
+    plan = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed)
     return [r.trajectory_id for r in plan]
 
 
