@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     out = tmp_path / "table"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--out", str(out)],
+    # --jobs 2: the two estimators' runs side by side (separate processes, separate outputs; half the wait)
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--jobs", "2", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "plain HF generate (baseline)" in proc.stdout and "step groups repeat_rate" in proc.stdout
