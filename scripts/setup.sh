@@ -131,7 +131,7 @@ if [ "$SYSTEM" = 1 ] && [ -f scripts/ensure-vllm.sh ]; then
   vllm_said=$(bash scripts/ensure-vllm.sh --background 2>&1 </dev/null) || { echo "$vllm_said" >>"$LOG"; fail "starting the CPU vLLM install"; }
   echo "$vllm_said" >>"$LOG"
   if [ -n "$vllm_said" ]; then
-    log "CPU vLLM: installing in the background (log: $TOOLGYM_VLLM_LOG)"
+    log "CPU vLLM: ${vllm_said##*ensure-vllm: }"  # installing in the background, or already running; with its log
     SUMMARY+=("vllm installing in the background")
   else
     SUMMARY+=("vllm ok")
