@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
 
 from toolgym import ConfigError
+from toolgym.plugins.bm25s_safe import bm25s
 
 K1, B = 0.9, 0.4
 STOPWORDS = frozenset(

@@ -19,9 +19,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
+
+from toolgym.plugins.bm25s_safe import bm25s
 
 from .products import Product
 
