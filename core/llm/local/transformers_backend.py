@@ -176,7 +176,9 @@ class TransformersBackend(LLMBackend):
         seed = sp.seed if sp.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         generator = None
         if sp.temperature > 0:
-            generator = torch.Generator(device=self.device)
+            # on the CPU whatever the model's device: the sampler draws one CPU scalar per token (inverse
+            # CDF), so a seeded request samples the same tokens on a GPU as on the CPU
+            generator = torch.Generator()
             generator.manual_seed(seed)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerationResult] = loop.create_future()
