@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.engine import RolloutEngine, plan_episodes
+from toolgym.core.errors import ToolgymError
 from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Trajectory
@@ -103,11 +104,22 @@ async def evaluate(engine: RolloutEngine, env: str, ev: EvalConfig, on_trajector
     started = time.perf_counter()
     requests = plan_episodes(env, num_tasks=ev.num_tasks, group_size=1, seed=ev.seed, first_task=ev.first_task)
     trajs = await run_episodes(engine, requests, on_trajectory)
+    raise_if_all_failed(trajs, "the evaluation")
     success, mean = summarize(trajs)
     failed = sum(t.status.value == "error" for t in trajs)
     version = getattr(getattr(engine.policy, "backend", None), "weight_version", None)
     return EvalResult(success, mean, len(trajs), failed, time.perf_counter() - started, version,
                       mean_score=mean_score(trajs), by_type=success_by_type(trajs))
+
+
+def raise_if_all_failed(trajectories: Sequence[Trajectory], what: str) -> None:
+    """Stop with the first episode's reason when every episode of ``what`` ended in an error (a
+    crashed model backend, a GPU out of memory): otherwise a run would go on "training" on nothing
+    and report 0 % success as if it were a result."""
+    if trajectories and all(t.status.value == "error" for t in trajectories):
+        reasons = sorted({t.status_reason or "no reason given" for t in trajectories})
+        raise ToolgymError(f"every one of the {len(trajectories)} episodes of {what} failed; first reason: {reasons[0]}"
+                       + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""))
 
 
 def _env_info(traj: Trajectory) -> dict[str, Any]:
@@ -191,6 +203,7 @@ class RLLoop:
         requests = plan_episodes(cfg.env, num_tasks=cfg.tasks_per_step, group_size=cfg.group_size, seed=cfg.seed, first_task=first)
         t0 = time.perf_counter()
         trajs = await run_episodes(self.train_engine, requests, self.on_trajectory)
+        raise_if_all_failed(trajs, f"RL step {k + 1}")
         sample_s = time.perf_counter() - t0
         success, mean = summarize(trajs)
         tokens = sum(sum(seg.loss_mask) for t in trajs for seg in t.segments)

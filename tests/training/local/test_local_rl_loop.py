@@ -86,3 +86,36 @@ async def test_five_grpo_steps_make_rewarded_tokens_more_likely() -> None:
     assert trainer.step == 5 and backend.weight_version == "5"
     assert {t.weight_version for t in seen} == {"0", "1", "2", "3", "4"}  # each step sampled the weights of the one before
     assert all(h.metrics["tokens"] > 0 for h in history)
+
+
+
+async def test_a_step_where_every_episode_fails_stops_the_run_with_the_reason() -> None:
+    import pytest
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolgym.core.errors import LLMError, ToolgymError
+    from toolgym.core.llm.local.tiny import ensure_tiny_model
+    from toolgym.core.llm.local.transformers_backend import TransformersBackend
+
+    path = ensure_tiny_model("qwen")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path)).float().eval()
+    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("say", SayPlugin())])
+    config = RLConfig(env="say", estimator="grpo", group_size=2, tasks_per_step=2, steps=1, seed=3,
+                      engine={"max_turns": 1, "max_tokens_per_turn": 1}, eval=EvalConfig(num_tasks=2, every=0))
+    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=4)
+
+    async def broken(request: Any) -> Any:  # every call fails, as with a crashed server or a GPU out of memory
+        raise LLMError("CUDA out of memory (simulated)")
+
+    backend.generate = broken  # type: ignore[method-assign]
+    trainer = PolicyTrainer(model, optim=config.optim, ppo=config.ppo, pad_token_id=tokenizer.pad_token_id)
+    loop = RLLoop(config, trainer=trainer, backend=backend, registry=registry)
+    try:
+        with pytest.raises(ToolgymError, match=r"every one of the 4 episodes of RL step 1 failed.*CUDA out of memory"):
+            await loop.step()
+        with pytest.raises(ToolgymError, match="every one of the 2 episodes of the evaluation failed"):
+            await loop.evaluate()
+    finally:
+        await backend.aclose()
+    assert trainer.step == 0  # nothing was "trained" on the failed step
