@@ -62,6 +62,10 @@ class WarmStartRecipe:
     episodes: int = 400
     mistake_rate: float = 0.1
     """Probability per turn that a random admissible action replaces the oracle's."""
+    invalid_rate: float = 0.0
+    """Probability per turn that the previous action is written again where it is no longer admissible
+    (ALFWorld answers "Nothing happens."; the oracle then goes on): the data then shows how to get out
+    of the loop a tiny policy falls into, repeating its last action (docs/warmstart.md)."""
     search_order: str = "natural"
     """ALFWorld's searching expert visits receptacles in ``natural`` order (type, then number:
     cabinet 9, cabinet 10) or in the admissible list's string order (``listed``: cabinet 1, cabinet
@@ -83,6 +87,9 @@ class WarmStartRecipe:
     sft_check_every: int = 50
     sft_val_tasks: int = 24
     sft_target: float = 0.3
+    sft_val_temperature: float = 0.0
+    """Sampling temperature of the validation checks (0: greedy; the learning table's held-out
+    evaluation samples at 0.4, and a greedy policy with a short history window can loop for ever)."""
     max_turns: int = 30
     max_tokens_per_turn: int = 24
     data_seed: int = 500_000
@@ -198,7 +205,7 @@ def _listed(name: str) -> tuple[str, int]:
     return (name, 0)
 
 
-def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural") -> Any:
+def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0) -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
     ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
@@ -224,6 +231,11 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural") -
                 others = [a for a in admissible_actions(env) if a != command]
                 if others:
                     command = rng.choice(others)
+            elif invalid_rate and rng.random() < invalid_rate:
+                history = getattr(env, "history", None) or []
+                previous = history[-1][1] if history else None
+                if previous and previous not in admissible_actions(env):
+                    command = previous
             out = f"<action>{command}</action>"
             return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
 
@@ -287,7 +299,8 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
                               max_live_episodes=64, max_llm_calls=64)
     if r.search_order not in ("natural", "listed"):
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
-    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order),
+    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order,
+                                                                                invalid_rate=r.invalid_rate),
                              config=engine_cfg, env_kwargs=r.env_kwargs)
     done = {"n": 0}
 
@@ -309,8 +322,8 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     sampler = StopAtBackend(backend, stops) if stops else backend
     sft = PolicyTrainer(model, optim=OptimConfig(lr=r.sft_lr, weight_decay=r.sft_weight_decay), ppo=PPOConfig(micro_batch_size=32),
                         pad_token_id=tokenizer.pad_token_id, device=device)
-    val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=0.0)
-    greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=0.0), "seed": r.val_seed})
+    val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=r.sft_val_temperature)
+    greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed})
     val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs=r.env_kwargs)
     losses: list[float] = []
     checks: list[tuple[int, float]] = []

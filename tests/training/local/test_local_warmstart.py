@@ -18,14 +18,16 @@ from toolgym.core.types import Action, ActionKind
 from toolgym.training.local import warmstart
 
 
-async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50) -> tuple[list[str], float, list[str]]:
-    """(commands, reward, the receptacles listed at the start) of one noisy-expert episode."""
+async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: float = 0.0,
+                observations: list[str] | None = None) -> tuple[list[str], float, list[str]]:
+    """(commands, reward, the receptacles listed at the start) of one noisy-expert episode;
+    ``observations`` receives the environment's answer to each command."""
     from transformers import AutoTokenizer
 
     from toolgym.core.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
-    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3)
+    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid)
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
     places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=warmstart.place_order)
@@ -37,6 +39,8 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50) -> tuple[l
         commands.append(command)
         step = await env.step(Action(text, ActionKind.COMMAND, command=command))
         reward += step.reward
+        if observations is not None:
+            observations.append(str(step.observation[-1]["content"]) if step.observation else "")
         if step.terminated or step.truncated:
             break
     return commands, reward, places
@@ -69,6 +73,27 @@ def test_mistakes_are_injected_at_about_the_set_rate() -> None:
     total = sum(min(len(x), len(y)) for x, y in zip(clean, noisy, strict=True))
     assert differ > 0.2 * total
     assert asyncio.run(run(0.0)) == clean  # choices are a function of the seed and the state
+
+
+def test_invalid_repeats_are_injected_and_the_expert_recovers() -> None:
+    async def run(invalid: float) -> tuple[list[list[str]], list[list[str]], float]:
+        commands, seen, rewards = [], [], 0.0
+        for seed in range(16):
+            obs: list[str] = []
+            cmds, reward, _ = await _play(seed, max_steps=50, invalid=invalid, observations=obs)
+            commands.append(cmds)
+            seen.append(obs)
+            rewards += reward
+        return commands, seen, rewards / 16
+
+    commands, seen, success = asyncio.run(run(0.2))
+    repeats = [i for cmds in commands for i in range(1, len(cmds)) if cmds[i] == cmds[i - 1]]
+    nothing = sum("Nothing happens" in o for obs in seen for o in obs)
+    turns = sum(len(c) for c in commands)
+    assert 0.05 * turns < len(repeats) and 0.05 * turns < nothing  # repeats of the last action, answered "Nothing happens."
+    clean, _, _ = asyncio.run(run(0.0))
+    assert not any(c[i] == c[i - 1] for c in clean for i in range(1, len(c)))  # the expert itself never repeats
+    assert success >= 0.5  # and it gets out of the loop: the oracle goes on from where it is
 
 
 TINY = ["--set", "episodes=6", "--set", "sft_max_steps=2", "--set", "sft_check_every=2", "--set", "sft_val_tasks=2",
