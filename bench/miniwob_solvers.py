@@ -10,11 +10,12 @@ limit the won episodes used (p50/max, from core.js's time-discounted reward). Th
 average is sampled through the run (the machine may be shared).
 
 The table so far is written to ``--out`` (JSON, default ``bench/results/miniwob_solvers.json``)
-every 16 episodes and at the end, with each lost episode's task, seed and reason, so an
-interrupted run still says how many seeds of each task it finished.
+every 16 episodes and at the end, with the seeds played per task and each lost episode's seed and
+reason, so an interrupted run still says which seeds of each task it finished.
 
     python bench/miniwob_solvers.py                              # 16 tasks x 100 seeds
     python bench/miniwob_solvers.py --seeds 30 --concurrency 4
+    python bench/miniwob_solvers.py --seeds 34 --first-seed 1056 --out bench/results/part2.json   # seeds 1056-1599
     python bench/miniwob_solvers.py --smoke                      # 2 tasks x 5 seeds, no file
 """
 
@@ -79,6 +80,8 @@ class Tally:
             lost = [{"seed": t.seed, "reason": t.steps[-1].info.get("page_reason") or t.steps[-1].info.get("miniwob_reason"),
                      "turns": len(t.steps)} for t in rows if not (t.steps and t.steps[-1].info.get("success"))]
             out[task] = {"episodes": len(rows), "wins": wins, "success": wins / len(rows) if rows else None,
+                         "perfect": sum(bool(t.steps and t.steps[-1].info.get("raw_reward") == 1.0) for t in rows),
+                         "seeds": sorted(t.seed for t in rows),
                          "turns_mean": statistics.mean(len(t.steps) for t in rows) if rows else None,
                          "step_ms": [s.env_s * 1e3 for t in rows for s in t.steps],
                          "tool_ms": [c.duration_s * 1e3 for t in rows for s in t.steps for c in s.tool_calls],
@@ -97,7 +100,8 @@ class Tally:
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "started_at": self.started_at, "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "finished": finished, "wall_s": round(time.perf_counter() - self.start, 1),
-            "seeds_per_task": self.args.seeds, "concurrency": self.args.concurrency, "cpus": os.cpu_count(),
+            "seeds_per_task": self.args.seeds, "first_seed": self.args.first_seed,
+            "concurrency": self.args.concurrency, "cpus": os.cpu_count(),
             "load_avg_1min": {"min": min(self.loads, default=None), "max": max(self.loads, default=None),
                               "mean": round(statistics.mean(self.loads), 2) if self.loads else None,
                               "samples": len(self.loads)},
@@ -146,7 +150,7 @@ async def run(tasks: tuple[str, ...], args: argparse.Namespace, tally: Tally) ->
     engine.on_trajectory = on_trajectory
     sampler = asyncio.create_task(sample_load(tally))
     try:
-        await engine.run(plan_episodes("miniwob", num_tasks=total, group_size=1))
+        await engine.run(plan_episodes("miniwob", num_tasks=total, group_size=1, first_task=args.first_seed))
     finally:
         sampler.cancel()
         await backend.aclose()
@@ -155,6 +159,9 @@ async def run(tasks: tuple[str, ...], args: argparse.Namespace, tally: Tally) ->
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=100, help="instances per task (seed i plays task i mod #tasks)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seed of the first instance (a multiple of the task count keeps seeds even per task), "
+                             "to split a run over several processes or resume one")
     parser.add_argument("--concurrency", type=int, default=4, help="episodes at once (each its own Chromium)")
     parser.add_argument("--tasks", default="solvable")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/miniwob_solvers.json; none with --smoke)")

@@ -89,7 +89,7 @@ def _run(coro: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PooledBackend]:
-    b = make_backend("docker", images=("browser",), max_idle=4)
+    b = make_backend("docker", images=("browser",), max_idle=8)
     yield b
     _run(b.aclose())
 
