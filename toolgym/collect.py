@@ -227,7 +227,11 @@ async def collect(
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
     plan = await plan_collection(opts, registry, sandboxes)
     done, todo = plan.done, plan.todo
-    policy = policy or make_policy(opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=opts.engine, options=opts.backend_options)
+    if policy is None:
+        # off the event loop: a server's client asks it for its model and context length with blocking
+        # requests (10 s timeouts), and a server answering on this loop, or a slow one, would stall it
+        policy = await asyncio.to_thread(make_policy, opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=opts.engine,
+                                         options=opts.backend_options)
     registry, parser_used = resolve_parser(opts, registry, policy)
     limiter = None
     if (opts.max_requests_per_s or opts.max_tokens_per_min) and not isinstance(policy, ScriptedPolicy):

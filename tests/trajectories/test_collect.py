@@ -112,3 +112,26 @@ async def test_manifest_records_model_sampling_versions(tmp_path: Path) -> None:
     assert m["plugin_packages"]["dataset"]["package"] is None  # a checkout-only module belongs to no distribution
     assert m["toolgym_version"].startswith("0.") and m["runtime"]["libraries"]["pyarrow"]
     assert m["fingerprint"]["dedup"] == "none" and m["num_shards"] == 1
+
+
+async def test_the_policy_is_made_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model clients probe their server with blocking requests when they are made; made on the loop,
+    a server answering on that same loop sat out every probe's 10 s timeout."""
+    import threading
+
+    import toolgym.collect as collect_module
+
+    made_on: list[threading.Thread] = []
+    real = collect_module.make_policy
+
+    def recording(*args: object, **kwargs: object) -> object:
+        made_on.append(threading.current_thread())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(collect_module, "make_policy", recording)
+    loop_thread = threading.current_thread()
+    opts = CollectOptions(env="counter", out=tmp_path, model="scripted", episodes=2, group_size=1, sandbox_backend="none",
+                          env_kwargs={"target": 1})
+    result = await collect(opts, registry=dataset_registry())
+    assert result.written == 2
+    assert made_on and made_on[0] is not loop_thread
