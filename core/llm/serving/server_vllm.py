@@ -58,7 +58,7 @@ def vllm_python() -> Path:
         if not path.exists():
             raise ConfigError(f"TOOLGYM_VLLM_PYTHON is {given!r}, which does not exist; {INSTALL_HINT}")
         return path
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = Path(__file__).resolve().parents[3]  # core/llm/serving/server_vllm.py → the checkout
     for root in (Path.cwd(), checkout):
         candidate = root / VLLM_VENV / "bin" / "python"
         if candidate.exists():

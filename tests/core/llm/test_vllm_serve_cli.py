@@ -23,6 +23,19 @@ def test_not_installed_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "\n" not in str(result.exception)
 
 
+def test_the_checkouts_vllm_venv_is_found_from_another_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    checkout = Path(__file__).resolve().parents[3]
+    assert (checkout / "pyproject.toml").is_file()
+    monkeypatch.delenv("TOOLGYM_VLLM_PYTHON", raising=False)
+    monkeypatch.chdir(tmp_path)
+    try:
+        found = vllm_python()
+    except ConfigError as exc:  # no .venv-vllm in this checkout: the message names where it looked
+        assert f"or {checkout})" in str(exc)
+    else:
+        assert found == checkout / ".venv-vllm" / "bin" / "python"
+
+
 def test_unknown_engine_and_non_local_models_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--engine", "tgi", "tiny"])
     assert "unknown --engine 'tgi'; use one of toolgym, vllm" in str(result.exception)
