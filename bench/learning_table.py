@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -51,13 +52,18 @@ def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> l
     return o
 
 
+def train_command(args: argparse.Namespace, env: str, estimator: str, seed: int, out: Path) -> tuple[list[str], str]:
+    """(the ``toolgym train`` command of one run, as shown on the results page)."""
+    cmd = ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]
+    return cmd, ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(cmd)
+
+
 def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tuple[Path, str, float]:
     """Run (or reuse) one training run; returns (output dir, command, wall seconds)."""
     from toolgym.training.local.results import read_run
 
     out = args.out / f"{env}-{estimator}-seed{seed}"
-    cmd = ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]
-    shown = ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(cmd)
+    cmd, shown = train_command(args, env, estimator, seed, out)
     done = out / "wall_s.txt"
     if done.exists() and read_run(env, estimator, seed, out, shown, 0.0).steps >= args.steps:
         print(f"reusing {out}", flush=True)
@@ -66,11 +72,10 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
     started = time.perf_counter()
     env_vars = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     out.mkdir(parents=True, exist_ok=True)
-    if args.jobs > 1:  # runs side by side: each one's progress goes to its own log
-        with open(out / "train.log", "w") as log:
-            result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, stdout=log, stderr=subprocess.STDOUT, check=False)
-    else:
-        result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, check=False)
+    # runs side by side (--jobs): each one's progress goes to its own log
+    with open(out / "train.log", "w") if args.jobs > 1 else contextlib.nullcontext() as log:
+        result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, stdout=log,
+                                stderr=subprocess.STDOUT if log else None, check=False)
     if result.returncode != 0:
         raise SystemExit(f"run failed (exit {result.returncode}): {shown}")
     wall = time.perf_counter() - started
@@ -232,8 +237,7 @@ def main() -> None:
                 for estimator in PAIRS[env]:
                     out = args.out / f"{env}-{estimator}-seed{seed}"
                     wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
-                    run = read_run(env, estimator, seed, out, ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(
-                        ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]), wall)
+                    run = read_run(env, estimator, seed, out, train_command(args, env, estimator, seed, out)[1], wall)
                     if run.evals:
                         runs.append(run)
         write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
