@@ -92,6 +92,15 @@ than the same word in the admissible list (``'go to cabinet 3'`` → ``'`` ``go`
 model cannot learn the action as a copy of a listed one. As whole tokens the tags leave the action
 tokenized exactly as the list shows it."""
 
+THINK_TAGS = ("<think>", "</think>")
+"""The reasoning markup, whole for the same reason as :data:`ACTION_TAGS`."""
+
+SPACED_DIGITS = tuple(f" {d}" for d in "0123456789")
+"""A space and a digit as one token. Qwen's pre-tokenizer isolates every digit, so ``cellphone 2``
+is `` cellphone`` `` `` ``2``, and copying the number that follows a name out of the observation
+takes a match over two tokens; with these whole tokens it is the one-token copy that a two-layer
+model learns first (`` cellphone`` `` 2``). Numbers of two digits become `` 1`` ``3``."""
+
 
 def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
                    whole_tokens: tuple[str, ...] = ()) -> Path:

@@ -21,6 +21,12 @@ Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names th
    greedy success on ``sft_val_tasks`` tasks of the *training* split (never the held-out ones),
    stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
 
+ALFWorld's shipped recipe adds what docs/warmstart.md found the tiny policy needs: a short
+observable thought before each action (``think_hint``: ``<think>cup in reach</think>``), targets on
+the expert's own turns only (``expert_only``), injected slips followed by the expert's way out of
+them (``invalid_rate``), rows balanced by action (``sft_balance``) and a space-digit token
+(``spaced_digits``).
+
 Why it stays imperfect: the policy sees only the last two steps, so it cannot remember where it
 already looked; the mistakes add noise; and SFT stops early. The result is a Hugging Face directory under
 ``$TOOLGYM_CACHE/warmstart/NAME-HASH`` with ``warmstart.json`` (recipe, losses, validation checks),
@@ -66,6 +72,15 @@ class WarmStartRecipe:
     """Probability per turn that the previous action is written again where it is no longer admissible
     (ALFWorld answers "Nothing happens."; the oracle then goes on): the data then shows how to get out
     of the loop a tiny policy falls into, repeating its last action (docs/warmstart.md)."""
+    expert_only: bool = False
+    """Train only on the expert's own turns: the injected mistakes (random and invalid actions) stay in
+    the episodes, so the prompts after them show a mistake and its way out, but are not targets."""
+    data_max_steps: int | None = None
+    """Step limit of the scripted episodes (None: the environment's, ``env_kwargs``); a longer one
+    keeps the episodes whose mistakes cost many steps."""
+    think_hint: bool = False
+    """Each expert turn starts with a short observable thought, ``<think>cup in reach</think>`` (see
+    :func:`alfworld_thought`): the object sought and whether the admissible list offers to take it."""
     search_order: str = "natural"
     """ALFWorld's searching expert visits receptacles in ``natural`` order (type, then number:
     cabinet 9, cabinet 10) or in the admissible list's string order (``listed``: cabinet 1, cabinet
@@ -77,9 +92,14 @@ class WarmStartRecipe:
     init_std: float = 0.08
     whole_action_tags: bool = True
     """``<action>`` and ``</action>`` as single tokens (see :data:`.models.ACTION_TAGS`)."""
+    spaced_digits: bool = False
+    """A space and a digit as one token (see :data:`.models.SPACED_DIGITS`)."""
     sft_lr: float = 3e-3
     sft_weight_decay: float = 0.1
     sft_batch_size: int = 32
+    sft_balance: float = 0.0
+    """Rows drawn in proportion to ``count(kind) ** -sft_balance``, the kind being the action's first
+    word (see :func:`.sft.balance_weights`; 0: every row alike)."""
     sft_context_weight: float = 0.0
     """Weight of language modelling on the rows' context (prompt and observations) beside the loss on
     the actions; see :meth:`~.trainer.PolicyTrainer.sft_step`."""
@@ -103,9 +123,13 @@ class WarmStartRecipe:
 RECIPES: dict[str, WarmStartRecipe] = {
     "alfworld": WarmStartRecipe(
         name="alfworld", env="alfworld-verl", env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
-        # 600 and 1200 steps left greedy success at 0% with listed search order and fused <action> tags (issue 14,
-        # docs/warmstart.md: teacher-forced, the copy of the receptacle's number is right about half the time)
-        sft_max_steps=1200, sft_check_every=100,
+        # docs/warmstart.md: the plain recipe (400 episodes, every turn a target, no thought) stayed at 0 % for
+        # 600-3,000 SFT steps: teacher-forced it never wrote `take` where the task's object lay (0 of 28); a short
+        # observable thought, expert-only targets, rows balanced by action, more episodes and recovery examples
+        # after injected slips brought `take` to 64 % and held-out success to 1-7 %.
+        episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, spaced_digits=True,
+        sft_balance=0.5, sft_max_steps=1400, sft_check_every=350, sft_target=0.9, sft_val_temperature=0.4,
+        max_tokens_per_turn=32,
     ),
     "webshop": WarmStartRecipe(
         name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "train"},
@@ -141,7 +165,7 @@ def resolve(name: str) -> Path:
     """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
     path = cached(name)
     if path is None:
-        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (a few CPU-minutes, cached)")
+        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 10 minutes on 2 CPU cores for ALFWorld, cached)")
     return path
 
 
@@ -205,7 +229,62 @@ def _listed(name: str) -> tuple[str, int]:
     return (name, 0)
 
 
-def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0) -> Any:
+def alfworld_thought(env: Any, admissible: list[str]) -> str | None:
+    """A thought a policy can check against its own prompt: what it is after and whether it is in
+    reach now: ``cup in reach`` when the admissible list offers ``take cup …``, ``cup not in reach``
+    while it searches, ``desklamp in reach`` once it holds the object of a look task and a lamp is
+    there to use, ``holding cup`` while it carries the object on. The decision that a tiny policy
+    misses without it ("take the object the task names when it is listed") becomes two one-step
+    matches: copy the object's name from the task, then find it after ``take`` in the list."""
+    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
+    if world is None or goal is None:
+        return None
+    held = world.items[world.holding] if world.holding else None
+    if held is not None and held.otype == goal.obj:
+        if goal.toggle is None:
+            return f"holding {goal.obj}"
+        sought, verb = goal.toggle, "use"
+    else:
+        sought, verb = goal.obj, "take"
+    reach = any(a.startswith(f"{verb} {sought} ") for a in admissible)
+    return f"{sought} {'in' if reach else 'not in'} reach"
+
+
+def invalid_variants(command: str, previous: str | None, admissible: list[str]) -> list[list[str]]:
+    """Inadmissible actions of the kinds a tiny policy writes (docs/warmstart.md), one list per
+    kind: its previous action again where that no longer applies, and the expert's command with one
+    number miscopied (``take cellphone 1`` where ``cellphone 2`` lies there). Empty kinds are left out."""
+    listed = set(admissible)
+    repeat = [previous] if previous and previous not in listed else []
+    miscopied = []
+    for m in re.finditer(r"\d+", command):
+        for n in range(1, 10):
+            wrong = f"{command[:m.start()]}{n}{command[m.end():]}"
+            if wrong != command and wrong not in listed and wrong != previous:
+                miscopied.append(wrong)
+    return [kind for kind in (repeat, miscopied) if kind]
+
+
+def alfworld_slips(env: Any, admissible: list[str]) -> list[list[str]]:
+    """The two inadmissible actions a tiny ALFWorld policy was seen to loop on (docs/warmstart.md),
+    one list per kind: going on to the next number of the receptacle it stands at where there is no
+    such receptacle (``go to cabinet 4`` in a room with three), and taking the object the task names
+    where none lies (``take cup 1 from cabinet 3``). In the data, the expert's next turn then shows
+    that the same action is not tried again."""
+    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
+    if world is None or goal is None or world.at is None:
+        return []
+    listed = set(admissible)
+    kind, _, number = world.at.rpartition(" ")
+    out = []
+    if number.isdigit() and (overshoot := f"go to {kind} {int(number) + 1}") not in listed:
+        out.append([overshoot])
+    if world.holding is None and not any(a.startswith(f"take {goal.obj} ") for a in listed):
+        out.append([f"take {goal.obj} {n} from {world.at}" for n in (1, 2, 3)])
+    return out
+
+
+def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0, think: bool = False) -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
     ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
@@ -215,6 +294,7 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
 
     class NoisyScripted(ScriptedPolicy):
         name = "scripted-noisy"
+        injected: set[tuple[str, int]] = set()
 
         async def act(self, env: Any) -> GenerationResult:
             text = await env.scripted_action()
@@ -231,15 +311,46 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
                 others = [a for a in admissible_actions(env) if a != command]
                 if others:
                     command = rng.choice(others)
+                    self.injected.add((env.anchor(), turn))
             elif invalid_rate and rng.random() < invalid_rate:
                 history = getattr(env, "history", None) or []
                 previous = history[-1][1] if history else None
-                if previous and previous not in admissible_actions(env):
-                    command = previous
-            out = f"<action>{command}</action>"
+                wrong = invalid_variants(command, previous, admissible_actions(env)) + alfworld_slips(env, admissible_actions(env))
+                if wrong:
+                    command = rng.choice(rng.choice(wrong))
+                    self.injected.add((env.anchor(), turn))
+            thought = alfworld_thought(env, admissible_actions(env)) if think else None
+            out = (f"<think>{thought}</think>" if thought else "") + f"<action>{command}</action>"
             return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
 
     return NoisyScripted(chat)
+
+
+def expert_turns_only(traj: Any, injected: set[tuple[str, int]]) -> Any:
+    """``traj`` with the loss mask cleared on the turns whose action was injected (``injected``
+    holds their (anchor, turn)): they stay in the context of later turns but are not targets. The
+    k-th assistant segment is the k-th step's action (one model call per turn)."""
+    marked = {s.index for s in traj.steps if (s.anchor, s.index) in injected}
+    if not marked:
+        return traj
+    segments, k = [], 0
+    for seg in traj.segments:
+        if seg.role == "assistant":
+            if k in marked:
+                seg = seg.model_copy(update={"loss_mask": [0] * len(seg.loss_mask)})
+            k += 1
+        segments.append(seg)
+    return traj.model_copy(update={"segments": segments})
+
+
+def action_kind(tokenizer: Any, row: Any) -> str:
+    """What a row's target does: the first word of its action (``go``, ``take``, ``click[…``)."""
+    import numpy as np
+
+    text = tokenizer.decode(row.input_ids[np.asarray(row.loss_mask, dtype=bool)], skip_special_tokens=True)
+    found = _ACTION.search(text)
+    words = (found.group(1) if found else text).split()
+    return words[0].split("[")[0] if words else ""
 
 
 # -- build -------------------------------------------------------------------------------------------
@@ -281,7 +392,7 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     from . import models
     from .config import EvalConfig, OptimConfig, PPOConfig
     from .loop import evaluate, run_episodes
-    from .sft import run_sft, sft_rows
+    from .sft import balance_weights, run_sft, sft_rows
     from .stops import StopAtBackend, action_stops
     from .trainer import PolicyTrainer
 
@@ -291,17 +402,23 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     spec = registry.env(r.env)
     progress("model", 0, 1, "tokenizer and tiny model")
     model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads,
-                                      whole_tokens=models.ACTION_TAGS if r.whole_action_tags else ())
+                                      whole_tokens=(models.ACTION_TAGS if r.whole_action_tags else ()) + (models.THINK_TAGS if r.think_hint else ())
+                                      + (models.SPACED_DIGITS if r.spaced_digits else ()))
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 
     engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, seed=r.seed,
                               max_live_episodes=64, max_llm_calls=64)
+    data_cfg, data_kwargs = engine_cfg, r.env_kwargs
+    if r.data_max_steps is not None:
+        limit = next((k for k in ("max_steps", "max_turns") if k in r.env_kwargs), "max_steps")
+        data_cfg = engine_cfg.model_copy(update={"max_turns": r.data_max_steps})
+        data_kwargs = {**r.env_kwargs, limit: r.data_max_steps}
     if r.search_order not in ("natural", "listed"):
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
-    scripted = RolloutEngine(registry=registry, policy=noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order,
-                                                                                invalid_rate=r.invalid_rate),
-                             config=engine_cfg, env_kwargs=r.env_kwargs)
+    expert = noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order, invalid_rate=r.invalid_rate,
+                          think=r.think_hint)
+    scripted = RolloutEngine(registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs)
     done = {"n": 0}
 
     def counted(_: Any) -> None:
@@ -311,11 +428,14 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     requests = plan_episodes(r.env, num_tasks=r.episodes, group_size=1, seed=r.data_seed)
     trajs = await run_episodes(scripted, requests, counted)
     data_success = sum(t.reward >= 1.0 - 1e-9 for t in trajs) / max(len(trajs), 1)
-    rows = sft_rows(trajs, min_reward=1.0 - 1e-9)
+    if r.expert_only:
+        trajs = [expert_turns_only(t, expert.injected) for t in trajs]
+    rows = [row for row in sft_rows(trajs, min_reward=1.0 - 1e-9) if row.num_tokens > 0]
     if not rows:
         raise ConfigError(f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps")
     progress("data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}")
 
+    weights = balance_weights([action_kind(tokenizer, row) for row in rows], r.sft_balance) if r.sft_balance else None
     model = models.fresh_model(model_dir, seed=r.seed, init_std=r.init_std).to(device)
     backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=64, model_name=f"warmstart-{r.name}")
     stops = action_stops(registry, r.env, r.env_kwargs)
@@ -336,7 +456,7 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
             def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
                 progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
 
-            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report,
+            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report, weights=weights,
                               context_weight=r.sft_context_weight)
             result = await evaluate(val_engine, r.env, val)
             checks.append((len(losses), result.success))

@@ -19,15 +19,17 @@ from toolgym.training.local import warmstart
 
 
 async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: float = 0.0,
-                observations: list[str] | None = None) -> tuple[list[str], float, list[str]]:
+                observations: list[str] | None = None, think: bool = False,
+                turns: list[tuple[str, list[str]]] | None = None) -> tuple[list[str], float, list[str]]:
     """(commands, reward, the receptacles listed at the start) of one noisy-expert episode;
-    ``observations`` receives the environment's answer to each command."""
+    ``observations`` receives the environment's answer to each command, ``turns`` each turn's
+    written text with the admissible list it was written against."""
     from transformers import AutoTokenizer
 
     from toolgym.core.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
-    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid)
+    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think)
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
     places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=warmstart.place_order)
@@ -35,6 +37,8 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
     for _ in range(max_steps):
         result = await policy.act(env)
         text = tokenizer.decode(result.output_ids, skip_special_tokens=True)
+        if turns is not None:
+            turns.append((text, list(env.admissible)))
         command = re.search(r"<action>(.*)</action>", text).group(1)  # type: ignore[union-attr]
         commands.append(command)
         step = await env.step(Action(text, ActionKind.COMMAND, command=command))
@@ -86,11 +90,12 @@ def test_invalid_repeats_are_injected_and_the_expert_recovers() -> None:
             rewards += reward
         return commands, seen, rewards / 16
 
-    commands, seen, success = asyncio.run(run(0.2))
+    commands, seen, success = asyncio.run(run(0.3))
     repeats = [i for cmds in commands for i in range(1, len(cmds)) if cmds[i] == cmds[i - 1]]
     nothing = sum("Nothing happens" in o for obs in seen for o in obs)
     turns = sum(len(c) for c in commands)
-    assert 0.05 * turns < len(repeats) and 0.05 * turns < nothing  # repeats of the last action, answered "Nothing happens."
+    # repeats of the last action and miscopied numbers, answered "Nothing happens."
+    assert 0.04 * turns < len(repeats) and 0.1 * turns < nothing
     clean, _, _ = asyncio.run(run(0.0))
     assert not any(c[i] == c[i - 1] for c in clean for i in range(1, len(c)))  # the expert itself never repeats
     assert success >= 0.5  # and it gets out of the loop: the oracle goes on from where it is
@@ -126,12 +131,105 @@ def test_the_action_is_tokenized_as_the_admissible_list_shows_it() -> None:
     spec = get_registry().env("alfworld-verl")
     command = "go to cabinet 13"
     listed = " '" + command + "'\n 'open drawer 2'"
-    for whole, copies in ((models.ACTION_TAGS, True), ((), False)):
+    for whole, copies in ((models.ACTION_TAGS, True), ((), False), (models.ACTION_TAGS + models.SPACED_DIGITS, True)):
         tok = models.load_tokenizer(models.demo_model_dir(spec, get_registry(), num_heads=2, whole_tokens=whole))
         action = tok.encode(f"<action>{command}</action>")
         in_list = tok.encode(listed)
         inner = action[1:-1] if whole else action
         found = any(in_list[i : i + len(inner)] == inner for i in range(len(in_list)))
         assert found is copies
-        if whole:
+        if whole == models.ACTION_TAGS:
             assert [tok.decode([i]) for i in action] == ["<action>", "go", " to", " cabinet", " ", "1", "3", "</action>"]
+        elif whole:  # a space and a digit as one token: the number after a name is a one-token copy
+            assert [tok.decode([i]) for i in action] == ["<action>", "go", " to", " cabinet", " 1", "3", "</action>"]
+            assert tok.decode(tok.encode("a cellphone 2, step 22")) == "a cellphone 2, step 22"
+
+
+def test_invalid_variants_are_inadmissible_repeats_and_miscopied_numbers() -> None:
+    listed = ["take cellphone 2 from desk 1", "take pen 1 from desk 1", "go to drawer 1", "go to desk 2"]
+    kinds = warmstart.invalid_variants("take cellphone 2 from desk 1", "go to desk 1", listed)
+    assert kinds[0] == ["go to desk 1"]  # at the desk, going there again does nothing
+    miscopied = kinds[1]
+    assert "take cellphone 1 from desk 1" in miscopied and "take cellphone 2 from desk 3" in miscopied
+    assert not set(miscopied) & set(listed) and "take cellphone 2 from desk 1" not in miscopied
+    assert warmstart.invalid_variants("look", "go to drawer 1", listed) == []  # nothing inadmissible to write
+
+
+def test_expert_only_clears_the_loss_on_injected_turns_and_keeps_them_as_context() -> None:
+    from transformers import AutoTokenizer
+
+    from toolgym.core.chat import ChatFormat
+    from toolgym.core.config import EngineConfig
+    from toolgym.core.engine import RolloutEngine, plan_episodes
+    from toolgym.training.local.loop import run_episodes
+    from toolgym.training.local.sft import sft_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
+    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=0.3, seed=1, invalid_rate=0.2)
+    engine = RolloutEngine(registry=get_registry(), policy=policy, config=EngineConfig(max_turns=40, seed=0),
+                           env_kwargs={"history_length": 2, "max_steps": 40, "split": "train"})
+    trajs = asyncio.run(run_episodes(engine, plan_episodes("alfworld-verl", num_tasks=4, group_size=1, seed=11)))
+    injected = [(t, s.index) for t in trajs for s in t.steps if (s.anchor, s.index) in policy.injected]
+    assert injected  # the policy records what it injected
+    for traj in trajs:
+        kept = warmstart.expert_turns_only(traj, policy.injected)
+        rows, before = sft_rows([kept]), sft_rows([traj])
+        marked = {i for t, i in injected if t is traj}
+        assert len(before) == len(traj.steps)  # one row per turn (verl format)
+        expert = [old for i, old in enumerate(before) if i not in marked]
+        assert len(rows) == len(expert)  # only the expert's own turns are targets (rows without one are dropped)
+        for row, old in zip(rows, expert, strict=True):
+            assert list(row.input_ids) == list(old.input_ids)  # the mistakes stay in the context of later turns
+            assert list(row.loss_mask) == list(old.loss_mask)
+    assert sum(len(sft_rows([t])) for t in trajs) == sum(len(t.steps) for t in trajs)  # the originals are untouched
+
+
+def test_balance_weights_even_out_rare_and_frequent_actions() -> None:
+    from toolgym.core.errors import ConfigError
+    from toolgym.training.local.sft import balance_weights, run_sft
+
+    kinds = ["go"] * 90 + ["take"] * 10
+    for power, share in ((0.0, 0.1), (0.5, 10 ** 0.5 / (10 ** 0.5 + 90 ** 0.5)), (1.0, 0.5)):
+        w = balance_weights(kinds, power)
+        assert sum(w[90:]) / sum(w) == pytest.approx(share)
+    with pytest.raises(ConfigError):
+        balance_weights(kinds, -1.0)
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def sft_step(self, rows, context_weight=0.0):  # type: ignore[no-untyped-def]
+            self.seen += [int(r) for r in rows]
+            return {"loss": 0.0}
+
+    rec = Recorder()
+    run_sft(rec, list(range(100)), steps=50, batch_size=20, weights=balance_weights(kinds, 1.0))  # type: ignore[arg-type]
+    rare = sum(i >= 90 for i in rec.seen) / len(rec.seen)
+    assert 0.4 < rare < 0.6  # drawn about half the time instead of a tenth
+    with pytest.raises(ConfigError):
+        run_sft(rec, list(range(100)), steps=1, batch_size=2, weights=[1.0])  # type: ignore[arg-type]
+
+
+def test_the_thought_says_what_is_sought_and_whether_the_list_offers_it() -> None:
+    async def run() -> list[tuple[str, list[str]]]:
+        turns: list[tuple[str, list[str]]] = []
+        for seed in range(8):
+            await _play(seed, think=True, turns=turns)
+        return turns
+
+    turns = asyncio.run(run())
+    takes = 0
+    for text, listed in turns:
+        found = re.fullmatch(r"<think>(.*)</think><action>(.*)</action>", text)
+        assert found, text
+        thought, command = found.groups()
+        sought = re.fullmatch(r"(\w+) (in|not in) reach|holding (\w+)", thought)
+        assert sought, thought
+        if sought.group(1):  # checkable against the prompt: the list offers to take (or use) it, or not
+            offered = any(a.split(" ")[0] in ("take", "use") and a.split(" ")[1] == sought.group(1) for a in listed)
+            assert offered is (sought.group(2) == "in"), (thought, listed)
+        if command.startswith("take "):
+            takes += 1
+            assert thought == f"{command.split(' ')[1]} in reach"  # the expert takes what it said was in reach
+    assert takes >= 8
