@@ -137,10 +137,21 @@ def findings(runs: Sequence[Run]) -> str:
                 deltas = [r.after["success"] for r in rs]
                 ref = [r.after["success"] for r in base]
                 diff = statistics.mean(deltas) - statistics.mean(ref)
-                spread = (f" (std over seeds: {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%})"
-                          if len(deltas) > 1 and len(ref) > 1 else " (one seed each: no spread, no claim either way)")
+                spread = (f"; std over seeds {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%}"
+                          if len(deltas) > 1 and len(ref) > 1 else "; one seed each: no spread, no claim either way")
                 verdict = "beats" if diff > 0 else "does not beat"
-                out.append(f"- {env}: {NAMES.get(est, est)} {verdict} GRPO after RL by {diff * 100:+.1f} points{spread}.")
+                out.append(f"- {env}: {NAMES.get(est, est)} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
+                           f"({diff * 100:+.1f} points{spread}): {NAMES.get(est, est)} {verdict} GRPO here.")
+        gigpo = groups.get((env, "gigpo"), [])
+        mixed, repeat = (statistics.mean(r.mean_stat(k) for r in gigpo) for k in ("mixed_outcome", "repeat_rate")) if gigpo else (0.0, 0.0)
+        if gigpo and mixed == mixed:  # not NaN: the runs logged step groups
+            out.append(f"- {env}, GiGPO's step groups: {repeat:.0%} of steps share their anchor state with another step, but only "
+                       f"{mixed:.0%} of the groups mix successes and failures; the rest give no step-level signal beyond the "
+                       "episode's.")
+        episodes = min((int(r.after.get("episodes") or 0) for (e, _), rs in groups.items() if e == env for r in rs), default=0)
+        if episodes:
+            out.append(f"- {env}: one held-out episode is {100 / episodes:.1f} points ({episodes} tasks); "
+                       "differences of a few points are a few episodes.")
     return "\n".join(out)
 
 
@@ -189,9 +200,21 @@ def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
         checks = info.get("validation") or [[0, 0.0]]
         lines.append(f"- `{name}`: {r['episodes']} scripted episodes of `{r['env']}` with mistake rate {r['mistake_rate']} "
                      f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
-                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {info['sft_steps']} SFT steps; greedy success on "
+                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {info['sft_steps']} SFT steps{_recipe_extras(r)}; "
+                     f"{_decoding(r.get('sft_val_temperature', 0.0))} success on "
                      f"{r['sft_val_tasks']} training-split validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).")
     return lines
+
+
+def _decoding(temperature: float) -> str:
+    return "greedy" if not temperature else f"sampled (T = {temperature:g})"
+
+
+def _recipe_extras(r: dict[str, Any]) -> str:
+    """The recipe options of docs/warmstart.md that are on, for the warm-start line."""
+    on = [name for name in ("think_hint", "think_plan", "expert_only", "spaced_digits") if r.get(name)]
+    on += [f"{name} {r[name]}" for name in ("invalid_rate", "sft_balance") if r.get(name)]
+    return f" ({', '.join(on)})" if on else ""
 
 
 def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str, Any] | None, reproduce: str,

@@ -81,6 +81,9 @@ class WarmStartRecipe:
     think_hint: bool = False
     """Each expert turn starts with a short observable thought, ``<think>cup in reach</think>`` (see
     :func:`alfworld_thought`): the object sought and whether the admissible list offers to take it."""
+    think_plan: bool = False
+    """With ``think_hint``: before each ``go to`` the thought also says whether the next receptacle of
+    the kind it stands at is listed, or where it carries the object (:func:`alfworld_plan`)."""
     search_order: str = "natural"
     """ALFWorld's searching expert visits receptacles in ``natural`` order (type, then number:
     cabinet 9, cabinet 10) or in the admissible list's string order (``listed``: cabinet 1, cabinet
@@ -250,6 +253,25 @@ def alfworld_thought(env: Any, admissible: list[str]) -> str | None:
     return f"{sought} {'in' if reach else 'not in'} reach"
 
 
+def alfworld_plan(env: Any, admissible: list[str], command: str) -> str | None:
+    """What :func:`alfworld_thought` adds with ``think_plan`` before a ``go to``: while searching,
+    whether the next receptacle of the kind it stands at is listed (``cabinet 4 listed`` /
+    ``cabinet 4 not listed``: in the second case the search moves on to the next kind); while
+    carrying, where to (``to microwave``). Each is a one-step check against the prompt, like
+    ``in reach``, instead of the lookup a tiny policy gets wrong (docs/warmstart.md)."""
+    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
+    if world is None or goal is None or not command.startswith("go to "):
+        return None
+    held = world.items[world.holding] if world.holding else None
+    if held is not None and held.otype == goal.obj:
+        return "to " + command[len("go to "):].rpartition(" ")[0]
+    kind, _, number = (world.at or "").rpartition(" ")
+    if not number.isdigit():
+        return None
+    candidate = f"{kind} {int(number) + 1}"
+    return f"{candidate} {'listed' if f'go to {candidate}' in admissible else 'not listed'}"
+
+
 def invalid_variants(command: str, previous: str | None, admissible: list[str]) -> list[list[str]]:
     """Inadmissible actions of the kinds a tiny policy writes (docs/warmstart.md), one list per
     kind: its previous action again where that no longer applies, and the expert's command with one
@@ -284,7 +306,8 @@ def alfworld_slips(env: Any, admissible: list[str]) -> list[list[str]]:
     return out
 
 
-def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0, think: bool = False) -> Any:
+def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0, think: bool = False,
+                 plan: bool = False) -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
     ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
@@ -320,6 +343,8 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
                     command = rng.choice(rng.choice(wrong))
                     self.injected.add((env.anchor(), turn))
             thought = alfworld_thought(env, admissible_actions(env)) if think else None
+            step_plan = alfworld_plan(env, admissible_actions(env), command) if thought and plan else None
+            thought = f"{thought}, {step_plan}" if step_plan else thought
             out = (f"<think>{thought}</think>" if thought else "") + f"<action>{command}</action>"
             return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
 
@@ -417,7 +442,7 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
     if r.search_order not in ("natural", "listed"):
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
     expert = noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order, invalid_rate=r.invalid_rate,
-                          think=r.think_hint)
+                          think=r.think_hint, plan=r.think_plan)
     scripted = RolloutEngine(registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs)
     done = {"n": 0}
 

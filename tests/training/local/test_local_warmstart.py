@@ -19,7 +19,7 @@ from toolgym.training.local import warmstart
 
 
 async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: float = 0.0,
-                observations: list[str] | None = None, think: bool = False,
+                observations: list[str] | None = None, think: bool = False, plan: bool = False,
                 turns: list[tuple[str, list[str]]] | None = None) -> tuple[list[str], float, list[str]]:
     """(commands, reward, the receptacles listed at the start) of one noisy-expert episode;
     ``observations`` receives the environment's answer to each command, ``turns`` each turn's
@@ -29,7 +29,7 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
     from toolgym.core.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
-    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think)
+    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think, plan=plan)
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
     places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=warmstart.place_order)
@@ -233,3 +233,26 @@ def test_the_thought_says_what_is_sought_and_whether_the_list_offers_it() -> Non
             takes += 1
             assert thought == f"{command.split(' ')[1]} in reach"  # the expert takes what it said was in reach
     assert takes >= 8
+
+
+def test_the_plan_says_whether_the_next_receptacle_is_listed_and_where_the_object_goes() -> None:
+    async def run() -> list[tuple[str, list[str]]]:
+        turns: list[tuple[str, list[str]]] = []
+        for seed in range(8):
+            await _play(seed, think=True, plan=True, turns=turns)
+        return turns
+
+    checked = carried = 0
+    for text, listed in asyncio.run(run()):
+        thought, command = re.fullmatch(r"<think>(.*)</think><action>(.*)</action>", text).groups()  # type: ignore[union-attr]
+        _, comma, plan = thought.partition(", ")
+        assert bool(comma) is (command.startswith("go to ") and plan != ""), text
+        if found := re.fullmatch(r"(\w+ \d+) (listed|not listed)", plan):
+            checked += 1
+            assert (f"go to {found.group(1)}" in listed) is (found.group(2) == "listed"), (plan, listed)
+            if found.group(2) == "listed":
+                assert command == f"go to {found.group(1)}"  # the search goes on to the listed next one
+        elif plan:
+            carried += 1
+            assert plan.startswith("to ") and command.startswith(f"go to {plan[3:]} ")
+    assert checked >= 20 and carried >= 4

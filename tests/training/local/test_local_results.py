@@ -1,0 +1,36 @@
+"""The results page's sentences are computed from the runs: verdicts, spread, and how many points
+one held-out episode is worth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolgym.training.local.results import Run, findings, warm_start_lines
+
+
+def _run(est: str, seed: int, before: float, after: float, episodes: int = 96) -> Run:
+    records = [{"step": 0, "heldout": {"success": before, "episodes": episodes}},
+               {"step": 8, "heldout": {"success": after, "episodes": episodes}}]
+    return Run("alfworld", est, seed, Path("."), "cmd", 60.0, records)
+
+
+def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
+    runs = [_run("grpo", s, 0.01, a) for s, a in enumerate((0.03, 0.02, 0.03))]
+    runs += [_run("gigpo", s, 0.01, a) for s, a in enumerate((0.01, 0.01, 0.05))]
+    text = findings(runs)
+    assert "GRPO: held-out success rose above the warm start in 3 of 3 seed(s)" in text
+    assert "GiGPO: held-out success rose above the warm start in 1 of 3 seed(s)" in text
+    assert "GiGPO 2.3% vs GRPO 2.7% after RL (-0.3 points; std over seeds 2.3% vs 0.6%): GiGPO does not beat GRPO here." in text
+    assert "one held-out episode is 1.0 points (96 tasks)" in text
+    one_seed = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
+    assert "GiGPO beats GRPO here" in one_seed and "no claim either way" in one_seed and "is 5.0 points" in one_seed
+
+
+def test_the_warm_start_line_names_its_decoding_and_recipe_options() -> None:
+    recipe = {"episodes": 12, "env": "alfworld-verl", "mistake_rate": 0.1, "hidden_size": 64, "num_layers": 2,
+              "sft_val_tasks": 24, "sft_target": 0.3}
+    info = {"recipe": recipe, "scripted_success": 0.8, "rows": 100, "sft_steps": 50, "validation": [[50, 0.25]]}
+    assert "greedy success on 24" in warm_start_lines({"a": info})[0]
+    recipe.update(sft_val_temperature=0.4, think_hint=True, expert_only=True, invalid_rate=0.3)
+    line = warm_start_lines({"a": info})[0]
+    assert "sampled (T = 0.4) success on 24" in line and "(think_hint, expert_only, invalid_rate 0.3)" in line
