@@ -22,7 +22,8 @@ Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names th
    stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
 
 ALFWorld's shipped recipe adds what docs/warmstart.md found the tiny policy needs: a short
-observable thought before each action (``think_hint``: ``<think>cup in reach</think>``), targets on
+observable thought before each action (``think_hint``: ``<think>cup in reach</think>``; with ``think_plan``
+also ``cabinet 4 not listed`` or ``to microwave`` before a ``go to``), targets on
 the expert's own turns only (``expert_only``), injected slips followed by the expert's way out of
 them (``invalid_rate``), rows balanced by action (``sft_balance``) and a space-digit token
 (``spaced_digits``).
@@ -129,9 +130,10 @@ RECIPES: dict[str, WarmStartRecipe] = {
         # docs/warmstart.md: the plain recipe (400 episodes, every turn a target, no thought) stayed at 0 % for
         # 600-3,000 SFT steps: teacher-forced it never wrote `take` where the task's object lay (0 of 28); a short
         # observable thought, expert-only targets, rows balanced by action, more episodes and recovery examples
-        # after injected slips brought `take` to 64 % and held-out success to 1-7 %.
-        episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, spaced_digits=True,
-        sft_balance=0.5, sft_max_steps=1400, sft_check_every=350, sft_target=0.9, sft_val_temperature=0.4,
+        # after injected slips brought `take` to 64 % and held-out success to 1-7 %; the plan in the thought and 2,800
+        # steps to 12.5 % (96 held-out tasks, T = 0.4)
+        episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, think_plan=True,
+        spaced_digits=True, sft_balance=0.5, sft_max_steps=2800, sft_check_every=700, sft_target=0.9, sft_val_temperature=0.4,
         max_tokens_per_turn=32,
     ),
     "webshop": WarmStartRecipe(
@@ -168,7 +170,7 @@ def resolve(name: str) -> Path:
     """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
     path = cached(name)
     if path is None:
-        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 10 minutes on 2 CPU cores for ALFWorld, cached)")
+        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 20 minutes on 2 CPU cores for ALFWorld, cached)")
     return path
 
 
