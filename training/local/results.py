@@ -10,6 +10,7 @@ value for one seed). Nothing here runs training: ``bench/learning_table.py`` doe
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,8 +144,9 @@ def findings(runs: Sequence[Run]) -> str:
                 out.append(f"- {env}: {NAMES.get(est, est)} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
                            f"({diff * 100:+.1f} points{spread}): {NAMES.get(est, est)} {verdict} GRPO here.")
         gigpo = groups.get((env, "gigpo"), [])
-        mixed, repeat = (statistics.mean(r.mean_stat(k) for r in gigpo) for k in ("mixed_outcome", "repeat_rate")) if gigpo else (0.0, 0.0)
-        if gigpo and mixed == mixed:  # not NaN: the runs logged step groups
+        mixed = statistics.mean(r.mean_stat("mixed_outcome") for r in gigpo) if gigpo else math.nan
+        repeat = statistics.mean(r.mean_stat("repeat_rate") for r in gigpo) if gigpo else math.nan
+        if not math.isnan(mixed):  # the runs logged step groups
             out.append(f"- {env}, GiGPO's step groups: {repeat:.0%} of steps share their anchor state with another step, but only "
                        f"{mixed:.0%} of the groups mix successes and failures; the rest give no step-level signal beyond the "
                        "episode's.")

@@ -267,11 +267,16 @@ def alfworld_plan(env: Any, admissible: list[str], command: str) -> str | None:
     held = world.items[world.holding] if world.holding else None
     if held is not None and held.otype == goal.obj:
         return "to " + command[len("go to "):].rpartition(" ")[0]
-    kind, _, number = (world.at or "").rpartition(" ")
-    if not number.isdigit():
+    candidate = _next_of_kind(world.at)
+    if candidate is None:
         return None
-    candidate = f"{kind} {int(number) + 1}"
     return f"{candidate} {'listed' if f'go to {candidate}' in admissible else 'not listed'}"
+
+
+def _next_of_kind(place: str | None) -> str | None:
+    """``cabinet 3`` → ``cabinet 4`` (listed or not); None for no place or one without a number."""
+    kind, _, number = (place or "").rpartition(" ")
+    return f"{kind} {int(number) + 1}" if number.isdigit() else None
 
 
 def invalid_variants(command: str, previous: str | None, admissible: list[str]) -> list[list[str]]:
@@ -299,10 +304,9 @@ def alfworld_slips(env: Any, admissible: list[str]) -> list[list[str]]:
     if world is None or goal is None or world.at is None:
         return []
     listed = set(admissible)
-    kind, _, number = world.at.rpartition(" ")
     out = []
-    if number.isdigit() and (overshoot := f"go to {kind} {int(number) + 1}") not in listed:
-        out.append([overshoot])
+    if (candidate := _next_of_kind(world.at)) is not None and f"go to {candidate}" not in listed:
+        out.append([f"go to {candidate}"])
     if world.holding is None and not any(a.startswith(f"take {goal.obj} ") for a in listed):
         out.append([f"take {goal.obj} {n} from {world.at}" for n in (1, 2, 3)])
     return out
@@ -319,7 +323,11 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
 
     class NoisyScripted(ScriptedPolicy):
         name = "scripted-noisy"
-        injected: set[tuple[str, int]] = set()
+
+        def __init__(self, chat: Any) -> None:
+            super().__init__(chat)
+            self.injected: set[tuple[str, int]] = set()
+            """(anchor, turn) of every turn whose action was injected (see :func:`expert_turns_only`)."""
 
         async def act(self, env: Any) -> GenerationResult:
             text = await env.scripted_action()
@@ -329,23 +337,24 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
                 raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
             found = _ACTION.search(text)
             command = alfworld_searcher(env, (found.group(1) if found else text).strip(), order)
+            listed, anchor = admissible_actions(env), env.anchor()
             turn = len(getattr(env, "history", ()) or ())
-            key = hashlib.sha256(f"{seed}|{env.anchor()}|{turn}|{command}".encode()).digest()
+            key = hashlib.sha256(f"{seed}|{anchor}|{turn}|{command}".encode()).digest()
             rng = random.Random(int.from_bytes(key[:8], "little"))
             if rng.random() < rate:
-                others = [a for a in admissible_actions(env) if a != command]
+                others = [a for a in listed if a != command]
                 if others:
                     command = rng.choice(others)
-                    self.injected.add((env.anchor(), turn))
+                    self.injected.add((anchor, turn))
             elif invalid_rate and rng.random() < invalid_rate:
                 history = getattr(env, "history", None) or []
                 previous = history[-1][1] if history else None
-                wrong = invalid_variants(command, previous, admissible_actions(env)) + alfworld_slips(env, admissible_actions(env))
+                wrong = invalid_variants(command, previous, listed) + alfworld_slips(env, listed)
                 if wrong:
                     command = rng.choice(rng.choice(wrong))
-                    self.injected.add((env.anchor(), turn))
-            thought = alfworld_thought(env, admissible_actions(env)) if think else None
-            step_plan = alfworld_plan(env, admissible_actions(env), command) if thought and plan else None
+                    self.injected.add((anchor, turn))
+            thought = alfworld_thought(env, listed) if think else None
+            step_plan = alfworld_plan(env, listed, command) if thought and plan else None
             thought = f"{thought}, {step_plan}" if step_plan else thought
             out = (f"<think>{thought}</think>" if thought else "") + f"<action>{command}</action>"
             return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
