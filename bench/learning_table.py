@@ -69,9 +69,12 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
         print(f"reusing {out}", flush=True)
         return out, shown, float(done.read_text())
     print(f"$ {shown}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    # what started this run, for a page written later with --report-only (whose arguments may differ)
+    (out / "command.txt").write_text(shown + "\n")
+    (out / "bench.txt").write_text(reproduce_command(args, envs=[env]) + "\n")
     started = time.perf_counter()
     env_vars = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    out.mkdir(parents=True, exist_ok=True)
     # runs side by side (--jobs): each one's progress goes to its own log
     with open(out / "train.log", "w") if args.jobs > 1 else contextlib.nullcontext() as log:
         result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, stdout=log,
@@ -181,11 +184,11 @@ def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return out
 
 
-def reproduce_command(args: argparse.Namespace) -> str:
+def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
     extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
              *(["--jobs", str(args.jobs)] if args.jobs > 1 else [])]
     return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
-        [*(["--smoke"] if args.smoke else []), "--envs", *args.envs, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
+        [*(["--smoke"] if args.smoke else []), "--envs", *(envs or args.envs), "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
          "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq), *extra])
 
 
@@ -231,17 +234,20 @@ def main() -> None:
     if args.report_only:
         speed_file = args.out / "speed.json"
         speed = json.loads(speed_file.read_text()) if speed_file.exists() and not args.no_speed else None
-        runs = []
+        runs, benches = [], []
         for env in args.envs:
             for seed in args.seeds:
                 for estimator in PAIRS[env]:
                     out = args.out / f"{env}-{estimator}-seed{seed}"
                     wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
-                    run = read_run(env, estimator, seed, out, train_command(args, env, estimator, seed, out)[1], wall)
+                    command = (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else train_command(args, env, estimator, seed, out)[1]
+                    run = read_run(env, estimator, seed, out, command, wall)
                     if run.evals:
                         runs.append(run)
-        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
-                      warm_starts=warm_start_infos(args))
+                        bench = (out / "bench.txt").read_text().strip() if (out / "bench.txt").exists() else reproduce_command(args, envs=[env])
+                        benches += [bench] if bench not in benches else []
+        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce="\n".join(benches) or reproduce_command(args),
+                      partial_note=args.partial, warm_starts=warm_start_infos(args))
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s)")
         return
     if not args.no_speed:

@@ -43,8 +43,14 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
 
     template = compile_template(chat_template())
 
-    async def play(seed: int) -> str:
+    async def play(seed: int, sandboxes: Any) -> str:
         env = spec.make()
+        ctx = None
+        if getattr(env, "tool_names", ()):  # named tools (math-python's python) bind to the episode's sandboxes
+            from toolgym.core.context import EpisodeContext
+
+            ctx = EpisodeContext(episode_id=f"corpus-{seed}", registry=registry, sandbox_backend=sandboxes)
+            env.bind(ctx)
         messages, _ = await env.reset(seed=seed)
         tools = {t.name: t for t in env.tools}
         parser = registry.parser(env.parser)
@@ -58,11 +64,19 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
                 break
             messages.extend(result.observation)
         await env.close()
+        if ctx is not None:
+            await ctx.aclose()
         schemas = [t.schema for t in env.tools] or None
         return str(template.render(messages=messages, tools=schemas, add_generation_prompt=False))
 
     async def all_episodes() -> list[str]:
-        return [await play(seed) for seed in range(episodes)]
+        from toolgym.core.sandbox import LazySandboxBackend
+
+        sandboxes = LazySandboxBackend(registry, "auto")  # opened only by envs with sandboxed tools
+        try:
+            return [await play(seed, sandboxes) for seed in range(episodes)]
+        finally:
+            await sandboxes.aclose()
 
     with ThreadPoolExecutor(1) as pool:  # its own event loop, whether or not the caller runs one
         return pool.submit(asyncio.run, all_episodes()).result()

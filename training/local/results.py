@@ -239,7 +239,7 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
               "```bash", reproduce, "```", "",
               "The full table at the issue's budget (3 seeds, 40 RL steps of 16 tasks × 8, 96 held-out tasks; hours on 2 cores; "
               "finished runs are reused when it is restarted):", "",
-              "```bash", "toolgym warmstart --env alfworld && toolgym warmstart --env webshop",
+              "```bash", "toolgym warmstart --env alfworld && toolgym warmstart --env webshop && toolgym warmstart --env math_python",
               "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop math_python", "```", "", "Each run (exactly as the benchmark started it):", "", "```bash"]
     parts += [r.command for r in runs]
     parts += ["```", ""]

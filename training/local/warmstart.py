@@ -140,6 +140,14 @@ RECIPES: dict[str, WarmStartRecipe] = {
         name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "train"},
         max_turns=15, max_tokens_per_turn=32,
     ),
+    "math_python": WarmStartRecipe(
+        # the ARPO-vs-GRPO rows: the expert writes the problem's reference program as a python tool call,
+        # then boxes what it printed; the tiny model must pick the program by the question's wording and
+        # copy its numbers digit by digit (Qwen isolates digits, so no spaced-digit tokens here)
+        name="math_python", env="math-python", env_kwargs={"split": "train"},
+        episodes=800, max_turns=4, max_tokens_per_turn=256, sft_max_steps=1200, sft_check_every=200, sft_val_tasks=32,
+        sft_target=0.4, sft_val_temperature=0.4,
+    ),
 }
 
 
@@ -336,7 +344,9 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
 
                 raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
             found = _ACTION.search(text)
-            command = alfworld_searcher(env, (found.group(1) if found else text).strip(), order)
+            if found is None:  # free text (a tool call, a final answer): the expert's own words, no injection
+                return GenerationResult(output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop")
+            command = alfworld_searcher(env, found.group(1).strip(), order)
             listed, anchor = admissible_actions(env), env.anchor()
             turn = len(getattr(env, "history", ()) or ())
             key = hashlib.sha256(f"{seed}|{anchor}|{turn}|{command}".encode()).digest()
@@ -416,6 +426,17 @@ def _device(name: str) -> str:
 
 
 async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str = "cpu") -> Path:
+    from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox import LazySandboxBackend
+
+    sandboxes = LazySandboxBackend(get_registry(), "auto")  # opened only when the env's tools need one (math-python)
+    try:
+        return await _build_in(r, out, progress, threads, device, sandboxes)
+    finally:
+        await sandboxes.aclose()
+
+
+async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str, sandboxes: Any) -> Path:
     import torch
 
     from toolgym.core.chat import ChatFormat
@@ -454,7 +475,7 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
     expert = noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order, invalid_rate=r.invalid_rate,
                           think=r.think_hint, plan=r.think_plan)
-    scripted = RolloutEngine(registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs)
+    scripted = RolloutEngine(registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs, sandbox_backend=sandboxes)
     done = {"n": 0}
 
     def counted(_: Any) -> None:
@@ -480,7 +501,8 @@ async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int
                         pad_token_id=tokenizer.pad_token_id, device=device)
     val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=r.sft_val_temperature)
     greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed})
-    val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs=r.env_kwargs)
+    val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs=r.env_kwargs,
+                               sandbox_backend=sandboxes)
     losses: list[float] = []
     checks: list[tuple[int, float]] = []
     try:

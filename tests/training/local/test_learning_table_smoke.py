@@ -34,3 +34,14 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
 
     image = matplotlib.image.imread(out / "results_learning_curves.png")
     assert image.ndim == 3 and image.shape[0] > 100
+
+    # --report-only rewrites the page from the runs, with the commands that started them even when its
+    # own arguments differ (runs of several budgets on one page)
+    command = (out / "alfworld-grpo-seed0" / "command.txt").read_text().strip()
+    assert command in page
+    (out / "results.md").unlink()
+    again = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--steps", "7",
+                            "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    rewritten = (out / "results.md").read_text()
+    assert command in rewritten and "--steps 7" not in rewritten and "| GRPO | 1 | 2 |" in rewritten

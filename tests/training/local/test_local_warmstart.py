@@ -256,3 +256,45 @@ def test_the_plan_says_whether_the_next_receptacle_is_listed_and_where_the_objec
             carried += 1
             assert plan.startswith("to ") and command.startswith(f"go to {plan[3:]} ")
     assert checked >= 20 and carried >= 4
+
+
+def test_math_python_warm_start_runs_its_expert_through_the_sandboxed_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ARPO rows' warm start: the expert's tool calls run in a sandbox while the data is made, and
+    the tokenizer corpus holds whole scripted episodes (tool call, tool output, boxed answer)."""
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
+    tiny = ["--set", "episodes=4", "--set", "sft_max_steps=2", "--set", "sft_check_every=2", "--set", "sft_val_tasks=2", "--threads", "1"]
+    done = CliRunner().invoke(app, ["warmstart", "--env", "math_python", *tiny])
+    assert done.exit_code == 0, done.output
+    out = Path(done.stdout.strip().splitlines()[-1])
+    info = json.loads((out / "warmstart.json").read_text())
+    assert info["scripted_success"] == 1.0 and info["rows"] == 4, info  # every program ran and printed the answer
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "import math\\nprint(math.comb(45, 12))"}}\n</tool_call>'
+    assert len(tokenizer(call)["input_ids"]) <= 40  # merges learnt from the tool calls (a byte-level split is ~100)
+
+
+async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None:
+    """Mistakes are injected into ``<action>`` commands only; a tool call or a final answer goes out as
+    the environment's scripted solver wrote it, whatever the rates."""
+    from transformers import AutoTokenizer
+
+    from toolgym.core.chat import ChatFormat
+    from toolgym.core.config import EngineConfig
+    from toolgym.core.engine import RolloutEngine, plan_episodes
+    from toolgym.core.sandbox import LazySandboxBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
+    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=0.9, seed=1, invalid_rate=0.9)
+    out: list = []
+    sandboxes = LazySandboxBackend(get_registry(), "auto")
+    engine = RolloutEngine(registry=get_registry(), policy=policy, config=EngineConfig(max_turns=4), on_trajectory=out.append,
+                           sandbox_backend=sandboxes)
+    try:
+        await engine.run(plan_episodes("math-python", num_tasks=4, group_size=1))
+    finally:
+        await sandboxes.aclose()
+    assert len(out) == 4 and all(t.reward == 1.0 for t in out), [t.status_reason for t in out]
+    assert all([s.action_kind for s in t.steps] == ["tool_calls", "answer"] for t in out)
+    assert not policy.injected
