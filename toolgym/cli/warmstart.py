@@ -14,7 +14,7 @@ import typer
 
 
 def command(
-    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld or webshop."),
+    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld, webshop or math_python."),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
     threads: int = typer.Option(2, help="Torch CPU threads."),
     device: str = typer.Option("cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."),

@@ -214,7 +214,7 @@ def warm_start_section(section: Any) -> dict[str, Any] | None:
     if section is None:
         return None
     if not isinstance(section, dict) or "recipe" not in section:
-        raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld or webshop) and optional recipe fields")
+        raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld, webshop or math_python) and optional recipe fields")
     from .warmstart import recipe
 
     changes = {k: v for k, v in section.items() if k != "recipe"}
@@ -310,7 +310,7 @@ def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path
     section = dict(section or {})
     recipe_name = str(section.pop("recipe", name or ""))
     if not recipe_name:
-        raise ConfigError("model.path `warmstart` needs a recipe: write warmstart:alfworld (or webshop), or add a warm_start: section")
+        raise ConfigError("model.path `warmstart` needs a recipe: write warmstart:alfworld (webshop, math_python), or add a warm_start: section")
     if name and name != recipe_name:
         raise ConfigError(f"model.path names warm start {name!r} but the warm_start section's recipe is {recipe_name!r}; make them agree")
     r = warmstart.recipe(recipe_name, **section)

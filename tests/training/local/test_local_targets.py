@@ -131,3 +131,9 @@ def test_a_killed_run_resumes_to_the_same_results(tmp_path: Path) -> None:
     records = [json.loads(ln) for ln in (whole / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2, 3] and "by_type" in records[0]["heldout"]
     assert {"tokens_per_s", "episodes_per_s", "kl", "policy_loss", "entropy", "step_groups"} <= set(records[1])
+
+
+def test_arpo_twins_start_from_the_math_python_warm_start() -> None:
+    for name in ("math_python_arpo", "math_python_grpo"):
+        rl, run = build(load_config(name, []))
+        assert run["model"] == "warmstart:math_python" and rl.env == "math-python"

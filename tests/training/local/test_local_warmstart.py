@@ -298,3 +298,15 @@ async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None
     assert len(out) == 4 and all(t.reward == 1.0 for t in out), [t.status_reason for t in out]
     assert all([s.action_kind for s in t.steps] == ["tool_calls", "answer"] for t in out)
     assert not policy.injected
+
+
+def test_a_field_added_later_keys_only_when_set() -> None:
+    """Adding a recipe field must not orphan warm starts built before it (21 minutes each for ALFWorld):
+    a field in KEYED_WHEN_SET at its default leaves the key as it was."""
+    from toolgym.training.local.models import demo_spec
+
+    shipped = warmstart.recipe("alfworld")
+    assert shipped.key() == "a399db02dfd8"  # the key the shipped ALFWorld warm start was built under
+    assert warmstart.recipe("alfworld", context=1024).key() == shipped.key() != warmstart.recipe("alfworld", context=2048).key()
+    assert warmstart.RECIPES["webshop"].context == 2048
+    assert demo_spec(context=2048).max_position_embeddings == 2048 and demo_spec().max_position_embeddings == 1024
