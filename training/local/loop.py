@@ -93,8 +93,11 @@ async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajec
 
 
 def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None) -> RolloutEngine:
-    """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``."""
-    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed)
+    """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``, never
+    branching (ARPO's forks would be sampled and thrown away: 15 times the work for the same figure)."""
+    from toolgym.core.arpo import ArpoConfig
+
+    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(update={"arpo": ArpoConfig()})
     return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs},
                          sandbox_backend=sandbox_backend)
 

@@ -137,3 +137,15 @@ def test_arpo_twins_start_from_the_math_python_warm_start() -> None:
     for name in ("math_python_arpo", "math_python_grpo"):
         rl, run = build(load_config(name, []))
         assert run["model"] == "warmstart:math_python" and rl.env == "math-python"
+
+
+def test_held_out_episodes_never_branch() -> None:
+    """ARPO branches training rollouts only: evaluation samples one trajectory per task (its forks
+    were sampled and dropped, 15 times the work for the same held-out figure)."""
+    from toolgym.core.registry import get_registry
+    from toolgym.training.local.loop import eval_engine
+
+    rl, _ = build(load_config("math_python_arpo", []))
+    assert rl.engine_config().arpo.enabled
+    engine = eval_engine(rl, policy=object(), registry=get_registry(), ev=rl.eval)  # type: ignore[arg-type]
+    assert not engine.config.arpo.enabled and engine.config.max_turns == rl.engine_config().max_turns
