@@ -26,6 +26,18 @@ def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
     assert "GiGPO beats GRPO here" in one_seed and "no claim either way" in one_seed and "is 5.0 points" in one_seed
 
 
+def test_arpo_findings_compare_tool_calls_with_grpo() -> None:
+    def run(est: str, seed: int, calls: float) -> Run:
+        records = [{"step": 0, "heldout": {"success": 0.5, "episodes": 64}},
+                   {"step": 1, "step_groups": {"tool_calls_per_trajectory": calls}},
+                   {"step": 2, "step_groups": {"tool_calls_per_trajectory": calls}, "heldout": {"success": 0.6, "episodes": 64}}]
+        return Run("math_python", est, seed, Path("."), "cmd", 60.0, records)
+
+    text = findings([run("grpo", 0, 1.0), run("grpo", 1, 1.2), run("arpo", 0, 0.5), run("arpo", 1, 0.6)])
+    assert "tool calls per training trajectory, ARPO 0.55 vs GRPO 1.10 (50% of GRPO's" in text
+    assert "tool calls" not in findings([run("grpo", 0, 1.0), run("gigpo", 0, 1.0)])
+
+
 def test_the_warm_start_line_names_its_decoding_and_recipe_options() -> None:
     recipe = {"episodes": 12, "env": "alfworld-verl", "mistake_rate": 0.1, "hidden_size": 64, "num_layers": 2,
               "sft_val_tasks": 24, "sft_target": 0.3}
