@@ -86,15 +86,6 @@ def oracle_step(session: ShopSession) -> tuple[str, str] | None:
     return f"search[{query}]", "I search the store for the product the instruction describes."
 
 
-_PRICE = re.compile(r"\d+(?:\.\d+)?")
-
-
-def shown_price(price: Any) -> float | None:
-    """The lowest price a results page shows for a product (``$9.04 to $10.4`` → 9.04)."""
-    found = _PRICE.findall(str(price).replace(",", ""))
-    return float(found[0]) if found else None
-
-
 def shopper_step(session: ShopSession) -> tuple[str, str] | None:
     """(action, reason) of a shopper that knows only what the pages show, for warm starts a policy can
     imitate: the oracle opens the goal's own product, which its title alone picks out in about a
@@ -109,9 +100,8 @@ def shopper_step(session: ShopSession) -> tuple[str, str] | None:
     query = _clean(_PRICE_CLAUSE.sub("", instruction))
     if view.kind == "item" and view.asin is not None:
         for name, values in session.shop.product(view.asin)["options"].items():
-            named = [v for v in values if v.lower() in instruction.lower()]
-            if named and view.option_dict.get(name) != max(named, key=len):
-                value = max(named, key=len)
+            value = max((v for v in values if v.lower() in instruction.lower()), key=len, default=None)
+            if value is not None and view.option_dict.get(name) != value:
                 return f"click[{value}]", f"The instruction asks for {name} {value}, so I select it."
         return "click[Buy Now]", "I have chosen the options the instruction names, so I buy it."
     if view.kind == "sub":
@@ -121,8 +111,8 @@ def shopper_step(session: ShopSession) -> tuple[str, str] | None:
         shown = results[(view.page - 1) * PRODUCTS_PER_PAGE:view.page * PRODUCTS_PER_PAGE]
         limit = float(goal.get("price_upper") or 0) or float("inf")
         for asin in shown:
-            price = shown_price(session.shop.product(asin)["Price"])
-            if price is not None and price < limit:
+            pricing = session.shop.product(asin)["pricing"]  # as the page shows it: one price, or the low end of a range
+            if pricing and pricing[0] < limit:
                 return f"click[{asin}]", f"Result {asin} is the first priced under {limit:g} dollars, so I open it."
         if view.page * PRODUCTS_PER_PAGE < len(results):
             return "click[Next >]", "Nothing on this page is under the price limit; I look at the next one."
