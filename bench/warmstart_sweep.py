@@ -4,6 +4,12 @@ compare their validation success (greedy, training split) over SFT steps.
     .venv/bin/python bench/warmstart_sweep.py --env alfworld --device cuda --jobs 4 \\
         --variant base: --variant wide:hidden_size=128,num_heads=4 --variant deep:hidden_size=128,num_layers=4,num_heads=4
     .venv/bin/python bench/warmstart_sweep.py --smoke            # two toy variants on CPU, under a minute
+    .venv/bin/python bench/warmstart_sweep.py --env webshop --heldout webshop_grpo --heldout-tasks 96 \
+        --variant v2k:vocab_size=2048 --variant v4k:vocab_size=4096
+
+``--heldout CONFIG`` then measures each built variant as the learning table's "before" column does:
+the local config's held-out tasks (``toolgym.val``) and decoding, ``--heldout-tasks`` of them, in a
+process of its own (``--eval-model DIR``, which prints one JSON line).
 
 A variant is ``NAME:FIELD=VALUE,...`` (fields of ``WarmStartRecipe``; ``NAME:`` alone is the shipped
 recipe); ``--set FIELD=VALUE`` applies to every variant. Each variant is one ``toolgym warmstart``
@@ -54,12 +60,51 @@ def build(args: argparse.Namespace, name: str, fields: list[str]) -> dict[str, A
             "build_s": info["seconds"], "wall_s": wall, "device": info.get("device", "cpu"), "recipe": info["recipe"]}
 
 
+def heldout(args: argparse.Namespace, directory: str) -> dict[str, Any]:
+    """The held-out evaluation of ``--heldout`` on the model in ``directory``, in its own process."""
+    cmd = [sys.executable, __file__, "--eval-model", directory, "--heldout", args.heldout, "--heldout-tasks", str(args.heldout_tasks),
+           "--device", args.device, "--threads", str(args.threads)]
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return {"error": (result.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def evaluate_model(args: argparse.Namespace) -> None:
+    """``--eval-model DIR``: held-out success of one model with the local config ``--heldout``."""
+    import asyncio
+
+    import torch
+
+    from toolgym.training.local import runner
+
+    torch.set_num_threads(max(1, args.threads))
+    rl, _ = runner.build(runner.load_config(args.heldout, [f"toolgym.val.num_tasks={args.heldout_tasks}"]))
+
+    async def go() -> dict[str, Any]:
+        loop, _, close = runner.open_loop(rl, Path(args.eval_model), device=args.device)
+        try:
+            result = await loop.evaluate()
+        finally:
+            await close()
+        return {"config": args.heldout, "tasks": result.episodes, "success": result.success, "score": result.mean_score,
+                "seconds": result.seconds}
+
+    print(json.dumps(asyncio.run(go())))
+
+
 def line(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"{r['name']:>10}: FAILED {r['error']}"
     checks = " ".join(f"{step}:{success:.0%}" for step, success in r["validation"])
+    held = r.get("heldout")
+    tail = ""
+    if held:
+        tail = (f"; held-out FAILED {held['error']}" if "error" in held else
+                f"; held-out {held['success']:.1%} (score {held['score']:.1%}, {held['tasks']} tasks of {held['config']})")
     return (f"{r['name']:>10}: {r['rows']} rows, {r['sft_steps']} SFT steps, final loss {r['final_loss']:.3f}, "
-            f"validation {checks}, {r['build_s']:.0f} s on {r['device']}")
+            f"validation {checks}, {r['build_s']:.0f} s on {r['device']}{tail}")
 
 
 def main() -> None:
@@ -72,7 +117,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per variant")
     parser.add_argument("--out", type=Path, default=Path("runs/warmstart_sweep"))
     parser.add_argument("--smoke", action="store_true", help="two toy variants on CPU")
+    parser.add_argument("--heldout", help="a local config (e.g. webshop_grpo): measure each variant on its held-out tasks")
+    parser.add_argument("--heldout-tasks", type=int, default=96)
+    parser.add_argument("--eval-model", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.eval_model:
+        evaluate_model(args)
+        return
     if args.smoke:
         args.variant = ["base:", "wide:hidden_size=96,num_heads=3"]
         args.set = ["episodes=8", "sft_max_steps=2", "sft_check_every=2", "sft_val_tasks=2", *args.set]
@@ -86,6 +137,8 @@ def main() -> None:
 
     def one(v: tuple[str, list[str]]) -> dict[str, Any]:
         r = build(args, *v)
+        if args.heldout and "error" not in r:
+            r["heldout"] = heldout(args, r["dir"])
         print(line(r), flush=True)
         return r
 

@@ -107,6 +107,21 @@ class WebShopEnv(Env):
     def num_tasks(self) -> int | None:
         return len(self.shop.split(self.split))
 
+    @classmethod
+    def tokenizer_corpus(cls) -> list[str]:
+        """Text a tiny model's tokenizer should encode compactly (see ``training/local/models.py``): the
+        built-in catalog's titles, attributes and option values, and the instructions of the goals
+        outside the test split. Without it a 1,024-word BPE learns the shop's words from eight scripted
+        episodes and splits the rest into letters (``office chair``: `` of`` ``f`` ``ic`` ``e`` …)."""
+        shop = get_shop(ShopConfig())
+        texts: list[str] = []
+        for product in shop.catalog.products:
+            values = [v for vs in product.get("options", {}).values() for v in vs]
+            texts += [product.get("Title", ""), ", ".join(product.get("Attributes", [])), ", ".join(values)]
+        held_out = set(shop.split("test"))
+        texts += [g.get("instruction_text", "") for i, g in enumerate(shop.goals) if i not in held_out]
+        return [t for t in texts if t]
+
     def goal_index(self, seed: int) -> int:
         indices = self.shop.split(self.split)
         return indices[seed % len(indices)]

@@ -91,10 +91,12 @@ def env_corpus(spec: EnvSpec, registry: Any) -> list[str]:
     return extra + scripted_transcripts(spec, registry) * TRANSCRIPT_REPEATS
 
 
-def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4, context: int = 1024) -> TinySpec:
+def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4, context: int = 1024, vocab_size: int = 1024) -> TinySpec:
     if hidden_size % num_heads or hidden_size < 16:
         raise ConfigError(f"hidden_size must be a multiple of num_heads and at least 16, got {hidden_size} and {num_heads}")
-    return TinySpec(family=FAMILY, vocab_size=1024, hidden_size=hidden_size, intermediate_size=hidden_size * 3,
+    if vocab_size < 512:
+        raise ConfigError(f"vocab_size must be at least 512 (the byte alphabet and the chat markup), got {vocab_size}")
+    return TinySpec(family=FAMILY, vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=hidden_size * 3,
                     num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_heads, max_position_embeddings=context,
                     corpus_docs=1500)
 
@@ -117,11 +119,12 @@ model learns first (`` cellphone`` `` 2``). Numbers of two digits become `` 1`` 
 
 
 def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
-                   whole_tokens: tuple[str, ...] = (), context: int = 1024) -> Path:
+                   whole_tokens: tuple[str, ...] = (), context: int = 1024, vocab_size: int = 1024) -> Path:
     """Build (once; cached) the demo model directory for environment ``spec``: the tiny model with
     the environment's tokenizer corpus and the compact chat template; ``whole_tokens`` (e.g.
     :data:`ACTION_TAGS`) are added to the tokenizer as single tokens, and the embeddings grown to fit."""
-    base = ensure_tiny_model(FAMILY, spec=demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, context=context),
+    base = ensure_tiny_model(FAMILY, spec=demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, context=context,
+                                                             vocab_size=vocab_size),
                              extra_corpus=env_corpus(spec, registry))
     suffix = "-compact" + ("-" + hashlib.sha256("\x00".join(whole_tokens).encode()).hexdigest()[:8] if whole_tokens else "")
     out = base.with_name(base.name + suffix)

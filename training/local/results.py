@@ -206,11 +206,16 @@ def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
     for name, info in sorted(infos.items()):
         r = info["recipe"]
         checks = info.get("validation") or [[0, 0.0]]
+        data_split = (r.get("env_kwargs") or {}).get("split", "train")
+        val_split = {**(r.get("env_kwargs") or {}), **(r.get("val_env_kwargs") or {})}.get("split", "train")
+        where = f"{val_split}-split" if val_split == data_split else f"`{val_split}`-split (unseen by the `{data_split}`-split data)"
+        device = info.get("device", "cpu")
+        built = f" Built on {device} in {info['seconds'] / 60:.0f} min." if "seconds" in info else ""
         lines.append(f"- `{name}`: {r['episodes']} scripted episodes of `{r['env']}` with mistake rate {r['mistake_rate']} "
                      f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
-                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {info['sft_steps']} SFT steps{_recipe_extras(r)}; "
-                     f"{_decoding(r.get('sft_val_temperature', 0.0))} success on "
-                     f"{r['sft_val_tasks']} training-split validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).")
+                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {r.get('vocab_size', 1024)}-word vocabulary, "
+                     f"{info['sft_steps']} SFT steps{_recipe_extras(r)}; {_decoding(r.get('sft_val_temperature', 0.0))} success on "
+                     f"{r['sft_val_tasks']} {where} validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).{built}")
     return lines
 
 

@@ -152,3 +152,20 @@ async def test_env_on_files_in_the_published_formats(data_dir, monkeypatch) -> N
         for seed in range(env.num_tasks or 0):
             _, reward, info = await play(env, seed)
             assert reward == 1.0, info
+
+
+def test_tokenizer_corpus_holds_the_catalog_and_no_held_out_instruction() -> None:
+    """The tiny model's tokenizer learns the shop's words from the catalog and the non-test goals; a
+    held-out (test split) instruction must not be in it, not even as vocabulary text."""
+    from toolgym.plugins.webshop.env import WebShopEnv
+    from toolgym.plugins.webshop.shop import ShopConfig, get_shop
+
+    corpus = WebShopEnv.tokenizer_corpus()
+    text = set(corpus)
+    shop = get_shop(ShopConfig())
+    assert all(p["Title"] in text for p in shop.catalog.products)
+    test_goals = {shop.goals[i]["instruction_text"] for i in shop.split("test")}
+    other_goals = {shop.goals[i]["instruction_text"] for i in shop.split("trainval")}
+    assert other_goals <= text
+    only_test = test_goals - other_goals  # the built-in goals are templated: some test instructions recur in other splits
+    assert only_test and not only_test & text

@@ -46,3 +46,19 @@ def test_the_warm_start_line_names_its_decoding_and_recipe_options() -> None:
     recipe.update(sft_val_temperature=0.4, think_hint=True, expert_only=True, invalid_rate=0.3)
     line = warm_start_lines({"a": info})[0]
     assert "sampled (T = 0.4) success on 24" in line and "(think_hint, expert_only, invalid_rate 0.3)" in line
+
+
+def test_warm_start_line_names_the_validation_split_vocabulary_and_device() -> None:
+    """A warm start validated on goals its data never saw says so, with its vocabulary and where it was
+    built; one validated on its own data's split says that instead."""
+    recipe = {"episodes": 800, "env": "webshop-verl", "mistake_rate": 0.1, "hidden_size": 64, "num_layers": 2, "sft_val_tasks": 32,
+              "sft_target": 0.35, "sft_val_temperature": 0.4, "vocab_size": 4096, "env_kwargs": {"split": "eval"},
+              "val_env_kwargs": {"split": "train"}}
+    info = {"recipe": recipe, "scripted_success": 0.7, "rows": 2430, "sft_steps": 3000, "validation": [[3000, 0.1875]],
+            "seconds": 220.0, "device": "cuda"}
+    (line,) = warm_start_lines({"webshop": info})
+    assert "`train`-split (unseen by the `eval`-split data)" in line and "4096-word vocabulary" in line
+    assert "Built on cuda in 4 min" in line and "19%" in line
+    same = {**info, "recipe": {**recipe, "val_env_kwargs": {}, "vocab_size": 1024}, "device": "cpu"}
+    (line,) = warm_start_lines({"webshop": same})
+    assert "32 eval-split validation tasks" in line and "1024-word vocabulary" in line and "Built on cpu" in line

@@ -310,3 +310,43 @@ def test_a_field_added_later_keys_only_when_set() -> None:
     assert warmstart.recipe("alfworld", context=1024).key() == shipped.key() != warmstart.recipe("alfworld", context=2048).key()
     assert warmstart.RECIPES["webshop"].context == 2048
     assert demo_spec(context=2048).max_position_embeddings == 2048 and demo_spec().max_position_embeddings == 1024
+
+
+def test_new_fields_key_only_when_set_and_reach_the_tokenizer() -> None:
+    """``vocab_size`` and ``val_env_kwargs`` joined the recipe after the ALFWorld warm start was built:
+    at their defaults they leave its key alone; ``vocab_size`` sizes the tiny model's vocabulary."""
+    from toolgym.training.local.models import demo_spec
+
+    shipped = warmstart.recipe("alfworld")
+    assert warmstart.recipe("alfworld", vocab_size=1024, val_env_kwargs={}).key() == shipped.key()
+    assert warmstart.recipe("alfworld", vocab_size=2048).key() != shipped.key()
+    assert warmstart.recipe("alfworld", val_env_kwargs={"split": "eval"}).key() != shipped.key()
+    assert demo_spec(vocab_size=4096).vocab_size == 4096 and demo_spec().vocab_size == 1024
+    with pytest.raises(Exception, match="vocab_size must be at least 512"):
+        demo_spec(vocab_size=100)
+
+
+def test_webshop_warm_start_validates_on_goals_its_data_never_saw() -> None:
+    """The WebShop training split has only 500 goals, so validating on it while the scripted data
+    came from it measured memorised goals (25-34 % there, 6 % on the held-out test goals). The data
+    come from one split and validation from another, and neither is the held-out test split."""
+    from toolgym.plugins.webshop.goals import split_indices
+
+    r = warmstart.RECIPES["webshop"]
+    data, val = r.env_kwargs["split"], {**r.env_kwargs, **r.val_env_kwargs}["split"]
+    assert data != val and "test" not in (data, val)
+    assert not set(split_indices(2000, data)) & set(split_indices(2000, val))
+
+
+def test_validation_runs_on_the_validation_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build's validation episodes take ``val_env_kwargs``: a split that does not exist stops the
+    build at its first check, after the scripted data (which use ``env_kwargs``) went through."""
+    from toolgym.core.errors import ToolgymError
+
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
+    r = warmstart.recipe("webshop", episodes=4, sft_max_steps=1, sft_check_every=1, sft_val_tasks=1, val_env_kwargs={"split": "nowhere"})
+    stages: list[str] = []
+    with pytest.raises(ToolgymError, match="unknown WebShop split 'nowhere'"):
+        warmstart.build(r, threads=1, progress=lambda stage, *a: stages.append(stage))
+    assert "data" in stages and "sft" in stages
+    assert not (warmstart.cache_dir(r) / "READY").exists()

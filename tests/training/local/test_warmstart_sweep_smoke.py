@@ -1,0 +1,28 @@
+"""``bench/warmstart_sweep.py --smoke``: two toy WebShop variants built side by side, each measured on
+the held-out tasks of a local config the way the learning table's "before" column is (toy sizes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_sweep_builds_variants_and_measures_them_held_out(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "warmstart_sweep.py"), "--smoke", "--env", "webshop", "--jobs", "2",
+                           "--heldout", "webshop_grpo", "--heldout-tasks", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "sweep.json").read_text())
+    assert [v["name"] for v in summary["variants"]] == ["base", "wide"]
+    for variant in summary["variants"]:
+        assert variant["sft_steps"] == 2 and variant["recipe"]["env"] == "webshop-verl"
+        held = variant["heldout"]
+        assert held["config"] == "webshop_grpo" and held["tasks"] == 2 and 0.0 <= held["success"] <= 1.0
+        assert Path(variant["dir"], "READY").is_file()
+    assert summary["variants"][1]["recipe"]["hidden_size"] == 96
+    assert "held-out" in proc.stdout
