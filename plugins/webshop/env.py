@@ -122,6 +122,12 @@ class WebShopEnv(Env):
         texts += [g.get("instruction_text", "") for i, g in enumerate(shop.goals) if i not in held_out]
         return [t for t in texts if t]
 
+    @classmethod
+    def whole_token_names(cls) -> tuple[str, ...]:
+        """The built-in catalog's product ids, which a tiny model's tokenizer may take as whole tokens
+        (recipe field ``whole_names``): a results page lists them and ``click[...]`` copies one."""
+        return tuple(p["asin"] for p in get_shop(ShopConfig()).catalog.products)
+
     def goal_index(self, seed: int) -> int:
         indices = self.shop.split(self.split)
         return indices[seed % len(indices)]

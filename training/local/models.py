@@ -91,6 +91,14 @@ def env_corpus(spec: EnvSpec, registry: Any) -> list[str]:
     return extra + scripted_transcripts(spec, registry) * TRANSCRIPT_REPEATS
 
 
+def whole_names(spec: EnvSpec) -> tuple[str, ...]:
+    """The names an environment wants as single tokens (its factory's ``whole_token_names()``; none if it has none)."""
+    from toolgym.core.env_spec import load_object
+
+    factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
+    return tuple(getattr(factory, "whole_token_names", lambda: ())())
+
+
 def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4, context: int = 1024, vocab_size: int = 1024) -> TinySpec:
     if hidden_size % num_heads or hidden_size < 16:
         raise ConfigError(f"hidden_size must be a multiple of num_heads and at least 16, got {hidden_size} and {num_heads}")

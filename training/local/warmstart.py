@@ -105,6 +105,9 @@ class WarmStartRecipe:
     """``<action>`` and ``</action>`` as single tokens (see :data:`.models.ACTION_TAGS`)."""
     spaced_digits: bool = False
     """A space and a digit as one token (see :data:`.models.SPACED_DIGITS`)."""
+    whole_names: bool = False
+    """The names the environment lists as whole tokens (``whole_token_names()``; WebShop: the catalog's
+    product ids), so that clicking a listed result is a one-token copy instead of ten characters."""
     sft_lr: float = 3e-3
     sft_weight_decay: float = 0.1
     sft_batch_size: int = 32
@@ -138,7 +141,7 @@ class WarmStartRecipe:
         return hashlib.sha256(json.dumps({**fields, "v": 1}, sort_keys=True).encode()).hexdigest()[:12]
 
 
-KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}}
+KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}, "whole_names": False}
 """Recipe fields added after the shipped warm starts were keyed, with their defaults."""
 
 
@@ -162,8 +165,9 @@ RECIPES: dict[str, WarmStartRecipe] = {
         # the expert is the page shopper (webshop_shopper): the oracle opens the goal's own product, which the page
         # picks out in about a third of the tasks, and its warm start stayed at 0 % (docs/warmstart.md, WebShop)
         # a 4,096-word vocabulary learnt from the catalog keeps the shop's words whole (at 1,024 validation on unseen goals
-        # stayed at 0-6 %); validation (32 unseen goals, T = 0.4): 0 % to 500 steps, 9-16 % at 750-1,500, 12-28 % after
-        vocab_size=4096, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True, sft_max_steps=3000,
+        # stayed at 0-6 %), and the product ids are whole tokens (without them: 12-28 % after 1,750 steps, 19 % held-out);
+        # validation (32 unseen goals, T = 0.4): 0, 6, 28, 19, 41 % at 250-1,250 steps, where it stops
+        vocab_size=4096, whole_names=True, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True, sft_max_steps=3000,
         sft_check_every=250, sft_val_tasks=32, sft_target=0.35, sft_val_temperature=0.4,
     ),
     "math_python": WarmStartRecipe(
@@ -502,7 +506,7 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
     progress("model", 0, 1, "tokenizer and tiny model")
     model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads, context=r.context, vocab_size=r.vocab_size,
                                       whole_tokens=(models.ACTION_TAGS if r.whole_action_tags else ()) + (models.THINK_TAGS if r.think_hint else ())
-                                      + (models.SPACED_DIGITS if r.spaced_digits else ()))
+                                      + (models.SPACED_DIGITS if r.spaced_digits else ()) + (models.whole_names(spec) if r.whole_names else ()))
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 

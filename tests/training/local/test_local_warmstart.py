@@ -318,7 +318,8 @@ def test_new_fields_key_only_when_set_and_reach_the_tokenizer() -> None:
     from toolgym.training.local.models import demo_spec
 
     shipped = warmstart.recipe("alfworld")
-    assert warmstart.recipe("alfworld", vocab_size=1024, val_env_kwargs={}).key() == shipped.key()
+    assert warmstart.recipe("alfworld", vocab_size=1024, val_env_kwargs={}, whole_names=False).key() == shipped.key()
+    assert warmstart.recipe("alfworld", whole_names=True).key() != shipped.key()
     assert warmstart.recipe("alfworld", vocab_size=2048).key() != shipped.key()
     assert warmstart.recipe("alfworld", val_env_kwargs={"split": "eval"}).key() != shipped.key()
     assert demo_spec(vocab_size=4096).vocab_size == 4096 and demo_spec().vocab_size == 1024
@@ -350,3 +351,23 @@ def test_validation_runs_on_the_validation_split(tmp_path: Path, monkeypatch: py
         warmstart.build(r, threads=1, progress=lambda stage, *a: stages.append(stage))
     assert "data" in stages and "sft" in stages
     assert not (warmstart.cache_dir(r) / "READY").exists()
+
+
+def test_whole_names_make_a_product_click_a_one_token_copy_of_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``whole_names`` the catalog's ids are single tokens: the id inside ``click[...]`` is the very
+    token the results page shows; without them it is ten one-character tokens."""
+    from toolgym.training.local import models
+
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
+    spec = get_registry().env("webshop-verl")
+    names = models.whole_names(spec)
+    assert len(names) == 400 and all(len(n) == 10 for n in names)
+    assert models.whole_names(get_registry().env("alfworld-verl")) == ()
+    asin = names[0]
+    for whole in (names, ()):
+        tok = models.load_tokenizer(models.demo_model_dir(spec, get_registry(), num_heads=2, vocab_size=2048,
+                                                          whole_tokens=models.ACTION_TAGS + whole))
+        action = tok.encode(f"<action>click[{asin}]</action>")
+        page = tok.encode(f"[SEP] {asin} [SEP] Voltix Pro Phone Charger [SEP] $10.36")
+        copied = [t for t in action if t in page and tok.decode([t]).strip() == asin]
+        assert (len(copied) == 1) is bool(whole), [tok.decode([t]) for t in action]
