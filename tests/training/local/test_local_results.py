@@ -23,7 +23,14 @@ def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
     assert "GiGPO 2.3% vs GRPO 2.7% after RL (-0.3 points; std over seeds 2.3% vs 0.6%): GiGPO does not beat GRPO here." in text
     assert "one held-out episode is 1.0 points (96 tasks)" in text
     one_seed = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
-    assert "GiGPO beats GRPO here" in one_seed and "no claim either way" in one_seed and "is 5.0 points" in one_seed
+    assert "GiGPO is ahead, but with one seed: no claim either way" in one_seed and "is 5.0 points" in one_seed
+    # a lead inside two standard errors of the difference is no win; a lead well outside is
+    close = [_run("grpo", s, 0.27, a) for s, a in enumerate((0.229, 0.260, 0.312))]
+    close += [_run("gigpo", s, 0.27, a) for s, a in enumerate((0.302, 0.292, 0.271))]
+    assert "no claim that it beats GRPO" in findings(close) and "GiGPO beats GRPO here" not in findings(close)
+    clear = [_run("grpo", s, 0.1, a) for s, a in enumerate((0.10, 0.11, 0.12))]
+    clear += [_run("gigpo", s, 0.1, a) for s, a in enumerate((0.30, 0.31, 0.32))]
+    assert "GiGPO beats GRPO here" in findings(clear)
 
 
 def test_arpo_findings_compare_tool_calls_with_grpo() -> None:
@@ -62,3 +69,14 @@ def test_warm_start_line_names_the_validation_split_vocabulary_and_device() -> N
     same = {**info, "recipe": {**recipe, "val_env_kwargs": {}, "vocab_size": 1024}, "device": "cpu"}
     (line,) = warm_start_lines({"webshop": same})
     assert "32 eval-split validation tasks" in line and "1024-word vocabulary" in line and "Built on cpu" in line
+
+
+def test_tool_calls_column_is_a_dash_where_the_environment_has_no_tools() -> None:
+    from toolgym.training.local.results import _tool_calls
+
+    def run(calls: float | None) -> Run:
+        groups = {} if calls is None else {"tool_calls_per_trajectory": calls}
+        return Run("webshop", "grpo", 0, Path("."), "cmd", 60.0, [{"step": 1, "step_groups": groups}])
+
+    assert _tool_calls([run(0.0), run(0.0)]) == "–" and _tool_calls([run(None)]) == "–"
+    assert _tool_calls([run(0.8), run(0.9)]) != "–"
