@@ -82,21 +82,21 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
         return pool.submit(asyncio.run, all_episodes()).result()
 
 
-def env_corpus(spec: EnvSpec, registry: Any) -> list[str]:
-    """The environment's tokenizer text plus rendered scripted episodes."""
+def _factory(spec: EnvSpec) -> Any:
     from toolgym.core.env_spec import load_object
 
-    factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
-    extra = list(getattr(factory, "tokenizer_corpus", lambda: [])())
+    return load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
+
+
+def env_corpus(spec: EnvSpec, registry: Any) -> list[str]:
+    """The environment's tokenizer text plus rendered scripted episodes."""
+    extra = list(getattr(_factory(spec), "tokenizer_corpus", lambda: [])())
     return extra + scripted_transcripts(spec, registry) * TRANSCRIPT_REPEATS
 
 
 def whole_names(spec: EnvSpec) -> tuple[str, ...]:
     """The names an environment wants as single tokens (its factory's ``whole_token_names()``; none if it has none)."""
-    from toolgym.core.env_spec import load_object
-
-    factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
-    return tuple(getattr(factory, "whole_token_names", lambda: ())())
+    return tuple(getattr(_factory(spec), "whole_token_names", lambda: ())())
 
 
 def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4, context: int = 1024, vocab_size: int = 1024) -> TinySpec:
@@ -131,9 +131,8 @@ def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_l
     """Build (once; cached) the demo model directory for environment ``spec``: the tiny model with
     the environment's tokenizer corpus and the compact chat template; ``whole_tokens`` (e.g.
     :data:`ACTION_TAGS`) are added to the tokenizer as single tokens, and the embeddings grown to fit."""
-    base = ensure_tiny_model(FAMILY, spec=demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, context=context,
-                                                             vocab_size=vocab_size),
-                             extra_corpus=env_corpus(spec, registry))
+    tiny = demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, context=context, vocab_size=vocab_size)
+    base = ensure_tiny_model(FAMILY, spec=tiny, extra_corpus=env_corpus(spec, registry))
     suffix = "-compact" + ("-" + hashlib.sha256("\x00".join(whole_tokens).encode()).hexdigest()[:8] if whole_tokens else "")
     out = base.with_name(base.name + suffix)
     if (out / "READY").exists():
