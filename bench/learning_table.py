@@ -69,6 +69,8 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
         print(f"reusing {out}", flush=True)
         return out, shown, float(done.read_text())
     print(f"$ {shown}", flush=True)
+    # a finished shorter run is extended from its last checkpoint: its wall time adds to the earlier one
+    previous = float(done.read_text()) if done.exists() else 0.0
     out.mkdir(parents=True, exist_ok=True)
     # what started this run, for a page written later with --report-only (whose arguments may differ)
     (out / "command.txt").write_text(shown + "\n")
@@ -81,7 +83,7 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
                                 stderr=subprocess.STDOUT if log else None, check=False)
     if result.returncode != 0:
         raise SystemExit(f"run failed (exit {result.returncode}): {shown}")
-    wall = time.perf_counter() - started
+    wall = previous + time.perf_counter() - started
     done.write_text(f"{wall:.1f}")
     return out, shown, wall
 

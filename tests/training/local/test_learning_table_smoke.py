@@ -45,3 +45,28 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     rewritten = (out / "results.md").read_text()
     assert command in rewritten and "--steps 7" not in rewritten and "| GRPO | 1 | 2 |" in rewritten
+
+
+def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Asking for more RL steps than a finished run has resumes it (the trainer continues from its last
+    checkpoint); the run's wall time is then the earlier one plus the extension's, not the extension's alone."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
+    table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(table)  # type: ignore[union-attr]
+    out = tmp_path / "webshop-grpo-seed0"
+    out.mkdir()
+    (out / "wall_s.txt").write_text("100.0")
+    records = [{"step": 0, "heldout": {"success": 0.2, "episodes": 2}}, {"step": 2, "heldout": {"success": 0.3, "episodes": 2}}]
+    (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    calls: list[list[str]] = []
+    monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
+                              model={}, envs=["webshop"], seeds=[0])
+    _, shown, wall = table.train(args, "webshop", "grpo", 0)
+    assert calls and "verl.trainer.total_training_steps=4" in shown
+    assert 100.0 <= wall < 110.0 and float((out / "wall_s.txt").read_text()) == round(wall, 1)
+    args.steps = 2  # a run that already has the steps asked for is reused, not run again
+    assert table.train(args, "webshop", "grpo", 0)[2] == float((out / "wall_s.txt").read_text()) and len(calls) == 1
