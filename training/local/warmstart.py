@@ -167,8 +167,8 @@ RECIPES: dict[str, WarmStartRecipe] = {
         # a 4,096-word vocabulary learnt from the catalog keeps the shop's words whole (at 1,024 validation on unseen goals
         # stayed at 0-6 %), and the product ids are whole tokens (without them: 12-28 % after 1,750 steps, 19 % held-out);
         # validation (32 unseen goals, T = 0.4): 0, 6, 28, 19, 41 % at 250-1,250 steps, where it stops
-        vocab_size=4096, whole_names=True, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True, sft_max_steps=3000,
-        sft_check_every=250, sft_val_tasks=32, sft_target=0.35, sft_val_temperature=0.4,
+        vocab_size=4096, whole_names=True, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True,
+        sft_max_steps=3000, sft_check_every=250, sft_val_tasks=32, sft_target=0.35, sft_val_temperature=0.4,
     ),
     "math_python": WarmStartRecipe(
         # the ARPO-vs-GRPO rows: the expert writes the problem's reference program as a python tool call,
@@ -504,9 +504,10 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
     registry = get_registry()
     spec = registry.env(r.env)
     progress("model", 0, 1, "tokenizer and tiny model")
-    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads, context=r.context, vocab_size=r.vocab_size,
-                                      whole_tokens=(models.ACTION_TAGS if r.whole_action_tags else ()) + (models.THINK_TAGS if r.think_hint else ())
-                                      + (models.SPACED_DIGITS if r.spaced_digits else ()) + (models.whole_names(spec) if r.whole_names else ()))
+    whole = ((models.ACTION_TAGS if r.whole_action_tags else ()) + (models.THINK_TAGS if r.think_hint else ())
+             + (models.SPACED_DIGITS if r.spaced_digits else ()) + (models.whole_names(spec) if r.whole_names else ()))
+    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads,
+                                      context=r.context, vocab_size=r.vocab_size, whole_tokens=whole)
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 
