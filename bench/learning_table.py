@@ -110,7 +110,10 @@ def evaluate_model(args: argparse.Namespace, config: str, model: Path) -> dict[s
     if result.returncode != 0:
         raise SystemExit(f"the final evaluation of {model} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
     r = json.loads(result.stdout.strip().splitlines()[-1])
-    return {"success": r["success"], "score": r["score"], "episodes": r["tasks"], "by_type": r.get("by_type", {}), "seconds": r["seconds"]}
+    if r.get("failed", 0) > 0.01 * r["tasks"]:  # errored episodes score 0: the figure would measure the errors
+        raise SystemExit(f"the final evaluation of {model}: {r['failed']} of {r['tasks']} episodes ended in an error")
+    return {"success": r["success"], "score": r["score"], "episodes": r["tasks"], "failed": r.get("failed", 0),
+            "by_type": r.get("by_type", {}), "seconds": r["seconds"]}
 
 
 def final_eval(args: argparse.Namespace, env: str, estimator: str, out: Path, steps: int) -> None:

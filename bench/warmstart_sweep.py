@@ -63,7 +63,7 @@ def build(args: argparse.Namespace, name: str, fields: list[str]) -> dict[str, A
 def heldout(args: argparse.Namespace, directory: str) -> dict[str, Any]:
     """The held-out evaluation of ``--heldout`` on the model in ``directory``, in its own process."""
     cmd = [sys.executable, __file__, "--eval-model", directory, "--heldout", args.heldout, "--heldout-tasks", str(args.heldout_tasks),
-           "--device", args.device, "--threads", str(args.threads)]
+           "--device", args.device, "--threads", str(args.threads), *(f"--heldout-set={o}" for o in args.heldout_set)]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -80,16 +80,20 @@ def evaluate_model(args: argparse.Namespace) -> None:
     from toolgym.training.local import runner
 
     torch.set_num_threads(max(1, args.threads))
-    rl, _ = runner.build(runner.load_config(args.heldout, [f"toolgym.val.num_tasks={args.heldout_tasks}"]))
+    overrides = [f"toolgym.val.num_tasks={args.heldout_tasks}", *args.heldout_set]
+    rl, settings = runner.build(runner.load_config(args.heldout, overrides))
+    # the config's sandboxes (math_python runs Python in them): without them every tool call fails
+    # and the figure would measure the missing sandbox, not the model
+    runner.check_environment(rl, settings["sandbox_backend"])
 
     async def go() -> dict[str, Any]:
-        loop, _, close = runner.open_loop(rl, Path(args.eval_model), device=args.device)
+        loop, _, close = runner.open_loop(rl, Path(args.eval_model), device=args.device, sandbox_backend=settings["sandbox_backend"])
         try:
             result = await loop.evaluate()
         finally:
             await close()
         return {"config": args.heldout, "tasks": result.episodes, "success": result.success, "score": result.mean_score,
-                "seconds": result.seconds, "by_type": result.by_type}
+                "failed": result.failed, "seconds": result.seconds, "by_type": result.by_type}
 
     print(json.dumps(asyncio.run(go())))
 
@@ -119,10 +123,17 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="two toy variants on CPU")
     parser.add_argument("--heldout", help="a local config (e.g. webshop_grpo): measure each variant on its held-out tasks")
     parser.add_argument("--heldout-tasks", type=int, default=96)
+    parser.add_argument("--heldout-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override of the --heldout config (e.g. toolgym.sandbox_backend=local)")
     parser.add_argument("--eval-model", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.eval_model:
-        evaluate_model(args)
+        from toolgym.core.errors import ToolgymError
+
+        try:
+            evaluate_model(args)
+        except ToolgymError as exc:  # one clear line (the caller shows the last line of stderr)
+            raise SystemExit(f"error: {exc}") from None
         return
     if args.smoke:
         args.variant = ["base:", "wide:hidden_size=96,num_heads=3"]

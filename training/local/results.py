@@ -82,10 +82,10 @@ def read_run(env: str, estimator: str, seed: int, out: Path, command: str, wall_
     lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
     records = [json.loads(ln) for ln in lines if ln.strip()]
     final = json.loads((out / "final_eval.json").read_text()) if (out / "final_eval.json").exists() else None
-    steps = max((int(r["step"]) for r in records), default=0)
-    if final is not None and final.get("step") != steps:  # evaluated before the run was extended: stale
-        final = None
-    return Run(env, estimator, seed, out, command, wall_s, records, final)
+    run = Run(env, estimator, seed, out, command, wall_s, records, final)
+    if final is not None and final.get("step") != run.steps:  # evaluated before the run was extended: stale
+        run.final = None
+    return run
 
 
 def _cell(values: Sequence[float], pct: bool = True) -> str:

@@ -77,3 +77,27 @@ def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path
     assert 100.0 <= wall < 110.0 and float((out / "wall_s.txt").read_text()) == round(wall, 1)
     args.steps = 2  # a run that already has the steps asked for is reused, not run again
     assert table.train(args, "webshop", "grpo", 0)[2] == float((out / "wall_s.txt").read_text()) and len(calls) == 1
+
+
+def test_a_final_evaluation_with_errored_episodes_is_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An errored episode scores 0: a held-out figure with more than 1 % of them measures the errors
+    (a sandbox that was not there), so the benchmark stops instead of writing it."""
+    import argparse
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
+    table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(table)  # type: ignore[union-attr]
+    args = argparse.Namespace(final_eval_tasks=100, device="cpu", jobs=1)
+
+    def answer(failed: int) -> None:
+        line = json.dumps({"tasks": 100, "success": 0.3, "score": 0.3, "failed": failed, "seconds": 1.0, "by_type": {}})
+        monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=line + "\n", stderr=""))
+
+    answer(1)
+    assert table.evaluate_model(args, "math_python_grpo", Path("m"))["failed"] == 1
+    answer(2)
+    with pytest.raises(SystemExit, match="2 of 100 episodes ended in an error"):
+        table.evaluate_model(args, "math_python_grpo", Path("m"))
