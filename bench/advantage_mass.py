@@ -6,10 +6,10 @@ For each chosen RL step (its ``tasks x group`` trajectories in the run's ``traje
 order), GRPO's and GiGPO's per-step advantages are recomputed from the same episodes, and the table
 says how much of the total |advantage| falls on task groups without a single success (GRPO gives
 those nothing: no outcome to compare), the mean advantage on the steps of successful and failed
-episodes, and the correlation of a step's advantage with its episode's success. GiGPO is shown as
-shipped (invalid-action penalty 0.1) and with the penalty off, both terms apart: at a warm start
-that makes many invalid actions, the penalty's step signal in groups without success can outweigh
-the success signal. Nothing is trained; a few seconds per RL step.
+episodes, and the correlation of a step's advantage with its episode's success. GiGPO is shown with
+verl-agent's invalid-action penalty of 0.1 and without it (alfworld_gigpo ships it off), both terms
+apart: at a warm start that makes many invalid actions, the penalty's step signal in groups without
+success can outweigh the success signal. Nothing is trained; a few seconds per RL step.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    ("GiGPO as shipped", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.1}),
-    ("GiGPO, no invalid penalty", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.0}),
+    ("GiGPO, penalty 0.1", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.1}),
+    ("GiGPO, no penalty", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.0}),
 ]
 
 

@@ -59,6 +59,26 @@ def llama_chat(llama_tokenizer: Any) -> ChatFormat:
     return ChatFormat(llama_tokenizer)
 
 
+SERIAL = ("vllm", "tests/distributed/", "tests/sandboxes/test_egress.py", "tests/training/local/test_local_swe_smoke.py")
+"""Test files that run one after another on one worker under ``pytest -n`` (pytest-xdist): the
+vLLM servers (a fleet of three at once), the Ray clusters and the extra dockerds (one of each at a
+time), and the test that counts the sandbox containers Docker creates while it runs."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole test files go to the workers (their module fixtures start once), except ``SERIAL``'s
+    files, which form one unit (xdist's own ``loadgroup`` marks are ignored under pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "serial" if any(s in path for s in SERIAL) else path
+
+    return FileScheduling(config, log)
+
+
 _passed = 0
 
 

@@ -37,8 +37,8 @@ def test_the_bench_splits_advantage_mass_by_solved_groups(tmp_path: Path) -> Non
     assert "2 task groups, success 25.0%, 1 groups with a success, 12.5% of steps invalid" in proc.stdout
     rows = {r["estimator"]: r for r in json.loads(figures.read_text())["1"]["rows"]}
     assert rows["GRPO"]["unsolved_share"] == 0.0 and rows["GRPO"]["mean_on_success"] > 0
-    assert rows["GiGPO as shipped: A_S only"]["unsolved_share"] > 0.0  # the penalty's signal in the unsolved group
-    assert rows["GiGPO, no invalid penalty: A_E + A_S"]["unsolved_share"] == 0.0
+    assert rows["GiGPO, penalty 0.1: A_S only"]["unsolved_share"] > 0.0  # the penalty's signal in the unsolved group
+    assert rows["GiGPO, no penalty: A_E + A_S"]["unsolved_share"] == 0.0
     missing = subprocess.run([sys.executable, str(ROOT / "bench" / "advantage_mass.py"), str(run), "--steps", "2"],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert missing.returncode != 0 and "has no RL step 2" in missing.stderr
