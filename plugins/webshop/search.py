@@ -106,7 +106,10 @@ class ProductSearch:
         return list(result)
 
     def _rank(self, query: str, k: int) -> list[str]:
-        terms = [t for t in analyze(query) if t in self.retriever.vocab_dict]
+        # "" (Porter stems a lone "s" to it) is in bm25s's vocabulary but not in its matrix: bm25s
+        # raised on a query holding it and an agent's episode ended in an error. The documents keep
+        # their analysis, so indexes built and cached before rank as they did.
+        terms = [t for t in analyze(query) if t and t in self.retriever.vocab_dict]
         if not terms:
             return []
         scores = np.asarray(self.retriever.get_scores(terms), dtype=np.float64)

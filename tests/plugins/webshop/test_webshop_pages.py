@@ -114,3 +114,13 @@ def test_done_page_shows_score(session: ShopSession) -> None:
     goto_item(session)
     outcome = session.step("click[Buy Now]")
     assert outcome.done and session.observation() == f"Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] {outcome.score}"
+
+
+def test_a_query_word_that_stems_to_nothing_does_not_end_the_episode(session: ShopSession, shop: Shop) -> None:
+    """Seen in training: the policy searched `buy me a>s bookshelf please, black`. The stemmer turns
+    the lone `s` into an empty term, which the index's vocabulary holds but its matrix does not, and
+    bm25s raised: the episode ended in an error. The empty term must count as no term at all."""
+    assert shop.search(("a>s", "bookshelf", "black")) == shop.search(("bookshelf", "black")) != []
+    assert shop.search(("s",)) == []
+    session.step("search[buy me a>s bookshelf please, black]")
+    assert "Total results" in session.observation("text")
