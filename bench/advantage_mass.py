@@ -29,11 +29,19 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
 
 
 def load_step(path: Path, step: int, per_step: int) -> list[Any]:
-    """The trajectories of RL step ``step`` (from 1): lines ``(step - 1) * per_step`` onwards."""
+    """The trajectories of RL step ``step`` (from 1): the ``step``-th policy version to appear in the
+    file (an episode that ended in an error is kept in failures.jsonl, so a step can hold fewer than
+    ``per_step`` lines); lines ``(step - 1) * per_step`` onwards where no version is recorded."""
     from toolgym.core.trajectory import Trajectory
 
     with path.open() as f:
-        return [Trajectory.model_validate_json(line) for line in itertools.islice(f, (step - 1) * per_step, step * per_step)]
+        trajectories = [Trajectory.model_validate_json(line) for line in f]
+    if any(t.weight_version is None for t in trajectories):
+        return trajectories[(step - 1) * per_step: step * per_step]
+    versions = list(dict.fromkeys(str(t.weight_version) for t in trajectories))
+    if step > len(versions):
+        return []
+    return [t for t in trajectories if str(t.weight_version) == versions[step - 1]]
 
 
 def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
@@ -50,7 +58,9 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
     steps = [s for t in trajectories for s in t.steps]
     summary = {"episodes": len(trajectories), "groups": len(groups), "success": float(won.mean()),
                "groups_with_success": int(sum(won[idx].any() for idx in groups.values())),
-               "invalid_steps": float(np.mean([not s.valid for s in steps])) if steps else 0.0}
+               "invalid_steps": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
+               "steps_of_successes": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if w])) if won.any() else float("nan"),
+               "steps_of_failures": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if not w])) if (~won).any() else float("nan")}
 
     def row(name: str, per_traj: list[np.ndarray]) -> dict[str, Any]:
         flat = np.concatenate(per_traj)
@@ -58,7 +68,7 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
         total = float(np.abs(flat).sum()) or 1.0
         ok = won[owner]
         corr = float(np.corrcoef(flat, ok)[0, 1]) if flat.std() > 0 and 0 < ok.mean() < 1 else float("nan")
-        return {"estimator": name, "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total,
+        return {"estimator": name, "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total, "mean_per_row": float(flat.mean()),
                 "mean_on_success": float(flat[ok].mean()) if ok.any() else float("nan"),
                 "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"), "corr_success": corr}
 
@@ -84,17 +94,19 @@ def main() -> None:
     out = {}
     for step in args.steps:
         trajectories = load_step(path, step, per_step)
-        if len(trajectories) < per_step:
+        if len(trajectories) < per_step // 2:
             raise SystemExit(f"{path} has no RL step {step} ({len(trajectories)} of its {per_step} trajectories)")
         r = out[step] = mass_rows(trajectories)
         s = r["summary"]
         print(f"\nRL step {step}: {s['episodes']} episodes in {s['groups']} task groups, success {s['success']:.1%}, "
-              f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid")
-        print("| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) |")
-        print("|---|---|---|---|---|")
+              f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid, "
+              f"{s['steps_of_successes']:.1f} steps per success and {s['steps_of_failures']:.1f} per failure")
+        print("| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) "
+              "| mean A over all step rows |")
+        print("|---|---|---|---|---|---|")
         for row in r["rows"]:
             print(f"| {row['estimator']} | {row['unsolved_share']:.1%} | {row['mean_on_success']:+.3f} | {row['mean_on_failure']:+.3f} | "
-                  f"{row['corr_success']:+.3f} |")
+                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 

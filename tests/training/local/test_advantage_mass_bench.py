@@ -42,3 +42,25 @@ def test_the_bench_splits_advantage_mass_by_solved_groups(tmp_path: Path) -> Non
     missing = subprocess.run([sys.executable, str(ROOT / "bench" / "advantage_mass.py"), str(run), "--steps", "2"],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert missing.returncode != 0 and "has no RL step 2" in missing.stderr
+
+
+def test_steps_are_read_by_policy_version_when_an_episode_is_missing(tmp_path: Path) -> None:
+    """An episode that ended in an error goes to failures.jsonl, not trajectories.jsonl: RL step 1
+    has 3 lines here, and step 2 must still be step 2's 4 episodes (sliced by lines, it took one of
+    step 1's). Also: the mean advantage over all step rows, and steps per success and failure."""
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"rl": {"tasks_per_step": 2, "group_size": 2}}))
+    first = [_episode("a", "g1", "sb", "11", True), _episode("b", "g1", "sc", "11", False), _episode("c", "g2", "sd", "11", False)]
+    second = [_episode("e", "h1", "s", "1", True), _episode("f", "h1", "sxyz", "1111", False),
+              _episode("g", "h2", "s", "1", True), _episode("h", "h2", "sq", "11", True)]
+    lines = [t.model_copy(update={"weight_version": "0"}) for t in first] + [t.model_copy(update={"weight_version": "1"}) for t in second]
+    (run / "trajectories" / "trajectories.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in lines))
+    figures = tmp_path / "mass.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "advantage_mass.py"), str(run), "--steps", "2", "--json", str(figures)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "4 episodes in 2 task groups, success 75.0%" in proc.stdout and "1.3 steps per success and 4.0 per failure" in proc.stdout
+    grpo = next(r for r in json.loads(figures.read_text())["2"]["rows"] if r["estimator"] == "GRPO")
+    # group h1: the success (1 step) gets +a, the failure (4 steps) -a; group h2 is all successes (0)
+    assert grpo["mean_per_row"] < 0 and grpo["mean_on_success"] > 0 > grpo["mean_on_failure"]
