@@ -15,7 +15,6 @@ success can outweigh the success signal. Nothing is trained; a few seconds per R
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 from pathlib import Path
 from typing import Any
