@@ -7,6 +7,7 @@ then waits to be killed (or, with ``exit``, returns without closing anything).
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 
 from toolgym.sandboxes import open_backend
@@ -23,4 +24,8 @@ async def main(backend_name: str, count: int, run_id: str, then: str) -> None:
 
 
 if __name__ == "__main__":
+    # as from a shell: SIGINT raises KeyboardInterrupt and is not blocked, whatever the test
+    # process that started this one had set (a disposition or a blocked mask is inherited)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "wait"))

@@ -89,7 +89,14 @@ def test_exit_and_signals_release_everything(backend_name: str, how: str) -> Non
     proc, ids = _start(backend_name, 3, run_id, then="exit" if how == "exit" else "wait")
     if how != "exit":
         proc.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
-    proc.wait(30)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the orchestrator did not exit within 30 s of {how}; this process's SIGINT handler "
+                             f"{signal.getsignal(signal.SIGINT)!r}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])}; "
+                             f"its stderr: {err[-2000:]}") from None
     deadline = time.monotonic() + 3.0  # removal is synchronous; allow for the daemon's bookkeeping
     while _leftovers(backend_name, run_id, ids) and time.monotonic() < deadline:
         time.sleep(0.1)
