@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import os
 import signal
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -28,10 +27,10 @@ def pool(request: pytest.FixtureRequest, runner: asyncio.Runner) -> Iterator[Poo
 
 def test_acquire_from_the_warm_pool_is_fast_and_refills(pool: PooledBackend, runner: asyncio.Runner) -> None:
     assert pool.idle_count("python") == 2
-    start = time.perf_counter()
+    reused = pool.counters["reused"]
     sb = runner.run(pool.acquire("python", episode_id="ep-fast"))
-    assert time.perf_counter() - start < 0.5
-    assert sb.episode_id == "ep-fast" and pool.counters["reused"] >= 1
+    # taken from the pool, not created (how much faster that is: bench/, not a timed test)
+    assert sb.episode_id == "ep-fast" and pool.counters["reused"] == reused + 1
     runner.run(pool.prewarm("python", 2))  # topped back up in the background
     assert pool.idle_count("python") == 2
     runner.run(pool.release(sb))
