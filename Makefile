@@ -5,9 +5,11 @@
 # Both are idempotent and start from a fresh machine.
 
 PYTEST_ARGS ?=
-# pytest-xdist workers (0: one process). Test files are the unit of work; tests/conftest.py keeps the
-# files that start vLLM servers, Ray clusters or extra dockerds on one worker, one after another.
-PYTEST_WORKERS ?= 2
+# pytest-xdist workers (0: one process, the default). With 2, pytest takes about 15 min instead of 25,
+# but 3 of 4 runs had a different timing-sensitive test fail (issue 14's note lists them): opt in with
+# `make test PYTEST_WORKERS=2`. Test files are the unit of work; tests/conftest.py keeps the files that
+# start vLLM servers, Ray clusters or extra dockerds on one worker, one after another.
+PYTEST_WORKERS ?= 0
 
 .PHONY: setup setup-system demo test test-engines lint bench
 
