@@ -9,7 +9,10 @@ those nothing: no outcome to compare), the mean advantage on the steps of succes
 episodes, and the correlation of a step's advantage with its episode's success. GiGPO is shown with
 verl-agent's invalid-action penalty of 0.1 and without it (alfworld_gigpo ships it off), both terms
 apart: at a warm start that makes many invalid actions, the penalty's step signal in groups without
-success can outweigh the success signal. Nothing is trained; a few seconds per RL step.
+success can outweigh the success signal. GraphGPO (the reference recipe's defaults) is shown on the
+anchors the run recorded; the mean advantage on invalid and on valid steps shows whether its graph
+credits invalid actions (with ALFWorld's text anchors every "Nothing happens." is one node, linked
+to the goal by any success that passed through it). Nothing is trained; a few seconds per RL step.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("GiGPO, penalty 0.1", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.1}),
     ("GiGPO, no penalty", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.0}),
 ]
+
+# the reference recipe's defaults, as training/local/configs/alfworld_graphgpo.yaml ships them
+GRAPHGPO: dict[str, Any] = {"omega": 0.1, "goal_reward": 10.0, "step_weight": 1.0, "episode_weight": 1.0, "mode": "mean_std_norm"}
 
 
 def load_step(path: Path, step: int, per_step: int) -> list[Any]:
@@ -45,7 +51,11 @@ def load_step(path: Path, step: int, per_step: int) -> list[Any]:
 
 def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
     """The episode summary and one row per estimator (and GiGPO term) for one RL step."""
-    from toolgym.training.advantages import gigpo_trajectory_advantages, grpo_trajectory_advantages
+    from toolgym.training.advantages import (
+        gigpo_trajectory_advantages,
+        graphgpo_trajectory_advantages,
+        grpo_trajectory_advantages,
+    )
 
     won = np.array([bool(t.steps) and bool(t.steps[-1].info.get("won", t.reward > 0)) for t in trajectories])
     groups: dict[str, list[int]] = {}
@@ -61,6 +71,8 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
                "steps_of_successes": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if w])) if won.any() else float("nan"),
                "steps_of_failures": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if not w])) if (~won).any() else float("nan")}
 
+    valid = np.array([s.valid for s in steps], dtype=bool)
+
     def row(name: str, per_traj: list[np.ndarray]) -> dict[str, Any]:
         flat = np.concatenate(per_traj)
         owner = np.concatenate([np.full(len(a), i) for i, a in enumerate(per_traj)]).astype(int)
@@ -69,13 +81,17 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
         corr = float(np.corrcoef(flat, ok)[0, 1]) if flat.std() > 0 and 0 < ok.mean() < 1 else float("nan")
         return {"estimator": name, "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total, "mean_per_row": float(flat.mean()),
                 "mean_on_success": float(flat[ok].mean()) if ok.any() else float("nan"),
-                "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"), "corr_success": corr}
+                "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"), "corr_success": corr,
+                "mean_on_invalid": float(flat[~valid].mean()) if (~valid).any() else float("nan"),
+                "mean_on_valid": float(flat[valid].mean()) if valid.any() else float("nan")}
 
     grpo = grpo_trajectory_advantages(trajectories)
     rows = [row("GRPO", [np.full(len(t.steps), a) for t, a in zip(trajectories, grpo, strict=True)])]
     for name, options in VARIANTS:
         parts = gigpo_trajectory_advantages(trajectories, **options)
         rows += [row(f"{name}: A_E + A_S", [p.combined for p in parts]), row(f"{name}: A_S only", [p.step for p in parts])]
+    graph = graphgpo_trajectory_advantages(trajectories, **GRAPHGPO)
+    rows += [row("GraphGPO: A_E + A_G", [p.combined for p in graph]), row("GraphGPO: A_G only", [p.step for p in graph])]
     return {"summary": summary, "rows": rows}
 
 
@@ -101,11 +117,11 @@ def main() -> None:
               f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid, "
               f"{s['steps_of_successes']:.1f} steps per success and {s['steps_of_failures']:.1f} per failure")
         print("| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) "
-              "| mean A over all step rows |")
-        print("|---|---|---|---|---|---|")
+              "| mean A over all step rows | mean A, invalid steps | mean A, valid steps |")
+        print("|---|---|---|---|---|---|---|---|")
         for row in r["rows"]:
             print(f"| {row['estimator']} | {row['unsolved_share']:.1%} | {row['mean_on_success']:+.3f} | {row['mean_on_failure']:+.3f} | "
-                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} |")
+                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} | {row['mean_on_invalid']:+.3f} | {row['mean_on_valid']:+.3f} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 

@@ -37,6 +37,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {"alfworld": ("grpo", "gigpo"), "webshop": ("grpo", "gigpo"), "math_python": ("grpo", "arpo")}
+ESTIMATORS = {"alfworld": ("grpo", "gigpo", "graphgpo"), "webshop": ("grpo", "gigpo", "graphgpo"), "math_python": ("grpo", "arpo")}
+
+
+def estimators_of(args: argparse.Namespace, env: str) -> tuple[str, ...]:
+    """The estimators run (or reported) for ``env``: ``--estimators ENV=A,B`` or the env's pair."""
+    return args.estimators.get(env, PAIRS[env])
 
 
 def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> list[str]:
@@ -242,7 +248,8 @@ def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
     extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
-             *(["--jobs", str(args.jobs)] if args.jobs > 1 else [])]
+             *(["--jobs", str(args.jobs)] if args.jobs > 1 else []),
+             *(x for env, ests in args.estimators.items() if env in (envs or args.envs) for x in ("--estimators", f"{env}={','.join(ests)}"))]
     return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
         [*(["--smoke"] if args.smoke else []), "--envs", *(envs or args.envs), "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
          "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq),
@@ -275,9 +282,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (verl.trainer.device of every run)")
     parser.add_argument("--model", action="append", default=[], metavar="ENV=PATH",
                         help="the warm start of ENV's runs (a model directory) instead of the config's warmstart:ENV")
+    parser.add_argument("--estimators", action="append", default=[], metavar="ENV=EST,EST",
+                        help="the estimators of ENV's rows instead of its pair (GRPO vs GiGPO, or vs ARPO), "
+                             "e.g. alfworld=grpo,gigpo,graphgpo or alfworld=graphgpo")
     parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
-    parser.add_argument("--png", type=Path, default=None, help="default: docs/results_learning_curves.png beside --docs")
+    parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -285,13 +295,18 @@ def main() -> None:
     if any(not path for path in models.values()):
         raise SystemExit("--model takes ENV=PATH")
     args.model = models
+    args.estimators = {env: tuple(e for e in ests.split(",") if e) for env, _, ests in (x.partition("=") for x in args.estimators)}
+    for env, ests in args.estimators.items():
+        if env not in ESTIMATORS or not ests or not set(ests) <= set(ESTIMATORS[env]):
+            raise SystemExit(f"--estimators {env}={','.join(ests)}: the environments and their estimators are "
+                             + "; ".join(f"{e}={','.join(v)}" for e, v in ESTIMATORS.items()))
     if args.smoke:
         args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 2, 2, 2, 2, 1
         args.final_eval_tasks = min(args.final_eval_tasks, 3)
         args.envs = ["alfworld"]
         args.docs = args.out / "results.md"
         args.partial = args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
-    png = args.png or args.docs.with_name("results_learning_curves.png")
+    png = args.png or args.docs.with_name(f"{args.docs.stem}_learning_curves.png")  # results.md: results_learning_curves.png
     args.out.mkdir(parents=True, exist_ok=True)
     from toolgym.training.local.results import read_run, write_results
 
@@ -302,7 +317,7 @@ def main() -> None:
         runs, benches = [], []
         for env in args.envs:
             for seed in args.seeds:
-                for estimator in PAIRS[env]:
+                for estimator in estimators_of(args, env):
                     out = args.out / f"{env}-{estimator}-seed{seed}"
                     wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
                     command = (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else train_command(args, env, estimator, seed, out)[1]
@@ -326,7 +341,7 @@ def main() -> None:
         print(f"one turn of {speed['bench_prompts']} prompts: KV-cached batched sampler {speed['sampler_tokens_per_s']:,.0f} tok/s "
               f"vs plain HF generate (baseline) {speed['hf_tokens_per_s']:,.0f} tok/s", flush=True)
         (args.out / "speed.json").write_text(json.dumps(speed, indent=2))
-    plan = [(env, estimator, seed) for env in args.envs for seed in args.seeds for estimator in PAIRS[env]]
+    plan = [(env, estimator, seed) for env in args.envs for seed in args.seeds for estimator in estimators_of(args, env)]
 
     def one(job: tuple[str, str, int]) -> Any:
         env, estimator, seed = job

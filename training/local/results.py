@@ -21,7 +21,7 @@ from typing import Any
 
 ALFWORLD_TYPES = (("Pick", "pick_and_place_simple"), ("Look", "look_at_obj_in_light"), ("Clean", "pick_clean_then_place_in_recep"),
                   ("Heat", "pick_heat_then_place_in_recep"), ("Cool", "pick_cool_then_place_in_recep"), ("Pick2", "pick_two_obj_and_place"))
-NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "arpo": "ARPO"}
+NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "arpo": "ARPO", "graphgpo": "GraphGPO"}
 STAT_KEYS = ("repeat_rate", "mean_group_size", "size_1", "size_2_4", "size_5_9", "size_10p", "mixed_outcome")
 
 
@@ -226,7 +226,7 @@ def plot(runs: Sequence[Run], path: Path) -> None:
     groups = _groups(runs)
     envs = sorted({env for env, _ in groups}) or ["(no runs)"]
     fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
-    colours = {"grpo": "#1f77b4", "gigpo": "#d62728", "arpo": "#2ca02c"}
+    colours = {"grpo": "#1f77b4", "gigpo": "#d62728", "arpo": "#2ca02c", "graphgpo": "#9467bd"}
     for ax, env in zip(axes[0], envs, strict=True):
         for (e, est), rs in sorted(groups.items()):
             if e != env:

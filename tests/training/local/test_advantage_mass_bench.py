@@ -64,3 +64,22 @@ def test_steps_are_read_by_policy_version_when_an_episode_is_missing(tmp_path: P
     grpo = next(r for r in json.loads(figures.read_text())["2"]["rows"] if r["estimator"] == "GRPO")
     # group h1: the success (1 step) gets +a, the failure (4 steps) -a; group h2 is all successes (0)
     assert grpo["mean_per_row"] < 0 and grpo["mean_on_success"] > 0 > grpo["mean_on_failure"]
+
+
+def test_graphgpo_rows_show_invalid_steps_credited_through_a_shared_text_node(tmp_path: Path) -> None:
+    """The hub of the alfworld_graphgpo attack test, in rollouts as a run saves them: "N" is the node
+    every invalid action leads to; the success passed through it, so the failed episode's invalid
+    step out of t gets a positive graph advantage, its valid sibling a negative one."""
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"rl": {"tasks_per_step": 1, "group_size": 3}}))
+    episodes = [_episode("a", "g", "sNb", "011", True), _episode("b", "g", "tNc", "011", False), _episode("c", "g", "td", "11", False)]
+    (run / "trajectories" / "trajectories.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in episodes))
+    figures = tmp_path / "mass.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "advantage_mass.py"), str(run), "--steps", "1", "--json", str(figures)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["estimator"]: r for r in json.loads(figures.read_text())["1"]["rows"]}
+    graph = rows["GraphGPO: A_G only"]
+    assert graph["mean_on_invalid"] > 0 > graph["mean_on_valid"]
+    assert "| GraphGPO: A_G only |" in proc.stdout and "mean A, invalid steps" in proc.stdout

@@ -70,7 +70,7 @@ def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path
     calls: list[list[str]] = []
     monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
-                              model={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
+                              model={}, estimators={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
                               final_eval_envs=["alfworld", "webshop"])
     _, shown, wall = table.train(args, "webshop", "grpo", 0)
     assert calls and "verl.trainer.total_training_steps=4" in shown
@@ -101,3 +101,25 @@ def test_a_final_evaluation_with_errored_episodes_is_refused(monkeypatch) -> Non
     answer(2)
     with pytest.raises(SystemExit, match="2 of 100 episodes ended in an error"):
         table.evaluate_model(args, "math_python_grpo", Path("m"))
+
+
+def test_estimators_adds_graphgpo_rows_and_refuses_an_estimator_the_env_lacks(tmp_path: Path) -> None:
+    """``--estimators alfworld=grpo,gigpo,graphgpo`` puts a GraphGPO row (and curve) beside the pair;
+    an estimator the environment's configs do not have is one clear line, before anything runs."""
+    for estimator, after in (("grpo", 0.2), ("gigpo", 0.25), ("graphgpo", 0.3)):
+        out = tmp_path / f"alfworld-{estimator}-seed0"
+        out.mkdir()
+        records = [{"step": 0, "heldout": {"success": 0.1, "episodes": 8}}, {"step": 5, "heldout": {"success": after, "episodes": 8}}]
+        (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+        (out / "wall_s.txt").write_text("60.0")
+    base = [sys.executable, str(ROOT / "bench" / "learning_table.py"), "--report-only", "--no-speed", "--envs", "alfworld",
+            "--seeds", "0", "--out", str(tmp_path), "--docs", str(tmp_path / "results.md")]
+    proc = subprocess.run([*base, "--estimators", "alfworld=grpo,gigpo,graphgpo"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    page = (tmp_path / "results.md").read_text()
+    assert "from 3 run(s)" in proc.stdout and "| GraphGPO | 1 | 5 |" in page
+    assert "GraphGPO 30.0% vs GRPO 20.0% after RL" in page
+    default = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=ROOT)  # the pair alone
+    assert default.returncode == 0 and "from 2 run(s)" in default.stdout and "GraphGPO" not in (tmp_path / "results.md").read_text()
+    bad = subprocess.run([*base, "--estimators", "alfworld=arpo"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode != 0 and "--estimators alfworld=arpo" in bad.stderr and "alfworld=grpo,gigpo,graphgpo" in bad.stderr

@@ -23,6 +23,8 @@ def test_graphgpo_configs_differ_from_their_gigpo_twin_only_in_the_estimator(nam
     ours, theirs = copy.deepcopy(load_config(name, [])), copy.deepcopy(load_config(twin, []))
     assert ours["toolgym"].pop("advantage") == {"estimator": "graphgpo", "options": PAPER_DEFAULTS}
     assert theirs["toolgym"].pop("advantage")["estimator"] == "gigpo"
+    if env == "alfworld-verl":  # graph nodes are world states there (see the attack test below)
+        assert ours["toolgym"]["env_kwargs"].pop("anchor") == "state" and "anchor" not in theirs["toolgym"]["env_kwargs"]
     assert ours["verl"]["trainer"].pop("default_local_dir") == f"checkpoints/{name}_local"
     theirs["verl"]["trainer"].pop("default_local_dir")
     assert ours == theirs
@@ -52,6 +54,63 @@ def test_the_trainer_computes_advantages_with_the_shipped_options(name: str) -> 
     tokens = compute_token_advantages(trajs, rl.estimator, **rl.estimator_options)  # as training/local/loop.py calls it
     assert all(np.all(np.isfinite(seq)) for per in tokens for seq in per)
     assert tokens[0][0][1] > 0 > tokens[1][0][1]  # s → b (one step from the goal) beats s → c (a dead end)
+
+
+def _invalid_step_advantage(after_invalid: tuple[str, str]) -> float:
+    """GraphGPO's step advantage of an invalid action in a failed episode, its sibling a valid step
+    to a dead end. A successful episode went s → (invalid) → b → goal; the failed one t → (invalid)
+    → c, and t → d. ``after_invalid`` names the node each invalid action leads to (in s, in t)."""
+    from toolgym.training.advantages import graphgpo_advantages
+
+    # rows: won s, after_s, b | failed t, after_t, c | failed t, d
+    anchors = ["s", after_invalid[0], "b", "t", after_invalid[1], "c", "t", "d"]
+    traj = [0, 0, 0, 1, 1, 1, 2, 2]
+    index = [0, 1, 2, 0, 1, 2, 0, 1]
+    won = [True] * 3 + [False] * 5
+    valid = [False, True, True, False, True, True, True, True]
+    adv = graphgpo_advantages(traj, ["g"] * 8, index, anchors, valid, won, [10.0] * 3 + [0.0] * 5, **PAPER_DEFAULTS)
+    return float(adv.step[3])
+
+
+def test_attack_invalid_actions_do_not_shortcut_to_the_goal_through_one_nothing_happens_node() -> None:
+    """Attack: every inadmissible ALFWorld command answers "Nothing happens.". With observation
+    anchors all the states that answer meet in one node; a successful episode that once acted
+    invalidly links that node to the goal, and an invalid action anywhere then counts as a step
+    towards it (the policy learned to loop: held-out 10.4 % → 5.2 % in 20 RL steps on an H100). With
+    state anchors (what alfworld_graphgpo ships) an invalid action is a self-loop and gains nothing."""
+    hub = _invalid_step_advantage(("nothing happens", "nothing happens"))
+    self_loops = _invalid_step_advantage(("s", "t"))
+    assert hub > 0, "the shared node puts the invalid step two steps from the goal"
+    assert self_loops <= 0, "a self-loop gets no closer to the goal than its valid sibling"
+    rl, _ = build(load_config("alfworld_graphgpo", []))
+    assert rl.env_kwargs["anchor"] == "state"
+
+
+async def test_alfworld_anchors_alias_invalid_steps_by_text_but_not_by_state() -> None:
+    """The env side of the attack above: after inadmissible commands in two different states, text
+    anchors are equal; state anchors are not, and each equals the anchor before the command."""
+    from toolgym import Action, ActionKind
+    from toolgym.plugins.alfworld.env import AlfworldEnv
+
+    def cmd(text: str) -> Action:
+        return Action(text, ActionKind.COMMAND, command=text)
+
+    anchors = {}
+    for mode in ("observation", "state"):
+        env = AlfworldEnv(anchor=mode)
+        await env.reset(seed=7)
+        first = env.anchor()
+        await env.step(cmd("jump on the ceiling"))
+        in_first = env.anchor()
+        await env.step(cmd(next(c for c in env.admissible if c.startswith("go to "))))
+        second = env.anchor()
+        result = await env.step(cmd("jump on the ceiling"))
+        assert not result.valid
+        anchors[mode] = (first, in_first, second, env.anchor())
+    first, in_first, second, in_second = anchors["observation"]
+    assert in_first == in_second and first != second, "one text node for two states"
+    first, in_first, second, in_second = anchors["state"]
+    assert (in_first, in_second) == (first, second) and first != second
 
 
 def test_unknown_graphgpo_options_fail_in_one_line() -> None:
