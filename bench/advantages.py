@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from toolgym.training.advantages import gigpo_advantages, grpo_advantages
+from toolgym.training.advantages.reference import loop_normalize
 
 
 def make_table(rows: int, seed: int, tasks: int = 256, group_size: int = 8, states: int = 20) -> dict[str, Any]:
@@ -47,22 +48,6 @@ def make_table(rows: int, seed: int, tasks: int = 256, group_size: int = 8, stat
 
 
 # --- plain-loop baseline -------------------------------------------------------------------------
-
-def loop_normalize(values: list[float], keys: list[Any], std_norm: bool, eps: float = 1e-6) -> list[float]:
-    groups: dict[Any, list[int]] = defaultdict(list)
-    for i, k in enumerate(keys):
-        groups[k].append(i)
-    out = [0.0] * len(values)
-    for rows in groups.values():
-        xs = [values[i] for i in rows]
-        if len(xs) < 2 or max(xs) == min(xs):
-            continue
-        mean = sum(xs) / len(xs)
-        std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
-        for i in rows:
-            out[i] = (values[i] - mean) / (std + eps) if std_norm else values[i] - mean
-    return out
-
 
 def loop_grpo(rewards: np.ndarray, groups: np.ndarray) -> list[float]:
     return loop_normalize(rewards.tolist(), groups.tolist(), std_norm=True)

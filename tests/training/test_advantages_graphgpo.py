@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.advantage_reference import naive_normalize
 from toolgym.core.errors import ConfigError
 from toolgym.core.trajectory import LLMCall, Segment, Step, Trajectory
 from toolgym.training.advantages import (
@@ -20,6 +19,7 @@ from toolgym.training.advantages import (
     graphgpo_advantages,
     graphgpo_trajectory_advantages,
 )
+from toolgym.training.advantages.reference import loop_normalize
 from toolgym.training.advantages.steps import reached_goal
 
 
@@ -283,8 +283,8 @@ def naive_graphgpo(batch: list[tuple[str, str, bool, float]], *, omega: float, s
             d_max[group_of[node]] = max(d_max[group_of[node]], d)
     final = {node: d if d < math.inf else d_max[group_of[node]] + 1 for node, d in dist.items()}
     returns = [omega ** (final[dst] - final[src] + 1 if progress else final[dst]) * 10.0 for src, dst in edges]
-    step = naive_normalize(returns, [src for src, _dst in edges], std_norm, 1e-6)
-    ep = naive_normalize([r for _g, _a, _s, r in batch], [g for g, _a, _s, _r in batch], std_norm, 1e-6)
+    step = loop_normalize(returns, [src for src, _dst in edges], std_norm, 1e-6)
+    ep = loop_normalize([r for _g, _a, _s, r in batch], [g for g, _a, _s, _r in batch], std_norm, 1e-6)
     rows_ep = [e for e, (_g, anchors, _s, _r) in enumerate(batch) for _ in anchors]
     return [ep[e] + s for e, s in zip(rows_ep, step, strict=True)]
 

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.advantage_reference import naive_normalize
 from toolgym.training.advantages import arpo_attribution, gigpo_advantages, grpo_advantages
+from toolgym.training.advantages.reference import loop_normalize
 
 SETTINGS = settings(deadline=None, max_examples=60)  # per test: a global profile would change other suites
 
@@ -19,7 +19,7 @@ rewards_st = st.floats(-10, 10, allow_nan=False, allow_infinity=False).map(lambd
 def naive_gigpo(episodes: list[list[tuple[str, float, bool]]], groups: list[str], rewards: list[float], *, gamma: float,
                 std_norm: bool, penalty: float, on_return: bool) -> list[float]:
     """Reference GiGPO, one trajectory at a time; rows in trajectory order then step order."""
-    ep_adv = naive_normalize(rewards, groups, std_norm, 1e-6)
+    ep_adv = loop_normalize(rewards, groups, std_norm, 1e-6)
     rows_value, rows_key, rows_ep = [], [], []
     for e, steps in enumerate(episodes):
         returns = [0.0] * len(steps)
@@ -32,7 +32,7 @@ def naive_gigpo(episodes: list[list[tuple[str, float, bool]]], groups: list[str]
             rows_value.append(returns[t] - (penalty if on_return and not valid else 0.0))
             rows_key.append((groups[e], anchor))
             rows_ep.append(e)
-    step_adv = naive_normalize(rows_value, rows_key, std_norm, 1e-6)
+    step_adv = loop_normalize(rows_value, rows_key, std_norm, 1e-6)
     return [ep_adv[e] + s for e, s in zip(rows_ep, step_adv, strict=True)]
 
 
@@ -84,7 +84,7 @@ def test_gigpo_is_permutation_invariant(batch: list, rnd, threshold: float | Non
 def test_grpo_matches_reference_and_centres_each_group(rows: list, std_norm: bool) -> None:
     rewards, groups = [r for r, _g in rows], [g for _r, g in rows]
     adv = grpo_advantages(rewards, groups, std_norm=std_norm)
-    np.testing.assert_allclose(adv, naive_normalize(rewards, groups, std_norm, 1e-6), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(adv, loop_normalize(rewards, groups, std_norm, 1e-6), rtol=1e-9, atol=1e-9)
     for g in set(groups):
         assert abs(adv[np.array(groups) == g].sum()) < 1e-6  # mean 0 within every group
 
