@@ -11,6 +11,12 @@ Aggregation modes (the names verl uses):
   same, so long responses weigh more (DAPO's choice; verl's default).
 - ``seq-mean-token-mean``: the mean over sequences of each sequence's token mean. Every sequence
   weighs the same whatever its length (the original GRPO formulation).
+- ``episode-mean-token-mean`` (toolgym's, local trainer only): the mean over episodes of the mean
+  over the episode's sequences of each one's token mean. With the step layout (one sequence per
+  step) every *episode* weighs the same whatever its number of steps; under
+  ``seq-mean-token-mean`` an episode of 10 steps weighs 10 times one of 1 step, so where failures
+  run longer than successes the update leans on lowering what was sampled (docs/webshop_learning.md).
+  With one sequence per episode it equals ``seq-mean-token-mean``.
 
 PPO-clip (Schulman et al., 2017) with decoupled bounds: ``ratio = exp(logp − logp_behaviour)``,
 ``loss = max(−A·ratio, −A·clip(ratio, 1 − ε_low, 1 + ε_high))``. ``logp_behaviour`` are the
@@ -40,8 +46,8 @@ import torch
 
 from toolgym.core.errors import ConfigError
 
-AggMode = Literal["token-mean", "seq-mean-token-mean"]
-AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-mean")
+AggMode = Literal["token-mean", "seq-mean-token-mean", "episode-mean-token-mean"]
+AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "episode-mean-token-mean")
 KLEstimator = Literal["k1", "k3"]
 KL_ESTIMATORS: tuple[str, ...] = ("k1", "k3")
 
@@ -52,20 +58,33 @@ class Aggregation:
 
     ``tokens_per_row[r]`` is the number of loss-masked tokens of row ``r`` in the mini-batch (the
     row indices of every micro-batch refer to it); ``num_tokens`` and ``num_rows`` count the rows
-    that have at least one such token.
+    that have at least one such token. ``episode_rows[r]`` (``episode-mean-token-mean`` only) is the
+    number of such rows of row ``r``'s episode, ``num_episodes`` the episodes with one.
     """
 
     mode: AggMode
     tokens_per_row: torch.Tensor
     num_tokens: int
     num_rows: int
+    episode_rows: torch.Tensor | None = None
+    num_episodes: int = 0
 
     @classmethod
-    def of(cls, mode: str, tokens_per_row: torch.Tensor) -> Aggregation:
+    def of(cls, mode: str, tokens_per_row: torch.Tensor, episode_of_row: list[str] | None = None) -> Aggregation:
+        """``episode_of_row[r]`` names row ``r``'s episode; needed by ``episode-mean-token-mean`` only."""
         if mode not in AGG_MODES:
             raise ConfigError(f"unknown loss aggregation {mode!r}; use one of {', '.join(AGG_MODES)}")
         counts = tokens_per_row.to(torch.float32)
-        return cls(mode, counts, int(counts.sum().item()), int((counts > 0).sum().item()))  # type: ignore[arg-type]
+        agg = cls(mode, counts, int(counts.sum().item()), int((counts > 0).sum().item()))  # type: ignore[arg-type]
+        if mode != "episode-mean-token-mean":
+            return agg
+        if episode_of_row is None or len(episode_of_row) != len(counts):
+            raise ConfigError("episode-mean-token-mean needs the episode of every row")
+        live: dict[str, int] = {}
+        for episode, n in zip(episode_of_row, counts.tolist(), strict=True):
+            live[episode] = live.get(episode, 0) + (n > 0)
+        rows_of = torch.tensor([float(live[e]) for e in episode_of_row])
+        return cls(agg.mode, counts, agg.num_tokens, agg.num_rows, rows_of, sum(1 for n in live.values() if n))
 
     def reduce(self, values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Sum of ``values`` weighted so that summing over every micro-batch gives the mode's mean."""
@@ -73,8 +92,12 @@ class Aggregation:
             return values.sum()
         if self.mode == "token-mean":
             return values.sum() / max(self.num_tokens, 1)
-        weights = 1.0 / self.tokens_per_row.to(values.device)[rows].clamp_min(1.0)
-        return (values * weights).sum() / max(self.num_rows, 1)
+        per_token = self.tokens_per_row.to(values.device)[rows].clamp_min(1.0)
+        if self.mode == "seq-mean-token-mean":
+            return (values * (1.0 / per_token)).sum() / max(self.num_rows, 1)
+        assert self.episode_rows is not None
+        per_episode = self.episode_rows.to(values.device)[rows].clamp_min(1.0)
+        return (values * (1.0 / (per_token * per_episode))).sum() / max(self.num_episodes, 1)
 
 
 def ppo_clip_loss(

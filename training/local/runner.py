@@ -8,7 +8,7 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-<family>`` (docs/model_families.md) or a local Hugging Face directory |
 | ``actor_rollout_ref.actor.optim.lr`` | AdamW learning rate |
 | ``actor_rollout_ref.actor.clip_ratio_low`` / ``_high`` (or ``clip_ratio``) | PPO clip bounds |
-| ``actor_rollout_ref.actor.loss_agg_mode`` | ``token-mean`` or ``seq-mean-token-mean`` |
+| ``actor_rollout_ref.actor.loss_agg_mode`` | ``token-mean``, ``seq-mean-token-mean`` or (local only) ``episode-mean-token-mean`` |
 | ``actor_rollout_ref.actor.use_kl_loss``, ``kl_loss_coef``, ``kl_loss_type`` | KL to the starting weights (``low_var_kl`` → k3, ``kl`` → k1) |
 | ``actor_rollout_ref.actor.ppo_mini_batch_size`` | tasks per optimiser step (× ``group_size`` rows, as in verl) |
 | ``actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu`` / ``ppo_epochs`` | rows per forward pass / passes over a batch |
@@ -48,6 +48,8 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.resolve import TINY
@@ -126,6 +128,15 @@ def _get(tree: dict[str, Any], dotted: str, default: Any = None) -> Any:
 
 def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     """(RL settings, run settings: model, device, output directory, cadences)."""
+    try:
+        return _build(data)
+    except ValidationError as e:  # a value of the verl section the local settings refuse: one line, no traceback
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or e.title
+        raise ConfigError(f"local trainer setting {where}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     tg = toolgym_settings(data["toolgym"])
     for name in ("train_files", "val_files"):
         if getattr(tg, name, None):

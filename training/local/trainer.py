@@ -233,7 +233,7 @@ class PolicyTrainer:
         counts = torch.zeros(len(rows))
         for i in indices:
             counts[i] = rows[i].num_tokens
-        return Aggregation.of(mode, counts)
+        return Aggregation.of(mode, counts, [r.trajectory_id for r in rows] if mode == "episode-mean-token-mean" else None)
 
     def _optimizer_step(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]

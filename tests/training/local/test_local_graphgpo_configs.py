@@ -131,6 +131,10 @@ def test_the_verl_bridge_refuses_graphgpo(tmp_path: Path) -> None:
         compose.compose_config(str(Path(compose.__file__).parents[1] / "local" / "configs" / "alfworld_graphgpo.yaml"),
                                data_dir=tmp_path)
     assert not any(tmp_path.iterdir())  # refused before any task file was written
+    with pytest.raises(ConfigError, match="local trainer's only"):  # so is the episode-weighted loss
+        compose.compose_config(str(Path(compose.__file__).parents[1] / "local" / "configs" / "alfworld_grpo.yaml"),
+                               ["verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean"], data_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 def test_alfworld_graphgpo_trains_one_step_from_the_cli(tmp_path: Path) -> None:
@@ -150,3 +154,4 @@ def test_alfworld_graphgpo_trains_one_step_from_the_cli(tmp_path: Path) -> None:
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1] and records[1]["trainable"] == 4
     assert json.loads((out / "run.json").read_text())["rl"]["estimator"] == "graphgpo"
+

@@ -56,6 +56,30 @@ def test_aggregation_modes() -> None:
         Aggregation.of("sum", counts)
 
 
+def test_episode_mean_weighs_every_episode_the_same_whatever_its_steps() -> None:
+    """GRPO's advantages in a group of one success (+1, 1 step) and one failure (−1, 3 steps), one
+    row per step of 2 tokens each: per sequence, the failure's three rows pull the mean advantage
+    to −0.5, so the update mostly lowers what was sampled; per episode it is 0, as GRPO's is."""
+    advantages = torch.tensor([1.0, 1.0] + [-1.0] * 6)
+    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    counts = torch.tensor([2.0, 2.0, 2.0, 2.0])
+    episodes = ["win", "loss", "loss", "loss"]
+    assert Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item() == pytest.approx(-0.5)
+    agg = Aggregation.of("episode-mean-token-mean", counts, episodes)
+    assert agg.num_episodes == 2 and agg.reduce(advantages, rows).item() == pytest.approx(0.0, abs=1e-6)
+    # micro-batches add up to the whole mini-batch's value (normalisers are the mini-batch's)
+    halves = agg.reduce(advantages[:4], rows[:4]) + agg.reduce(advantages[4:], rows[4:])
+    assert halves.item() == pytest.approx(0.0, abs=1e-6)
+    # a row without loss tokens (outside this mini-batch) counts towards no episode
+    sparse = Aggregation.of("episode-mean-token-mean", torch.tensor([2.0, 0.0, 2.0, 0.0]), episodes)
+    assert sparse.num_episodes == 2 and sparse.reduce(torch.tensor([1.0, 1.0, -1.0, -1.0]), torch.tensor([0, 0, 2, 2])).item() == 0.0
+    # one row per episode: the same as seq-mean-token-mean
+    one = Aggregation.of("episode-mean-token-mean", counts, ["a", "b", "c", "d"]).reduce(advantages, rows)
+    assert one.item() == pytest.approx(Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item())
+    with pytest.raises(ConfigError, match="episode of every row"):
+        Aggregation.of("episode-mean-token-mean", counts)
+
+
 def test_kl_estimators() -> None:
     logp = torch.tensor([-1.0, -2.0, -0.5])
     ref = torch.tensor([-1.0, -1.0, -1.5])

@@ -61,3 +61,21 @@ def test_every_tiny_family_is_a_model_of_the_local_trainer(tmp_path: Path) -> No
                                     f"verl.trainer.default_local_dir={out}"])
     assert done.exit_code == 0, done.output
     assert json.loads((out / "step-00001" / "trainer_extra.json").read_text())["next_step"] == 1
+
+
+def test_episode_mean_loss_trains_one_step_from_the_cli(tmp_path: Path) -> None:
+    """``loss_agg_mode=episode-mean-token-mean`` reaches the trainer (rows know their episode) and
+    an unknown mode fails at build, before any episode runs."""
+    mode = "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean"
+    rl, _ = build(load_config("alfworld_grpo", [mode]))
+    assert rl.ppo.loss_agg == "episode-mean-token-mean"
+    with pytest.raises(ConfigError, match=r"local trainer setting loss_agg: .*'episode-mean-token-mean' \(got 'episode-sum'\)"):
+        build(load_config("alfworld_grpo", ["verl.actor_rollout_ref.actor.loss_agg_mode=episode-sum"]))
+    out = tmp_path / "run"
+    done = CliRunner().invoke(app, ["train", "--trainer", "local", "--config", "alfworld_grpo", "verl.actor_rollout_ref.model.path=tiny", mode,
+                                    "verl.data.train_batch_size=2", "toolgym.group_size=2", "toolgym.val.num_tasks=2",
+                                    "toolgym.engine.max_turns=3", "toolgym.env_kwargs.max_steps=3", "toolgym.engine.max_tokens_per_turn=8",
+                                    "verl.trainer.total_training_steps=1", f"verl.trainer.default_local_dir={out}"])
+    assert done.exit_code == 0, done.output
+    records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1]
