@@ -57,6 +57,7 @@ def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> l
         o.append(f"verl.trainer.device={args.device}")
     if args.model.get(env):
         o.append(f"verl.actor_rollout_ref.model.path={args.model[env]}")
+    o += list(getattr(args, "set", None) or [])  # --set: the same change to every run (an ablation)
     if args.smoke:
         o += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.engine.max_tokens_per_turn=8",
               "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]
@@ -249,7 +250,8 @@ def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
     extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
              *(["--jobs", str(args.jobs)] if args.jobs > 1 else []),
-             *(x for env, ests in args.estimators.items() if env in (envs or args.envs) for x in ("--estimators", f"{env}={','.join(ests)}"))]
+             *(x for env, ests in args.estimators.items() if env in (envs or args.envs) for x in ("--estimators", f"{env}={','.join(ests)}")),
+             *(x for kv in getattr(args, "set", None) or [] for x in ("--set", kv))]
     return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
         [*(["--smoke"] if args.smoke else []), "--envs", *(envs or args.envs), "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
          "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq),
@@ -285,6 +287,9 @@ def main() -> None:
     parser.add_argument("--estimators", action="append", default=[], metavar="ENV=EST,EST",
                         help="the estimators of ENV's rows instead of its pair (GRPO vs GiGPO, or vs ARPO), "
                              "e.g. alfworld=grpo,gigpo,graphgpo or alfworld=graphgpo")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override given to every run (toolgym.* or verl.*), e.g. "
+                             "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean; use its own --out")
     parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
@@ -295,6 +300,8 @@ def main() -> None:
     if any(not path for path in models.values()):
         raise SystemExit("--model takes ENV=PATH")
     args.model = models
+    if any(not kv.startswith(("toolgym.", "verl.")) or "=" not in kv for kv in args.set):
+        raise SystemExit("--set takes toolgym.KEY=VALUE or verl.KEY=VALUE")
     args.estimators = {env: tuple(e for e in ests.split(",") if e) for env, _, ests in (x.partition("=") for x in args.estimators)}
     for env, ests in args.estimators.items():
         if env not in ESTIMATORS or not ests or not set(ests) <= set(ESTIMATORS[env]):

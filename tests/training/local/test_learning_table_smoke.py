@@ -123,3 +123,23 @@ def test_estimators_adds_graphgpo_rows_and_refuses_an_estimator_the_env_lacks(tm
     assert default.returncode == 0 and "from 2 run(s)" in default.stdout and "GraphGPO" not in (tmp_path / "results.md").read_text()
     bad = subprocess.run([*base, "--estimators", "alfworld=arpo"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode != 0 and "--estimators alfworld=arpo" in bad.stderr and "alfworld=grpo,gigpo,graphgpo" in bad.stderr
+
+
+def test_set_gives_every_run_the_same_override_and_refuses_other_keys(tmp_path: Path) -> None:
+    """``--set`` (an ablation: one change to every run) reaches each run's command and the page's
+    reproduce line; a key outside toolgym.* / verl.* is one clear line before anything runs."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
+    table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(table)  # type: ignore[union-attr]
+    change = "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean"
+    args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
+                              model={}, estimators={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
+                              final_eval_envs=["alfworld", "webshop"], set=[change])
+    assert table.train_command(args, "webshop", "grpo", 0, tmp_path)[0][-1] == change
+    assert table.reproduce_command(args).endswith(f"--set {change}")
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--report-only", "--out", str(tmp_path),
+                          "--set", "loss_agg_mode=episode-mean-token-mean"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode != 0 and "--set takes toolgym.KEY=VALUE or verl.KEY=VALUE" in bad.stderr
