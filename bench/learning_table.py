@@ -57,7 +57,7 @@ def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> l
         o.append(f"verl.trainer.device={args.device}")
     if args.model.get(env):
         o.append(f"verl.actor_rollout_ref.model.path={args.model[env]}")
-    o += list(getattr(args, "set", None) or [])  # --set: the same change to every run (an ablation)
+    o += args.set  # --set: the same change to every run (an ablation)
     if args.smoke:
         o += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.engine.max_tokens_per_turn=8",
               "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]
@@ -251,7 +251,7 @@ def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -
     extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
              *(["--jobs", str(args.jobs)] if args.jobs > 1 else []),
              *(x for env, ests in args.estimators.items() if env in (envs or args.envs) for x in ("--estimators", f"{env}={','.join(ests)}")),
-             *(x for kv in getattr(args, "set", None) or [] for x in ("--set", kv))]
+             *(x for kv in args.set for x in ("--set", kv))]
     return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
         [*(["--smoke"] if args.smoke else []), "--envs", *(envs or args.envs), "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
          "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq),

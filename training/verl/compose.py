@@ -111,7 +111,7 @@ def compose_config(
             f"toolgym.advantage.estimator {settings.advantage.estimator!r} is computed by the local trainer only "
             "(the verl bridge does not carry each trajectory's success yet); use `toolgym train --trainer local`"
         )
-    agg = ((file_cfg.get("verl") or {}).get("actor_rollout_ref") or {}).get("actor", {}).get("loss_agg_mode")
+    agg = (((file_cfg.get("verl") or {}).get("actor_rollout_ref") or {}).get("actor") or {}).get("loss_agg_mode")
     if agg == "episode-mean-token-mean":
         raise ConfigError("loss_agg_mode 'episode-mean-token-mean' is toolgym's and the local trainer's only "
                           "(verl's modes are token-mean, seq-mean-token-mean, seq-mean-token-sum); use `toolgym train --trainer local`")

@@ -71,7 +71,7 @@ def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path
     monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
                               model={}, estimators={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
-                              final_eval_envs=["alfworld", "webshop"])
+                              final_eval_envs=["alfworld", "webshop"], set=[])
     _, shown, wall = table.train(args, "webshop", "grpo", 0)
     assert calls and "verl.trainer.total_training_steps=4" in shown
     assert 100.0 <= wall < 110.0 and float((out / "wall_s.txt").read_text()) == round(wall, 1)

@@ -154,4 +154,3 @@ def test_alfworld_graphgpo_trains_one_step_from_the_cli(tmp_path: Path) -> None:
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1] and records[1]["trainable"] == 4
     assert json.loads((out / "run.json").read_text())["rl"]["estimator"] == "graphgpo"
-
