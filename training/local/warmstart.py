@@ -556,7 +556,7 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
         while len(losses) < r.sft_max_steps:
             n = min(r.sft_check_every, r.sft_max_steps - len(losses))
             base = len(losses)
-            note = f" · validation {checks[-1][1]:.0%}" if checks else ""
+            note = f" · last validation {checks[-1][1]:.0%}" if checks else ""  # a check's own line says " · validation"
 
             def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
                 progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")

@@ -122,6 +122,17 @@ def test_warmstart_command_builds_once_and_is_reused(tmp_path: Path, monkeypatch
     assert bad.exit_code != 0 and "unknown warm_start key(s) mistake_rat" in str(bad.exception)
 
 
+def test_warmstart_command_prints_every_validation_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress lines come every 10 % of SFT, and each validation check gets its own line even where
+    it falls between them (checks every 5 steps of 20: lines every 2 steps would show only 10 and 20)."""
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
+    tiny = [*TINY, "--set", "sft_max_steps=20", "--set", "sft_check_every=5", "--set", "sft_val_tasks=1", "--set", "sft_target=1.1"]
+    done = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", *tiny])
+    assert done.exit_code == 0, done.output
+    checked = [line.split()[1] for line in done.output.splitlines() if line.startswith("sft:") and " · validation" in line]
+    assert checked == ["5/20", "10/20", "15/20", "20/20"]
+
+
 def test_the_action_is_tokenized_as_the_admissible_list_shows_it() -> None:
     """With whole action tags, the ids between <action> and </action> are exactly the ids of the same
     command inside the prompt's admissible list, numbers one digit per token; with BPE-learnt tags
