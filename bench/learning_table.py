@@ -17,6 +17,12 @@ model (no warm start: nothing learns), two tasks, two samples, two RL steps, and
 checkpoint on the first N held-out tasks of the config (a superset of the in-run ``--eval-tasks``,
 same decoding), each in its own process; the page's before/after columns use these figures, whose
 noise is sqrt(5) times smaller at N = 5 x 96. The result is kept in the run's ``final_eval.json``.
+
+Beside the page, the benchmark keeps what the page is made from in ``--records`` (default
+``docs/data/NAME/`` for ``--docs docs/NAME.md``; kilobytes: each run's metrics, final evaluation and
+command, the warm starts' ``warmstart.json``, no checkpoints or trajectories). ``--report-only --out``
+that folder rewrites the page on any machine, and copying a recorded run into another ``--out``
+puts it on a page with new runs (``runs/`` is scratch; a fresh clone has none of it).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -244,7 +251,33 @@ def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         path = Path(args.model[env]) if env in args.model else warmstart.cached(env) if env in warmstart.RECIPES else None
         if path is not None and (path / "warmstart.json").exists():
             out[env] = json.loads((path / "warmstart.json").read_text())
+        elif (args.out / f"warmstart-{env}.json").exists():  # --out is a records folder (the cache may not hold it)
+            out[env] = json.loads((args.out / f"warmstart-{env}.json").read_text())
     return out
+
+
+# what a page is made from: per run, then per --out (see the module docstring)
+RUN_RECORDS = ("metrics.jsonl", "final_eval.json", "run.json", "command.txt", "bench.txt", "wall_s.txt")
+
+
+def save_records(args: argparse.Namespace, runs: list[Any], records: Path) -> None:
+    """Copy the small files of the page's ``runs`` (and the warm-start evaluations, speed figures and
+    warm starts' recipes) from ``--out`` into ``records``; a no-op for files already there."""
+
+    def keep(src: Path, dst: Path) -> None:
+        if src.is_file() and src.resolve() != dst.resolve():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+
+    for run in runs:
+        name = f"{run.env}-{run.estimator}-seed{run.seed}"
+        for file in RUN_RECORDS:
+            keep(args.out / name / file, records / name / file)
+    for path in [args.out / "speed.json", *args.out.glob("final-eval-*.json")]:
+        keep(path, records / path.name)
+    for env, info in warm_start_infos(args).items():
+        records.mkdir(parents=True, exist_ok=True)
+        (records / f"warmstart-{env}.json").write_text(json.dumps(info, indent=2))
 
 
 def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
@@ -294,6 +327,9 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="where to keep what the page is made from (default: docs/data/NAME/ beside --docs docs/NAME.md); "
+                             "--report-only --out RECORDS rewrites the page from it")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     models = dict(m.partition("=")[::2] for m in args.model)
@@ -314,6 +350,7 @@ def main() -> None:
         args.docs = args.out / "results.md"
         args.partial = args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
     png = args.png or args.docs.with_name(f"{args.docs.stem}_learning_curves.png")  # results.md: results_learning_curves.png
+    records = args.records or args.docs.parent / "data" / args.docs.stem  # docs/results.md: docs/data/results/
     args.out.mkdir(parents=True, exist_ok=True)
     from toolgym.training.local.results import read_run, write_results
 
@@ -338,7 +375,8 @@ def main() -> None:
                         benches += [bench] if bench not in benches else []
         write_results(runs, docs=args.docs, png=png, speed=speed, reproduce="\n".join(benches) or reproduce_command(args),
                       partial_note=args.partial, warm_starts=warm_start_infos(args))
-        print(f"wrote {args.docs} and {png} from {len(runs)} run(s)")
+        save_records(args, runs, records)
+        print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
         return
     if not args.no_speed:
         speed = asyncio.run(measure_speed(args))
@@ -367,7 +405,8 @@ def main() -> None:
         runs = list(pool.map(one, plan))
     write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
                       warm_starts=warm_start_infos(args))
-    print(f"wrote {args.docs} and {png}")
+    save_records(args, runs, records)
+    print(f"wrote {args.docs} and {png}; records in {records}")
 
 
 if __name__ == "__main__":

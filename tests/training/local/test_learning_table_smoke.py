@@ -4,6 +4,7 @@ results page and the PNG, all produced by the benchmark itself (toy sizes, about
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,21 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     assert final["warm_start"] == json.loads((out / "alfworld-grpo-seed0" / "run.json").read_text())["run"]["model_dir"]
     assert len(list(out.glob("final-eval-alfworld-*-3.json"))) == 1  # one warm-start evaluation for both estimators
     assert "--final-eval-tasks 3" in rewritten  # the reproduce line names the final evaluation
+
+    # the page's records (default: data/NAME/ beside the page): kilobytes, no checkpoints or trajectories,
+    # and enough to write the same page again on a machine that has none of the runs
+    records = out / "data" / "results"
+    kept = sorted(p.relative_to(records).as_posix() for p in records.rglob("*") if p.is_file())
+    assert "alfworld-grpo-seed0/metrics.jsonl" in kept and "alfworld-gigpo-seed0/final_eval.json" in kept and "speed.json" in kept
+    assert not [p for p in kept if "step-" in p or "trajector" in p] and sum((records / p).stat().st_size for p in kept) < 200_000
+    for run in out.glob("alfworld-*"):
+        shutil.rmtree(run)
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(records, moved)
+    from_records = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--final-eval-tasks", "3",
+                                   "--out", str(moved), "--records", str(moved)], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert from_records.returncode == 0, from_records.stdout[-3000:] + from_records.stderr[-3000:]
+    assert (moved / "results.md").read_text() == rewritten
 
 
 def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
