@@ -135,16 +135,16 @@ def test_sweep_removes_leftovers_on_that_host(second_engine: str) -> None:
         engine.remove_container(api, alive)
 
 
-def _others_on(url: str) -> int:
-    owner = lifecycle.owner_id()
-    client = DockerHost(url).client()
-    return sum(1 for c in client.containers(filters={"label": engine.LABEL}) if c["Labels"].get("toolgym.owner") != owner)
-
-
 def test_placement_by_free_capacity_across_two_engines(second_engine: str) -> None:
     async def main() -> None:
-        local_cap = 2 + _others_on(LOCAL)  # the first engine may hold other processes' sandboxes: they count
-        multi = MultiHostDockerBackend([f"{LOCAL}={local_cap}", f"{second_engine}=3"], profiles=PROFILES, max_idle=4, acquire_timeout_s=60)
+        # The first engine is the machine's own, shared with whatever else runs (another pytest worker's
+        # sandboxes come and go): the backend counts other processes' sandboxes once (refresh_s covers
+        # the test) and the local capacity is set 2 above that count, so the split cannot move under it.
+        multi = MultiHostDockerBackend([f"{LOCAL}=2", f"{second_engine}=3"], profiles=PROFILES, max_idle=4, acquire_timeout_s=60,
+                                       refresh_s=3600)
+        await multi.start()
+        await multi._refresh_others()
+        multi.capacity[LOCAL] = 2 + multi.others[LOCAL]
         assert isinstance(multi.backends[LOCAL], DockerBackend) and not isinstance(multi.backends[LOCAL], RemoteDockerBackend)
         assert isinstance(multi.backends[second_engine], RemoteDockerBackend)
         try:

@@ -96,10 +96,15 @@ def generate_problem(seed: int, families: tuple[str, ...] | None = None) -> Prob
 
 
 def _run(code: str) -> int:
-    import contextlib
+    """Run a reference solution and read the number it prints. Its ``print`` writes to a buffer of
+    its own: swapping ``sys.stdout`` (``redirect_stdout``) would also take the prints of in-process
+    Python cells running in other threads at that moment, into this answer and out of their cells."""
     import io
 
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        exec(compile(code, "<solution>", "exec"), {"math": math})
+
+    def _print(*args: object, sep: str | None = " ", end: str | None = "\n", **_: object) -> None:
+        buf.write((" " if sep is None else sep).join(map(str, args)) + ("\n" if end is None else end))
+
+    exec(compile(code, "<solution>", "exec"), {"math": math, "print": _print})
     return int(buf.getvalue().strip())
