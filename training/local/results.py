@@ -302,10 +302,10 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
               table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## What came out", "", findings(runs), "",
               "## Commands", "", "Reproduce this page:", "",
               "```bash", reproduce, "```", "",
-              "The full table at the issue's budget (3 seeds, 40 RL steps of 16 tasks × 8, 96 held-out tasks during training and "
-              "480 at the end; hours on 2 cores; finished runs are reused when it is restarted):", "",
+              "The full table with the benchmark's defaults (3 seeds, 20 RL steps of 16 tasks × 8, 96 held-out tasks during training "
+              "and 480 at the end; hours on 2 cores; finished runs are reused when it is restarted):", "",
               "```bash", "toolgym warmstart --env alfworld && toolgym warmstart --env webshop && toolgym warmstart --env math_python",
-              "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop --final-eval-tasks 480 --jobs 2",
+              "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop --final-eval-tasks 480",
               "nice -n 10 .venv/bin/python bench/learning_table.py --envs math_python --steps 20 --tasks 4 --eval-tasks 64", "```", "", "Each run (exactly as the benchmark started it):", "", "```bash"]
     parts += [r.command for r in runs]
     parts += ["```", ""]
