@@ -328,6 +328,7 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
+    parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings)")
     parser.add_argument("--records", type=Path, default=None,
                         help="where to keep what the page is made from (default: docs/data/NAME/ beside --docs docs/NAME.md); "
                              "--report-only --out RECORDS rewrites the page from it")
@@ -375,7 +376,7 @@ def main() -> None:
                         bench = (out / "bench.txt").read_text().strip() if (out / "bench.txt").exists() else reproduce_command(args, envs=[env])
                         benches += [bench] if bench not in benches else []
         write_results(runs, docs=args.docs, png=png, speed=speed, reproduce="\n".join(benches) or reproduce_command(args),
-                      partial_note=args.partial, warm_starts=warm_start_infos(args))
+                      partial_note=args.partial, note=args.note, warm_starts=warm_start_infos(args))
         save_records(args, runs, records)
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
         return
@@ -405,7 +406,7 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         runs = list(pool.map(one, plan))
     write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
-                      warm_starts=warm_start_infos(args))
+                  note=args.note, warm_starts=warm_start_infos(args))
     save_records(args, runs, records)
     print(f"wrote {args.docs} and {png}; records in {records}")
 

@@ -283,13 +283,16 @@ def _recipe_extras(r: dict[str, Any]) -> str:
 
 
 def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str, Any] | None, reproduce: str,
-                  partial_note: str = "", warm_starts: dict[str, dict[str, Any]] | None = None) -> None:
-    """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement."""
+                  partial_note: str = "", note: str = "", warm_starts: dict[str, dict[str, Any]] | None = None) -> None:
+    """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement; ``partial_note`` says what
+    the table lacks, ``note`` what a reader needs to know about a complete one (recipes, devices, timings)."""
     plot(runs, png)
     parts = ["# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale", "",
              "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.", ""]
     if partial_note:
         parts += [f"> **Partial.** {partial_note}", ""]
+    if note:
+        parts += [f"> **Note.** {note}", ""]
     if warm_starts:
         parts += ["## Warm starts (`toolgym warmstart`)", "", *warm_start_lines(warm_starts), ""]
     if speed:

@@ -43,10 +43,11 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     (out / "results.md").unlink()
     # ... and with --final-eval-tasks it first evaluates the warm start and each run's last checkpoint on more tasks
     again = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--steps", "7",
-                            "--final-eval-tasks", "3", "--out", str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT)
+                            "--final-eval-tasks", "3", "--out", str(out), "--note", "ran alone"], capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     rewritten = (out / "results.md").read_text()
     assert command in rewritten and "--steps 7" not in rewritten and "| GRPO | 1 | 2 | 3 |" in rewritten
+    assert "> **Note.** ran alone" in rewritten and "ran alone" not in page
     final = json.loads((out / "alfworld-grpo-seed0" / "final_eval.json").read_text())
     assert final["tasks"] == 3 and final["step"] == 2 and final["before"]["episodes"] == final["after"]["episodes"] == 3
     assert final["warm_start"] == json.loads((out / "alfworld-grpo-seed0" / "run.json").read_text())["run"]["model_dir"]
@@ -64,7 +65,7 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     moved = tmp_path / "elsewhere"
     shutil.copytree(records, moved)
     from_records = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--final-eval-tasks", "3",
-                                   "--out", str(moved), "--records", str(moved)], capture_output=True, text=True, timeout=180, cwd=ROOT)
+                                   "--out", str(moved), "--records", str(moved), "--note", "ran alone"], capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert from_records.returncode == 0, from_records.stdout[-3000:] + from_records.stderr[-3000:]
     assert (moved / "results.md").read_text() == rewritten
 
