@@ -278,6 +278,9 @@ def save_records(args: argparse.Namespace, runs: list[Any], records: Path) -> No
     for env, info in warm_start_infos(args).items():
         records.mkdir(parents=True, exist_ok=True)
         (records / f"warmstart-{env}.json").write_text(json.dumps(info, indent=2))
+    for name, text in (("note.txt", args.note), ("partial.txt", args.partial)):  # the page's notes, for a rewrite from records
+        records.mkdir(parents=True, exist_ok=True)
+        (records / name).write_text(text + "\n" if text else "")
 
 
 def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
@@ -328,7 +331,8 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
-    parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings)")
+    parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings); kept with "
+                                                   "the records, so --report-only from them shows it again")
     parser.add_argument("--records", type=Path, default=None,
                         help="where to keep what the page is made from (default: docs/data/NAME/ beside --docs docs/NAME.md); "
                              "--report-only --out RECORDS rewrites the page from it")
@@ -358,6 +362,9 @@ def main() -> None:
 
     speed = None
     if args.report_only:
+        for name, attr in (("note.txt", "note"), ("partial.txt", "partial")):  # kept by the records of a page written earlier
+            if not getattr(args, attr) and (args.out / name).is_file():
+                setattr(args, attr, (args.out / name).read_text().strip())
         speed_file = args.out / "speed.json"
         speed = json.loads(speed_file.read_text()) if speed_file.exists() and not args.no_speed else None
         runs, benches = [], []

@@ -65,9 +65,9 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     moved = tmp_path / "elsewhere"
     shutil.copytree(records, moved)
     from_records = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--final-eval-tasks", "3",
-                                   "--out", str(moved), "--records", str(moved), "--note", "ran alone"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+                                   "--out", str(moved), "--records", str(moved)], capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert from_records.returncode == 0, from_records.stdout[-3000:] + from_records.stderr[-3000:]
-    assert (moved / "results.md").read_text() == rewritten
+    assert (moved / "results.md").read_text() == rewritten  # the note too: the records keep it
 
 
 def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
