@@ -4,6 +4,7 @@
 # sandboxes need when they are missing: bubblewrap (the local backend) and debootstrap (building
 # the base image without a registry). Idempotent and quick when all is there.
 # Usage: bash scripts/ensure-docker.sh   (needs root to install or start anything)
+# Settings: TOOLGYM_DOCKERD_LOG, TOOLGYM_DOCKERD_PIDFILE and TOOLGYM_CONTAINERD_PIDFILE (the tests' stand-ins).
 #        bash scripts/ensure-docker.sh --packages   only print the Debian packages it would install
 set -euo pipefail
 
@@ -28,6 +29,22 @@ fi
 if answers; then
   exit 0
 fi
+
+# A machine restored from a snapshot (or rebooted without a fresh /run) can keep the pid files of
+# a dockerd and a containerd that no longer run; dockerd refuses to start over its own stale one.
+# Remove a pid file only when its process is gone or is not the daemon it names.
+clear_stale_pid() {  # FILE NAME
+  local file=$1 name=$2 pid
+  [ -f "$file" ] || return 0
+  pid=$(tr -dc '0-9' <"$file")
+  if [ -n "$pid" ] && [ "$(ps -p "$pid" -o comm= 2>/dev/null)" = "$name" ]; then
+    return 0
+  fi
+  echo "ensure-docker: removing stale $file (pid ${pid:-none} is not a running $name)" >&2
+  rm -f "$file"
+}
+clear_stale_pid "${TOOLGYM_DOCKERD_PIDFILE:-/var/run/docker.pid}" dockerd
+clear_stale_pid "${TOOLGYM_CONTAINERD_PIDFILE:-/var/run/docker/containerd/containerd.pid}" containerd
 
 log=${TOOLGYM_DOCKERD_LOG:-/var/log/toolgym-dockerd.log}
 echo "ensure-docker: starting dockerd (log: $log) ..." >&2
