@@ -48,7 +48,12 @@ class DockerBackend(PooledBackend):
         return engine.api(self.base_url)
 
     async def _sweep(self) -> int:
-        return await engine.call(lambda: engine.sweep(self.api))  # the client is made off the loop too
+        def sweep() -> int:  # the client is made off the loop too
+            swept = engine.sweep(self.api)
+            lifecycle.sweep_state_dirs()  # the state directories of owners that are gone, never a live one's
+            return swept
+
+        return await engine.call(sweep)
 
     async def _check_image(self, image: str, kind: str) -> None:
         if image in self._images_ok:

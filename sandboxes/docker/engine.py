@@ -111,10 +111,14 @@ def leftovers(client: Any, *, everything: bool = False) -> list[dict[str, Any]]:
 
 
 def sweep(client: Any, *, everything: bool = False) -> int:
-    """Remove leftover sandbox containers and state directories; how many containers."""
+    """Remove the leftover sandbox containers of the engine ``client`` talks to; how many.
+
+    This machine's state directories are not that engine's: they belong to every sandbox made here,
+    on any backend, so they are swept on their own (:func:`lifecycle.sweep_state_dirs`). A sweep of
+    another engine with ``everything`` once removed them too, the live ones' included, and the
+    sandboxes of other processes here lost their egress proxy socket mid-run."""
     containers = leftovers(client, everything=everything)
     if containers:
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda c: remove_container(client, c["Id"]), containers))
-    lifecycle.sweep_state_dirs(everything=everything)
     return len(containers)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -220,11 +222,17 @@ def test_gc_of_every_listed_host(second_engine: str, capsys: pytest.CaptureFixtu
     api = api2(second_engine)
     labels = {engine.LABEL: "python", "toolgym.owner": "elsewhere:1:1", "toolgym.expires": str(int(time.time() + 3600))}
     kept = api.create_container(IMAGE, command=["sleep", "300"], labels=labels, host_config=api.create_host_config(network_mode="none"))["Id"]
+    # a live sandbox of this machine (its state directory: agent and egress sockets) is none of that engine's business
+    here = lifecycle.state_root() / f"gc-scope-{uuid.uuid4().hex[:8]}"
+    here.mkdir()
+    (here / "owner").write_text(lifecycle.owner_id())
     try:
         assert main(["ls", f"{second_engine}=4"]) == 0 and "owner=elsewhere:1:1" in capsys.readouterr().out
         assert main(["gc", second_engine]) == 0 and api.containers(all=True, filters={"id": kept}), "a live owner's stays"
         assert main(["gc", "--all", second_engine]) == 0 and not api.containers(all=True, filters={"id": kept})
         assert "removed 1 sandboxes" in capsys.readouterr().out
+        assert (here / "owner").exists(), "gc --all of another engine removed a live local sandbox's state directory"
     finally:
         engine.remove_container(api, kept)
+        shutil.rmtree(here, ignore_errors=True)
     assert main(["ls", "tcp://127.0.0.1:1"]) == 1 and "cannot reach the Docker engine" in capsys.readouterr().err
