@@ -118,6 +118,10 @@ class WarmStartRecipe:
     """Weight of language modelling on the rows' context (prompt and observations) beside the loss on
     the actions; see :meth:`~.trainer.PolicyTrainer.sft_step`."""
     sft_max_steps: int = 600
+    sft_decay_steps: int = 0
+    """The last ``sft_decay_steps`` of ``sft_max_steps`` anneal the learning rate linearly from ``sft_lr`` to
+    ``sft_lr / sft_decay_steps`` (0: a constant rate throughout). The steps before are the constant-rate
+    recipe's, batch for batch, so a build with decay extends the one without."""
     sft_check_every: int = 50
     sft_val_tasks: int = 24
     sft_target: float = 0.3
@@ -141,7 +145,7 @@ class WarmStartRecipe:
         return hashlib.sha256(json.dumps({**fields, "v": 1}, sort_keys=True).encode()).hexdigest()[:12]
 
 
-KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}, "whole_names": False}
+KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}, "whole_names": False, "sft_decay_steps": 0}
 """Recipe fields added after the shipped warm starts were keyed, with their defaults."""
 
 
@@ -458,6 +462,7 @@ def build(r: WarmStartRecipe, *, progress: Progress | None = None, threads: int 
     out = cache_dir(r)
     if (out / "READY").exists() and not force:
         return out
+    sft_lr_at(r, 0)  # a bad schedule fails here, before minutes of scripted data
     return asyncio.run(_build(r, out, progress or (lambda *a: None), threads, _device(device)))
 
 
@@ -552,6 +557,7 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
                                sandbox_backend=sandboxes)
     losses: list[float] = []
     checks: list[tuple[int, float]] = []
+    sft.set_lr(sft_lr_at(r, 0))
     try:
         while len(losses) < r.sft_max_steps:
             n = min(r.sft_check_every, r.sft_max_steps - len(losses))
@@ -559,6 +565,7 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
             note = f" · last validation {checks[-1][1]:.0%}" if checks else ""  # a check's own line says " · validation"
 
             def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
+                sft.set_lr(sft_lr_at(r, base + i + 1))  # the rate of the next step
                 progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
 
             losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report, weights=weights,
@@ -575,6 +582,17 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
             "device": device}
     _publish(model.cpu(), tokenizer, info, out)
     return out
+
+
+def sft_lr_at(r: WarmStartRecipe, step: int) -> float:
+    """The SFT learning rate of step ``step`` (0-based): ``sft_lr``, then over the last ``sft_decay_steps``
+    a linear ramp down to ``sft_lr / sft_decay_steps`` at the final step."""
+    if r.sft_decay_steps < 0 or r.sft_decay_steps > r.sft_max_steps:
+        raise ConfigError(f"sft_decay_steps must be between 0 and sft_max_steps ({r.sft_max_steps}), got {r.sft_decay_steps}")
+    left = r.sft_max_steps - step  # steps left, this one included
+    if r.sft_decay_steps == 0 or left > r.sft_decay_steps:
+        return r.sft_lr
+    return r.sft_lr * max(left, 1) / r.sft_decay_steps
 
 
 def _publish(model: Any, tokenizer: Any, info: dict[str, Any], out: Path) -> None:

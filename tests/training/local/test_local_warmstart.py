@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolgym.cli import app
+from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.registry import get_registry
 from toolgym.core.types import Action, ActionKind
@@ -382,3 +383,35 @@ def test_whole_names_make_a_product_click_a_one_token_copy_of_the_page(tmp_path:
         page = tok.encode(f"[SEP] {asin} [SEP] Voltix Pro Phone Charger [SEP] $10.36")
         copied = [t for t in action if t in page and tok.decode([t]).strip() == asin]
         assert (len(copied) == 1) is bool(whole), [tok.decode([t]) for t in action]
+
+
+def test_sft_decay_anneals_the_last_steps_and_keeps_the_rest() -> None:
+    """``sft_decay_steps``: the rate is the constant one until the last N steps, then falls linearly to
+    ``sft_lr / N`` at the final step; unset, the key (and the build) is the constant-rate one."""
+    shipped = warmstart.recipe("alfworld")
+    assert warmstart.recipe("alfworld", sft_decay_steps=0).key() == shipped.key() == "a399db02dfd8"
+    annealed = warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=4, sft_lr=1.0)
+    assert annealed.key() != warmstart.recipe("alfworld", sft_max_steps=10, sft_lr=1.0).key()
+    assert [warmstart.sft_lr_at(annealed, s) for s in range(10)] == [1.0] * 6 + [1.0, 0.75, 0.5, 0.25]
+    assert {warmstart.sft_lr_at(shipped, s) for s in range(shipped.sft_max_steps)} == {shipped.sft_lr}
+    with pytest.raises(ConfigError, match="sft_decay_steps must be between 0 and sft_max_steps"):
+        warmstart.sft_lr_at(warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=11), 0)
+
+
+def test_a_build_applies_the_decay_and_refuses_a_bad_one_before_its_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgym.training.local.trainer import PolicyTrainer
+
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
+    rates: list[float] = []
+    set_lr = PolicyTrainer.set_lr
+    monkeypatch.setattr(PolicyTrainer, "set_lr", lambda self, lr: (rates.append(lr), set_lr(self, lr))[1])
+    small = {"episodes": 6, "sft_check_every": 2, "sft_val_tasks": 1, "max_turns": 20,
+             "env_kwargs": {"history_length": 2, "max_steps": 20, "split": "train"}, "sft_target": 1.1}
+    stages: list[str] = []
+    with pytest.raises(ConfigError, match="sft_decay_steps"):
+        warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=2, sft_decay_steps=3), threads=1,
+                        progress=lambda stage, *a: stages.append(stage))
+    assert not stages  # refused before the tokenizer and the scripted data
+    out = warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=4, sft_decay_steps=2, sft_lr=0.004), threads=1)
+    assert json.loads((out / "warmstart.json").read_text())["sft_steps"] == 4
+    assert rates == pytest.approx([0.004, 0.004, 0.004, 0.002, 0.002])  # before step 0, then after each step the next one's
