@@ -279,6 +279,8 @@ def _recipe_extras(r: dict[str, Any]) -> str:
     """The recipe options of docs/warmstart.md that are on, for the warm-start line."""
     on = [name for name in ("think_hint", "think_plan", "expert_only", "spaced_digits") if r.get(name)]
     on += [f"{name} {r[name]}" for name in ("invalid_rate", "sft_balance") if r.get(name)]
+    if r.get("sft_decay_steps"):
+        on.append(f"the rate annealed over the last {r['sft_decay_steps']}")
     return f" ({', '.join(on)})" if on else ""
 
 

@@ -119,9 +119,9 @@ class WarmStartRecipe:
     the actions; see :meth:`~.trainer.PolicyTrainer.sft_step`."""
     sft_max_steps: int = 600
     sft_decay_steps: int = 0
-    """The last ``sft_decay_steps`` of ``sft_max_steps`` anneal the learning rate linearly from ``sft_lr`` to
-    ``sft_lr / sft_decay_steps`` (0: a constant rate throughout). The steps before are the constant-rate
-    recipe's, batch for batch, so a build with decay extends the one without."""
+    """The last ``sft_decay_steps`` of ``sft_max_steps`` anneal the learning rate linearly from ``sft_lr`` down
+    to ``sft_lr / sft_decay_steps`` (0: a constant rate throughout; see :func:`sft_lr_at`). The steps before
+    are the constant-rate recipe's, batch for batch, so a build with decay extends the one without."""
     sft_check_every: int = 50
     sft_val_tasks: int = 24
     sft_target: float = 0.3
@@ -156,9 +156,11 @@ RECIPES: dict[str, WarmStartRecipe] = {
         # 600-3,000 SFT steps: teacher-forced it never wrote `take` where the task's object lay (0 of 28); a short
         # observable thought, expert-only targets, rows balanced by action, more episodes and recovery examples
         # after injected slips brought `take` to 64 % and held-out success to 1-7 %; the plan in the thought and 2,800
-        # steps to 12.5 % (96 held-out tasks, T = 0.4)
+        # steps to 9.6 % (480 held-out tasks, T = 0.4); 700 more steps whose rate falls linearly to 25.8 % (the first
+        # 2,800 are that build's, batch for batch: docs/warmstart.md, thirteenth session)
         episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, think_plan=True,
-        spaced_digits=True, sft_balance=0.5, sft_max_steps=2800, sft_check_every=700, sft_target=0.9, sft_val_temperature=0.4,
+        spaced_digits=True, sft_balance=0.5, sft_max_steps=3500, sft_decay_steps=700, sft_check_every=700, sft_target=0.9,
+        sft_val_temperature=0.4,
         max_tokens_per_turn=32,
     ),
     "webshop": WarmStartRecipe(
@@ -214,7 +216,7 @@ def resolve(name: str) -> Path:
     """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
     path = cached(name)
     if path is None:
-        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 20 minutes on 2 CPU cores for ALFWorld, cached)")
+        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 25 minutes on 2 CPU cores for ALFWorld, cached)")
     return path
 
 
@@ -586,13 +588,15 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
 
 def sft_lr_at(r: WarmStartRecipe, step: int) -> float:
     """The SFT learning rate of step ``step`` (0-based): ``sft_lr``, then over the last ``sft_decay_steps``
-    a linear ramp down to ``sft_lr / sft_decay_steps`` at the final step."""
-    if r.sft_decay_steps < 0 or r.sft_decay_steps > r.sft_max_steps:
-        raise ConfigError(f"sft_decay_steps must be between 0 and sft_max_steps ({r.sft_max_steps}), got {r.sft_decay_steps}")
+    (all of them when ``sft_max_steps`` is fewer, e.g. a shortened build) a linear ramp down to
+    ``sft_lr / N`` at the final step, N being the steps of the ramp."""
+    if r.sft_decay_steps < 0:
+        raise ConfigError(f"sft_decay_steps must be 0 (a constant rate) or more, got {r.sft_decay_steps}")
+    ramp = min(r.sft_decay_steps, r.sft_max_steps)
     left = r.sft_max_steps - step  # steps left, this one included
-    if r.sft_decay_steps == 0 or left > r.sft_decay_steps:
+    if ramp == 0 or left > ramp:
         return r.sft_lr
-    return r.sft_lr * max(left, 1) / r.sft_decay_steps
+    return r.sft_lr * max(left, 1) / ramp
 
 
 def _publish(model: Any, tokenizer: Any, info: dict[str, Any], out: Path) -> None:

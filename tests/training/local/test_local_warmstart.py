@@ -313,12 +313,12 @@ async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None
 
 
 def test_a_field_added_later_keys_only_when_set() -> None:
-    """Adding a recipe field must not orphan warm starts built before it (21 minutes each for ALFWorld):
+    """Adding a recipe field must not orphan warm starts built before it (25 minutes each for ALFWorld):
     a field in KEYED_WHEN_SET at its default leaves the key as it was."""
     from toolgym.training.local.models import demo_spec
 
     shipped = warmstart.recipe("alfworld")
-    assert shipped.key() == "a399db02dfd8"  # the key the shipped ALFWorld warm start was built under
+    assert shipped.key() == "2713dcb8768c"  # the key the shipped ALFWorld warm start was built under
     assert warmstart.recipe("alfworld", context=1024).key() == shipped.key() != warmstart.recipe("alfworld", context=2048).key()
     assert warmstart.RECIPES["webshop"].context == 2048
     assert demo_spec(context=2048).max_position_embeddings == 2048 and demo_spec().max_position_embeddings == 1024
@@ -389,13 +389,18 @@ def test_sft_decay_anneals_the_last_steps_and_keeps_the_rest() -> None:
     """``sft_decay_steps``: the rate is the constant one until the last N steps, then falls linearly to
     ``sft_lr / N`` at the final step; unset, the key (and the build) is the constant-rate one."""
     shipped = warmstart.recipe("alfworld")
-    assert warmstart.recipe("alfworld", sft_decay_steps=0).key() == shipped.key() == "a399db02dfd8"
+    constant = warmstart.recipe("alfworld", sft_max_steps=2800, sft_decay_steps=0)
+    assert constant.key() == "a399db02dfd8"  # the constant-rate build before the field came kept its key
     annealed = warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=4, sft_lr=1.0)
-    assert annealed.key() != warmstart.recipe("alfworld", sft_max_steps=10, sft_lr=1.0).key()
+    assert annealed.key() != warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=0, sft_lr=1.0).key()
     assert [warmstart.sft_lr_at(annealed, s) for s in range(10)] == [1.0] * 6 + [1.0, 0.75, 0.5, 0.25]
-    assert {warmstart.sft_lr_at(shipped, s) for s in range(shipped.sft_max_steps)} == {shipped.sft_lr}
-    with pytest.raises(ConfigError, match="sft_decay_steps must be between 0 and sft_max_steps"):
-        warmstart.sft_lr_at(warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=11), 0)
+    assert {warmstart.sft_lr_at(constant, s) for s in range(constant.sft_max_steps)} == {constant.sft_lr}
+    rates = [warmstart.sft_lr_at(shipped, s) for s in range(shipped.sft_max_steps)]
+    assert rates[:2801] == [constant.sft_lr] * 2801 and rates[-1] == pytest.approx(constant.sft_lr / 700)  # the shipped build
+    short = warmstart.recipe("alfworld", sft_max_steps=4, sft_decay_steps=700, sft_lr=1.0)  # a shortened shipped build
+    assert [warmstart.sft_lr_at(short, s) for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
+    with pytest.raises(ConfigError, match="sft_decay_steps must be 0"):
+        warmstart.sft_lr_at(warmstart.recipe("alfworld", sft_decay_steps=-1), 0)
 
 
 def test_a_build_applies_the_decay_and_refuses_a_bad_one_before_its_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -409,7 +414,7 @@ def test_a_build_applies_the_decay_and_refuses_a_bad_one_before_its_data(tmp_pat
              "env_kwargs": {"history_length": 2, "max_steps": 20, "split": "train"}, "sft_target": 1.1}
     stages: list[str] = []
     with pytest.raises(ConfigError, match="sft_decay_steps"):
-        warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=2, sft_decay_steps=3), threads=1,
+        warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=2, sft_decay_steps=-3), threads=1,
                         progress=lambda stage, *a: stages.append(stage))
     assert not stages  # refused before the tokenizer and the scripted data
     out = warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=4, sft_decay_steps=2, sft_lr=0.004), threads=1)
