@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -242,18 +243,49 @@ def hf_generate_turn(model: Any, tokenizer: Any, prompts: list[list[int]], rl: A
 # -- main ----------------------------------------------------------------------------------------------
 
 
-def warm_start_infos(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """The ``warmstart.json`` of each environment's cached warm start (none in smoke runs)."""
+def warm_start_infos(args: argparse.Namespace, runs: Sequence[Any] = ()) -> dict[str, dict[str, Any]]:
+    """The ``warmstart.json`` of each environment's warm start (none in smoke runs): the one its ``runs``
+    started from (``run.json``'s model directory, else the records' copy when it names that model), and
+    without runs the cached one. Never the cache's when runs say otherwise: a page rewritten from its
+    records after the shipped recipe changed must still describe the model its runs started from."""
     from toolgym.training.local import warmstart
 
     out = {}
     for env in [] if args.smoke else args.envs:
+        started = [_model_dir(run) for run in runs if run.env == env]
+        kept = args.out / f"warmstart-{env}.json"  # --out is a records folder (the cache may not hold it)
+        if started and started[0] is not None:
+            here = started[0] / "warmstart.json"
+            if here.exists():
+                out[env] = json.loads(here.read_text())
+            elif kept.exists() and _names(json.loads(kept.read_text()), started[0]):
+                out[env] = json.loads(kept.read_text())
+            continue  # no record of that model: no line rather than another model's
         path = Path(args.model[env]) if env in args.model else warmstart.cached(env) if env in warmstart.RECIPES else None
         if path is not None and (path / "warmstart.json").exists():
             out[env] = json.loads((path / "warmstart.json").read_text())
-        elif (args.out / f"warmstart-{env}.json").exists():  # --out is a records folder (the cache may not hold it)
-            out[env] = json.loads((args.out / f"warmstart-{env}.json").read_text())
+        elif kept.exists():
+            out[env] = json.loads(kept.read_text())
     return out
+
+
+def _model_dir(run: Any) -> Path | None:
+    """The model directory a run started from (its ``run.json``), or None when not recorded."""
+    try:
+        return Path(json.loads((run.out / "run.json").read_text())["run"]["model_dir"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _names(info: dict[str, Any], model_dir: Path) -> bool:
+    """Whether a ``warmstart.json`` is that of the warm start built in ``model_dir`` (its cache name)."""
+    from toolgym.training.local.warmstart import WarmStartRecipe
+
+    try:
+        recipe = WarmStartRecipe(**info["recipe"])
+    except (KeyError, TypeError):
+        return False
+    return model_dir.name == f"{recipe.name}-{recipe.key()}"
 
 
 # what a page is made from: per run, then per --out (see the module docstring)
@@ -275,7 +307,7 @@ def save_records(args: argparse.Namespace, runs: list[Any], records: Path) -> No
             keep(args.out / name / file, records / name / file)
     for path in [args.out / "speed.json", *args.out.glob("final-eval-*.json")]:
         keep(path, records / path.name)
-    for env, info in warm_start_infos(args).items():
+    for env, info in warm_start_infos(args, runs).items():
         records.mkdir(parents=True, exist_ok=True)
         (records / f"warmstart-{env}.json").write_text(json.dumps(info, indent=2))
     for name, text in (("note.txt", args.note), ("partial.txt", args.partial)):  # the page's notes, for a rewrite from records
@@ -383,7 +415,7 @@ def main() -> None:
                         bench = (out / "bench.txt").read_text().strip() if (out / "bench.txt").exists() else reproduce_command(args, envs=[env])
                         benches += [bench] if bench not in benches else []
         write_results(runs, docs=args.docs, png=png, speed=speed, reproduce="\n".join(benches) or reproduce_command(args),
-                      partial_note=args.partial, note=args.note, warm_starts=warm_start_infos(args))
+                      partial_note=args.partial, note=args.note, warm_starts=warm_start_infos(args, runs))
         save_records(args, runs, records)
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
         return
@@ -413,7 +445,7 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         runs = list(pool.map(one, plan))
     write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
-                  note=args.note, warm_starts=warm_start_infos(args))
+                  note=args.note, warm_starts=warm_start_infos(args, runs))
     save_records(args, runs, records)
     print(f"wrote {args.docs} and {png}; records in {records}")
 

@@ -160,3 +160,42 @@ def test_set_gives_every_run_the_same_override_and_refuses_other_keys(tmp_path: 
     bad = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--report-only", "--out", str(tmp_path),
                           "--set", "loss_agg_mode=episode-mean-token-mean"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode != 0 and "--set takes toolgym.KEY=VALUE or verl.KEY=VALUE" in bad.stderr
+
+
+def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A page rewritten from its records after the shipped recipe changed describes the warm start its
+    runs started from: that model's ``warmstart.json``, else the records' copy if it names that model,
+    else no line. Never the newer one the cache holds now."""
+    import argparse
+    import dataclasses
+    import importlib.util
+    from types import SimpleNamespace
+
+    from toolgym.training.local import warmstart
+
+    spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
+    table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(table)  # type: ignore[union-attr]
+    monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path / "cache"))
+    shipped = warmstart.recipe("alfworld")
+    cached = warmstart.cache_dir(shipped)  # the shipped recipe's build, in the cache now
+    cached.mkdir(parents=True)
+    (cached / "READY").write_text("ok\n")
+    (cached / "warmstart.json").write_text(json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500}))
+    older = warmstart.recipe("alfworld", sft_max_steps=2800, sft_decay_steps=0)
+    records = tmp_path / "records"
+    run_dir = records / "alfworld-grpo-seed0"
+    run_dir.mkdir(parents=True)
+    gone = tmp_path / "elsewhere" / f"alfworld-{older.key()}"  # the model the run started from, not on this machine
+    (run_dir / "run.json").write_text(json.dumps({"run": {"model_dir": str(gone)}}))
+    (records / "warmstart-alfworld.json").write_text(json.dumps({"recipe": dataclasses.asdict(older), "sft_steps": 2800}))
+    args = argparse.Namespace(out=records, smoke=False, envs=["alfworld"], model={})
+    run = SimpleNamespace(env="alfworld", out=run_dir)
+    assert table.warm_start_infos(args)["alfworld"]["sft_steps"] == 3500  # no runs: the cached one
+    assert table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2800  # the records' copy names the run's model
+    gone.mkdir(parents=True)
+    (gone / "warmstart.json").write_text(json.dumps({"recipe": dataclasses.asdict(older), "sft_steps": 2801}))
+    assert table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2801  # the model's own, where it is here
+    (gone / "warmstart.json").unlink()
+    (records / "warmstart-alfworld.json").write_text(json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500}))
+    assert "alfworld" not in table.warm_start_infos(args, [run])  # a record of another model: no line at all
