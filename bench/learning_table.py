@@ -252,14 +252,13 @@ def warm_start_infos(args: argparse.Namespace, runs: Sequence[Any] = ()) -> dict
 
     out = {}
     for env in [] if args.smoke else args.envs:
-        started = [_model_dir(run) for run in runs if run.env == env]
+        started = next((_model_dir(run) for run in runs if run.env == env), None)
         kept = args.out / f"warmstart-{env}.json"  # --out is a records folder (the cache may not hold it)
-        if started and started[0] is not None:
-            here = started[0] / "warmstart.json"
-            if here.exists():
-                out[env] = json.loads(here.read_text())
-            elif kept.exists() and _names(json.loads(kept.read_text()), started[0]):
-                out[env] = json.loads(kept.read_text())
+        if started is not None:
+            here = started / "warmstart.json"
+            info = json.loads(here.read_text()) if here.exists() else json.loads(kept.read_text()) if kept.exists() else None
+            if info is not None and (here.exists() or _names(info, started)):
+                out[env] = info
             continue  # no record of that model: no line rather than another model's
         path = Path(args.model[env]) if env in args.model else warmstart.cached(env) if env in warmstart.RECIPES else None
         if path is not None and (path / "warmstart.json").exists():

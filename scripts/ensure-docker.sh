@@ -4,8 +4,8 @@
 # sandboxes need when they are missing: bubblewrap (the local backend) and debootstrap (building
 # the base image without a registry). Idempotent and quick when all is there.
 # Usage: bash scripts/ensure-docker.sh   (needs root to install or start anything)
-# Settings: TOOLGYM_DOCKERD_LOG, TOOLGYM_DOCKERD_PIDFILE and TOOLGYM_CONTAINERD_PIDFILE (the tests' stand-ins).
 #        bash scripts/ensure-docker.sh --packages   only print the Debian packages it would install
+# Settings: TOOLGYM_DOCKERD_LOG, TOOLGYM_DOCKERD_PIDFILE and TOOLGYM_CONTAINERD_PIDFILE (the tests' stand-ins).
 set -euo pipefail
 
 answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
