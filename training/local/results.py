@@ -191,8 +191,10 @@ def findings(runs: Sequence[Run]) -> str:
                                f"{name} is ahead by less than two standard errors of the difference ({noise * 100:.1f} points): "
                                "no claim that it beats GRPO")
                 else:
-                    spread = "; one seed each: no spread"
-                    verdict = f"{name} does not beat GRPO here" if diff <= 0 else f"{name} is ahead, but with one seed: no claim either way"
+                    spread = ("; one seed each: no spread" if len(deltas) == len(ref) else
+                              f"; {len(deltas)} seed(s) of {name}, {len(ref)} of GRPO: no spread for the difference")
+                    verdict = (f"{name} does not beat GRPO here" if diff <= 0 else
+                               f"{name} is ahead, but with one seed on a side: no claim either way")
                 out.append(f"- {env}: {name} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
                            f"({diff * 100:+.1f} points{spread}): {verdict}.")
             if est == "arpo" and base:  # the ARPO paper's cost claim: comparable accuracy with about half the tool calls

@@ -23,7 +23,11 @@ def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
     assert "GiGPO 2.3% vs GRPO 2.7% after RL (-0.3 points; std over seeds 2.3% vs 0.6%): GiGPO does not beat GRPO here." in text
     assert "one held-out episode is 1.0 points (96 tasks)" in text
     one_seed = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
-    assert "GiGPO is ahead, but with one seed: no claim either way" in one_seed and "is 5.0 points" in one_seed
+    assert "GiGPO is ahead, but with one seed on a side: no claim either way" in one_seed and "is 5.0 points" in one_seed
+    assert "one seed each: no spread" in one_seed
+    # two GRPO seeds against one GiGPO seed: no spread for the difference, and the text says why
+    uneven = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("grpo", 1, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
+    assert "1 seed(s) of GiGPO, 2 of GRPO: no spread for the difference" in uneven and "one seed each" not in uneven
     # a lead inside two standard errors of the difference is no win; a lead well outside is
     close = [_run("grpo", s, 0.27, a) for s, a in enumerate((0.229, 0.260, 0.312))]
     close += [_run("gigpo", s, 0.27, a) for s, a in enumerate((0.302, 0.292, 0.271))]
