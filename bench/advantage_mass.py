@@ -27,6 +27,8 @@ import numpy as np
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("GiGPO, penalty 0.1", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.1}),
     ("GiGPO, no penalty", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.0}),
+    # verl-agent's ALFWorld script divides both terms by the group's std; its WebShop script does not (alfworld_gigpo: mean_norm)
+    ("GiGPO, no penalty, std-normalised", {"gamma": 0.95, "omega": 1.0, "mode": "mean_std_norm", "invalid_penalty": 0.0}),
 ]
 
 # the reference recipe's defaults, as training/local/configs/alfworld_graphgpo.yaml ships them
@@ -80,6 +82,7 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
         ok = won[owner]
         corr = float(np.corrcoef(flat, ok)[0, 1]) if flat.std() > 0 and 0 < ok.mean() < 1 else float("nan")
         return {"estimator": name, "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total, "mean_per_row": float(flat.mean()),
+                "mean_abs": float(np.abs(flat).mean()) if flat.size else 0.0,
                 "mean_on_success": float(flat[ok].mean()) if ok.any() else float("nan"),
                 "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"), "corr_success": corr,
                 "mean_on_invalid": float(flat[~valid].mean()) if (~valid).any() else float("nan"),
@@ -117,11 +120,11 @@ def main() -> None:
               f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid, "
               f"{s['steps_of_successes']:.1f} steps per success and {s['steps_of_failures']:.1f} per failure")
         print("| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) "
-              "| mean A over all step rows | mean A, invalid steps | mean A, valid steps |")
-        print("|---|---|---|---|---|---|---|---|")
+              "| mean A over all step rows | mean A, invalid steps | mean A, valid steps | mean |A| |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for row in r["rows"]:
             print(f"| {row['estimator']} | {row['unsolved_share']:.1%} | {row['mean_on_success']:+.3f} | {row['mean_on_failure']:+.3f} | "
-                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} | {row['mean_on_invalid']:+.3f} | {row['mean_on_valid']:+.3f} |")
+                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} | {row['mean_on_invalid']:+.3f} | {row['mean_on_valid']:+.3f} | {row['mean_abs']:.3f} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 

@@ -39,6 +39,9 @@ def test_the_bench_splits_advantage_mass_by_solved_groups(tmp_path: Path) -> Non
     assert rows["GRPO"]["unsolved_share"] == 0.0 and rows["GRPO"]["mean_on_success"] > 0
     assert rows["GiGPO, penalty 0.1: A_S only"]["unsolved_share"] > 0.0  # the penalty's signal in the unsolved group
     assert rows["GiGPO, no penalty: A_E + A_S"]["unsolved_share"] == 0.0
+    # the std-normalised variant: same signs, larger advantages here (each group's spread is under 1)
+    std, plain = rows["GiGPO, no penalty, std-normalised: A_E + A_S"], rows["GiGPO, no penalty: A_E + A_S"]
+    assert std["unsolved_share"] == 0.0 and std["mean_abs"] > plain["mean_abs"] > 0
     missing = subprocess.run([sys.executable, str(ROOT / "bench" / "advantage_mass.py"), str(run), "--steps", "2"],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert missing.returncode != 0 and "has no RL step 2" in missing.stderr
