@@ -4,8 +4,9 @@ outside tests.
 
 Each cell runs in a fresh daemon thread, in one namespace that lasts across cells; a trailing
 expression's ``repr`` is echoed, as in a REPL, and tracebacks start at the cell. What the cell's
-thread prints is captured through per-thread routers put on ``sys.stdout`` / ``sys.stderr``
-while any cell runs (threads the cell starts itself print to the real streams). A timeout raises
+thread prints is captured per thread (``toolgym.core.threadio``; threads the cell starts itself
+print to the real streams); the cell's ``print`` finds its buffer itself, so a library in another
+thread swapping ``sys.stdout`` meanwhile takes nothing from the cell. A timeout raises
 ``KeyboardInterrupt`` in the cell's thread; a cell that does not stop within ``GRACE_S`` (a
 blocking C call) is abandoned and the namespace replaced, and the result says ``restarted``.
 """
@@ -18,15 +19,14 @@ import builtins
 import contextlib
 import ctypes
 import io
-import sys
 import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator
 from typing import Any
 
 from toolgym.core.sandbox import PythonResult
+from toolgym.core.threadio import capture_thread_output, thread_print
 
 GRACE_S = 2.0
 """Seconds an interrupted cell may take to stop before the session gives up on it."""
@@ -40,58 +40,6 @@ def cap_text(text: str, limit: int) -> tuple[str, bool]:
     return f"{text[:half]}\n...[{len(text) - 2 * half} characters omitted]...\n{text[-half:]}", True
 
 
-_targets = threading.local()
-"""``out`` / ``err`` of the cell running in the current thread, if any."""
-
-
-class _Router(io.TextIOBase):
-    """A stream that writes to the current thread's cell buffer, or to the stream it replaced."""
-
-    def __init__(self, name: str, fallback: Any) -> None:
-        self.name = name
-        self.fallback = fallback
-
-    def _target(self) -> Any:
-        return getattr(_targets, self.name, None) or self.fallback
-
-    def write(self, text: str) -> int:
-        return self._target().write(text)
-
-    def flush(self) -> None:
-        self._target().flush()
-
-    def writable(self) -> bool:
-        return True
-
-
-_route_lock = threading.Lock()
-_users = 0
-
-
-@contextlib.contextmanager
-def _captured(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
-    """Route this thread's prints to ``out`` / ``err``. A router goes on each stream unless one is
-    there already (something may have replaced ours since, as pytest's capture does); the last
-    cell to finish takes off the routers still on top."""
-    global _users
-    with _route_lock:
-        for name in ("stdout", "stderr"):
-            if not isinstance(getattr(sys, name), _Router):
-                setattr(sys, name, _Router(name, getattr(sys, name)))
-        _users += 1
-    _targets.stdout, _targets.stderr = out, err
-    try:
-        yield
-    finally:
-        _targets.stdout = _targets.stderr = None
-        with _route_lock:
-            _users -= 1
-            if _users == 0:
-                for name in ("stdout", "stderr"):
-                    while isinstance(getattr(sys, name), _Router):
-                        setattr(sys, name, getattr(sys, name).fallback)
-
-
 class InProcessPythonSession:
     """See the module docstring. ``max_output`` caps each stream and the value (characters)."""
 
@@ -103,7 +51,9 @@ class InProcessPythonSession:
     @staticmethod
     def _fresh() -> dict[str, Any]:
         module = types.ModuleType("__main__")
-        module.__dict__["__builtins__"] = builtins
+        # A cell's own ``print`` finds its cell's buffer directly, unaffected by other threads'
+        # swaps of ``sys.stdout``; writes to ``sys.stdout`` still go through the router.
+        module.__dict__["__builtins__"] = {**builtins.__dict__, "print": thread_print}
         return module.__dict__
 
     async def restart(self) -> None:
@@ -114,7 +64,7 @@ class InProcessPythonSession:
         self.cells += 1
         name = f"<cell-{self.cells}>"
         reply: dict[str, Any] = {"value": None, "error": None, "traceback": None}
-        with _captured(out, err):
+        with capture_thread_output(out, err):
             try:
                 tree = ast.parse(code, name, "exec")
                 last = None

@@ -20,8 +20,6 @@ successful, ``move`` dialect only) — and the episode options of ``AlfworldEpis
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 import os
 import threading
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym import ConfigError
+from toolgym.core.threadio import capture_thread_output
 
 from .episode import AlfworldEpisodeEnv, check_arguments
 from .generator import check_split
@@ -77,7 +76,7 @@ def collect_games(folder: Path, split: str, task_types: Iterable[str]) -> list[s
         "dataset": {"data_path": str(folder), "eval_id_data_path": str(folder), "eval_ood_data_path": str(folder),
                     "num_train_games": -1, "num_eval_games": -1},
     }
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with capture_thread_output():  # not redirect_stdout: that would take other threads' prints too
         found = AlfredTWEnv(config, train_eval=split).game_files
     return sorted(found)
 

@@ -128,6 +128,33 @@ async def test_prints_go_to_their_own_cell_even_concurrently(capsys: pytest.Capt
     assert capsys.readouterr().out == "the host's own print\n"  # the host's prints are not taken
 
 
+async def test_a_process_wide_redirect_elsewhere_does_not_empty_a_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    """Another thread swapping ``sys.stdout`` (``redirect_stdout``, as libraries do) while a cell
+    runs must neither take the cell's prints nor leave the host's stream swapped."""
+    import contextlib
+    import io
+    import threading
+    import time
+
+    started, stolen = threading.Event(), io.StringIO()
+
+    def chatty_library() -> None:
+        started.wait(5)
+        with contextlib.redirect_stdout(stolen):
+            time.sleep(0.2)
+
+    thief = threading.Thread(target=chatty_library)
+    thief.start()
+    py = await MemorySandbox().python()
+    py.namespace["started"] = started  # type: ignore[attr-defined]
+    code = "import time\nstarted.set()\nfor i in range(10):\n    print('cell', i)\n    time.sleep(0.03)\n"
+    result = await py.execute(code)
+    thief.join()
+    assert result.stdout == "".join(f"cell {i}\n" for i in range(10)) and stolen.getvalue() == ""
+    print("the host's own print")
+    assert capsys.readouterr().out == "the host's own print\n"
+
+
 async def test_python_can_be_replaced_or_switched_off() -> None:
     class Scripted:
         def __init__(self, sandbox: MemorySandbox) -> None:

@@ -80,6 +80,40 @@ async def test_missing_data_says_how_to_get_it(tmp_path: Path) -> None:
         RealAlfworldEnv(game_files=str(tmp_path / "nope.tw-pddl")).games()
 
 
+async def test_the_game_walk_keeps_other_threads_prints(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """ALFWorld's game walk prints; silencing it must not take what an in-process Python cell
+    prints at the same moment (a process-wide ``redirect_stdout`` did, and emptied the cell)."""
+    import asyncio
+    import threading
+    import time
+
+    from alfworld.agents.environment import alfred_tw_env
+
+    from toolgym.plugins.alfworld.real import collect_games
+    from toolgym.sandboxes.inprocess import InProcessPythonSession
+
+    cell_started = threading.Event()
+
+    class ChattyWalk:
+        def __init__(self, config: dict[str, Any], train_eval: str) -> None:
+            cell_started.wait(5)
+            for i in range(10):
+                print("walking", i)
+                time.sleep(0.01)
+            self.game_files = ["b.tw-pddl", "a.tw-pddl"]
+
+    monkeypatch.setattr(alfred_tw_env, "AlfredTWEnv", ChattyWalk)
+    session = InProcessPythonSession()
+    walk = asyncio.create_task(asyncio.to_thread(collect_games, tmp_path, "train", ["pick_and_place_simple"]))
+    session.namespace["started"] = cell_started
+    code = "import time\nstarted.set()\nfor i in range(10):\n    print('cell', i)\n    time.sleep(0.01)\n"
+    cell = await session.execute(code)
+    assert await walk == ["a.tw-pddl", "b.tw-pddl"]
+    assert cell.stdout == "".join(f"cell {i}\n" for i in range(10))
+    assert "walking" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("dialect", ["move", "put"])
 async def test_real_engine_plays_the_builtin_tasks(games: dict[str, Any], dialect: str) -> None:
     root, by_path = games[dialect]["root"], games[dialect]["by_path"]
