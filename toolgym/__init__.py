@@ -38,6 +38,7 @@ from toolgym.core.parsers import ToolParser
 from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.sandbox import ImageNeed, PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
+from toolgym.core.threadio import capture_thread_output
 from toolgym.core.tool_task import Task, ToolTaskEnv
 from toolgym.core.tools import Tool, ToolOutput, tool
 from toolgym.core.trajectory import LLMCall, Segment, Status, Step, ToolCallRecord, Trajectory
@@ -141,6 +142,7 @@ __all__ = [
     "Trajectory",
     "UnknownNameError",
     "__version__",
+    "capture_thread_output",
     "digest",
     "get_registry",
     "hookimpl",

@@ -27,8 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym import ConfigError
-from toolgym.core.threadio import capture_thread_output
+from toolgym import ConfigError, capture_thread_output
 
 from .episode import AlfworldEpisodeEnv, check_arguments
 from .generator import check_split
