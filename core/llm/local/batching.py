@@ -3,9 +3,12 @@
 ``ContinuousBatch`` holds the running rows and their shared ``DynamicCache``. Each ``step``
 prefills the newly admitted rows together (left padding, an attention mask and per-row position
 ids), samples their first token, concatenates their cache to the running one (left-padding the
-shorter history), then runs one decode step for every row. Rows leave as soon as they stop and
-columns that became padding in every row are cut, so the cache stays as short as the longest
-live row. Not thread-safe: one worker thread drives it (see ``transformers_backend``).
+shorter history), then runs one decode step for every row. A row that stops is delivered at once;
+its slot in the cache stays (decoding a token nobody reads) until a quarter of the slots are such
+leftovers or rows join, and only then is the cache compacted and the columns that became padding in
+every row cut. Compacting copies the whole cache, so doing it on every stop made the copies cost
+more than the leftover rows' compute. Not thread-safe: one worker thread drives it (see
+``transformers_backend``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import torch.nn.functional as F
 
 from ...types import FinishReason, GenerationRequest, GenerationResult
 from .sampling import RowSettings, StopStrings, sample_step
+
+COMPACT_AT = 0.25
+"""Compact the cache once this fraction of its slots (or more) hold rows that already stopped."""
 
 
 @dataclass(eq=False)
@@ -58,16 +64,23 @@ class ContinuousBatch:
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else ("num_logits_to_keep" if "num_logits_to_keep" in params else None)
         self.can_join = not _has_sliding_window(model.config)
         """Whether rows may join a running batch (not with sliding-window caches)."""
-        self.rows: list[Row] = []
+        self._slots: list[Row | None] = []
+        """The cache's rows in batch order; ``None`` where a row stopped and was delivered."""
         self.version: str | None = None
         self._cache: Any = None
         self._mask: torch.Tensor | None = None
         self.steps = 0
         self.max_rows_seen = 0
 
+    @property
+    def rows(self) -> list[Row]:
+        """The running rows (not yet delivered)."""
+        return [r for r in self._slots if r is not None]
+
     def reset(self) -> list[Row]:
         """Forget the running rows (after a failure); returns them."""
-        rows, self.rows, self._cache, self._mask = self.rows, [], None, None
+        rows = self.rows
+        self._slots, self._cache, self._mask = [], None, None
         return rows
 
     def step(self, new: list[Row], version: str | None) -> None:
@@ -76,7 +89,7 @@ class ContinuousBatch:
         ``version`` is the weight version now loaded: new rows are stamped with it.
         """
         self.version = version
-        self._drop([i for i, r in enumerate(self.rows) if r.cancelled])
+        self._drop([i for i, r in enumerate(self._slots) if r is not None and r.cancelled])
         if new:
             for row in new:
                 row.version = version
@@ -86,19 +99,21 @@ class ContinuousBatch:
             self._finish([r for r in new if r.finish is not None])
             if keep:
                 kv, mask = _select(_kv(cache), mask, keep)
-                if self.rows:
+                if self._slots:
+                    self._compact()  # the cache is copied to join anyway: leave the stopped rows out
+                if self._slots:
                     kv, mask = _concat(_kv(self._cache), self._mask, kv, mask)  # type: ignore[arg-type]
                     cache = self._cache
                 _set_kv(cache, kv)
                 self._cache, self._mask = cache, mask
-                self.rows = [*self.rows, *(new[i] for i in keep)]
-        if not self.rows:
+                self._slots = [*self._slots, *(new[i] for i in keep)]
+        if not self._slots:
             return
-        rows, past = self.rows, self._mask
+        slots, past = self._slots, self._mask
         assert past is not None
         n = past.shape[0]
-        tokens = torch.tensor([r.out_ids[-1] for r in rows], device=self.device)
-        positions = torch.tensor([len(r.request.input_ids) + len(r.out_ids) - 1 for r in rows], device=self.device)
+        tokens = torch.tensor([r.out_ids[-1] if r is not None else self.pad_token_id for r in slots], device=self.device)
+        positions = torch.tensor([len(r.request.input_ids) + len(r.out_ids) - 1 if r is not None else 0 for r in slots], device=self.device)
         mask = torch.cat([past, past.new_ones(n, 1)], dim=1)
         out = self.model(
             input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None],
@@ -107,8 +122,10 @@ class ContinuousBatch:
         self._cache, self._mask = out.past_key_values, mask
         self.steps += 1
         self.max_rows_seen = max(self.max_rows_seen, n)
-        self._advance(rows, out.logits[:, -1, :])
-        self._drop([i for i, r in enumerate(rows) if r.finish is not None])
+        live = [(i, r) for i, r in enumerate(slots) if r is not None]
+        logits = out.logits[:, -1, :]
+        self._advance([r for _, r in live], logits if len(live) == n else logits[[i for i, _ in live]])
+        self._drop([i for i, r in live if r.finish is not None])
 
     def _prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor]:
         from transformers import DynamicCache
@@ -149,12 +166,25 @@ class ContinuousBatch:
                 row.finish = "length"
 
     def _drop(self, gone: list[int]) -> None:
-        """Remove rows (finished or cancelled) from the running batch and deliver the finished."""
+        """Take rows (finished or cancelled) out of the running batch and deliver the finished; the
+        cache is compacted once enough of its slots are leftovers (``COMPACT_AT``)."""
         if not gone:
             return
-        self._finish([self.rows[i] for i in gone if self.rows[i].finish is not None])
-        keep = [i for i in range(len(self.rows)) if i not in set(gone)]
-        self.rows = [self.rows[i] for i in keep]
+        self._finish([self._slots[i] for i in gone if self._slots[i].finish is not None])  # type: ignore[union-attr,misc]
+        for i in gone:
+            self._slots[i] = None
+        stopped = sum(r is None for r in self._slots)
+        if stopped == len(self._slots):
+            self._slots, self._cache, self._mask = [], None, None
+        elif stopped >= COMPACT_AT * len(self._slots):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the stopped rows' slots from the cache and cut the columns now padding in every row."""
+        keep = [i for i, r in enumerate(self._slots) if r is not None]
+        if len(keep) == len(self._slots):
+            return
+        self._slots = [self._slots[i] for i in keep]
         if not keep:
             self._cache, self._mask = None, None
             return

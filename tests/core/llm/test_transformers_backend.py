@@ -52,6 +52,34 @@ async def test_rows_joining_a_running_batch_are_unaffected(local: TransformersBa
     assert [r.output_ids for r in staggered] == [r.output_ids for r in alone]
 
 
+async def test_stopped_rows_leave_the_cache_in_few_copies_and_change_no_output(local: TransformersBackend,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows stopping one step apart: each is delivered when it stops, but the cache (copied whole
+    to take a row out) is compacted only when a quarter of its slots are stopped rows; the rows
+    still running sample exactly what they would alone."""
+    from toolgym.core.llm.local import batching
+
+    compactions: list[tuple[int, int]] = []
+    compact = batching.ContinuousBatch._compact
+
+    def counted(self: batching.ContinuousBatch) -> None:
+        before = len(self._slots)
+        compact(self)
+        if len(self._slots) != before:
+            compactions.append((before, len(self._slots)))
+
+    monkeypatch.setattr(batching.ContinuousBatch, "_compact", counted)
+    prompt = ids_of(local, "the answer is")
+    lengths = range(2, 10)  # eight rows; one stops at every step
+    alone = [await gen(local, prompt, max_new_tokens=n, seed=n) for n in lengths]
+    compactions.clear()
+    together = await asyncio.gather(*(gen(local, prompt, max_new_tokens=n, seed=n) for n in lengths))
+    assert [r.output_ids for r in together] == [r.output_ids for r in alone]
+    assert [len(r.output_ids) for r in together] == list(lengths)
+    assert compactions and compactions[0] == (8, 6)  # not 8 -> 7: one stopped row of eight waits
+    assert len(compactions) < len(lengths) - 1  # fewer copies than stops (the last stop frees everything)
+
+
 async def test_same_seed_same_output_and_seeds_differ(local: TransformersBackend) -> None:
     p = ids_of(local, "the answer is")
     a, b = await gen(local, p, max_new_tokens=12, seed=42), await gen(local, p, max_new_tokens=12, seed=42)
