@@ -142,7 +142,7 @@ PUBLIC_API = sorted([
     "SamplingParams", "Sandbox", "SandboxBackend", "SandboxBackendSpec", "SandboxBrokenError",
     "SandboxError", "SandboxProfile", "ScriptedPolicy", "Segment", "Status", "Step", "StepResult", "Task",
     "Tool", "ToolArgumentError", "ToolCall", "ToolCallRecord", "ToolExecutionError", "ToolOutput",
-    "ToolParser", "ToolTaskEnv", "ToolgymError", "Trajectory", "UnknownNameError", "__version__", "digest",
+    "ToolParser", "ToolTaskEnv", "ToolgymError", "Trajectory", "UnknownNameError", "__version__", "capture_thread_output", "digest",
     "get_registry", "hookimpl", "hookspec", "image_part", "load_object", "make_policy", "parse_flag",
     "plan_episodes", "register_profile", "store_image", "tool",
 ])
