@@ -170,7 +170,8 @@ class ContinuousBatch:
         cache is compacted once enough of its slots are leftovers (``COMPACT_AT``)."""
         if not gone:
             return
-        self._finish([self._slots[i] for i in gone if self._slots[i].finish is not None])  # type: ignore[union-attr,misc]
+        leaving = [r for i in gone if (r := self._slots[i]) is not None]
+        self._finish([r for r in leaving if r.finish is not None])
         for i in gone:
             self._slots[i] = None
         stopped = sum(r is None for r in self._slots)
