@@ -50,7 +50,7 @@ from toolgym import (
     digest,
     parse_flag,
 )
-from toolgym.plugins.swe import harness, oracle
+from toolgym.plugins.swe import harness, oracle, scripts
 from toolgym.plugins.swe.datasets import base_files, images_command, load_tasks, select, shipped_tasks
 from toolgym.plugins.swe.provision import PYTEST_ZIP
 from toolgym.plugins.swe.task import SWETask, sandbox_kind
@@ -166,7 +166,7 @@ class SWEEnv(Env):
         if task.shipped:
             setup += f"; if [ -f {PYTEST_ZIP} ]; then export PYTHONPATH={PYTEST_ZIP}; fi"
         else:
-            setup += f"; {harness.CONDA}"
+            setup += f"; {scripts.CONDA}"
         await (await sb.shell()).run(setup, timeout=120)
         self.turns, self._diff, self._plan, self._planned = 0, CLEAN_DIFF, None, 0
         hints = f"\n\nHints from the issue's discussion:\n{task.hints_text}" if self.show_hints and task.hints_text else ""

@@ -48,18 +48,66 @@ CONFIG_SECTIONS = {"setup.cfg": r"^\[(tool:pytest|pytest)\]", "pyproject.toml": 
 """Files whose pytest section (header pattern) may not change, and the rest may."""
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def git_unquote(name: str) -> str:
+    """A path as git reads it from a patch: a name in double quotes is C-quoted (``\\t``,
+    ``\\"``, ``\\ooo`` octal bytes, UTF-8 underneath) and git un-escapes it before it writes the
+    file, so every check on a patch's paths must see the name git will use."""
+    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
+        return name
+    out = bytearray()
+    body, i = name[1:-1], 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\" or i + 1 == len(body):
+            out += ch.encode("utf-8")
+            i += 1
+        elif body[i + 1] in "01234567":
+            digits = re.match(r"[0-7]{1,3}", body[i + 1:i + 4])
+            assert digits is not None
+            out.append(int(digits.group(), 8) & 0xFF)
+            i += 1 + len(digits.group())
+        else:
+            out.append(_C_ESCAPES.get(body[i + 1], ord(body[i + 1])))
+            i += 2
+    return out.decode("utf-8", errors="surrogateescape")
+
+
+_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\S+')
+
+
+def _strip_side(path: str) -> str:
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def _git_line_paths(rest: str) -> list[str]:
+    """The two names of a ``diff --git`` line (quoted or not; unquoted names may hold spaces, and
+    git then takes the split where both sides name the same path)."""
+    tokens = _NAME.findall(rest)
+    if len(tokens) == 2 or any(t.startswith('"') for t in tokens):
+        return [_strip_side(git_unquote(t)) for t in tokens]
+    for at in (m.start() for m in re.finditer(" b/", rest)):
+        old, new = rest[:at], rest[at + 1:]
+        if _strip_side(old) == _strip_side(new):
+            return [_strip_side(old)]
+    return [_strip_side(t) for t in tokens]
+
+
 def _block_paths(block: str) -> set[str]:
     paths: set[str] = set()
     first = block.split("\n", 1)[0]
     if first.startswith("diff --git "):
-        for token in shlex.split(first[len("diff --git "):]) if '"' in first else first.split()[2:4]:
-            paths.add(token[2:] if token[:2] in ("a/", "b/") else token)
+        paths.update(_git_line_paths(first[len("diff --git "):].rstrip("\r")))
     for line in block.split("\n"):
-        for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to "):
+        for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ", "Index: "):
             if line.startswith(prefix):
-                path = line[len(prefix):].split("\t", 1)[0].strip().strip('"')
-                if prefix in ("--- ", "+++ ") and path[:2] in ("a/", "b/"):
-                    path = path[2:]
+                raw = line[len(prefix):].rstrip("\r")
+                raw = raw if raw.startswith('"') else raw.split("\t", 1)[0].rstrip()
+                path = git_unquote(raw.strip())
+                if prefix in ("--- ", "+++ "):
+                    path = _strip_side(path)
                 if path != "/dev/null":
                     paths.add(path)
     return paths
@@ -71,8 +119,11 @@ def touched_paths(patch: str) -> list[str]:
 
 
 def protected(path: str) -> bool:
-    """Whether a file at ``path`` (relative to the repository) may configure or extend the test run."""
+    """Whether a file at ``path`` (relative to the repository) may configure or extend the test run,
+    or lies outside the work tree (absolute, ``..``, or in ``.git``)."""
     p = PurePosixPath(path)
+    if p.is_absolute() or any(part in ("..", ".git") for part in p.parts):
+        return True
     return (p.name in PROTECTED_NAMES or p.name.endswith(PROTECTED_SUFFIXES)
             or any(part.endswith(PROTECTED_DIR_SUFFIXES) for part in p.parts))
 

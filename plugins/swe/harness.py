@@ -8,47 +8,55 @@ All paths are inside the sandbox's work directory ``/workspace``, which holds th
   (SWE-smith: its bug patch applied and committed). Returns the base commit.
 - ``candidate_patch``: ``git diff`` of the work tree against the base, new files included, taken
   through a scratch index so the agent's own staging is untouched (SWE-agent's submit).
-- ``evaluate``: SWE-bench's evaluation in a clean state: the sandbox reset (every process killed,
-  work directory, /tmp and home wiped) when it can be, the base checked out again, the candidate
-  patch applied (``git apply``, then ``git apply --reject``, then ``patch --fuzz=5``) without the
-  files that configure or extend the test run (``guard.filter_patch``), the install step re-run
-  when the task has one, a patched pytest section of ``setup.cfg``/``pyproject.toml`` put back,
-  the test files reset to the base and the test patch applied (last); then, in a second script,
-  the test command run on the test directives between the markers, its exit status recorded
-  after them, with toolgym's reporter (``sandbox_reporter.py``) when the command is pytest. The
-  log is graded as swebench 5.0.2 grades it (``logs.grade_log``); a run the reporter flags, or a
-  log claim it did not see, is ``tampered`` and not resolved.
+- ``evaluate``: SWE-bench's evaluation in a clean state, with the trust boundary outside the test
+  interpreter (``docs/fidelity.md`` says what it guarantees): the sandbox reset (every process
+  killed, work directory, /tmp and home wiped), the base checked out again, the candidate applied
+  as swebench applies it (``scripts.apply_script``) minus the files that configure or extend the
+  test run, judged twice: by the patch's text read as git reads it (``guard.filter_patch``), then
+  by the changes git reports after applying (``sweep_changes``); ``.git`` may not change. Then the
+  install step, the test files reset, the test patch and the must-fail canaries (``canaries``),
+  every leftover process killed, the test command run with toolgym's reporter, its log captured by
+  the sandbox agent. The log is graded as swebench 5.0.2 grades it (``logs.grade_log``), except
+  that an outcome the code under test can choose (XFAIL, SKIPPED, missing) counts only as it did
+  in the gold patch's run (``reference``). A canary that did not fail, a reporter finding, or a
+  log claim the reporter did not see makes the run ``tampered``: reward 0.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from toolgym import Sandbox, SandboxError
-from toolgym.plugins.swe import guard, provision
+from toolgym.plugins.swe import canaries, guard, provision, reference
 from toolgym.plugins.swe.datasets import base_files
 from toolgym.plugins.swe.logs import (
     APPLY_PATCH_FAIL,
-    APPLY_PATCH_PASS,
-    END_TEST_OUTPUT,
+    FAILING,
     PARSERS,
-    START_TEST_OUTPUT,
-    TEST_EXIT_CODE,
-    TEST_EXIT_CODE_VAR,
     Report,
+    grade,
     grade_log,
     parse_test_exit_code,
 )
+from toolgym.plugins.swe.scripts import (
+    GIT_SAFE,
+    GIT_TOUCHED,
+    KILL_OTHERS,
+    STATE,
+    WORKDIR,
+    apply_script,
+    changes_script,
+    prepare_script,
+    test_script,
+)
 from toolgym.plugins.swe.task import SWETask
-
-WORKDIR = "/workspace"
-STATE = ".git/toolgym"
-"""Scratch files (patches, logs) live in the repository's .git, out of the work tree and its diffs."""
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "toolgym", "GIT_AUTHOR_EMAIL": "tasks@toolgym.invalid", "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
@@ -58,9 +66,6 @@ GIT_ENV = {
 """Makes the base commit reproducible: same files → same commit id on every machine."""
 INIT_AND_COMMIT = ('git -c init.defaultBranch=main init -q && git add -A && '
                    'git commit -q --no-verify -m "$TOOLGYM_COMMIT_MESSAGE" && git rev-parse HEAD')
-CONDA = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate && conda activate testbed; fi"
-"""SWE-bench images keep the repository's environment in the conda env ``testbed``."""
-APPLY_CMDS = ("git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1 -i")
 
 
 class HarnessError(SandboxError):
@@ -119,13 +124,27 @@ async def checkout(sb: Sandbox, task: SWETask, *, timeout: float = 600.0) -> str
     return head
 
 
+PATCH_CAP = 8 * 1024 * 1024
+"""The largest candidate patch graded (bytes); a larger diff is an error (the episode scores 0)."""
+LOG_CAP = 8 * 1024 * 1024
+"""The test log kept (bytes, head and tail halves): the sandbox agent captures it outside the test process."""
+
+
 async def candidate_patch(sb: Sandbox, base: str, *, timeout: float = 120.0) -> str:
-    """The work tree's changes against ``base`` as a patch (new files included; empty when none)."""
-    script = (f"set -e; mkdir -p {STATE}; idx={STATE}/index.tmp; rm -f $idx; [ -f .git/index ] && cp .git/index $idx; "
-              f"GIT_INDEX_FILE=$idx git add -A; GIT_INDEX_FILE=$idx git diff --cached --no-color --no-ext-diff "
-              f"{shlex.quote(base)} > {STATE}/model.patch; rm -f $idx")
-    await _bash(sb, script, env=GIT_ENV, timeout=timeout, what="reading the repository diff")
-    return (await sb.read_file(f"{STATE}/model.patch")).decode("utf-8", errors="replace")
+    """The work tree's changes against ``base`` as a patch (new files included; empty when none).
+
+    The diff comes back on the command's own output, which the sandbox agent reads: it never passes
+    through a file in the sandbox, where a process the agent left running could swap it."""
+    script = (f"set -e; tmp=$(mktemp -d); trap 'rm -rf \"$tmp\"' EXIT; [ -f .git/index ] && cp .git/index \"$tmp/index\"; "
+              f"GIT_INDEX_FILE=$tmp/index git add -A >/dev/null; GIT_INDEX_FILE=$tmp/index git diff --cached --no-color "
+              f"--no-ext-diff --no-textconv {shlex.quote(base)}")
+    result = await sb.run(["bash", "-c", script], timeout=timeout, env=GIT_ENV, cwd=WORKDIR, max_output=PATCH_CAP)
+    if result.timed_out or result.exit_code != 0:
+        reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
+        raise HarnessError(f"reading the repository diff failed in sandbox {sb.id} ({reason}): {result.stderr[-2000:]}")
+    if result.truncated:
+        raise HarnessError(f"the repository diff is over {PATCH_CAP // 2**20} MiB; it is not graded")
+    return result.stdout
 
 
 async def diff_digest(sb: Sandbox, base: str, *, timeout: float = 60.0) -> str:
@@ -153,58 +172,26 @@ class Evaluation:
     """The evaluation log (patch application and test output), possibly shortened in the middle."""
     duration_s: float = 0.0
     exit_code: int | None = None
-    """The test command's exit status (``>>>>> Test Exit Code``), None when it did not run."""
+    """The test command's exit status (``>>>>> Test Exit Code``), None when it did not run; a 1 that
+    only the canaries' failures explain is recorded as 0, the status the run had without them."""
     dropped: list[str] = field(default_factory=list)
     """Files of the patch left out because they configure or extend the test run (``guard``)."""
     tampered: list[str] = field(default_factory=list)
-    """Why the run is not graded: what the reporter caught, or log lines it did not back."""
+    """Why the run is not graded: canaries that did not fail, what the reporter caught, log lines it
+    did not back, ``.git`` changed by the patch or the install step."""
+    canaries: dict[str, str] = field(default_factory=dict)
+    """Each canary test's outcome in the log (all must be FAILED or ERROR; ``canaries.py``)."""
+    demoted: list[str] = field(default_factory=list)
+    """Graded tests whose chosen outcome (XFAIL, SKIPPED, missing) the reference run did not share,
+    counted as FAILED (``reference.py``)."""
 
     def summary(self) -> dict[str, Any]:
         out = {"resolved": self.resolved, "status": self.status, "tests_status": self.report.as_dict(),
                "duration_s": round(self.duration_s, 3), "test_exit_code": self.exit_code}
-        if self.dropped:
-            out["dropped_files"] = self.dropped
-        if self.tampered:
-            out["tampered"] = self.tampered
+        for name in ("dropped", "tampered", "demoted"):
+            if getattr(self, name):
+                out["dropped_files" if name == "dropped" else name] = getattr(self, name)
         return out
-
-
-def prepare_script(task: SWETask, base: str, config_files: list[str]) -> str:
-    """The bash run after checkout: apply the candidate, the install step, the configuration
-    guard, then the instance's test files reset and its test patch applied (last)."""
-    model = f"{STATE}/model.patch"
-    tries = " || ".join(f"{cmd} {model}" for cmd in APPLY_CMDS)
-    lines = ["set -uo pipefail", CONDA, f"cd {WORKDIR}",
-             f'if [ -s {model} ]; then {{ {tries}; }} || {{ echo "{APPLY_PATCH_FAIL}"; exit 90; }}; fi',
-             f'echo "{APPLY_PATCH_PASS} (pred)"']
-    if task.install_cmd:  # as SWE-bench's eval script: run after the patch, its failure does not stop grading
-        lines += [f"( {task.install_cmd} ) </dev/null", 'echo ">>>>> Install Exit Code: $?"']
-    if config_files:
-        lines.append(guard.config_guard_script(config_files, base))
-    if task.test_files():
-        lines.append(f"git checkout -q {shlex.quote(base)} -- {' '.join(shlex.quote(f) for f in task.test_files())}")
-    if task.test_patch.strip():
-        lines.append(f'git apply --verbose {STATE}/test.patch || {{ echo ">>>>> Test Patch Apply Failed"; exit 91; }}')
-    lines.append(f"rm -rf {guard.GRADE_DIR}")
-    return "\n".join(lines) + "\n"
-
-
-def test_script(task: SWETask, reporter: str | None) -> str:
-    """The bash that runs the tests between the markers and records their exit status after them
-    (SWE-bench 5.0.2's ``>>>>> Test Exit Code``); ``reporter``: the reporter's module, when the
-    command is a pytest one."""
-    command = task.test_cmd
-    if reporter is not None:
-        command = guard.inject_reporter(command, reporter) or command
-        command = f'PYTHONPATH="{guard.GRADE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 {command}'
-    command = " ".join([command, *(shlex.quote(d) for d in task.test_directives())])
-    return "\n".join(["set -uo pipefail", CONDA, f"cd {WORKDIR}", f'echo "{START_TEST_OUTPUT}"', command,
-                      f"{TEST_EXIT_CODE_VAR}=$?", f'echo "{END_TEST_OUTPUT}"',
-                      f"cp {guard.RESULT_FILE} {STATE}/result.json 2>/dev/null",
-                      f'echo "{TEST_EXIT_CODE}: ${TEST_EXIT_CODE_VAR}"', f"exit ${TEST_EXIT_CODE_VAR}"]) + "\n"
-
-
-test_script.__test__ = False  # type: ignore[attr-defined]
 
 
 async def reset_sandbox(sb: Sandbox) -> None:
@@ -221,52 +208,119 @@ def _shorten(log: str) -> str:
     return log if len(log) <= 20000 else f"{log[:10000]}\n[...]\n{log[-10000:]}"
 
 
-async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 900.0, fresh: bool = True) -> Evaluation:
+async def sweep_changes(sb: Sandbox, base: str, *, timeout: float = 120.0) -> tuple[list[str], list[str]]:
+    """After the candidate is applied: every changed or new path that could steer the test run
+    (``guard.protected``) or is a symbolic link is put back to ``base`` or removed, by the names git
+    itself reports (NUL-separated bytes), whatever the patch's text called them. Returns the paths
+    dropped and the changed ``setup.cfg``/``pyproject.toml`` files (their pytest section is checked)."""
+    listing = await sb.run(["bash", "-c", f"{{ bash {STATE}/changes.sh; }} | base64 -w0"], timeout=timeout,
+                           cwd=WORKDIR, max_output=PATCH_CAP)
+    if listing.timed_out or listing.exit_code != 0 or listing.truncated:
+        raise HarnessError(f"listing the patch's changes failed in sandbox {sb.id}: {listing.stderr[-2000:]}")
+    sections: list[list[bytes]] = [[]]
+    for token in base64.b64decode(listing.stdout.strip()).split(b"\0"):
+        if token == SECTION:
+            sections.append([])
+        elif token:
+            sections[-1].append(token)
+    if len(sections) != 3:
+        raise HarnessError(f"listing the patch's changes in sandbox {sb.id} gave {len(sections)} parts, not 3")
+    tracked, untracked, links = sections
+    link_set = set(links)
+
+    def bad(path: bytes) -> bool:
+        return path in link_set or guard.protected(path.decode("utf-8", "surrogateescape"))
+
+    restore = [p for p in tracked if bad(p)]
+    remove = [p for p in untracked if bad(p)]
+    if restore or remove:
+        await sb.write_file(f"{STATE}/restore.lst", b"".join(p + b"\0" for p in restore))
+        await sb.write_file(f"{STATE}/remove.lst", b"".join(p + b"\0" for p in remove))
+        script = "\n".join([
+            "set -u", GIT_SAFE,
+            f"xargs -0 -r rm -rf -- < {STATE}/restore.lst; xargs -0 -r rm -rf -- < {STATE}/remove.lst",
+            f"if [ -s {STATE}/restore.lst ]; then git --literal-pathspecs checkout -q {shlex.quote(base)} "
+            f"--pathspec-from-file={STATE}/restore.lst --pathspec-file-nul 2>/dev/null; fi; true"])
+        done = await sb.run(["bash", "-c", script], timeout=timeout, cwd=WORKDIR)
+        if done.timed_out or done.exit_code != 0:
+            raise HarnessError(f"dropping files of the patch failed in sandbox {sb.id}: {done.output[-2000:]}")
+    dropped = sorted(p.decode("utf-8", "surrogateescape") for p in restore + remove)
+    config = sorted({p.decode("utf-8", "surrogateescape") for p in tracked + untracked
+                     if PurePosixPath(p.decode("utf-8", "surrogateescape")).name in guard.CONFIG_SECTIONS} - set(dropped))
+    return dropped, config
+
+
+async def kill_leftovers(sb: Sandbox) -> None:
+    """SIGKILL whatever the patch's code left running in the sandbox (``KILL_OTHERS``)."""
+    await sb.run(["bash", "-c", KILL_OTHERS], timeout=30)
+
+
+async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 900.0, fresh: bool = True,
+                   use_reference: bool = True) -> Evaluation:
     """Grade ``patch`` as SWE-bench does (see the module doc), with the agent's means of steering
-    the test run taken away (``guard``). With ``fresh`` the sandbox is reset first, so nothing the
-    agent left behind outside the patch can change the result."""
+    the test run taken away (``guard``, ``canaries``, ``reference``). With ``fresh`` the sandbox is
+    reset first, so nothing the agent left behind outside the patch can change the result. With
+    ``use_reference``, a chosen outcome (XFAIL, SKIPPED, missing) of a graded test is held to the
+    gold patch's run (made once per task, in this sandbox, when needed)."""
     start = time.perf_counter()
-    if fresh:
-        await reset_sandbox(sb)
-    base = await checkout(sb, task, timeout=timeout)
-    filtered = guard.filter_patch(patch)
-    await sb.write_file(f"{STATE}/model.patch", filtered.patch)
-    await sb.write_file(f"{STATE}/test.patch", task.test_patch)
-    await sb.write_file(f"{STATE}/prepare.sh", prepare_script(task, base, filtered.config_files))
-    env = provision.test_env(task.shipped)
     deadline = start + timeout
 
     def left() -> float:
         return max(1.0, deadline - time.perf_counter())
 
+    if fresh:
+        await reset_sandbox(sb)
+    base = await checkout(sb, task, timeout=timeout)
+    filtered = guard.filter_patch(patch)
+    dropped = list(filtered.dropped)
+
     def done(status: str, log: str, **kw: Any) -> Evaluation:
         return Evaluation(False, status, log=_shorten(log), duration_s=time.perf_counter() - start,
-                          dropped=filtered.dropped, **kw)
+                          dropped=sorted(set(dropped)), **kw)
 
+    await sb.write_file(f"{STATE}/model.patch", filtered.patch)
+    await sb.write_file(f"{STATE}/test.patch", task.test_patch)
+    await sb.write_file(f"{STATE}/apply.sh", apply_script())
+    await sb.write_file(f"{STATE}/changes.sh", changes_script(base))
+    env = provision.test_env(task.shipped)
+    applied = await sb.run(["bash", f"{STATE}/apply.sh"], timeout=left(), env=env, cwd=WORKDIR)
+    log = applied.output
+    if applied.timed_out:
+        return done("timeout", log)
+    if applied.exit_code == GIT_TOUCHED:
+        return done("tampered", log, tampered=["the patch changed the repository's .git"])
+    if applied.exit_code == 90 or APPLY_PATCH_FAIL in log:
+        return done("patch_failed", log)
+    if applied.exit_code != 0:
+        return done("setup_failed", log)
+    swept, config_files = await sweep_changes(sb, base, timeout=left())
+    dropped += swept
+    pytest_run = guard.inject_reporter(task.test_cmd, "x") is not None
+    graded = (*task.fail_to_pass, *task.pass_to_pass)
+    planted = canaries.make(task.test_directives(), avoid=graded) if pytest_run else []
+    await sb.write_file(f"{STATE}/prepare.sh", prepare_script(task, base, sorted({*filtered.config_files, *config_files}),
+                                                              canaries.append_script(planted)))
     prepared = await sb.run(["bash", f"{STATE}/prepare.sh"], timeout=left(), env=env, cwd=WORKDIR)
-    log = prepared.output
+    log = f"{log}\n{prepared.output}"
+    await kill_leftovers(sb)
     if prepared.timed_out:
         return done("timeout", log)
-    if prepared.exit_code == 90 or APPLY_PATCH_FAIL in log:
-        return done("patch_failed", log)
+    if prepared.exit_code == GIT_TOUCHED:
+        return done("tampered", log, tampered=["the install step changed the repository's .git"])
     if prepared.exit_code == 91:
         return done("test_patch_failed", log)
     if prepared.exit_code != 0:
         return done("setup_failed", log)
     reporter = guard.reporter_setup(WORKDIR, trusted=[provision.PYTEST_ZIP] if task.shipped else [],
                                     patched=guard.touched_paths(filtered.patch))
-    pytest_run = guard.inject_reporter(task.test_cmd, reporter.module) is not None
     module = reporter.module if pytest_run and task.repo not in guard.SELF_HOSTED else None
     if module is not None:
         await sb.run(["bash", "-c", f"mkdir -p {guard.GRADE_DIR} && tar -xf - -C {guard.GRADE_DIR}"],
                      stdin=_tar(reporter.files), timeout=60)
     await sb.write_file(f"{STATE}/tests.sh", test_script(task, module))
-    ran = await sb.run(["bash", "-c", f"bash {STATE}/tests.sh > {STATE}/tests.log 2>&1"], timeout=left(), env=env,
-                       cwd=WORKDIR)
-    try:
-        test_log = (await sb.read_file(f"{STATE}/tests.log")).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        test_log = ran.output
+    ran = await sb.run(["bash", f"{STATE}/tests.sh"], timeout=left(), env=env, cwd=WORKDIR, max_output=LOG_CAP)
+    await kill_leftovers(sb)
+    test_log = ran.stdout
     log = f"{log}\n{test_log}"
     if ran.timed_out:
         return done("timeout", log)
@@ -274,20 +328,61 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     exit_code = ran.exit_code if parse_test_exit_code(test_log) is not None else None
     parser = PARSERS[task.log_parser]
     files = task.test_directives() if task.grading_rule == "swesmith" else ()
+    canary_keys = {k for k in (guard.log_key(parser, c.nodeid) for c in planted) if k is not None}
+    if exit_code == PYTEST_TESTS_FAILED and planted:  # the status the run had without the canaries' failures
+        own = {k: s for k, s in PARSERS[task.log_parser](test_log).items() if k not in canary_keys}
+        exit_code = exit_code if any(s in FAILING for s in own.values()) else 0
     tests, report, rejection = grade_log(test_log, task.log_parser, task.fail_to_pass, task.pass_to_pass,
-                                         exit_code=exit_code, rule=task.grading_rule, test_files=files)
-    tampered: list[str] = []
+                                         exit_code=exit_code, rule=task.grading_rule, test_files=files,
+                                         ignore=canary_keys)
+    seen = canaries.outcomes(planted, tests, parser)
+    tampered = canaries.violations(seen)
+    if tampered and all(s == "MISSING" for s in seen.values()) and use_reference:
+        ref = await reference_run(sb, task, timeout=left())  # were canaries collected at all for this task?
+        tampered = canaries.violations(seen, missing_ok=not ref.canaries_seen)
     if module is not None:
         try:
             raw: bytes | None = await sb.read_file(f"{STATE}/result.json")
         except FileNotFoundError:
             raw = None
         result = guard.check_report(raw, reporter.nonce)
-        tampered = result.tampered + guard.unbacked_claims(tests, result, parser, (*task.fail_to_pass, *task.pass_to_pass))
+        tampered += result.tampered + guard.unbacked_claims(tests, result, parser, graded)
     if tampered:
-        return done("tampered", log, tests=tests, exit_code=exit_code, tampered=tampered)
+        return done("tampered", log, tests=tests, exit_code=exit_code, tampered=tampered, canaries=seen)
     if report is None:
-        return done("log_rejected", log, tests=tests, exit_code=exit_code, tampered=[str(rejection)])
+        return done("log_rejected", log, tests=tests, exit_code=exit_code, tampered=[str(rejection)], canaries=seen)
+    demoted: list[str] = []
+    if use_reference and reference.chosen(graded, tests, rule=task.grading_rule):
+        ref = await reference_run(sb, task, timeout=left())
+        held, demoted = reference.hold(graded, tests, ref.outcomes, rule=task.grading_rule)
+        report = grade(held, task.fail_to_pass, task.pass_to_pass, rule=task.grading_rule, test_files=files)
     status = "resolved" if report.resolved else ("empty_patch" if not patch.strip() else "unresolved")
     return Evaluation(report.resolved, status, report=report, tests=tests, log=_shorten(log),
-                      duration_s=time.perf_counter() - start, exit_code=exit_code, dropped=filtered.dropped)
+                      duration_s=time.perf_counter() - start, exit_code=exit_code, dropped=sorted(set(dropped)),
+                      canaries=seen, demoted=demoted)
+
+
+@dataclass(slots=True)
+class ReferenceRun:
+    """What the task's gold patch gave: each graded test's outcome, and whether canaries showed."""
+
+    outcomes: dict[str, str]
+    canaries_seen: bool
+
+
+async def reference_run(sb: Sandbox, task: SWETask, *, timeout: float) -> ReferenceRun:
+    """The gold patch graded in ``sb`` (reset first), once per task and process."""
+    got = reference.cached(task)
+    if got is None:
+        gold = await evaluate(sb, task, task.patch, timeout=timeout, use_reference=False)
+        graded = (*task.fail_to_pass, *task.pass_to_pass)
+        got = {**reference.outcomes(graded, gold.tests),
+               CANARIES_SEEN: str(any(s != "MISSING" for s in gold.canaries.values()))}
+        reference.remember(task, got)
+    return ReferenceRun({k: v for k, v in got.items() if k != CANARIES_SEEN}, got.get(CANARIES_SEEN) == "True")
+
+
+CANARIES_SEEN = "\0canaries"
+PYTEST_TESTS_FAILED = 1
+"""pytest's exit status when tests failed: with canaries planted, what every honest run ends with."""
+SECTION = b"/"

@@ -362,13 +362,15 @@ def grade(statuses: Mapping[str, str], fail_to_pass: Iterable[str], pass_to_pass
 
 
 def grade_log(log: str, parser: str, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], *,
-              exit_code: int | None = None, rule: str = "swebench",
-              test_files: Iterable[str] = ()) -> tuple[dict[str, str], Report | None, str | None]:
+              exit_code: int | None = None, rule: str = "swebench", test_files: Iterable[str] = (),
+              ignore: Iterable[str] = ()) -> tuple[dict[str, str], Report | None, str | None]:
     """A whole evaluation log graded as SWE-bench 5.0.2's ``get_logs_eval`` + report do:
     ``(statuses, report, None)``, or ``(statuses, None, why)`` when the log is not graded (a
     failure marker, no test output markers, no results, or ``log_rejection``). The statuses come
     from the part between the markers, or from the whole log when that part yields none.
-    ``exit_code``: the test command's status, else the ``>>>>> Test Exit Code`` line's."""
+    ``exit_code``: the test command's status, else the ``>>>>> Test Exit Code`` line's.
+    ``ignore``: keys that are not the repository's tests (the grader's canaries): they are in the
+    statuses returned, but neither graded nor counted by ``log_rejection``."""
     bad = [m for m in (APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT) if m in log]
     if bad:
         return {}, None, f"the log holds {bad[0]!r}"
@@ -378,7 +380,9 @@ def grade_log(log: str, parser: str, fail_to_pass: Iterable[str], pass_to_pass: 
     statuses = parse(test_section(log)) or parse(log)
     if exit_code is None:
         exit_code = parse_test_exit_code(log)
-    why = log_rejection(statuses, exit_code) if rule == "swebench" else None
+    skip = set(ignore)
+    own = {k: v for k, v in statuses.items() if k not in skip}
+    why = log_rejection(own, exit_code) if rule == "swebench" else None
     if why is not None:
         return statuses, None, why
-    return statuses, grade(statuses, fail_to_pass, pass_to_pass, rule=rule, test_files=test_files), None
+    return statuses, grade(own, fail_to_pass, pass_to_pass, rule=rule, test_files=test_files), None

@@ -44,13 +44,14 @@ _OUT = _SETTINGS["out"]
 _open, _dumps, _replace, _realpath, _exit = open, json.dumps, os.replace, os.path.realpath, os._exit
 _sha256, _walk, _listdir, _access, _exists, _isfile, _kill = (
     hashlib.sha256, os.walk, os.listdir, os.access, os.path.exists, os.path.isfile, os.kill)
+_UID = os.geteuid()
 _WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "os", "posixpath", "hashlib", "json")
 _INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py")
 _SKIP_DIRS = {".git", "__pycache__", ".tox", "node_modules", ".eggs", ".pytest_cache"}
 
 _tests = {}  # type: dict[str, list[str]]  # nodeid -> statuses seen (PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS)
 _tampered = []  # type: list[str]
-_state = {"snapshot": None, "hashes": {}, "conftests": set(), "plugins": set(), "hooks": None}  # type: dict[str, Any]
+_state = {"snapshot": None, "trusted_ids": set(), "hashes": {}, "conftests": set(), "plugins": set(), "hooks": None}  # type: dict[str, Any]
 
 
 def _flag(reason):
@@ -73,17 +74,31 @@ def _source_file(obj):
     return getattr(module, "__file__", None)
 
 
+def _under(path, prefix):
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
 def _trusted_file(path):
-    """Outside the repository, and not writable by this process or under a prefix the settings
-    trust (pytest's zip that toolgym put in /tmp)."""
+    """Outside the repository, and either under a prefix the settings trust (pytest's zip that
+    toolgym put in /tmp: the prefix itself or below it, never a name that merely starts with it) or
+    owned by another user and not writable by this process (a file the code under test made, and
+    made read-only, is still its own)."""
     if not path or path.startswith("<") or _inside_root(path):
         return False
-    if any(path.startswith(prefix) for prefix in _SETTINGS.get("trusted") or ()):
+    real = _realpath(path)
+    if any(_under(real, _realpath(prefix)) for prefix in _SETTINGS.get("trusted") or ()):
         return True
-    probe = path
-    while probe and not _exists(probe):  # a file inside a zip: check the zip
+    probe = real
+    while probe and probe != "/" and not _exists(probe):  # a file inside a zip: check the zip
         probe = os.path.dirname(probe)
-    return bool(probe) and not _access(probe, os.W_OK)
+    if not probe or probe == "/":
+        return False
+    try:
+        owner = os.stat(probe).st_uid
+    except OSError:
+        return False
+    return owner != _UID and not _access(probe, os.W_OK)
 
 
 def _watched_modules():
@@ -115,10 +130,10 @@ def _snapshot():
 
 
 def _trusted_callable(value):
-    """Defined in a trusted file (pytest itself swaps a few methods of its own, e.g. legacypath)."""
-    if isinstance(value, type):
-        return _trusted_file(getattr(sys.modules.get(value.__module__), "__file__", None))
-    return _trusted_file(_source_file(value))
+    """One of the objects the watched modules held when this plugin took its baseline (pytest swaps
+    a few methods of its own for others it defined, e.g. legacypath). Identity, not the file a
+    function names: a code object's ``co_filename`` is whatever its compiler was told."""
+    return id(value) in _state["trusted_ids"]
 
 
 def _repository_functions():
@@ -156,6 +171,7 @@ def _protected_files(args):
 
 def _baseline(config, args):
     _state["snapshot"] = _snapshot()
+    _state["trusted_ids"] = {id(v) for v in _state["snapshot"].values()}
     _repository_functions()
     files = _protected_files(args)
     _state["hashes"] = {p: _hash(p) for p in files}
