@@ -196,6 +196,10 @@ class BranchBudget:
             return None
         return self._reserve(group_id)
 
+    def release(self, group_id: str) -> None:
+        """Give back one reserved slot (a fork that was refused); its sample index is not reused."""
+        self._used[group_id] = max(0, self._used.get(group_id, 0) - 1)
+
     def _reserve(self, group_id: str) -> int:
         self._used[group_id] = self._used.get(group_id, 0) + 1
         index = self._next_index.get(group_id, 0)

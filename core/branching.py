@@ -6,6 +6,21 @@ call has returned, hands the result to :meth:`EpisodeBranching.after_generation`
 the entropy of the new tokens against the episode's first turn, lets the group's
 :class:`~toolgym.core.arpo.BranchBudget` decide, and calls ``fork`` once per fork granted. The
 entropy rule and the budget are in :mod:`toolgym.core.arpo`; starting a fork is the caller's.
+
+A fork rebuilds its environment (and stateful sandboxes) by replaying the parent's actions on a
+fresh instance, and keeps the parent's recorded tokens as its prefix. Where a tool is not
+deterministic (the time, a random number, a server that changed), the replayed state is not the
+one the recorded observations describe. :func:`replay_divergence` compares each replayed step with
+the recorded one (the reset's prompt, each observation's text, step reward, validity, and that the
+replay did not end the episode) and the fork is refused (:class:`ForkRefused`) at the first
+difference: the episode it came from goes on unforked, the fork's budget slot goes back to the
+group (``fill_budget`` may fill it with a fresh rollout), and the engine counts it
+(``EngineStats.forks_refused``). Refusing, rather than taking the replayed observations, is what
+token faithfulness requires: the recorded prefix is what the model was conditioned on when it
+sampled every action of that prefix, and what the fork shares with its parent (``branch_point``,
+ARPO's shared-prefix advantage attribution); splicing the replayed observations in would make a
+prefix no model call ever saw, with actions sampled under another context. Images are not
+compared (a re-rendered screenshot of the same state may differ in pixels); their text is.
 """
 
 from __future__ import annotations
@@ -18,7 +33,33 @@ from typing import Any
 from .arpo import BranchBudget, turn_entropy
 from .assembly import TokenAssembler
 from .requests import EpisodeRequest, sampling_seed
+from .trajectory import Step
 from .types import GenerationResult
+
+
+class ForkRefused(Exception):
+    """A fork whose replay did not reproduce its parent's recorded prefix (the reason says where);
+    the engine drops it without a trajectory and counts it."""
+
+
+def replay_divergence(recorded: Step, observation: str, reward: float, valid: bool, ended: bool) -> str | None:
+    """Why a replayed step disagrees with the ``recorded`` one, or None when it matches: its
+    ``observation`` text, step ``reward`` and validity must be the recorded ones, and it must not
+    end the episode (the parent went on after it)."""
+    where = f"replaying step {recorded.index}"
+    if observation != recorded.observation:
+        at = next((i for i, (a, b) in enumerate(zip(observation, recorded.observation, strict=False)) if a != b),
+                  min(len(observation), len(recorded.observation)))
+        return (f"{where} gave another observation than the parent's (first difference at character {at}: "
+                f"{recorded.observation[at:at + 40]!r} recorded, {observation[at:at + 40]!r} now): a tool or the "
+                "environment is not deterministic")
+    if reward != recorded.step_reward:
+        return f"{where} gave step reward {reward:g}, the parent's was {recorded.step_reward:g}"
+    if valid != recorded.valid:
+        return f"{where} judged the action {'valid' if valid else 'invalid'}, unlike the parent's"
+    if ended:
+        return f"{where} ended the episode, which the parent's did not"
+    return None
 
 
 @dataclass(slots=True)

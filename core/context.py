@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .errors import SandboxError
-from .sandbox import ACQUIRE_TIMEOUT_S, Sandbox, SandboxBackend
+from .sandbox import ACQUIRE_TIMEOUT_S, GROUP_LABEL, Sandbox, SandboxBackend
 
 
 class EpisodeContext:
@@ -27,6 +27,7 @@ class EpisodeContext:
         *,
         episode_id: str = "",
         run_id: str = "",
+        group_id: str = "",
         sandbox_backend: SandboxBackend | None = None,
         sandbox_slots: asyncio.Semaphore | None = None,
         acquire_timeout_s: float = ACQUIRE_TIMEOUT_S,
@@ -37,6 +38,8 @@ class EpisodeContext:
         self.registry = registry
         """The plugin registry (``toolgym.core.registry.Registry``): look tools up by name here."""
         self.run_id = run_id
+        self.group_id = group_id
+        """The episode's group (task, seed, group): its sandboxes come from none a sibling used."""
         self.artifacts_dir = artifacts_dir
         self._backend = sandbox_backend
         self._slots = sandbox_slots
@@ -79,7 +82,7 @@ class EpisodeContext:
                 await asyncio.wait_for(self._slots.acquire(), self._acquire_timeout_s)
             try:
                 sb = await asyncio.wait_for(
-                    self._backend.acquire(kind, episode_id=self.episode_id, labels={"toolgym.run": self.run_id}),
+                    self._backend.acquire(kind, episode_id=self.episode_id, labels=self._labels()),
                     self._acquire_timeout_s,
                 )
             except BaseException:
@@ -90,6 +93,12 @@ class EpisodeContext:
                 self.sandbox_s += time.perf_counter() - start
             self._sandboxes[kind] = sb
             return sb
+
+    def _labels(self) -> dict[str, str]:
+        labels = {"toolgym.run": self.run_id}
+        if self.group_id:
+            labels[GROUP_LABEL] = self.group_id
+        return labels
 
     async def resource(
         self,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .arpo import BranchBudget
-from .branching import Checkpoint
+from .branching import Checkpoint, ForkRefused
 from .config import EngineConfig
 from .context import EpisodeContext
 from .env import Env
@@ -101,6 +101,9 @@ class RolloutEngine:
     forks are extra episodes of the same group, run under the same concurrency limit; with
     ``arpo.fill_budget`` a group whose episodes have all ended short of the budget gets fresh
     rollouts, one at a time, until it holds ``arpo.budget`` (stored samples of a resumed run count).
+    A fork whose replay does not reproduce its parent's recorded observations (a tool that is not
+    deterministic) is refused: no trajectory, its budget slot back to the group, counted in
+    ``stats.forks_refused`` (:mod:`toolgym.core.branching`).
     """
 
     def __init__(
@@ -197,9 +200,10 @@ class RolloutEngine:
             await self._live.acquire()
         try:
             traj = await self._finish(ep)
-            if self.on_trajectory is not None:
-                self.on_trajectory(traj)
-            self.registry.notify_trajectory_done(traj)
+            if traj is not None:
+                if self.on_trajectory is not None:
+                    self.on_trajectory(traj)
+                self.registry.notify_trajectory_done(traj)
         finally:
             self._live.release()
         self._episode_ended(ep)
@@ -241,6 +245,16 @@ class RolloutEngine:
         else:
             self._launch(self._run_and_emit(fork, acquired=False))
 
+    def _fork_refused(self, ep: Episode, reason: str) -> None:
+        """A fork refused at its replay: it is no trajectory and not counted as one; the episode it
+        came from goes on unforked, and its budget slot goes back to the group."""
+        stats = self.stats
+        stats.total -= 1
+        stats.forks_refused += 1
+        stats.fork_refused_reason = reason
+        if self.arpo is not None:
+            self.arpo.release(ep.req.group_id)
+
     async def run_group(self, requests: Sequence[EpisodeRequest], *, stored: Iterable[int] = ()) -> list[Trajectory]:
         """Run the episodes of one task group and any ARPO forks they spawn; their trajectories, in
         finishing order (``on_trajectory`` is not called). Calls for different groups may run at
@@ -277,7 +291,9 @@ class RolloutEngine:
 
     async def _run_into(self, group: _GroupRun, ep: Episode) -> None:
         async with self._live:
-            group.out.append(await self._finish(ep))
+            traj = await self._finish(ep)
+            if traj is not None:
+                group.out.append(traj)
         self._episode_ended(ep)
 
     # -- one episode ---------------------------------------------------------------------------
@@ -289,7 +305,7 @@ class RolloutEngine:
 
     def _context(self, req: EpisodeRequest) -> EpisodeContext:
         return EpisodeContext(
-            episode_id=req.trajectory_id, run_id=self.run_id, sandbox_backend=self.sandbox_backend,
+            episode_id=req.trajectory_id, run_id=self.run_id, group_id=req.group_id, sandbox_backend=self.sandbox_backend,
             sandbox_slots=self._sandbox_slots, acquire_timeout_s=self.config.sandbox_acquire_timeout_s,
             artifacts_dir=self.artifacts_dir, registry=self.registry,
         )
@@ -304,16 +320,22 @@ class RolloutEngine:
 
     async def run_episode(self, req: EpisodeRequest) -> Trajectory:
         """Run one episode to its end and return its trajectory; never raises for episode errors."""
-        return await self._finish(self._new_episode(req))
+        traj = await self._finish(self._new_episode(req))
+        assert traj is not None, "only forks are refused"
+        return traj
 
-    async def _finish(self, ep: Episode) -> Trajectory:
+    async def _finish(self, ep: Episode) -> Trajectory | None:
+        """Play the episode and build its trajectory; None for a refused ARPO fork."""
         stats = self.stats
         stats.running += 1
         started = time.perf_counter()
+        refused: str | None = None
         try:
             try:
                 async with asyncio.timeout(self.config.episode_timeout_s):
                     await ep.play()
+            except ForkRefused as exc:
+                refused = str(exc)
             except TimeoutError:
                 ep.fail(f"episode timed out after {self.config.episode_timeout_s:g}s")
             except TurnFailed as exc:
@@ -326,6 +348,9 @@ class RolloutEngine:
                     await asyncio.shield(asyncio.wait_for(ep.env.close(), 30))
             await asyncio.shield(ep.ctx.aclose())
             stats.running -= 1
+        if refused is not None:
+            self._fork_refused(ep, refused)
+            return None
         traj = ep.build(total_s=time.perf_counter() - started, sandbox_s=ep.ctx.sandbox_s)
         stats.record(traj, turns_counted=True)  # the episode counted its turns as they returned
         return traj

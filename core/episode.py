@@ -7,7 +7,9 @@ Chat path (black-box APIs): messages in, text out, recorded as not token-faithfu
 An episode can also start as an ARPO fork of another one: it copies the parent's assembler and
 steps up to a checkpoint taken right after a tool result, rebuilds the environment by replaying the
 parent's actions on a fresh instance (so stateful sandboxes are re-created, never shared), and
-resamples from there. Where to fork is decided in :mod:`toolgym.core.branching`; starting the fork
+resamples from there. A replay that does not reproduce the parent's recorded prompt and
+observations (a tool that is not deterministic) refuses the fork (``ForkRefused``; see
+:mod:`toolgym.core.branching` for why it is refused rather than patched). Where to fork is decided in :mod:`toolgym.core.branching`; starting the fork
 is the runner's (:attr:`EpisodeSetup.fork`).
 
 An episode knows nothing of the engine that runs it: it is given an :class:`EpisodeSetup` (its
@@ -25,7 +27,7 @@ from typing import Any
 
 from .arpo import BranchBudget
 from .assembly import TokenAssembler
-from .branching import Checkpoint, EpisodeBranching
+from .branching import Checkpoint, EpisodeBranching, ForkRefused, replay_divergence
 from .chat import with_tool_call_ids
 from .config import EngineConfig
 from .context import EpisodeContext
@@ -152,10 +154,19 @@ class Episode:
         await self._turns(policy, env, start_turn=0, last_obs="\n".join(str(m.get("content", "")) for m in self.prompt))
 
     async def _resume_fork(self, env: Env) -> None:
+        """Replay the parent's actions up to the checkpoint (rebuilding the environment's and the
+        sandboxes' state), then sample on from the parent's tokens; raises ``ForkRefused`` when the
+        replay does not give back what the parent recorded."""
         parent, cp = self._fork_of  # type: ignore[misc]
-        for action in parent.actions[: cp.n_steps]:
+        if self.prompt != parent.prompt:
+            raise ForkRefused("the environment's reset gave another prompt than the parent's (its reset is not deterministic)")
+        for recorded, action in zip(parent.steps[: cp.n_steps], parent.actions[: cp.n_steps], strict=True):
             async with asyncio.timeout(self.cfg.env_timeout_s):
-                await env.step(action)  # replay: rebuilds the environment's (and sandboxes') state
+                outcome = await env.step(action)  # replay: rebuilds the environment's (and sandboxes') state
+            why = replay_divergence(recorded, observation_text(outcome.observation), float(outcome.reward),
+                                    outcome.valid and action.valid, outcome.terminated or outcome.truncated)
+            if why is not None:
+                raise ForkRefused(why)
         self.actions = list(parent.actions[: cp.n_steps])
         self.steps = [s.model_copy() for s in parent.steps[: cp.n_steps]]
         self.reward = cp.reward
@@ -273,8 +284,7 @@ class Episode:
         env_s = time.perf_counter() - t0
         self.env_s += env_s
         self.tool_s += sum(tc.duration_s for tc in outcome.tool_calls)
-        obs = outcome.observation
-        obs_text = obs if isinstance(obs, str) else "\n".join(content_text(m.get("content", "")) for m in obs)
+        obs_text = observation_text(outcome.observation)
         self.actions.append(action)
         self.steps.append(
             Step(
@@ -333,6 +343,13 @@ class Episode:
             timings=Timings(total_s=total_s, llm_s=self.llm_s, tool_s=self.tool_s, env_s=self.env_s, sandbox_s=sandbox_s),
             weight_version=self.weight_version, created_at=time.time(), metadata=metadata,
         )
+
+
+def observation_text(observation: str | list[dict[str, Any]]) -> str:
+    """What a step records of an observation: the text, or its messages' texts joined by newlines."""
+    if isinstance(observation, str):
+        return observation
+    return "\n".join(content_text(m.get("content", "")) for m in observation)
 
 
 def _structured_action(text: str, calls: list[ToolCall], tools: Mapping[str, Any]) -> Action:

@@ -99,7 +99,10 @@ class Sandbox(Protocol):
         leave it raise ``PathOutsideSandboxError``."""
         ...
 
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file inside the work directory: at most ``max_bytes`` (None: the
+        sandbox's own limit), a larger file raises ``SandboxError`` rather than being read."""
+        ...
 
     async def python(self) -> PythonSession:
         """The sandbox's persistent Python session (started on first use)."""
@@ -108,6 +111,13 @@ class Sandbox(Protocol):
     async def shell(self) -> ShellSession:
         """The sandbox's persistent shell session (started on first use)."""
         ...
+
+
+GROUP_LABEL = "toolgym.group"
+"""The label an episode's ``acquire`` carries its group id in (``Trajectory.group_id``: one task,
+seed and group). A pooled backend never hands a sandbox to an episode of a group it has already
+served: kernel counters that survive a reset (loopback bytes, inode numbers, the PID counter)
+could otherwise carry one sample's answer to a sibling (``toolgym/sandboxes/README.md``)."""
 
 
 @runtime_checkable
@@ -155,19 +165,39 @@ class SandboxBackendSpec:
     """Higher wins when the user names no backend and several are available."""
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    isolates: bool = True
+    """Whether the code a sandbox runs is kept away from this process (its memory, environment
+    variables such as API keys, the host's files). False for in-process test doubles (``memory``):
+    ``auto`` never picks one, and model-driven runs refuse one unless told otherwise
+    (:func:`require_isolation`)."""
 
 
 def open_sandbox_backend(registry: Any, name: str | None = None, **options: Any) -> SandboxBackend:
-    """The sandbox backend called ``name`` (``None`` or ``"auto"``: the available backend of
-    highest priority — Docker when an engine answers, else bubblewrap) from a plugin registry."""
+    """The sandbox backend called ``name`` (``None`` or ``"auto"``: the available isolating backend
+    of highest priority — Docker when an engine answers, else bubblewrap) from a plugin registry."""
     from .errors import ConfigError
 
     if name and name != "auto":
         return registry.sandbox_backend(name).factory(**options)  # type: ignore[no-any-return]
     for spec in sorted(registry.sandbox_backends.values(), key=lambda s: -s.priority):
-        if spec.available():
+        if spec.isolates and spec.available():
             return spec.factory(**options)
     raise ConfigError("no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install bubblewrap")
+
+
+def require_isolation(registry: Any, name: str | None, *, allow: str) -> None:
+    """Refuse the sandbox backend ``name`` for a run whose tool calls a model writes when it does
+    not isolate (``SandboxBackendSpec.isolates``): the model's code would run inside this process.
+    ``allow``: how the user says they accept that (a flag, a setting), quoted in the error.
+    Unknown names and ``auto``/``none`` pass (``auto`` never picks such a backend)."""
+    from .errors import ConfigError
+
+    spec = registry.sandbox_backends.get(name) if name not in (None, "auto", "none") else None
+    if spec is not None and not spec.isolates:
+        raise ConfigError(
+            f"sandbox backend {name!r} runs the model's tool calls inside this process with no isolation (its code could "
+            f"read your API keys and write your files); use docker or local, or pass {allow} if you accept that"
+        )
 
 
 class LazySandboxBackend:

@@ -25,6 +25,11 @@ class EngineStats:
     """Finished trajectories per group id (ARPO groups vary in size unless filled to the budget)."""
     count_groups: bool = False
     """Whether :meth:`record` counts ``group_sizes`` (ARPO runs, whose group sizes vary)."""
+    forks_refused: int = 0
+    """ARPO forks dropped because replaying the parent's actions did not reproduce its recorded
+    observations (a tool that is not deterministic; ``toolgym.core.branching``)."""
+    fork_refused_reason: str | None = None
+    """The last such fork's reason (where the replay differed)."""
 
     def turn(self, generated_tokens: int) -> None:
         """One model call has returned ``generated_tokens`` tokens (counted as it happens)."""

@@ -7,6 +7,12 @@ listening socket is closed and removed, so nothing else in the sandbox can conne
 channel is never re-opened: if the connection drops or a reply does not come in time, the
 channel is closed, every waiting request fails with ``SandboxBrokenError``, and the sandbox must
 be replaced.
+
+Replies are bounded (issue 42): each request names the largest reply it accepts
+(``protocol.reply_limit``: a Python cell's five capped text fields, a file read's ``max_bytes`` as
+base64), and the reader takes no frame longer than the largest bound of the requests waiting, or
+``protocol.CONTROL_REPLY_BYTES`` when none waits for more. A longer frame is not read: the channel
+closes and the sandbox is replaced, so an agent can never make the host hold more than that.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ class AgentChannel:
         self._writer = writer
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reply_limits: dict[int, int] = {}
+        """The largest reply each waiting request accepts (bytes)."""
         self._closed_reason: str | None = None
         self._on_close: list[Callable[[str], Any]] = []
         self.tunnel_sink: Callable[[dict[str, Any]], None] | None = None
@@ -51,22 +59,28 @@ class AgentChannel:
         """Call ``callback(reason)`` once when the channel closes."""
         self._on_close.append(callback)
 
-    async def request(self, op: str, *, reply_timeout_s: float, **fields: Any) -> dict[str, Any]:
+    async def request(self, op: str, *, reply_timeout_s: float, max_reply_bytes: int | None = None,
+                      **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its reply (the reply's fields, ``ok`` checked by caller).
 
         ``reply_timeout_s`` is how long the host waits for the agent; it must exceed any time limit the
         request itself carries. When it passes, the agent is taken for hung and the channel closed.
+        ``max_reply_bytes``: the largest reply frame accepted (default ``protocol.reply_limit`` of
+        ``op`` and the request's ``max_output`` / ``max_bytes``); a longer one closes the channel.
         """
         if self._closed_reason is not None:
             raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox")
         rid = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
+        self._reply_limits[rid] = max_reply_bytes or protocol.reply_limit(
+            op, max_output=int(fields.get("max_output") or 0), max_bytes=int(fields.get("max_bytes") or 0))
         try:
             self._writer.write(protocol.encode({"id": rid, "op": op, **fields}))
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             self._pending.pop(rid, None)
+            self._reply_limits.pop(rid, None)
             self.close(f"the connection to its agent failed ({exc})")
             raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
         try:
@@ -76,6 +90,11 @@ class AgentChannel:
             raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
         finally:
             self._pending.pop(rid, None)
+            self._reply_limits.pop(rid, None)
+
+    def reply_limit(self) -> int:
+        """The longest frame the reader takes now: the largest bound of the waiting requests."""
+        return max([protocol.CONTROL_REPLY_BYTES, *self._reply_limits.values()])
 
     def post(self, message: dict[str, Any]) -> None:
         """Queue one frame that wants no reply (a tunnel's); ``drain`` waits for the transport."""
@@ -97,8 +116,9 @@ class AgentChannel:
             while True:
                 header = await self._reader.readexactly(protocol.HEADER.size)
                 (length,) = protocol.HEADER.unpack(header)
-                if length > protocol.MAX_FRAME:
-                    reason = f"its agent sent an oversized frame ({length} bytes)"
+                limit = self.reply_limit()
+                if length > limit:
+                    reason = f"its agent sent an oversized frame ({length} bytes, more than the {limit} a reply may take)"
                     break
                 reply = protocol.decode_body(await self._reader.readexactly(length))
                 if "tun" in reply:
@@ -125,6 +145,7 @@ class AgentChannel:
             if not future.done():
                 future.set_exception(SandboxBrokenError(f"sandbox {self.name}: {reason}; acquire a new sandbox"))
         self._pending.clear()
+        self._reply_limits.clear()
         with contextlib.suppress(Exception):
             self._writer.close()
         try:

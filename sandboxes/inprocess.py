@@ -9,6 +9,12 @@ print to the real streams); the cell's ``print`` finds its buffer itself, so a l
 thread swapping ``sys.stdout`` meanwhile takes nothing from the cell. A timeout raises
 ``KeyboardInterrupt`` in the cell's thread; a cell that does not stop within ``GRACE_S`` (a
 blocking C call) is abandoned and the namespace replaced, and the result says ``restarted``.
+
+What a cell's result holds is bounded as on the real backends (issue 42): the capture buffers
+keep only the head and tail of each stream, and an exception's message is cut before its
+traceback is formatted. What the cell itself builds lives in this process, of course: a cell
+that raises a 100 MB message has made those 100 MB here, and a trailing expression's ``repr``
+is computed whole before it is cut (a REPL must call ``__repr__``).
 """
 
 from __future__ import annotations
@@ -21,27 +27,67 @@ import ctypes
 import io
 import threading
 import time
-import traceback
 import types
 from typing import Any
 
 from toolgym.core.sandbox import PythonResult
 from toolgym.core.threadio import capture_thread_output, thread_print
+from toolgym.sandboxes.agent.protocol import cap_text, capped_exception
 
 GRACE_S = 2.0
 """Seconds an interrupted cell may take to stop before the session gives up on it."""
 
 
-def cap_text(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` with its middle dropped past ``limit`` characters (head and tail kept); and whether it was cut."""
-    if len(text) <= limit:
-        return text, False
-    half = max(limit // 2, 1)
-    return f"{text[:half]}\n...[{len(text) - 2 * half} characters omitted]...\n{text[-half:]}", True
+class CappedText(io.StringIO):
+    """A capture buffer that keeps the first and last ``limit / 2`` characters written to it and
+    counts the rest, so that a cell printing 100 MB holds 2 x ``limit`` at most (issue 42)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = max(2, limit)
+        self.head_limit = self.limit // 2
+        self.tail_limit = self.limit - self.head_limit
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail: list[str] = []
+        self.tail_len = 0
+        self.total = 0
+        self._lock = threading.Lock()  # threads the cell starts may print too
+
+    def write(self, text: str) -> int:
+        n = len(text)
+        with self._lock:
+            self.total += n
+            room = self.head_limit - self.head_len
+            if room > 0:
+                self.head.append(text[:room])
+                self.head_len += min(room, n)
+                text = text[room:]
+            if text:
+                self.tail.append(text[-self.tail_limit:])
+                self.tail_len += len(self.tail[-1])
+                if self.tail_len > 2 * self.tail_limit:  # trim in batches: amortised O(1) a character
+                    joined = "".join(self.tail)[-self.tail_limit:]
+                    self.tail, self.tail_len = [joined], len(joined)
+        return n
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def getvalue(self) -> str:
+        with self._lock:
+            head, tail = "".join(self.head), "".join(self.tail)[-self.tail_limit:]
+            omitted = self.total - len(head) - len(tail)
+        if omitted <= 0:
+            return head + tail
+        return (f"{head}\n[... {omitted} characters omitted: output truncated to {len(head) + len(tail)} of "
+                f"{self.total} characters (the first {len(head)} and the last {len(tail)} shown) ...]\n{tail}")
 
 
 class InProcessPythonSession:
-    """See the module docstring. ``max_output`` caps each stream and the value (characters)."""
+    """See the module docstring. ``max_output`` caps each stream, the value, the error and the
+    traceback (characters)."""
 
     def __init__(self, *, max_output: int = 256 * 1024) -> None:
         self.max_output = max_output
@@ -75,11 +121,10 @@ class InProcessPythonSession:
                     value = eval(compile(last, name, "eval"), namespace)
                     reply["value"] = None if value is None else repr(value)
             except BaseException as exc:  # the cell's error, KeyboardInterrupt and SystemExit included
-                reply["error"] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 tb = exc.__traceback__
                 while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
                     tb = tb.tb_next
-                reply["traceback"] = "".join(traceback.format_exception(type(exc), exc, tb))
+                reply["error"], reply["traceback"], reply["cut"] = capped_exception(exc, tb, self.max_output)
         return reply
 
     async def execute(self, code: str, *, timeout: float | None = None) -> PythonResult:
@@ -87,7 +132,7 @@ class InProcessPythonSession:
         limit = 60.0 if timeout is None else float(timeout)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[dict[str, Any]] = loop.create_future()
-        out, err = io.StringIO(), io.StringIO()
+        out, err = CappedText(self.max_output), CappedText(self.max_output)
         namespace = self.namespace
 
         def settle(reply: dict[str, Any]) -> None:
@@ -116,9 +161,8 @@ class InProcessPythonSession:
                 self.namespace = self._fresh()
                 reply = {"value": None, "traceback": None, "error": "SessionRestarted: the Python session was restarted "
                          f"because it ran past its {limit:g} s limit and did not stop when interrupted; every variable is lost"}
-        stdout, cut_out = cap_text(out.getvalue(), self.max_output)
-        stderr, cut_err = cap_text(err.getvalue(), self.max_output)
         value, cut_value = cap_text(reply["value"], self.max_output) if reply["value"] is not None else (None, False)
-        return PythonResult(stdout=stdout, stderr=stderr, value=value, error=reply["error"],
+        return PythonResult(stdout=out.getvalue(), stderr=err.getvalue(), value=value, error=reply["error"],
                             traceback=None if timed_out else reply["traceback"], timed_out=timed_out, restarted=restarted,
-                            truncated=cut_out or cut_err or cut_value, duration_s=time.perf_counter() - start)
+                            truncated=out.truncated or err.truncated or cut_value or bool(reply.get("cut")),
+                            duration_s=time.perf_counter() - start)

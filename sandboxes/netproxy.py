@@ -10,20 +10,25 @@ Both feed ``EgressProxy.handle``. The proxy speaks HTTP/1.1 proxy requests: ``CO
 The decision (``EgressProxy.decide``), in order:
 
 1. the host and port must match the allowlist (``SandboxProfile.allows``), else ``403``;
-2. the proxy resolves the name itself (the sandbox has no DNS); if any address it gets is a
-   loopback, link-local (``169.254.0.0/16``, ``fe80::/10``: cloud metadata), unspecified or
-   multicast address, an address of this host (its bridges included: ``docker0``) or of the
-   Docker host (``blocked``: the engine's bridge gateways and address), it refuses with ``403``
-   unless the allowlist names that IP literally (``SandboxProfile.names_address``): an allowed
-   name that someone re-points at internal services (DNS rebinding) reaches nothing;
-3. it connects to the addresses it checked, never resolving the name a second time.
+2. a host spelled as an IP address, in any spelling (``2130706433``, ``0x7f.1``, ``[::ffff:a.b.c.d]``),
+   is that address; any other name the proxy resolves itself (the sandbox has no DNS);
+3. every address so found must be globally reachable (``toolgym.sandboxes.addresses.classify``):
+   loopback, link-local (``169.254.0.0/16``, ``fe80::/10``: cloud metadata), unspecified,
+   multicast, other metadata addresses (``100.100.100.200``, ``fd00:ec2::254``), this host's own
+   addresses (its bridges included: ``docker0``) and the Docker host's (``blocked``: the engine's
+   bridge gateways and address) need an allowlist entry naming that IP literally
+   (``SandboxProfile.names_address``); private and other non-global ones (RFC 1918 — other
+   containers on the bridge —, ``100.64.0.0/10``, ``fc00::/7``, ...) need that or an entry naming
+   the host exactly (``SandboxProfile.names_host``). A wildcard (``*``) reaches none of them, and
+   an allowed name that someone re-points at internal services (DNS rebinding) reaches nothing;
+   else ``403`` saying which address and why;
+4. it connects to the addresses it checked, never resolving the name a second time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import os
 import socket
 import time
@@ -31,12 +36,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from toolgym.sandboxes.addresses import IP, Internal, classify, parse_host_ip
 from toolgym.sandboxes.profiles import parse_ip as as_ip
 
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 15.0
 RESOLVE_TIMEOUT_S = 10.0
-IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
@@ -46,6 +51,8 @@ class Allowlist(Protocol):
     def allows(self, host: str, port: int) -> bool: ...
 
     def names_address(self, address: str, port: int) -> bool: ...
+
+    def names_host(self, host: str, port: int) -> bool: ...
 
 
 class ByteSource(Protocol):
@@ -99,20 +106,14 @@ def host_addresses(*, max_age_s: float = 5.0) -> frozenset[IP]:
 
 
 def internal_reason(ip: IP, blocked: frozenset[IP] = frozenset()) -> str | None:
-    """Why egress to ``ip`` needs the allowlist to name it literally, or None for an outside address."""
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address (where cloud metadata services answer)"
-    if ip.is_unspecified or (isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.IPv4Network("0.0.0.0/8")):
-        return "an unspecified address (this host)"
-    if ip.is_multicast:
-        return "a multicast address"
-    if ip in blocked:
-        return "an address of the Docker host"
-    if ip in host_addresses():
-        return "an address of this host"
-    return None
+    """Why egress to ``ip`` needs the allowlist to name it, or None for a globally reachable address."""
+    found = internal(ip, blocked)
+    return None if found is None else found.reason
+
+
+def internal(ip: IP, blocked: frozenset[IP] = frozenset()) -> Internal | None:
+    """``addresses.classify`` with this host's own addresses."""
+    return classify(ip, blocked=blocked, own=host_addresses())
 
 
 async def resolve(host: str, port: int) -> list[str]:
@@ -183,8 +184,10 @@ class EgressProxy:
         if not self.allowlist.allows(host, port):
             raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is not in this "
                                            "sandbox's network allowlist")
-        if as_ip(host) is not None:
-            addresses = [host.strip("[]")]
+        literal = parse_host_ip(host)
+        if literal is not None:
+            # a standard spelling keeps its zone (fe80::1%eth0); a numeric one (0x7f.1) is connected to as dotted
+            addresses = [host.strip("[]") if as_ip(host) is not None else str(literal)]
         else:
             try:
                 addresses = await asyncio.wait_for(self.resolver(host, port), RESOLVE_TIMEOUT_S)
@@ -194,11 +197,15 @@ class EgressProxy:
                 raise Refused("502 Bad Gateway", f"toolgym sandbox proxy: {host} has no address")
         for address in addresses:
             ip = as_ip(address)
-            reason = "not an IP address" if ip is None else internal_reason(ip, self.blocked)
-            if reason and not self.allowlist.names_address(address, port):
-                raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is refused: it "
-                                               f"resolves to {address}, {reason}; only a network allowlist entry naming "
-                                               f"{address}:{port} itself lets a sandbox reach it")
+            found = Internal("not an IP address", False) if ip is None else internal(ip, self.blocked)
+            if found is None or self.allowlist.names_address(address, port):
+                continue
+            if found.by_name and literal is None and self.allowlist.names_host(host, port):
+                continue
+            unlock = (f"an allowlist entry naming {address}:{port} itself, or {host}:{port} exactly (not a wildcard),"
+                      if found.by_name and literal is None else f"a network allowlist entry naming {address}:{port} itself")
+            raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is refused: it "
+                                           f"resolves to {address}, {found.reason}; only {unlock} lets a sandbox reach it")
         return addresses
 
     async def handle(self, reader: ByteSource, writer: ByteSink) -> None:

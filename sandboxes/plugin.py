@@ -79,10 +79,12 @@ def toolgym_sandbox_backends() -> list[SandboxBackendSpec]:
             name="local", factory=_local, available=_local_available, priority=10, options=options,
             description="bubblewrap namespaces plus rlimits on this host, for machines without Docker.",
         ),
-        # A test double that isolates nothing: never picked automatically (available() is False), only by name.
+        # A test double that isolates nothing: never picked automatically, only by name; model-driven
+        # runs (collect, train, reverify) refuse it without --unsafe-in-process-sandbox.
         SandboxBackendSpec(
-            name="memory", factory=_memory, available=lambda: False, priority=-100,
+            name="memory", factory=_memory, available=lambda: False, priority=-100, isolates=False,
             options={**options, "handler": "answers run() calls", "python": "'inprocess', None or a session factory"},
-            description="In-memory test double (fake files, pluggable commands, in-process Python); no isolation.",
+            description="In-memory test double (fake files, pluggable commands, in-process Python); NO isolation: "
+                        "code runs inside this process.",
         ),
     ]

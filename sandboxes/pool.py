@@ -10,6 +10,13 @@
   (``_host_check``: its own view of the sandbox's processes) that only the agent it started
   with is left, and destroys the sandbox otherwise. Only then does the
   agent start the next episode's interpreter (``prestart``).
+- A reset empties every writable place, but some kernel counters go on from where the last
+  episode left them (loopback bytes, inode numbers, the PID counter: the README's "What carries
+  over between episodes"). So an idle sandbox is never handed to an episode of a group
+  (``GROUP_LABEL`` in ``acquire``'s labels) it has already served, for as long as it lives: a
+  sample cannot pass its answer to a sibling, nor to the same task's group of a later epoch. The
+  next idle sandbox is taken instead, or a new one made. After the host's check, ``_after_reset``
+  resets from outside what the backend can (the memory cgroup's peak, on Docker).
 - ``aclose()`` destroys everything the backend made. Sandboxes are also registered with
   ``lifecycle`` so that an exiting process destroys them, and the first ``acquire`` sweeps away
   leftovers of dead processes.
@@ -31,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgym.core.errors import SandboxError
+from toolgym.core.sandbox import GROUP_LABEL
 from toolgym.sandboxes import lifecycle
 from toolgym.sandboxes.profiles import DEFAULT_PROFILES, SandboxProfile, resolve_profiles
 from toolgym.sandboxes.sandbox import AgentSandbox
@@ -65,7 +73,10 @@ class PooledBackend(ABC):
         self.max_idle = max_idle
         self.start_timeout_s = start_timeout_s
         self.warm_targets: dict[str, int] = dict(warm) if isinstance(warm, Mapping) else ({"python": warm} if warm else {})
-        self.counters = {"created": 0, "reused": 0, "destroyed": 0, "poisoned": 0, "dead_in_pool": 0}
+        self.counters = {"created": 0, "reused": 0, "destroyed": 0, "poisoned": 0, "dead_in_pool": 0, "kept_from_group": 0}
+        """``kept_from_group``: idle sandboxes passed over because they had served the acquiring episode's group."""
+        self._served: dict[str, set[str]] = {}
+        """Sandbox id -> the groups whose episodes it has served (``GROUP_LABEL``)."""
         self._warned_places: set[str] = set()
         self._idle: dict[str, deque[AgentSandbox]] = {}
         self._creating: dict[str, int] = {}
@@ -106,6 +117,10 @@ class PooledBackend(ABC):
         A backend that cannot look from outside never reuses a sandbox."""
         return f"the {self.name} backend cannot check a reset from outside; sandboxes are made anew"
 
+    async def _after_reset(self, sandbox: AgentSandbox) -> None:
+        """After a checked reset: reset from outside the counters the backend can (and record in
+        ``sandbox.handle["counters"]`` which, for the audit). Never raises for a counter it cannot."""
+
     # -- the SandboxBackend protocol --------------------------------------------------------------
 
     def profile(self, kind: str) -> SandboxProfile:
@@ -131,14 +146,19 @@ class PooledBackend(ABC):
             self._replenish(kind)
 
     async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> AgentSandbox:
-        """A ready sandbox of ``kind``: a pinged idle one, else a new one."""
+        """A ready sandbox of ``kind``: a pinged idle one that has not served the episode's group
+        (``labels[GROUP_LABEL]``), else a new one."""
         if self._closed:
             raise SandboxError(f"the {self.name} sandbox backend is closed; create a new one")
         await self.start()
+        group = (labels or {}).get(GROUP_LABEL, "")
         idle = self._idle.setdefault(kind, deque())
         sandbox = None
-        while idle:
-            candidate = idle.popleft()
+        while sandbox is None:
+            candidate = next((c for c in idle if not group or group not in self._served.get(c.id, ())), None)
+            if candidate is None:
+                break
+            idle.remove(candidate)
             try:
                 await candidate.ping(timeout=2.0)
             except SandboxError:
@@ -147,9 +167,12 @@ class PooledBackend(ABC):
                 continue
             sandbox = candidate
             self.counters["reused"] += 1
-            break
         if sandbox is None:
+            if group and idle:
+                self.counters["kept_from_group"] += 1
             sandbox = await self._create_one(kind, episode_id=episode_id, labels=labels or {})
+        if group:
+            self._served.setdefault(sandbox.id, set()).add(group)
         sandbox.episode_id = episode_id
         self._note_holder(sandbox, episode_id, labels or {})
         self._replenish(kind)
@@ -286,6 +309,7 @@ class PooledBackend(ABC):
             stats = await asyncio.wait_for(sandbox.reset(prestart=False), 20.0)
             reason = self.poison_reason(sandbox, stats) or await self._host_check(sandbox)
             if reason is None:
+                await self._after_reset(sandbox)
                 await asyncio.wait_for(sandbox.prestart(), 20.0)
         except (TimeoutError, SandboxError):
             self._discard(sandbox)
@@ -337,6 +361,7 @@ class PooledBackend(ABC):
         """Destroy in the background (tracked, so ``aclose`` waits for it)."""
         if self._live.pop(sandbox.id, None) is None:
             return
+        self._served.pop(sandbox.id, None)
         idle = self._idle.get(sandbox.kind)
         if idle is not None and sandbox in idle:
             idle.remove(sandbox)

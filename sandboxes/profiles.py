@@ -85,13 +85,29 @@ class SandboxProfile:
 
     def names_address(self, address: str, port: int) -> bool:
         """Whether the allowlist names the IP ``address`` literally for ``port`` (not through a host
-        name or a wildcard): only then may egress reach a loopback, link-local or Docker-host address."""
+        name or a wildcard): only then may egress reach a loopback, link-local, metadata or
+        Docker-host address (``toolgym.sandboxes.addresses``)."""
         if not self.network:
             return False
         want = parse_ip(address)
         for pattern in self.network:
             pat_host, pat_port = split_pattern(pattern)
             if (not pat_port or pat_port == str(port)) and want is not None and parse_ip(pat_host) == want:
+                return True
+        return False
+
+    def names_host(self, host: str, port: int) -> bool:
+        """Whether an allowlist entry names ``host`` exactly for ``port``: no ``*``, ``?`` or ``[``
+        in it, and not an IP address. Such an entry (not a wildcard) lets egress reach a private,
+        non-global address the name resolves to (a user's own service on a private network)."""
+        if not self.network:
+            return False
+        host = host.lower().rstrip(".").strip("[]")
+        for pattern in self.network:
+            pat_host, pat_port = split_pattern(pattern)
+            if pat_port and pat_port != str(port):
+                continue
+            if not set(pat_host) & set("*?[") and parse_ip(pat_host) is None and pat_host == host:
                 return True
         return False
 
@@ -173,14 +189,16 @@ def sandbox_env(profile: SandboxProfile) -> tuple[dict[str, str], dict[str, str]
     return defaults, forced
 
 
-def agent_config(profile: SandboxProfile, *, socket: str, token: str, python: str,
+def agent_config(profile: SandboxProfile, *, socket: str, python: str,
                  rlimits: Mapping[str, int] | None = None, proxy_socket: str = "/run/toolgym/p.sock") -> dict[str, Any]:
     """What the agent is started with (see ``toolgym/sandboxes/agent/main.py``); paths are as
     seen inside the sandbox, whose state directory is mounted at ``/run/toolgym``. ``proxy_socket``:
     where the agent forwards egress connections (the host proxy's UNIX socket, or ``"channel"``:
-    tunnelled over the agent's own channel, for engines on other machines)."""
+    tunnelled over the agent's own channel, for engines on other machines). The config is the
+    agent's command line, which every process of the sandbox can read (``/proc/1/cmdline``): the
+    hello token is never in it (the backend hands it over; ``agent/protocol.py`` says how)."""
     config: dict[str, Any] = {
-        "socket": socket, "token": token, "workdir": WORKDIR, "python": python,
+        "socket": socket, "workdir": WORKDIR, "python": python,
         "bash": "/bin/bash", "ttl_s": profile.ttl_s, "own_pid_namespace": True,
         "max_output": profile.max_output_bytes, "max_file_bytes": profile.max_file_bytes,
         "prestart_python": profile.prestart_python,

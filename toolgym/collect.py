@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.collect_guard import RunGuard, check_env_kwargs, check_sandbox_backend, unexpected_keyword
+from toolgym.collect_guard import (
+    RunGuard,
+    check_env_kwargs,
+    check_sandbox_backend,
+    check_sandbox_isolation,
+    unexpected_keyword,
+)
 from toolgym.collect_plan import (
     CollectOptions,
     check_options,
@@ -224,6 +230,7 @@ async def collect(
     check_options(opts, registry)
     check_env_kwargs(registry, opts.env, opts.env_kwargs)
     check_sandbox_backend(registry, opts.sandbox_backend)
+    check_sandbox_isolation(registry, opts, policy)
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
     plan = await plan_collection(opts, registry, sandboxes)
     done, todo = plan.done, plan.todo

@@ -166,6 +166,32 @@ def check_sandbox_backend(registry: Registry, name: str) -> None:
         raise ConfigError(f"--sandbox-backend {name!r} is not a sandbox backend (known: {known}); check the spelling or install its plugin") from None
 
 
+UNSAFE_FLAG = "--unsafe-in-process-sandbox (unsafe_in_process_sandbox=True in CollectOptions)"
+
+
+def model_driven(opts: Any, policy: Any = None) -> bool:
+    """Whether a model writes the run's actions: every policy but the environment's scripted
+    solver (``--model scripted``, or ``sim`` replaying it)."""
+    from toolgym.core.policy import ScriptedPolicy
+
+    if policy is not None:
+        return not isinstance(policy, ScriptedPolicy)
+    model = str(opts.model)
+    simulated_script = (model == "sim" or model.startswith("sim:")) and opts.backend_options.get("replay") == "scripted"
+    return not (model == "scripted" or simulated_script)
+
+
+def check_sandbox_isolation(registry: Registry, opts: Any, policy: Any = None) -> None:
+    """A model-driven collection refuses a sandbox backend that isolates nothing (``memory``)
+    unless ``opts.unsafe_in_process_sandbox``: the model's code would run inside this process, where
+    it reads the orchestrator's environment (API keys) and writes the host's files. The scripted
+    solver's actions are the environment's own code, so scripted runs may use it."""
+    from toolgym.core.sandbox import require_isolation
+
+    if model_driven(opts, policy) and not opts.unsafe_in_process_sandbox:
+        require_isolation(registry, opts.sandbox_backend, allow=UNSAFE_FLAG)
+
+
 def unexpected_keyword(exc: TypeError, options: dict[str, Any]) -> str | None:
     """The ``--backend-arg`` key a constructor refused with "unexpected keyword argument", if any."""
     m = re.search(r"unexpected keyword argument '([^']+)'", str(exc))

@@ -69,6 +69,10 @@ class CollectOptions:
     """Prompt + completion tokens per minute, this process; None: unlimited."""
     fail_fast: int = 8
     """Stop when the first ``fail_fast`` episodes of the run all failed with the same error; 0: never."""
+    unsafe_in_process_sandbox: bool = False
+    """Let a sandbox backend that isolates nothing (``memory``: the model's code runs inside this
+    process, beside your API keys and files) serve a model-driven collection; refused otherwise
+    (:func:`toolgym.collect_guard.check_sandbox_isolation`). Scripted runs never need it."""
     parser: str | None = None
     """None: the environment's own tool-call parser; ``auto``: the model's format, read from its chat
     template, for environments that parse function calls (:mod:`toolgym.core.parser_auto`); a

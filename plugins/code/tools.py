@@ -1,12 +1,16 @@
 """The ``python`` and ``bash`` tools: a persistent Python session and a persistent shell, each in
 the episode's sandbox (kinds ``python`` and ``shell``).
 
-What the model reads is capped at ``MAX_OUTPUT_CHARS`` (head and tail kept). A
+What the model reads is capped at ``MAX_OUTPUT_CHARS`` (head and tail kept), on top of the
+sandbox's own caps at the source (``max_output_bytes`` per stream and per text field: a cell's
+value, error and traceback), and the line where text was cut says how much there was. A
 sandbox whose agent died (a command killed it, it ran out of memory) cannot be used again: the
 tool says so, and the episode gets a fresh sandbox on its next call.
 """
 
 from __future__ import annotations
+
+import re
 
 from toolgym import Sandbox, SandboxBrokenError, ToolOutput, tool
 
@@ -16,11 +20,20 @@ MAX_OUTPUT_CHARS = 16 * 1024
 """What the model reads of one call; the sandbox has already capped each stream at its source."""
 
 
+_SANDBOX_CUT = re.compile(r"\[\.\.\. \d+ (?:characters|bytes of output) omitted[^\]\n]*\]")
+"""The line a sandbox puts where it cut a stream or a text (``protocol.cap_text``, ``procs.Capture``)."""
+
+
 def _cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, head and tail kept. The line in the middle also repeats
+    what the sandbox had already cut in the part dropped here, so that the model reads how large
+    the output really was (a 100 MB traceback, not 250 KB)."""
     if len(text) <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+    earlier = _SANDBOX_CUT.findall(text, half, len(text) - half)[:5]
+    note = "".join(f"; before that, in the sandbox: {m[1:-1].strip('. ')}" for m in earlier)
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted{note} ...]\n{text[-half:]}"
 
 
 def _broken(exc: SandboxBrokenError) -> ToolOutput:

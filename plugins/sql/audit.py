@@ -8,8 +8,9 @@
   superuser, has no ``CREATEROLE`` and is in none of :data:`.pg_guard.REFUSED_MEMBERSHIPS`;
   ``pg_advisory_lock`` is refused by the statement filter and by the missing EXECUTE privilege
   (what a provisioned database has); ``pg_locks`` and ``pg_stat_activity`` show the role nothing
-  of another session; and the per-call reset leaves no session state (a setting, a temp table, a
-  prepared statement) for the next call on the pooled connection.
+  of another session; and no session state a call leaves (a setting, a custom setting's
+  placeholder, the ``random()`` seed, a temp table, a prepared statement) reaches the next call:
+  each call runs on a server backend no earlier call used.
 
 Each check is an async function returning a detail (pass) or raising :class:`~toolgym.sandboxes.audit.rows.Fail`;
 rows are :class:`~toolgym.sandboxes.audit.rows.Row` with backend ``sqlite`` / ``postgresql`` and kind
@@ -288,34 +289,41 @@ async def postgres_other_sessions(dsn: str) -> str:
 
 
 async def postgres_reset(dsn: str) -> str:
-    """Dirty one call's pooled session (a setting, a temp table, a prepared statement); the next call
-    on the same connection must see none of it."""
+    """Dirty one call's session (a setting, a custom setting's placeholder, the ``random()`` seed, a
+    temp table, a prepared statement); the next call must see none of it (issue 42: a reset of the
+    session keeps the placeholder and the seed, so the pool gives each call a new backend)."""
     from .postgres import PostgresBackend
 
+    seed = 0.4242
     backend = PostgresBackend(dsn, max_connections=1)
     try:
         async with backend._pool().connection() as conn:  # a session left dirty, however a call got it so
             pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]
             await conn.execute("SET application_name = 'toolgym-audit-dirty'")
+            await conn.execute("SELECT set_config('toolgym_audit.planted', 'yes', false)")
             await conn.execute("SET default_transaction_read_only = off")
             await conn.execute("CREATE TEMP TABLE toolgym_audit_planted (v INTEGER)")
             await conn.execute("PREPARE toolgym_audit_planted AS SELECT 1")
+            await conn.execute("SELECT setseed(%s)", (seed,))
         after = await backend.query(
             "SELECT pg_backend_pid(), current_setting('application_name'), "
+            "current_setting('toolgym_audit.planted', true) IS NOT NULL, "
             "to_regclass('pg_temp.toolgym_audit_planted') IS NOT NULL, "
-            "(SELECT count(*) FROM pg_prepared_statements WHERE name = 'toolgym_audit_planted')", timeout_s=5.0)
+            "(SELECT count(*) FROM pg_prepared_statements WHERE name = 'toolgym_audit_planted'), random()", timeout_s=5.0)
+        async with await _connect(dsn) as conn:
+            await conn.execute("SELECT setseed(%s)", (seed,))
+            seeded = (await (await conn.execute("SELECT random()")).fetchone())[0]
     except SQLError as exc:
         raise Fail(f"the SQL tool could not run as this role: {exc}") from None
     finally:
         await backend.aclose()
-    next_pid, app, temp, prepared = after.rows[0]
-    if next_pid != pid:
-        raise Fail("the pool opened a new connection, so the reset was not exercised")
-    left = [what for what, there in (("the SET", app == "toolgym-audit-dirty"), ("the temp table", temp),
-                                     ("the prepared statement", prepared)) if there]
+    next_pid, app, placeholder, temp, prepared, drawn = after.rows[0]
+    left = [what for what, there in (("the SET", app == "toolgym-audit-dirty"), ("the custom setting's placeholder", placeholder),
+                                     ("the temp table", temp), ("the prepared statement", prepared),
+                                     ("the random() seed", drawn == seeded)) if there]
     if left:
         raise Fail(f"the next call on the pooled connection still saw {', '.join(left)}")
-    return f"SET, temp table and prepared statement gone on the next call (same backend pid {pid})"
+    return f"SET, custom setting, random() seed, temp table, prepared statement gone on the next call (backend {pid} -> {next_pid})"
 
 
 POSTGRES_CHECKS: list[tuple[str, PostgresCheck]] = [

@@ -16,10 +16,10 @@ Three guards, each for something ``BEGIN READ ONLY`` does not stop:
   ``ts_rewrite``: such text could hide a name). It is a second fence: on databases
   :func:`.postgres.create_database` provisions, the reader role may not execute the advisory-lock
   functions at all.
-- :data:`RESET_SQL`, run after every call in the same round trip as its ``ROLLBACK``: what
-  ``DISCARD ALL`` does (advisory locks, prepared statements, cursors, settings, temp objects), in
-  statements allowed in a transaction block, so nothing one call leaves reaches the next call on
-  the pooled connection.
+- no session outlives its call: the pool (:class:`.postgres._Pool`) closes each connection after
+  one call and the next call gets a new server backend, so nothing one call leaves in its session
+  (locks, prepared statements, cursors, settings, temp objects, and what no reset clears: a custom
+  setting's placeholder, the ``random()`` seed) reaches another (issue 42).
 
 On databases :func:`.postgres.create_database` (or ``scripts/ensure-postgres.sh --reader``)
 provisions, the server's privileges are the first fence: :data:`STATS_REVOKE_SQL` takes from
@@ -69,10 +69,6 @@ END $$"""
 """Run as a superuser in a provisioned database: PUBLIC may no longer read the views of other
 sessions' locks and statistics, nor call the functions beneath them (a function is checked against
 the caller even inside a view). ``pg_stats`` (column statistics of tables one may read) stays."""
-
-RESET_SQL = ("ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
-             "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP")
-"""Ends the call's transaction and resets its session: ``DISCARD ALL``'s steps, one round trip."""
 
 LOCK_FUNCTIONS = ("pg_advisory_lock", "pg_advisory_lock_shared", "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared",
                   "pg_try_advisory_lock", "pg_try_advisory_lock_shared", "pg_try_advisory_xact_lock",

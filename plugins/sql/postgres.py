@@ -2,11 +2,12 @@
 
 Each query: the statement filter of :mod:`.pg_guard`, then ``BEGIN READ ONLY``, ``SET LOCAL
 statement_timeout``, the statement itself through the extended query protocol (so one string holds
-exactly one statement: ``SELECT 1; DROP …`` is refused by the server), rows streamed and the stream
-abandoned after ``max_rows + 1``, then ``ROLLBACK`` and a reset of the session (``DISCARD ALL``'s
-steps) before the connection serves again. Connections are pooled per event loop, and each new one
-is checked: a role that may reach the server's programs or files, or whose SQL other sessions can
-read, is refused (:func:`.pg_guard.unsafe_role_reason`). Point the backend at a role that can only
+exactly one statement: ``SELECT 1; DROP …`` is refused by the server), rows streamed, each cell
+cut by the server and the rows by a byte budget (:mod:`.pg_bound`, issue 42), and the stream
+abandoned after ``max_rows + 1``; then the connection is closed, so that no call ever runs on a
+server session an earlier call used (``_Pool`` says why a reset is not enough). Connections are
+opened ahead, per event loop, and each new one is checked: a role that may reach the server's
+programs or files, or whose SQL other sessions can read, is refused (:func:`.pg_guard.unsafe_role_reason`). Point the backend at a role that can only
 read (what :func:`create_database` sets up: SELECT grants only, ``default_transaction_read_only``,
 ``track_activities`` off, no advisory locks, a connection limit): then the grants are the boundary
 and the transaction settings a second fence.
@@ -17,6 +18,7 @@ Needs ``psycopg`` (``pip install 'toolgym[sql]'``), imported lazily.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -26,10 +28,12 @@ from typing import Any
 
 from toolgym import ConfigError
 
-from . import pg_guard
+from . import pg_bound, pg_guard
 from .backends import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
+    DISPLAY_RESULT_BYTES,
+    EXACT_RESULT_BYTES,
     Column,
     ForeignKey,
     QueryResult,
@@ -87,29 +91,54 @@ def _qualified(schema: str, name: str) -> str:
 
 
 class _Pool:
-    """Up to ``size`` connections of one event loop; a connection is reused only when it is idle."""
+    """Up to ``size`` connections of one event loop, each serving exactly one call.
+
+    A call gets a server backend no earlier call has used: the connection is closed when the call
+    ends, and a replacement is opened in the background for the next one (a call that finds none
+    ready opens its own). A reset of the session is not enough (issue 42): ``DISCARD ALL`` and
+    ``RESET ALL`` leave a custom setting's placeholder for the life of the backend
+    (``set_config('x.y', …)`` in one call makes ``current_setting('x.y', true)`` ``''`` instead of
+    NULL in every later one), and the ``random()`` generator a ``setseed()`` left; both are written
+    by plain SELECTs, and neither can be listed to be checked. The cost is a connection (and its
+    role check) per call, off the call's path while calls come slower than connections open
+    (``bench/sql_fresh_backend.py``, 2 shared cores, PostgreSQL 15 on loopback: p50 0.9-2.3 ms a
+    call with the spare ready vs 1.2-2.0 ms for the pool that reset and reused its connection;
+    14-22 ms for a call that must connect itself; connecting, authenticating and checking the role
+    alone 10-14 ms)."""
 
     def __init__(self, dsn: str, size: int, connect_timeout_s: float) -> None:
-        self.dsn, self.connect_timeout_s = dsn, connect_timeout_s
+        self.dsn, self.size, self.connect_timeout_s = dsn, size, connect_timeout_s
         self.idle: list[Any] = []
+        """Connected, checked, never used."""
         self.slots = asyncio.Semaphore(size)
+        self._busy = 0
+        self._opening: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
         psycopg = _psycopg()
         async with self.slots:
-            conn = self.idle.pop() if self.idle else None
-            if conn is None:
-                conn = await self._connect(psycopg)
+            conn = None
+            while self.idle and conn is None:
+                conn = self.idle.pop()
+                if conn.closed:
+                    conn = None
+            self._busy += 1
             try:
+                if conn is None:
+                    conn = await self._connect(psycopg)
                 yield conn
             finally:
-                await self._release(psycopg, conn)
+                self._busy -= 1
+                if conn is not None:  # (a refused or failed connection is not retried in the background)
+                    await self._retire(conn)
+                    self._replenish()
 
     async def _connect(self, psycopg: Any) -> Any:
         """A new connection, refused (closed, ``UnsafeRoleError``) if its role is unsafe for the model."""
         try:
-            # prepare_threshold None: psycopg prepares nothing, so the reset's DEALLOCATE ALL drops nothing of its own
+            # prepare_threshold None: psycopg prepares nothing of its own on the server
             conn = await psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=max(1, round(self.connect_timeout_s)))
         except psycopg.OperationalError as exc:
@@ -133,23 +162,35 @@ class _Pool:
             log.warning("%s", warning)
         return conn
 
-    async def _release(self, psycopg: Any, conn: Any) -> None:
-        """Back to the idle list with its transaction ended and its session reset; closed if that fails
-        or the connection is busy or broken (a cancelled call)."""
-        if not conn.closed and conn.info.transaction_status in (
-                psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
-            try:
-                async with asyncio.timeout(self.connect_timeout_s):
-                    await conn.execute(pg_guard.RESET_SQL)
-            except (psycopg.Error, TimeoutError):
-                pass
-            else:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                    self.idle.append(conn)
-                    return
-        await conn.close()
+    async def _retire(self, conn: Any) -> None:
+        """End a used connection: its backend exits, and everything its session held with it
+        (transaction, locks, temp tables, settings and their placeholders)."""
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+    def _replenish(self) -> None:
+        """Open connections in the background until every free slot has one ready."""
+        while not self._closed and self._busy + len(self.idle) + len(self._opening) < self.size:
+            task = asyncio.get_running_loop().create_task(self._open_spare())
+            self._opening.add(task)
+            task.add_done_callback(self._opening.discard)
+
+    async def _open_spare(self) -> None:
+        try:
+            conn = await self._connect(_psycopg())
+        except Exception as exc:  # the next call connects itself and reports the error
+            log.debug("could not open a spare PostgreSQL connection: %s", exc)
+            return
+        if self._closed:
+            await conn.close()
+        else:
+            self.idle.append(conn)
 
     async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._opening):
+            task.cancel()
+        await asyncio.gather(*self._opening, return_exceptions=True)
         while self.idle:
             await self.idle.pop().close()
 
@@ -181,33 +222,54 @@ class PostgresBackend(SQLBackend):
         if refused:
             kind, message = refused
             raise (ReadOnlyViolation if kind == "readonly" else SQLError)(message)
+        statement = pg_bound.parse(sql)  # raises MultipleStatements
+        if statement.first_word == "explain":  # a plan line may be huge: read in a process of its own
+            return await pg_bound.explain_apart(self.dsn, sql, max_rows=max_rows, timeout_s=timeout_s,
+                                                cell_chars=cell_chars, connect_timeout_s=self.connect_timeout_s)
         start = time.perf_counter()
         async with self._pool().connection() as conn:
             columns: list[str] = []
             rows: list[tuple[Any, ...]] = []
+            more = False
             try:
                 # the backstop covers a server that ignores statement_timeout (or a dead network)
                 async with asyncio.timeout(timeout_s + 5.0):
                     # one round trip (simple protocol); the model's statement then goes alone
-                    await conn.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+                    await conn.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}; "
+                                       f"{pg_bound.SETTINGS_SQL}")
+                    bounded, text = await _bounded(conn, statement, sql, cell_chars)
+                    budget = bounded.budget if bounded else EXACT_RESULT_BYTES if cell_chars is None else DISPLAY_RESULT_BYTES
+                    used = 0
                     cur = conn.cursor()
                     try:
                         # closed explicitly: psycopg then cancels the rest of the result at once
-                        async with aclosing(cur.stream(sql)) as stream:
-                            async for row in stream:
-                                rows.append(tuple(row))
+                        async with aclosing(cur.stream(text)) as stream:
+                            async for raw in stream:
+                                row = bounded.row(raw, len(rows) + 1) if bounded else pg_bound.raw_row(raw, cell_chars)
+                                del raw
+                                used += pg_bound.row_bytes(row)
+                                if used > budget:  # issue 42: rows stop at the result's byte budget
+                                    if cell_chars is None:
+                                        raise SQLError(f"the result is larger than the {budget} bytes a result of exact "
+                                                       "values may have; select fewer rows or columns, or aggregate")
+                                    more = True
+                                    break
+                                rows.append(row)
                                 if len(rows) > max_rows:
                                     break
                     except psycopg.ProgrammingError as exc:
                         if "didn't produce a result" not in str(exc):
                             raise
-                    if cur.description:
+                    if bounded is not None:
+                        columns = bounded.names
+                    elif cur.description:
                         columns = [c.name for c in cur.description]
             except TimeoutError:
                 await conn.close()
-                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped") from None
+                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped"
+                                   f"{_after(rows)}") from None
             except errors.QueryCanceled:
-                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped; "
+                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped{_after(rows)}; "
                                    "simplify it or add a LIMIT") from None
             except errors.ReadOnlySqlTransaction as exc:
                 raise ReadOnlyViolation(f"the database is read-only: {_message(exc)}") from None
@@ -217,8 +279,8 @@ class PostgresBackend(SQLBackend):
                 raise SQLError(_message(exc)) from None
             except psycopg.Error as exc:
                 raise SQLError(_message(exc)) from None
-            # the pool rolls back and resets the session when the connection comes back
-        return QueryResult(columns, rows[:max_rows], len(rows) > max_rows, time.perf_counter() - start)
+            # the pool closes the connection: its backend, and whatever its session held, are gone
+        return QueryResult(columns, rows[:max_rows], more or len(rows) > max_rows, time.perf_counter() - start)
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:
         cols = await self.query(_COLUMNS_SQL, max_rows=1_000_000, timeout_s=timeout_s)
@@ -243,6 +305,35 @@ class PostgresBackend(SQLBackend):
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.aclose()
+
+
+async def _bounded(conn: Any, statement: pg_bound.Statement, sql: str,
+                   cell_chars: int | None) -> tuple[pg_bound.BoundedResult | None, str]:
+    """(how to read the rows, the SQL to run) of ``sql``: wrapped so that the server cuts every
+    cell (:mod:`.pg_bound`), or as it is when it cannot return rows of the model's choosing."""
+    if not statement.wrapped:
+        return None, sql
+    cur = conn.cursor()
+    # binary: psycopg then sends it through the extended protocol, which runs exactly one statement
+    if statement.body is None:  # unreadable quoting or parentheses: the server's error, or a refusal
+        await cur.execute(pg_bound.describe_sql(sql), binary=True)  # no row whatever the text holds
+        raise SQLError("the statement's quotes, comments or parentheses do not close where PostgreSQL's do as "
+                       "toolgym reads them; write it without unusual quoting")
+    try:
+        await cur.execute(pg_bound.describe_sql(statement.body), binary=True)
+    except _psycopg().Error as exc:
+        refusal = pg_bound.top_level_only(_message(exc))
+        if refusal is None:
+            raise
+        raise refusal from None
+    described = [(c.name, int(c.type_code)) for c in cur.description or []]
+    bounded = pg_bound.BoundedResult(described, cell_chars=cell_chars)
+    return bounded, bounded.sql(statement.body)
+
+
+def _after(rows: list[Any]) -> str:
+    """How far a stopped query had come, for its timeout message."""
+    return f" (after {len(rows)} row{'s' if len(rows) != 1 else ''} had arrived)" if rows else ""
 
 
 def _message(exc: Any) -> str:

@@ -15,14 +15,20 @@ fetched (the extra one only tells that there were more).
 Wire format (script mode)::
 
     request  {"op": "query", "db": PATH, "sql": TEXT, "max_rows": N, "timeout_s": S,
-              "cell_chars": N | null, "max_bytes": N}
+              "cell_chars": N | null, "max_bytes": N, "uri": URI?, "memory_bytes": N?}
              {"op": "tables", "db": PATH, "timeout_s": S, "max_bytes": N}
     answer   {"ok": true, "columns": [...], "rows": [[...], ...], "truncated": BOOL, "db_s": S}
              {"ok": true, "tables": [[NAME, KIND, TABLE_INFO_ROWS, FOREIGN_KEY_ROWS], ...], "db_s": S}
-             {"ok": false, "kind": "readonly" | "timeout" | "error" | "too_large", "message": TEXT}
+             {"ok": false, "kind": "readonly" | "timeout" | "error" | "too_large" | "memory", "message": TEXT}
 
 ``PATH`` is relative to the working directory and free of ``?``, ``#`` and ``%`` (it goes into a
-``file:`` URI as it is).
+``file:`` URI as it is); ``uri``, when given, is the whole ``file:…?mode=ro`` URI instead (the host
+path, whose files may have any name). ``memory_bytes``: the process first limits its own address
+space to that (``RLIMIT_AS``), and a statement that needs more is answered ``memory``: this is how
+the host path keeps a query's memory out of the host process (issue 42). Rows are converted one at
+a time as they are fetched, so a BLOB shown by its size is never held longer than its row, and
+rows only shown (``cell_chars`` set) stop at ``max_bytes`` as they stop at ``max_rows``
+(``truncated``); exact rows past it are the ``too_large`` error.
 
 Values travel exactly: NULL, integers, text, and reals (JSON numbers written with ``repr``, so
 they read back bit for bit; infinities as ``Infinity``). A BLOB is ``{"blob": BASE64}``. With
@@ -43,6 +49,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 _READ_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
@@ -90,9 +97,13 @@ def connect_uri(uri: str) -> sqlite3.Connection:
     return conn
 
 
-def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float,
+            convert: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None,
+            ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
     """(columns, at most ``max_rows`` rows, whether there were more) of one read-only statement;
-    raises ``Refused``."""
+    raises ``Refused``. ``convert``, when given, is applied to each row as it is fetched (one row
+    at a time), so that what it drops (a BLOB's bytes) is never held for more than one row; when
+    it returns None the rows so far are all that is kept, as if ``max_rows`` had been reached."""
     refused: list[str] = []
 
     def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
@@ -118,7 +129,18 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float)
         try:
             cur = conn.execute(sql)
             columns = [d[0] for d in cur.description] if cur.description else []
-            rows = cur.fetchmany(max_rows + 1) if cur.description else []
+            rows: list[tuple[Any, ...]] = []
+            stopped = False
+            if cur.description and convert is None:
+                rows = cur.fetchmany(max_rows + 1)
+            elif cur.description and convert is not None:
+                while len(rows) <= max_rows and (row := cur.fetchone()) is not None:
+                    converted = convert(row)
+                    del row
+                    if converted is None:
+                        stopped = True
+                        break
+                    rows.append(converted)
             cur.close()
         finally:
             conn.set_authorizer(None)
@@ -141,7 +163,7 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float)
     except sqlite3.Warning as exc:  # e.g. several statements in one string
         text = "send one SQL statement per call" if "one statement" in str(exc) else str(exc)
         raise Refused("error", text, reusable=reusable) from None
-    return columns, [tuple(r) for r in rows[:max_rows]], len(rows) > max_rows
+    return columns, [tuple(r) for r in rows[:max_rows]], stopped or len(rows) > max_rows
 
 
 def describe(conn: sqlite3.Connection, timeout_s: float) -> list[tuple[str, str, list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
@@ -173,12 +195,17 @@ def encode_value(value: Any, cell_chars: int | None = None) -> Any:
     return value
 
 
+def memory_message(limit: int) -> str:
+    return (f"the query needed more than the {limit // (1024 * 1024)} MiB of memory a query may use and was stopped; "
+            "select fewer or smaller values (length(x) instead of x), or aggregate")
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The answer to one request (see the module docstring)."""
     start = time.perf_counter()
     timeout_s = float(request["timeout_s"])
     try:
-        conn = connect_uri(f"file:{request['db']}?mode=ro")
+        conn = connect_uri(request.get("uri") or f"file:{request['db']}?mode=ro")
     except sqlite3.Error as exc:
         return {"ok": False, "kind": "error", "message": f"cannot open the database copy in the sandbox: {exc}"}
     try:
@@ -186,22 +213,42 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
             tables = [[n, k, [list(r) for r in info], [list(r) for r in fks]] for n, k, info, fks in describe(conn, timeout_s)]
             return {"ok": True, "tables": tables, "db_s": time.perf_counter() - start}
         cell_chars = request.get("cell_chars")
-        columns, rows, truncated = execute(conn, request["sql"], int(request["max_rows"]), timeout_s)
-        return {"ok": True, "columns": columns, "rows": [[encode_value(v, cell_chars) for v in r] for r in rows],
+        budget = int(request.get("max_bytes") or 0) - 8192 if cell_chars is not None else 0
+        used = 0
+
+        def convert(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+            nonlocal used
+            out = tuple(encode_value(v, cell_chars) for v in row)
+            if budget > 0:  # rows only shown: stop at the byte budget, as a row limit stops (not an error)
+                used += len(json.dumps(out, ensure_ascii=True)) + 2  # and its ", " in the list
+                if used > budget:
+                    return None
+            return out
+
+        columns, rows, truncated = execute(conn, request["sql"], int(request["max_rows"]), timeout_s, convert=convert)
+        return {"ok": True, "columns": columns, "rows": [list(r) for r in rows],
                 "truncated": truncated, "db_s": time.perf_counter() - start}
     except Refused as exc:
         return {"ok": False, "kind": exc.kind, "message": exc.message}
+    except MemoryError:  # SQLite's own allocations fail as MemoryError too (SQLITE_NOMEM)
+        return {"ok": False, "kind": "memory", "message": memory_message(int(request.get("memory_bytes") or 0))}
     finally:
         conn.close()
 
 
 def main() -> None:
     request = json.loads(sys.stdin.read())
+    if request.get("memory_bytes"):  # the host path: the statement cannot grow this process past it
+        import resource
+
+        limit = int(request["memory_bytes"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     text = json.dumps(answer(request), ensure_ascii=True)
     limit = int(request.get("max_bytes") or 0)
     if limit and len(text) > limit:
+        cap = "a result may have" if request.get("uri") else "the sandbox returns"  # "uri": the host path
         text = json.dumps({"ok": False, "kind": "too_large", "message": (
-            f"the result is {len(text)} bytes, more than the {limit} bytes the sandbox returns; "
+            f"the result is {len(text)} bytes, more than the {limit} bytes {cap}; "
             "select fewer rows or columns, or aggregate")})
     sys.stdout.write(text)
 

@@ -18,7 +18,6 @@ configured or none works on this host (a warning says so once).
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import hashlib
 import json
@@ -37,14 +36,15 @@ from . import readonly_sqlite
 from .backends import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
-    ElidedBlob,
+    DISPLAY_RESULT_BYTES,
+    EXACT_RESULT_BYTES,
+    START_MARGIN_S,
     QueryResult,
-    QueryTimeout,
-    ReadOnlyViolation,
     SQLBackend,
-    SQLError,
     SQLiteBackend,
     Table,
+    decode_value,
+    runner_answer,
     table_of,
 )
 
@@ -55,11 +55,9 @@ SANDBOX_KIND = "sql"
 SANDBOX_DIR = ".toolgym-sql"
 """Where, under the sandbox's work directory, the runner and the database copies go."""
 RUNNER = f"{SANDBOX_DIR}/readonly_sqlite.py"
-START_MARGIN_S = 5.0
-"""Seconds the sandbox allows past a statement's own timeout (interpreter start, database open)."""
-DISPLAY_OUTPUT_BYTES = 1024 * 1024
+DISPLAY_OUTPUT_BYTES = DISPLAY_RESULT_BYTES
 """Largest answer of a display-only query (cells already shortened to what a model is shown)."""
-EXACT_OUTPUT_BYTES = 16 * 1024 * 1024
+EXACT_OUTPUT_BYTES = EXACT_RESULT_BYTES
 """Largest answer of a query whose exact values are wanted (scoring), and of the schema."""
 COPY_CHUNK_BYTES = 32 * 1024 * 1024
 """Bytes of the database sent per ``write_file`` request (the agent's frames are capped)."""
@@ -119,17 +117,6 @@ def runner_source() -> bytes:
     return Path(readonly_sqlite.__file__).read_bytes()
 
 
-def _value(value: Any) -> Any:
-    if isinstance(value, dict):
-        return base64.b64decode(value["blob"]) if "blob" in value else ElidedBlob(int(value["blob_size"]))
-    return value
-
-
-def _tail(text: str, n: int = 600) -> str:
-    text = text.strip()
-    return text if len(text) <= n else "…" + text[-n:]
-
-
 class SandboxSQLiteBackend(SQLBackend):
     """``source``'s database run inside a sandbox: one given (held by the caller for as long as
     this backend is used), or a function that gives the current one (an episode's sandbox is
@@ -181,23 +168,10 @@ class SandboxSQLiteBackend(SQLBackend):
         request = {**request, "db": self.db_path, "max_bytes": max_bytes}
         result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=call_timeout_s,
                               max_output=max_bytes + 4096)
-        if result.timed_out:
-            raise QueryTimeout(readonly_sqlite.timeout_message(float(request["timeout_s"])))
-        if result.oom_killed or (result.exit_code != 0 and "MemoryError" in result.stderr):
-            raise SQLError("the query ran out of memory in the sandbox; select fewer rows or columns, or aggregate")
-        try:
-            answer = json.loads(result.stdout) if result.exit_code == 0 and not result.truncated else None
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            hint = ("the sandbox image needs python3 (toolgym sandbox build sql)" if result.exit_code == 127
-                    else "run the SQL tools on the host (sql_sandbox=false) if this persists")
-            raise SQLError(f"the SQL runner failed in the {SANDBOX_KIND} sandbox (exit {result.exit_code}"
-                           f"{', output cut' if result.truncated else ''}): {_tail(result.stderr) or 'no error output'}; {hint}")
-        if not answer.get("ok"):
-            kind, message = answer.get("kind"), str(answer.get("message"))
-            raise (ReadOnlyViolation if kind == "readonly" else QueryTimeout if kind == "timeout" else SQLError)(message)
-        return answer
+        hint = ("the sandbox image needs python3 (toolgym sandbox build sql)" if result.exit_code == 127
+                else "run the SQL tools on the host (sql_sandbox=false) if this persists")
+        return runner_answer(result, float(request["timeout_s"]), where=f"in the {SANDBOX_KIND} sandbox", hint=hint,
+                             memory_where="in the sandbox")
 
     async def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
                     cell_chars: int | None = None) -> QueryResult:
@@ -206,7 +180,7 @@ class SandboxSQLiteBackend(SQLBackend):
             {"op": "query", "sql": sql, "max_rows": max_rows, "timeout_s": timeout_s, "cell_chars": cell_chars},
             call_timeout_s=timeout_s + START_MARGIN_S,
             max_bytes=self.max_output_bytes if cell_chars is None else min(self.max_output_bytes, DISPLAY_OUTPUT_BYTES))
-        rows = [tuple(_value(v) for v in row) for row in answer["rows"]]
+        rows = [tuple(decode_value(v) for v in row) for row in answer["rows"]]
         return QueryResult(list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start)
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:

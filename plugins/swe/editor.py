@@ -12,7 +12,9 @@ Commands (paths absolute):
 - ``undo_edit``: revert the last edit of that file (undoing a ``create`` removes the file).
 
 Files are edited through the sandbox's file API, so edits are confined to the work directory;
-files elsewhere can be viewed. Unlike SWE-agent's tool, tabs are kept as they are (not expanded).
+files elsewhere can be viewed. ``view`` reads a file whole only up to ``VIEW_READ_BYTES``; of a
+larger one (or one outside the work directory) the sandbox sends an excerpt of at most
+``EXCERPT_BYTES``, and the cut line names the file's size. Unlike SWE-agent's tool, tabs are kept as they are (not expanded).
 The undo history lives in a ``history`` mapping the caller keeps for the episode.
 """
 
@@ -22,13 +24,18 @@ import shlex
 from collections.abc import MutableMapping
 from typing import Literal
 
-from toolgym import PathOutsideSandboxError, Sandbox
+from toolgym import PathOutsideSandboxError, Sandbox, SandboxBrokenError, SandboxError
 
 WORKDIR = "/workspace"
 SNIPPET_LINES = 4
 """Lines of context shown around an edit."""
 MAX_VIEW_CHARS = 20_000
 """A file view longer than this is cut; ``view_range`` shows the rest."""
+VIEW_READ_BYTES = 1024 * 1024
+"""Largest file ``view`` reads whole. Of a larger file, or one outside the work directory, it reads
+only an excerpt made in the sandbox (issue 42: viewing a 60 MB file held 230 MiB on the host)."""
+EXCERPT_BYTES = 4 * MAX_VIEW_CHARS + 4
+"""Most bytes of such an excerpt: enough to fill a view (a character is at most 4 bytes)."""
 
 Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 History = MutableMapping[str, list[str | None]]
@@ -110,34 +117,85 @@ class Editor:
     # -- commands ------------------------------------------------------------------------------
 
     async def view(self, path: str, view_range: list[int] | None) -> str:
+        if view_range is not None and len(view_range) != 2:
+            raise EditorError("`view_range` must be two line numbers: [first, last] (last = -1 for the end)")
         try:
-            text = await self._read(path)
-        except EditorError:
-            kind = await self._kind(path)
-            if kind != "dir":
-                raise
-            if view_range:
-                raise EditorError("`view_range` only applies to files, and this path is a directory") from None
-            listing = await self.sandbox.run(
-                f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort", timeout=30)
-            return f"Files and directories up to 2 levels below {path} (hidden ones left out):\n{listing.stdout.rstrip()}"
+            data = await self.sandbox.read_file(path, max_bytes=VIEW_READ_BYTES)
+        except (FileNotFoundError, IsADirectoryError):
+            if await self._kind(path) != "dir":
+                raise EditorError(f"the path {path} does not exist; check it with `view` on its directory") from None
+            return await self._view_directory(path, view_range)
+        except SandboxBrokenError:
+            raise
+        except SandboxError:  # larger than VIEW_READ_BYTES, or outside the work directory
+            return await self._view_excerpt(path, view_range)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EditorError(f"{path} is not a UTF-8 text file; the editor only handles text") from None
         lines = text.split("\n")
         first = 1
         if view_range is not None:
-            if len(view_range) != 2:
-                raise EditorError("`view_range` must be two line numbers: [first, last] (last = -1 for the end)")
-            first, last = view_range
-            if not 1 <= first <= len(lines):
-                raise EditorError(f"`view_range` starts at {first} but {path} has lines 1 to {len(lines)}")
-            if last != -1 and not first <= last <= len(lines):
-                raise EditorError(f"`view_range` ends at {last}; it must be -1 or between {first} and {len(lines)}")
+            first, last = self._check_range(path, view_range, len(lines))
             text = "\n".join(lines[first - 1 :] if last == -1 else lines[first - 1 : last])
+        return self._numbered_view(path, text, first, len(lines))
+
+    async def _view_directory(self, path: str, view_range: list[int] | None) -> str:
+        if view_range:
+            raise EditorError("`view_range` only applies to files, and this path is a directory")
+        listing = await self.sandbox.run(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort", timeout=30)
+        return f"Files and directories up to 2 levels below {path} (hidden ones left out):\n{listing.stdout.rstrip()}"
+
+    @staticmethod
+    def _check_range(path: str, view_range: list[int], n_lines: int) -> tuple[int, int]:
+        first, last = view_range
+        if not 1 <= first <= n_lines:
+            raise EditorError(f"`view_range` starts at {first} but {path} has lines 1 to {n_lines}")
+        if last != -1 and not first <= last <= n_lines:
+            raise EditorError(f"`view_range` ends at {last}; it must be -1 or between {first} and {n_lines}")
+        return first, last
+
+    @staticmethod
+    def _numbered_view(path: str, text: str, first: int, n_lines: int, size_note: str = "") -> str:
         body = numbered(text, first)
         if len(body) > MAX_VIEW_CHARS:
             cut = body[:MAX_VIEW_CHARS].rsplit("\n", 1)[0]
             shown = cut.count("\n") + first
-            body = f"{cut}\n[... cut at line {shown} of {len(lines)}: view the rest with view_range=[{shown + 1}, -1] ...]"
+            body = (f"{cut}\n[... cut at line {shown} of {n_lines}{size_note}: "
+                    f"view the rest with view_range=[{shown + 1}, -1] ...]")
         return f"Here is {path} with line numbers (cat -n):\n{body}"
+
+    async def _view_excerpt(self, path: str, view_range: list[int] | None) -> str:
+        """``view`` of a file too large to read whole (or outside the work directory): the sandbox
+        counts its bytes and lines and sends at most ``EXCERPT_BYTES`` of the lines asked for."""
+        first, last = view_range if view_range is not None else (1, -1)
+        if not (isinstance(first, int) and isinstance(last, int)) or first < 1 or last < -1:
+            raise EditorError(f"`view_range` must be line numbers from 1 (last = -1 for the end), got {view_range}")
+        span = f"{first},$p" if last == -1 else f"{first},{max(first, last)}p;{max(first, last)}q"
+        q = shlex.quote(path)
+        script = (f"if [ -d {q} ]; then echo dir; elif [ ! -e {q} ]; then echo missing; elif [ ! -f {q} ]; then echo other; "
+                  f"elif [ ! -r {q} ]; then echo unreadable; else echo file; wc -c < {q}; wc -l < {q}; "
+                  f"sed -n '{span}' {q} | head -c {EXCERPT_BYTES}; fi")
+        result = await self.sandbox.run(script, timeout=30, max_output=2 * (EXCERPT_BYTES + 4096))
+        kind, _, rest = result.stdout.partition("\n")
+        if kind == "dir":
+            return await self._view_directory(path, view_range)
+        if kind == "missing":
+            raise EditorError(f"the path {path} does not exist; check it with `view` on its directory")
+        if kind != "file":
+            why = {"other": "it is not a regular file", "unreadable": "permission denied"}.get(kind, result.stderr.strip())
+            raise EditorError(f"cannot read {path}: {why}")
+        size_text, _, rest = rest.partition("\n")
+        count_text, _, excerpt = rest.partition("\n")
+        n_lines = int(count_text) + 1  # as text.split("\n") counts them
+        if view_range is not None:
+            self._check_range(path, [first, last], n_lines)
+        whole = len(excerpt.encode("utf-8", "surrogateescape")) < EXCERPT_BYTES - 3
+        if "\ufffd" in (excerpt if whole else excerpt[:-1]):
+            raise EditorError(f"{path} is not a UTF-8 text file; the editor only handles text")
+        if whole and last != -1 and last < n_lines and excerpt.endswith("\n"):
+            excerpt = excerpt[:-1]  # the range ends before the file's last line: no line break after it
+        return self._numbered_view(path, excerpt, first, n_lines, f" (the file has {int(size_text):,} bytes)")
 
     async def create(self, path: str, file_text: str) -> str:
         if await self._kind(path) != "missing":

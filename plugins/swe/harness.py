@@ -126,6 +126,8 @@ async def checkout(sb: Sandbox, task: SWETask, *, timeout: float = 600.0) -> str
 
 PATCH_CAP = 8 * 1024 * 1024
 """The largest candidate patch graded (bytes); a larger diff is an error (the episode scores 0)."""
+RESULT_CAP = 16 * 1024 * 1024
+"""The largest reporter result read back (bytes); a larger file is not the reporter's."""
 LOG_CAP = 8 * 1024 * 1024
 """The test log kept (bytes, head and tail halves): the sandbox agent captures it outside the test process."""
 
@@ -342,9 +344,11 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
         tampered = canaries.violations(seen, missing_ok=not ref.canaries_seen)
     if module is not None:
         try:
-            raw: bytes | None = await sb.read_file(f"{STATE}/result.json")
+            raw: bytes | None = await sb.read_file(f"{STATE}/result.json", max_bytes=RESULT_CAP)
         except FileNotFoundError:
             raw = None
+        except SandboxError:  # larger than any result the reporter writes
+            raw = b""
         result = guard.check_report(raw, reporter.nonce)
         tampered += result.tampered + guard.unbacked_claims(tests, result, parser, graded)
     if tampered:

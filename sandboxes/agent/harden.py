@@ -16,6 +16,11 @@ them away from the agent and its channel to the host, identically on both backen
   the C library falls back to ``clone``, as under Docker's default profile); system calls of
   another ABI (x32, i386 through ``int 0x80``) fail with ``EPERM``.
 
+The hello token (which lets the agent's connection be told from anyone else's) is taken from where
+the host put it and left nowhere a sandbox process could read it (``take_token``): not on the
+command line, not in the environment commands inherit, not in the agent's original environment
+block (what ``/proc/1/environ`` shows to whoever may read it).
+
 Signals still reach the agent (same uid): a tool can stop or kill it, which ends in a broken
 sandbox that the host discards, never in answers written by someone else.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
 import struct
 from typing import Any
@@ -123,3 +129,35 @@ def apply() -> dict[str, Any]:
     except OSError as exc:
         done["seccomp"] = f"not installed: {exc}"
     return done
+
+
+def take_token(config: dict[str, Any], env_name: str) -> str:
+    """The hello token: read from the inherited pipe ``config["token_fd"]`` (then closed), else
+    taken out of the environment variable ``env_name``, whose value is first overwritten in place
+    in the process's original environment block (``unsetenv`` alone leaves the bytes there, and
+    ``/proc/self/environ`` reads that block), then removed."""
+    fd = config.get("token_fd")
+    if fd is not None:
+        with os.fdopen(int(fd), "rb") as pipe:
+            return pipe.read(4096).decode("ascii").strip()
+    token = os.environ.get(env_name, "")
+    _scrub_environ(env_name)
+    os.environ.pop(env_name, None)
+    return token
+
+
+def _scrub_environ(name: str) -> None:
+    """Overwrite with zero bytes the value of ``name`` in libc's ``environ`` strings."""
+    try:
+        libc = ctypes.CDLL(None)
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    except (OSError, ValueError):
+        return
+    prefix = name.encode() + b"="
+    i = 0
+    while environ[i]:
+        address = environ[i]
+        entry = ctypes.string_at(address)
+        if entry.startswith(prefix):
+            ctypes.memset(address + len(prefix), 0, len(entry) - len(prefix))
+        i += 1

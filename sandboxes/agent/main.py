@@ -3,7 +3,8 @@
 Started as ``python3 -E -s -S main.py CONFIG_JSON`` (inside a container or a bubblewrap
 namespace). It connects to the host's UNIX socket ``config["socket"]`` (in a directory the host
 mounts read-only), or, when that is ``"stdio"``, speaks over its own stdin and stdout (a Docker
-attach stream, for engines on other hosts), says hello with ``config["token"]``, then serves
+attach stream, for engines on other hosts), says hello with the token the host handed over
+(``harden.take_token``: an inherited pipe or a wiped environment variable, never argv), then serves
 requests, each in its own thread, until the connection closes. When it closes (the host released the sandbox, or the host
 process died) the agent kills every process of the sandbox and exits, which ends the container;
 ``config["ttl_s"]`` bounds its life even if the host never lets go.
@@ -323,11 +324,12 @@ def main() -> None:
     global OWN_PID_NAMESPACE
     config = json.loads(sys.argv[1])
     OWN_PID_NAMESPACE = bool(config.get("own_pid_namespace"))
+    token = harden.take_token(config, protocol.TOKEN_ENV)  # before the environment is read (Agent.env)
     hardening = harden.apply()  # before any thread: the filter covers the threads and every child
     threading.stack_size(512 * 1024)  # per-request threads: little address space under RLIMIT_AS
     apply_rlimits(config.get("rlimits") or {})
     sock: Any = StdioChannel() if config["socket"] == STDIO else connect(config["socket"], within_s=float(config.get("connect_within_s", 30.0)))
-    sock.sendall(protocol.encode({"op": "hello", "token": config["token"], "pid": os.getpid(),
+    sock.sendall(protocol.encode({"op": "hello", "token": token, "pid": os.getpid(),
                                   "version": protocol.VERSION, "python": sys.version.split()[0],
                                   "hardening": hardening}))
     agent = Agent(config, sock)

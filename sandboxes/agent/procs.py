@@ -58,7 +58,8 @@ class Capture:
         if omitted <= 0:
             return (bytes(self.head) + tail).decode("utf-8", "replace")
         head = bytes(self.head).decode("utf-8", "replace")
-        return f"{head}\n[... {omitted} bytes of output omitted ...]\n{tail.decode('utf-8', 'replace')}"
+        return (f"{head}\n[... {omitted} bytes of output omitted: output truncated, {self.total} bytes in all, "
+                f"the first {len(self.head)} and the last {len(tail)} shown ...]\n{tail.decode('utf-8', 'replace')}")
 
 
 def process_table() -> list[tuple[int, int, str]]:

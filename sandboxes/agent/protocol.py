@@ -5,7 +5,10 @@ object). Requests carry ``id`` (an int chosen by the host) and ``op``; the agent
 one frame carrying the same ``id`` and ``ok``: true with the op's fields, or false with
 ``error`` = ``{"type": ..., "message": ...}``. Binary payloads travel as base64 strings in fields
 whose names end in ``_b64``. The agent opens the connection and speaks first, with
-``{"op": "hello", "token": ..., "pid": ...}``.
+``{"op": "hello", "token": ..., "pid": ...}``. The token never travels on the agent's command
+line (``/proc/1/cmdline`` is readable by every process of the sandbox): the host hands it over in
+an inherited pipe (``config["token_fd"]``) or in the environment variable ``TOKEN_ENV``, which
+the agent wipes from its memory before anything else runs (``harden.take_token``).
 
 Egress tunnels (sandboxes with a network allowlist on engines of other machines, where no
 socket is shared): frames without ``id`` carrying ``tun`` (a tunnel id the agent chooses) and
@@ -14,6 +17,12 @@ sends ``data`` (``data_b64``), ``eof`` (it sends no more), ``ack`` (``n``: bytes
 on, which lets the other side send that many more: a side writes only while fewer than
 ``TUNNEL_WINDOW`` bytes are unacknowledged, per tunnel and direction) and ``close`` (the tunnel is over; the other side drops
 it). At most ``MAX_TUNNELS`` are open per sandbox.
+
+Every reply is bounded in bytes (issue 42): ``reply_limit`` gives the largest frame the agent may
+send to a request (from its ``max_output`` or ``max_bytes``), the agent cuts each text field to
+``max_output`` before it sends (a stream as it reads it, ``procs.Capture``; a text with
+``cap_text``), and the host reads no frame longer than the limit of a request it is waiting for
+(it closes the channel instead).
 
 Stdlib only: this module runs inside sandboxes (imported by the agent as a sibling script) and on
 the host (imported as ``toolgym.sandboxes.agent.protocol``). It must import nothing else.
@@ -25,12 +34,31 @@ import base64
 import json
 import socket
 import struct
+import traceback
+import types
 from typing import Any
 
 HEADER = struct.Struct(">I")
+TOKEN_ENV = "TOOLGYM_AGENT_TOKEN"
+"""The environment variable that carries the hello token where no pipe can be inherited (a container)."""
 MAX_FRAME = 256 * 1024 * 1024
-"""Largest frame either side accepts (bytes); bigger ones mean a broken peer."""
+"""Largest request frame the agent accepts (bytes; the host is trusted, and a ``write_file`` of a
+database copy takes 43 MiB). Replies have bounds of their own, per request (``reply_limit``)."""
 VERSION = 1
+
+# Reply bounds (issue 42): every reply is capped where it is made, and the host refuses a bigger
+# frame before reading it. Text fields (stdout, stderr, value, error, traceback) are cut to the
+# request's ``max_output`` characters; in a frame a character takes at most 6 bytes (JSON writes a
+# control character as ``\u00XX``; any other character is at most 4 bytes of UTF-8).
+MARKER_CHARS = 512
+"""Characters a cut text field may carry beyond its cap: the line saying what was cut, the shell's notes."""
+ENVELOPE_BYTES = 64 * 1024
+"""Bytes of a reply besides its capped fields: id, flags, numbers, a short error message."""
+CONTROL_REPLY_BYTES = 4 * 1024 * 1024
+"""Largest reply to an op without a bound of its own (``ping``, ``stats``, ``reset``, ``write_file``,
+``prestart``, ...), and largest tunnel frame (``TUNNEL_CHUNK`` bytes as base64, and its envelope)."""
+TEXT_FIELDS = {"run": 2, "sh_run": 2, "py_exec": 5}
+"""How many capped text fields the reply to each op carries."""
 
 TUNNEL = "channel"
 """The ``proxy_socket`` value that tunnels egress over the agent's channel."""
@@ -51,6 +79,73 @@ E_IS_DIR = "is_dir"
 E_INVALID = "invalid"
 E_OS = "os"
 E_INTERNAL = "internal"
+
+
+def text_field_bytes(max_chars: int) -> int:
+    """Most bytes one text field cut to ``max_chars`` characters takes in a frame."""
+    return 6 * (max(0, max_chars) + MARKER_CHARS)
+
+
+def reply_limit(op: str, *, max_output: int = 0, max_bytes: int = 0) -> int:
+    """Largest reply frame the agent may send to ``op`` (with the request's ``max_output`` or, for
+    ``read_file``, ``max_bytes``); the host takes a bigger one for a broken agent."""
+    if op == "read_file":
+        return 4 * (max(0, max_bytes) // 3 + 1) + ENVELOPE_BYTES
+    if op in TEXT_FIELDS:
+        return TEXT_FIELDS[op] * text_field_bytes(max_output) + ENVELOPE_BYTES
+    return CONTROL_REPLY_BYTES
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters, the line saying what was cut included (the first and
+    last halves kept, that line between them), and whether it was cut. Cutting a cut text again to
+    the same limit changes nothing, so the line is never lost to a second cut."""
+    if len(text) <= limit:
+        return text, False
+
+    def line(half: int) -> str:
+        return (f"\n[... {len(text) - 2 * half} characters omitted: output truncated to {2 * half} of {len(text)} "
+                f"characters (the first and last {half} shown) ...]\n")
+
+    half = max(limit // 2, 1)
+    for _ in range(3):  # the numbers' widths change with the halves: settles in two steps
+        half = max((limit - len(line(half))) // 2, 1)
+    return f"{text[:half]}{line(half)}{text[-half:]}", True
+
+
+def _cap_messages(te: traceback.TracebackException, limit: int, seen: set[int]) -> None:
+    """Cut the messages and notes ``te`` holds, and those of its chained exceptions, before it is
+    formatted: formatting a 100 MB message would copy it several times over."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    message = getattr(te, "_str", None)  # the message, as TracebackException keeps it (3.8 to 3.13)
+    if isinstance(message, str):
+        te._str = cap_text(message, limit)[0]  # type: ignore[attr-defined]
+    notes = getattr(te, "__notes__", None)
+    if isinstance(notes, list):
+        te.__notes__ = [cap_text(str(n), limit)[0] for n in notes[:64]]
+    for chained in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
+        if chained is not None:
+            _cap_messages(chained, limit, seen)
+
+
+def capped_exception(exc: BaseException, tb: types.TracebackType | None, limit: int) -> tuple[str, str, bool]:
+    """(``ExcType: message``, the traceback from ``tb``, whether either was cut) of a cell's
+    exception, each cut to ``limit`` characters; the message is cut before the traceback is
+    formatted (a cell may raise 100 MB)."""
+    # a quarter of the limit: the message then fits whole in the traceback's kept tail, frames before it
+    quarter = max(limit // 4, 1)
+    try:
+        message, cut = cap_text(str(exc), quarter)
+    except Exception:  # a broken __str__ is the cell's error, not the interpreter's
+        message, cut = f"<{type(exc).__name__}.__str__ raised an exception>", False
+    error, cut_error = cap_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, limit)
+    te = traceback.TracebackException(type(exc), exc, tb, compact=True)
+    _cap_messages(te, quarter, set())
+    lines = te.format_exception_only() if isinstance(exc, SyntaxError) else te.format()
+    text, cut_text = cap_text("".join(lines), limit)
+    return error, text, cut or cut_error or cut_text
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -90,14 +185,15 @@ def recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket) -> dict[str, Any] | None:
-    """The next frame from a blocking socket, or None when the peer closed the connection."""
+def recv_frame(sock: socket.socket, *, max_frame: int = MAX_FRAME) -> dict[str, Any] | None:
+    """The next frame from a blocking socket, or None when the peer closed the connection; a frame
+    longer than ``max_frame`` bytes raises ``ConnectionError`` before any of it is read."""
     header = recv_exact(sock, HEADER.size)
     if header is None:
         return None
     (length,) = HEADER.unpack(header)
-    if length > MAX_FRAME:
-        raise ConnectionError(f"frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
+    if length > max_frame:
+        raise ConnectionError(f"frame of {length} bytes exceeds the {max_frame}-byte limit")
     body = recv_exact(sock, length)
     if body is None:
         raise ConnectionError("the peer closed the connection after a frame header")

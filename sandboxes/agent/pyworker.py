@@ -2,8 +2,10 @@
 
 Started by the agent as ``python3 -u pyworker.py FD`` where FD is a socket carrying
 length-prefixed JSON (see ``protocol``): requests ``{"code", "cell", "max_value"}``, replies
-``{"value", "error", "traceback", "value_truncated"}``. Printed output goes to the real stdout
-and stderr (pipes the agent reads), so output of child processes is captured too.
+``{"value", "error", "traceback", "value_truncated"}``, each text cut to ``max_value`` characters
+(``protocol.cap_text``; an exception's message is cut before its traceback is formatted, issue 42).
+Printed output goes to the real stdout and stderr (pipes the agent reads), so output of child
+processes is captured too.
 
 A cell whose last statement is an expression echoes its ``repr`` as ``value`` (None is not
 echoed), as the interactive interpreter does. The agent interrupts a cell with SIGINT; SIGINT is
@@ -19,7 +21,6 @@ import linecache
 import signal
 import socket
 import sys
-import traceback
 import types
 
 import protocol
@@ -30,21 +31,12 @@ sys.path[0] = ""  # like the REPL: modules in the working directory import
 _SIGINT = {signal.SIGINT}
 
 
-def _cap(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    half = max(limit // 2, 1)
-    return f"{text[:half]} ...[{len(text) - 2 * half} characters omitted]... {text[-half:]}", True
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback without this file's frames: it starts at the user's cell."""
-    if isinstance(exc, SyntaxError):
-        return "".join(traceback.format_exception_only(type(exc), exc))
+def _user_traceback(exc: BaseException) -> types.TracebackType | None:
+    """The exception's traceback without this file's frames: it starts at the user's cell."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    return tb
 
 
 def run_cell(code: str, filename: str, namespace: dict) -> object:
@@ -79,6 +71,7 @@ def main() -> None:
         if request is None:
             return
         reply: dict[str, object] = {"value": None, "error": None, "traceback": None, "value_truncated": False}
+        limit = int(request.get("max_value", 65536))
         try:
             _unblock_sigint()
             try:
@@ -88,11 +81,11 @@ def main() -> None:
                 signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
             if shown is not None:
                 builtins._ = value  # type: ignore[attr-defined]
-                reply["value"], reply["value_truncated"] = _cap(shown, int(request.get("max_value", 65536)))
+                reply["value"], reply["value_truncated"] = protocol.cap_text(shown, limit)
         except BaseException as exc:  # the cell's error, KeyboardInterrupt and SystemExit included
             signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-            reply["error"] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            reply["traceback"] = _user_traceback(exc)
+            reply["error"], reply["traceback"], cut = protocol.capped_exception(exc, _user_traceback(exc), limit)
+            reply["value_truncated"] = reply["value_truncated"] or cut
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -6,7 +6,9 @@ end is known from that channel, never from scraping printed text:
 
 - Python: requests and replies travel over a socketpair to ``pyworker.py``. A timeout sends
   SIGINT (the cell sees ``KeyboardInterrupt``); an interpreter that does not stop within
-  ``GRACE_S``, or that dies, is killed with its group and the result says ``restarted``.
+  ``GRACE_S``, or that dies, is killed with its group and the result says ``restarted``. The
+  interpreter cuts its reply's texts to ``max_output`` characters, and the agent cuts them again
+  (the cell's own code can write on that socket; a frame past the bound restarts the interpreter).
 - Shell: each command goes to bash on stdin as one ``eval $'...'`` line, so it may span lines
   and hold syntax errors without breaking the session; after it, bash writes the exit status,
   ``$PWD`` and ``export -p`` to a status pipe. On a timeout (or ``exit``) the whole shell group
@@ -160,13 +162,17 @@ class PythonSession(_Child):
             oom_before = self.probe.oom_kills()
             reply: dict[str, Any] = {}
             ctrl = self.ctrl
+            limit = protocol.reply_limit("py_exec", max_output=max_output)
 
             def on_reply() -> bool:
-                try:
-                    frame = protocol.recv_frame(ctrl)
+                try:  # the cell can write on this socket itself: a frame past the bound kills the interpreter
+                    frame = protocol.recv_frame(ctrl, max_frame=limit)
+                except ConnectionError as exc:
+                    reply.update(dead=True, oversized="exceeds" in str(exc))
+                    return True
                 except (OSError, ValueError):
                     frame = None
-                reply.update(frame if frame is not None else {"dead": True})
+                reply.update(_capped_reply(frame, max_output) if frame is not None else {"dead": True})
                 return True
 
             timed_out = False
@@ -191,6 +197,8 @@ class PythonSession(_Child):
                     why = f"it ran past its {timeout:g} s limit and did not stop when interrupted"
                 elif oom:
                     why = "it was killed for using more memory than the sandbox allows"
+                elif reply.get("oversized"):
+                    why = f"the cell wrote a reply frame of more than {limit} bytes on the interpreter's own channel"
                 else:
                     why = f"its interpreter exited (status {status})"
                 result.update(error=f"SessionRestarted: the Python session was restarted because {why}; every variable is lost",
@@ -199,6 +207,21 @@ class PythonSession(_Child):
                 result["error"] = f"TimeoutError: the cell ran past its {timeout:g} s limit and was interrupted"
             result["duration"] = time.monotonic() - start
             return result
+
+
+def _capped_reply(frame: dict[str, Any], max_output: int) -> dict[str, Any]:
+    """The interpreter's reply with each text field cut to ``max_output`` characters: the
+    interpreter caps its own, but the cell's code runs in it and may write a frame of its own."""
+    reply: dict[str, Any] = {"value_truncated": bool(frame.get("value_truncated"))}
+    for key in ("value", "error", "traceback"):
+        value = frame.get(key)
+        if value is None:
+            reply[key] = None
+            continue
+        text, cut = protocol.cap_text(value if isinstance(value, str) else repr(value), max_output)
+        reply[key] = text
+        reply["value_truncated"] = reply["value_truncated"] or cut
+    return reply
 
 
 _DECLARE = re.compile(r"^declare -[A-Za-z]*x[A-Za-z]* ", re.MULTILINE)

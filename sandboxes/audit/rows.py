@@ -1,8 +1,10 @@
 """One row per check of ``toolgym sandbox audit``, and how a check reports its outcome.
 
 A check is an async function that returns a short detail when the sandbox held, raises ``Fail``
-when something was not contained, and ``Skip`` only when the check does not apply to the backend
-(a remote engine, whose host-side ``/proc`` this machine cannot see). Any other exception is a
+when something was not contained, ``Residual`` when it found a documented channel that cannot be
+closed on this backend (a kernel counter that outlives a reset: the detail says what keeps it
+harmless), and ``Skip`` only when the check does not apply to the backend (a remote engine, whose
+host-side ``/proc`` this machine cannot see). A residual row is reported, not a failure. Any other exception is a
 failure too: a check that could not look cannot vouch for containment.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-PASS, FAIL, SKIP = "pass", "FAIL", "skip"
+PASS, FAIL, SKIP, RESIDUAL = "pass", "FAIL", "skip", "residual"
 
 
 class Fail(Exception):
@@ -20,6 +22,11 @@ class Fail(Exception):
 
 class Skip(Exception):
     """The check does not apply to this backend; the message says why."""
+
+
+class Residual(Exception):
+    """A known channel this backend cannot close; the message says what carries over and what
+    mitigates it."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class Row:
     kind: str
     """The sandbox kind the check ran in (``host`` for a ``sql.*`` row run from the host)."""
     result: str
-    """``pass``, ``FAIL`` or ``skip``."""
+    """``pass``, ``FAIL``, ``skip`` or ``residual`` (a documented channel left open; not a failure)."""
     detail: str
     """What was seen (on a pass), what leaked (on a failure), or why the check does not apply."""
     seconds: float
@@ -55,6 +62,8 @@ def outcome(exc: BaseException | None, detail: str = "") -> tuple[str, str]:
         return PASS, detail
     if isinstance(exc, Skip):
         return SKIP, str(exc)
+    if isinstance(exc, Residual):
+        return RESIDUAL, str(exc)
     if isinstance(exc, Fail):
         return FAIL, str(exc)
     return FAIL, f"the check could not run: {type(exc).__name__}: {exc}"

@@ -4,7 +4,8 @@ run the checks in order (each a ``Row``), close it.
 Limits are the kind's own profile (image, network) with small caps (``AUDIT_LIMITS``), so that the
 probes that push on them finish in seconds. Order matters: the fresh sandbox is looked at before
 anything touches it; the reset checks come after the others have dirtied it; the hijack attempt is
-followed by the next episode's look; the allowlist check uses a kind of its own.
+followed by the next episode's look; the carry-over rows (``residual`` where a counter outlives a
+reset) and the group rule that mitigates them come last; the allowlist check uses a kind of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from toolgym.sandboxes.audit import agent, egress, hostside, isolation, probes, reset
+from toolgym.sandboxes.audit import agent, carryover, egress, hostside, isolation, probes, reset
 from toolgym.sandboxes.audit.rows import PASS, Row, outcome
 from toolgym.sandboxes.audit.target import Target
 from toolgym.sandboxes.profiles import DEFAULT_PROFILES, MiB, SandboxProfile
@@ -46,6 +47,12 @@ KIND_CHECKS: list[tuple[str, Check]] = [
     ("agent.hijack", agent.hijack),
     ("reset.after-hijack", reset.after_hijack),
     ("reset.verified-from-host", reset.verified_from_host),
+    ("reset.carryover-lo-bytes", carryover.lo_bytes),
+    ("reset.carryover-inodes", carryover.inodes),
+    ("reset.carryover-pids", carryover.pids),
+    ("reset.carryover-ipc-ids", carryover.ipc_ids),
+    ("reset.carryover-memory-peak", carryover.memory_peak),
+    ("reset.group-separation", carryover.group_separation),
 ]
 """Checks run in each kind's sandbox, in this order."""
 BACKEND_CHECKS: list[tuple[str, Check]] = [("egress.other-sandboxes", egress.other_sandboxes),

@@ -13,6 +13,7 @@ socket) and the agent's files are bind-mounted read-only. Labels: ``toolgym.sand
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -21,7 +22,8 @@ from typing import Any
 
 from toolgym.core.errors import SandboxError
 from toolgym.core.sandbox import ImageNeed
-from toolgym.sandboxes import hostprocs, lifecycle
+from toolgym.sandboxes import counters, hostprocs, lifecycle
+from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.channel import AgentListener
 from toolgym.sandboxes.docker import engine, warm
 from toolgym.sandboxes.netproxy import EgressProxy
@@ -95,10 +97,10 @@ class DockerBackend(PooledBackend):
                 await proxy.start()
                 if not private:
                     (state / "p.sock").chmod(0o666)
-            config = agent_config(profile, socket="/run/toolgym/h.sock", token=token, python=PYTHON)
+            config = agent_config(profile, socket="/run/toolgym/h.sock", python=PYTHON)
             all_labels = self._labels(labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile)
             container_id = await engine.call(self._start_container, image, kind, sandbox_id, profile, config,
-                                             all_labels, str(state))
+                                             all_labels, str(state), token)
 
             async def alive() -> str | None:
                 return await engine.call(self._why_stopped, container_id)
@@ -125,7 +127,7 @@ class DockerBackend(PooledBackend):
         }
 
     def _start_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
-                         config: dict[str, Any], labels: dict[str, str], state: str) -> str:
+                         config: dict[str, Any], labels: dict[str, str], state: str, token: str) -> str:
         from docker.types import Mount
 
         api = self.api
@@ -136,7 +138,7 @@ class DockerBackend(PooledBackend):
         with engine.LIFECYCLE_GATE:
             container_id = create_sandbox_container(api, image, kind=kind, sandbox_id=sandbox_id, profile=profile,
                                                     labels=labels, entry="/opt/toolgym/main.py", config=config,
-                                                    mounts=mounts)
+                                                    token=token, mounts=mounts)
             api.start(container_id)
         return container_id
 
@@ -164,6 +166,16 @@ class DockerBackend(PooledBackend):
         if not start:
             return "the container's processes were not recorded when it was made"
         return await engine.call(self._container_pids, sandbox.handle["container"], start)  # type: ignore[no-any-return]
+
+    async def _after_reset(self, sandbox: AgentSandbox) -> None:
+        """Reset the container's memory peak from this host (``counters``): possible on cgroup v1
+        with write access to its cgroup; elsewhere the channel stays (the pool's group rule)."""
+        start = sandbox.handle.get("pids") or {}
+        if start.get("via") != "proc":
+            result = "the engine runs on another machine: its cgroups are out of this host's reach"
+        else:
+            result = await asyncio.to_thread(counters.reset_memory_peak, int(start["agent"]))
+        sandbox.handle["counters"] = {"memory_peak": result}
 
     def _container_pids(self, container_id: str, start: dict[str, Any] | None) -> Any:
         """Without ``start``: ``{"via", "agent"}`` of a fresh container. With it: None when the
@@ -213,17 +225,20 @@ def _engine_is_local(pid: int, container_id: str) -> bool:
 
 
 def create_sandbox_container(api: Any, image: str, *, kind: str, sandbox_id: str, profile: SandboxProfile,
-                             labels: Mapping[str, str], entry: str, config: Mapping[str, Any], mounts: list[Any],
-                             host_options: Mapping[str, Any] | None = None, **create_options: Any) -> str:
+                             labels: Mapping[str, str], entry: str, config: Mapping[str, Any], token: str,
+                             mounts: list[Any], host_options: Mapping[str, Any] | None = None,
+                             **create_options: Any) -> str:
     """Create (not start) one sandbox container on ``api`` and return its id: the agent at ``entry``
     run by ``PYTHON`` with ``config`` as PID 1, as ``SANDBOX_UID``, in ``WORKDIR``, with no network
-    and ``hardened_host_config``. What differs between engines comes in as parameters: ``mounts``
+    and ``hardened_host_config``. The hello ``token`` goes in the agent's environment, which it
+    wipes at start (never on its command line, which ``/proc/1/cmdline`` shows to every process). What differs between engines comes in as parameters: ``mounts``
     (how the agent's files and socket arrive), ``host_options`` (a log driver) and
     ``create_options`` (stdin and attach for an attach-stream channel)."""
     host_config = hardened_host_config(api, profile, mounts, **(host_options or {}))
     created = api.create_container(
         image,
         command=[PYTHON, "-E", "-s", "-S", entry, json.dumps(dict(config))],
+        environment={protocol.TOKEN_ENV: token},
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         working_dir=WORKDIR,
         hostname="sandbox",

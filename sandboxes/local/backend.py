@@ -164,16 +164,27 @@ class LocalBackend(PooledBackend):
                 await proxy.start()
             rlimits = {"NPROC": profile.pids, "AS": profile.memory_bytes,
                        "FSIZE": max(profile.workdir_bytes, profile.tmp_bytes)}
-            config = agent_config(profile, socket="/run/toolgym/h.sock", token=token, python=PYTHON, rlimits=rlimits)
-            argv, drop = await asyncio.to_thread(self._launch_argv, profile, state, config, cgroups)
-            log_fd = os.open(state / "bwrap.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            config = agent_config(profile, socket="/run/toolgym/h.sock", python=PYTHON, rlimits=rlimits)
+            # the token travels in a pipe the agent inherits, reads and closes: not on bwrap's or the
+            # agent's command line, which /proc shows (the agent's, to every process of the sandbox)
+            token_r, token_w = os.pipe()
+            log_fd = None
             try:
+                try:
+                    os.write(token_w, token.encode("ascii"))  # 32 bytes: never blocks on a pipe
+                finally:
+                    os.close(token_w)
+                config["token_fd"] = token_r
+                argv, drop = await asyncio.to_thread(self._launch_argv, profile, state, config, cgroups)
+                log_fd = os.open(state / "bwrap.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env={},
+                    *argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env={}, pass_fds=(token_r,),
                     start_new_session=True, **(_drop_kwargs() if drop else {}),
                 )
             finally:
-                os.close(log_fd)
+                os.close(token_r)
+                if log_fd is not None:
+                    os.close(log_fd)
 
             async def alive() -> str | None:
                 if proc is None or proc.returncode is None:

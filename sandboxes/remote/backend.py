@@ -83,13 +83,14 @@ class RemoteDockerBackend(DockerBackend):
         await self._check_image(image, kind)
         volume = await engine.call(agentvol.ensure, self.api, image, python=PYTHON, key=self.host.url)
         token = secrets.token_hex(16)
-        config = agent_config(profile, socket="stdio", token=token, python=PYTHON, proxy_socket=protocol.TUNNEL)
+        config = agent_config(profile, socket="stdio", python=PYTHON, proxy_socket=protocol.TUNNEL)
         blocked = await self._engine_addresses() if profile.network else []
         all_labels = self._labels(labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile)
         container_id: str | None = None
         stream: AttachStream | None = None
         try:
-            container_id = await engine.call(self._create_container, image, kind, sandbox_id, profile, config, all_labels, volume)
+            container_id = await engine.call(self._create_container, image, kind, sandbox_id, profile, config, all_labels,
+                                             volume, token)
             stream = await open_attach(self.host, container_id, api_version=self.api.api_version)
             await engine.call(self.api.start, container_id)
             cid, attached = container_id, stream
@@ -134,14 +135,14 @@ class RemoteDockerBackend(DockerBackend):
         return sorted(set(found))
 
     def _create_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
-                          config: dict[str, Any], labels: dict[str, str], volume: str) -> str:
+                          config: dict[str, Any], labels: dict[str, str], volume: str, token: str) -> str:
         from docker.types import LogConfig, Mount
 
         mounts = [Mount(target=agentvol.MOUNT, source=volume, type="volume", read_only=True, no_copy=True)]
         with _gate(self.host.url):
             return create_sandbox_container(
                 self.api, image, kind=kind, sandbox_id=sandbox_id, profile=profile, labels=labels,
-                entry=agentvol.ENTRY, config=config, mounts=mounts,
+                entry=agentvol.ENTRY, config=config, token=token, mounts=mounts,
                 host_options={"log_config": LogConfig(type="none")},
                 stdin_open=True,  # with detach=False: OpenStdin, StdinOnce and AttachStdin/out/err
                 detach=False,

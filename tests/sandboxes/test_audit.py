@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from tests.sandboxes.helpers import BACKENDS, ensure_images, require
 from toolgym.sandboxes import lifecycle
-from toolgym.sandboxes.audit import FAIL, KIND_CHECKS, PASS, audit_backend, runner
+from toolgym.sandboxes.audit import FAIL, KIND_CHECKS, PASS, RESIDUAL, audit_backend, runner
 from toolgym.sandboxes.audit.rows import Row
 from toolgym.sandboxes.audit.runner import BACKEND_CHECKS
 from toolgym.sandboxes.docker.backend import DockerBackend
@@ -40,6 +40,11 @@ def _audit(factory: Any, name: str, only: tuple[str, ...] = ()) -> list[Row]:
     return rows
 
 
+RESIDUAL_HERE = {"reset.carryover-lo-bytes", "reset.carryover-inodes", "reset.carryover-pids", "reset.carryover-ipc-ids"}
+"""The carry-over rows that are residual on both backends of this machine (the README's "What carries
+over between episodes"); the memory peak is closed here (Docker on cgroup v1, as root; bubblewrap)."""
+
+
 def _failed(rows: list[Row]) -> set[str]:
     return {r.check for r in rows if r.result == FAIL}
 
@@ -49,8 +54,15 @@ def test_the_audit_passes_on_a_hardened_backend(name: str) -> None:
     rows = _audit(_backend_class(name), name)
     assert [r.check for r in rows] == [n for n, _ in KIND_CHECKS + BACKEND_CHECKS]
     assert {r.backend for r in rows} == {name}
-    not_passed = [(r.check, r.result, r.detail) for r in rows if r.result != PASS]
-    assert not not_passed, not_passed  # both backends run here: nothing is out of reach of a check
+    # both backends run here: nothing is out of reach of a check; the counters a reset cannot empty
+    # are reported as residual (issue 42), and the rule that keeps them harmless passes
+    not_passed = [(r.check, r.result, r.detail) for r in rows if r.result != PASS and r.check not in RESIDUAL_HERE]
+    assert not not_passed, not_passed
+    residual = {r.check: r for r in rows if r.check in RESIDUAL_HERE}
+    assert all(r.result == RESIDUAL and "mitigated" in r.detail for r in residual.values()), residual
+    memory = next(r for r in rows if r.check == "reset.carryover-memory-peak")
+    assert memory.detail.startswith("closed: ") and ("not visible" in memory.detail if name == "local" else
+                                                     "reset from the host" in memory.detail), memory
 
 
 class _BridgedApi:
@@ -106,7 +118,8 @@ def agent_without_filter() -> Iterator[Path]:
     for f in lifecycle.staged_agent_dir().iterdir():
         shutil.copyfile(f, weak / f.name)
         (weak / f.name).chmod(0o644)
-    (weak / "harden.py").write_text("def apply():\n    return {'dumpable': True, 'seccomp': 'not installed: a test'}\n")
+    with open(weak / "harden.py", "a") as harden:  # the rest of the module (the token hand-over) stays
+        harden.write("\n\ndef apply():\n    return {'dumpable': True, 'seccomp': 'not installed: a test'}\n")
     yield weak
     shutil.rmtree(weak, ignore_errors=True)
 
@@ -155,6 +168,33 @@ def test_a_writable_place_the_reset_does_not_wipe_fails_the_reset_check(agent_fo
     rows = _audit(ForgetfulLocalBackend, "local", only=("reset.enumeration",))
     assert _failed(rows) == {"reset.enumeration"}, rows
     assert "/dev/shm" in rows[0].detail and ".tg-mark" in rows[0].detail
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_pool_without_the_group_rule_fails_and_a_false_claim_of_reset_fails(name: str) -> None:
+    """Issue 42: a pool that hands a sandbox to a sibling of its last episode fails
+    ``reset.group-separation``; a backend that says it reset the memory peak and did not fails
+    ``reset.carryover-memory-peak`` (where the peak is visible: Docker)."""
+    from toolgym.core.sandbox import GROUP_LABEL
+
+    base = _backend_class(name)
+
+    class Careless(base):  # type: ignore[misc, valid-type]
+        async def acquire(self, kind: str, **kwargs: Any) -> Any:
+            labels = {k: v for k, v in (kwargs.pop("labels", None) or {}).items() if k != GROUP_LABEL}
+            return await super().acquire(kind, labels=labels, **kwargs)
+
+        async def _after_reset(self, sandbox: Any) -> None:
+            sandbox.handle["counters"] = {"memory_peak": "reset"}
+
+    rows = {r.check: r for r in _audit(Careless, name, only=("reset.group-separation", "reset.carryover-memory-peak"))}
+    assert rows["reset.group-separation"].result == FAIL, rows
+    assert "same group" in rows["reset.group-separation"].detail
+    peak = rows["reset.carryover-memory-peak"]
+    if name == "local":
+        assert peak.result == PASS and "not visible" in peak.detail, peak
+    else:
+        assert peak.result == FAIL and "yet the next episode read it" in peak.detail, peak
 
 
 def test_the_cli_exit_code_follows_the_checks(monkeypatch: pytest.MonkeyPatch, agent_without_filter: Path) -> None:

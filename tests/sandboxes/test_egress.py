@@ -17,6 +17,7 @@ import base64
 import dataclasses
 import hashlib
 import http.server
+import ipaddress
 import json
 import queue
 import socket
@@ -333,6 +334,146 @@ def test_the_proxy_connects_to_the_address_it_checked(tmp_path: Any) -> None:
         server.shutdown()
     assert calls == ["flip.test"]
     assert reply.startswith(b"HTTP/1.1 200") and f"hello from {port}: /x host=flip.test:{port}".encode() in reply, reply
+
+
+# -- non-global addresses (issue 42 §1): a wildcard reaches none; naming one literally does ------
+
+
+@pytest.mark.parametrize(("host", "resolves_to", "why"), [
+    ("10.1.2.3", None, "RFC 1918"),
+    ("172.17.0.3", None, "RFC 1918"),  # another container on Docker's default bridge
+    ("192.168.1.10", None, "RFC 1918"),
+    ("100.64.0.1", None, "RFC 6598"),
+    ("100.100.100.200", None, "Alibaba Cloud's metadata"),
+    ("fd00:ec2::254", None, "AWS's internal IPv6"),
+    ("fd12:3456::1", None, "unique local IPv6"),
+    ("198.18.0.1", None, "not globally reachable"),
+    ("240.0.0.1", None, "not globally reachable"),
+    ("::ffff:10.0.0.1", None, "RFC 1918"),
+    ("::ffff:0:a00:1", None, "IPv4-translated"),
+    ("::a00:1", None, "IPv4-compatible"),
+    ("64:ff9b::a00:1", None, "NAT64"),
+    ("64:ff9b::7f00:1", None, "loopback"),
+    ("64:ff9b:1::a00:1", None, "local-use NAT64"),
+    ("2002:a00:1::1", None, "6to4"),
+    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", None, "Teredo"),
+    ("2130706433", None, "a loopback address"),  # 127.0.0.1 as one decimal number
+    ("0x7f.1", None, "a loopback address"),
+    ("0177.0.0.1", None, "a loopback address"),
+    ("167772161", None, "RFC 1918"),  # 10.0.0.1
+    ("012.0.0.1", None, "RFC 1918"),  # octal 10.0.0.1
+    ("0xa9fea9fe", None, "link-local"),  # 169.254.169.254
+    ("internal.test", ["10.0.0.7"], "RFC 1918"),
+    ("internal6.test", ["fd00::7"], "unique local IPv6"),
+    ("meta6.test", ["fd00:ec2::254"], "AWS's internal IPv6"),
+    ("mapped.test", ["::ffff:172.18.0.2"], "RFC 1918"),
+    ("mixed.test", ["93.184.216.34", "172.18.0.2"], "RFC 1918"),
+])
+def test_a_wildcard_allowlist_reaches_no_non_global_address(host: str, resolves_to: list[str] | None, why: str) -> None:
+    """With ``*`` allowed, every address that is not globally reachable is refused, whatever name
+    or spelling leads there; an entry naming that address itself lets it through."""
+    names = {host: resolves_to} if resolves_to else {}
+    with pytest.raises(Refused, match=why) as caught:
+        asyncio.run(_proxy(("*",), names).decide(host, 80))
+    assert caught.value.status.startswith("403") and "egress to" in str(caught.value), str(caught.value)
+    addresses = resolves_to or [_canonical(host)]
+    literal = tuple(f"[{a}]:80" if ":" in a else f"{a}:80" for a in addresses)
+    assert asyncio.run(_proxy(("*", *literal), names).decide(host if resolves_to else addresses[0], 80)), "named literally: allowed"
+
+
+def _canonical(host: str) -> str:
+    """The address a literal host names, numeric IPv4 spellings (``0x7f.1``) read as ``inet_aton`` reads them."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return socket.inet_ntoa(socket.inet_aton(host))
+
+
+@pytest.mark.parametrize("host", ["93.184.216.34", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "public.test"])
+def test_a_wildcard_allowlist_still_reaches_global_addresses(host: str) -> None:
+    assert asyncio.run(_proxy(("*",), {"public.test": ["93.184.216.34"]}).decide(host, 443))
+
+
+def test_naming_a_host_exactly_reaches_its_private_addresses_but_never_strict_ones() -> None:
+    """A user's own service on a private network, named exactly, is reachable; a wildcard that
+    matches it is not, and no name reaches loopback, link-local or metadata addresses."""
+    names = {"search.corp.test": ["10.20.0.5"], "ula.corp.test": ["fd00:1::5"], "meta.corp.test": ["fd00:ec2::254"],
+             "loop.corp.test": ["127.0.0.1"], "link.corp.test": ["169.254.169.254"]}
+    exact = _proxy(tuple(names), names)
+    assert asyncio.run(exact.decide("search.corp.test", 80)) == ["10.20.0.5"]
+    assert asyncio.run(exact.decide("ula.corp.test", 80)) == ["fd00:1::5"]
+    for host, why in (("meta.corp.test", "AWS"), ("loop.corp.test", "loopback"), ("link.corp.test", "link-local")):
+        with pytest.raises(Refused, match=why):
+            asyncio.run(exact.decide(host, 80))
+    for wildcard in (("*.corp.test",), ("search.*",), ("search.corp.tes?",), ("*",)):
+        with pytest.raises(Refused, match=r"RFC 1918.*or search\.corp\.test:80 exactly"):
+            asyncio.run(_proxy(wildcard, names).decide("search.corp.test", 80))
+    with pytest.raises(Refused, match="RFC 1918"):  # the port is part of the name
+        asyncio.run(_proxy(("search.corp.test:8080", "*"), names).decide("search.corp.test", 80))
+
+
+def _docker_run(*args: str) -> str:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(f"docker {' '.join(args[:2])}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def bridge_peer() -> Iterator[tuple[str, int]]:
+    """A web server in a second container on Docker's default bridge (another job's container, a
+    database next to the trainer): its bridge address and port, reachable from this host."""
+    from tests.sandboxes.helpers import ensure_images, require
+
+    require("docker")
+    ensure_images("python")
+    cid = _docker_run("run", "-d", "--rm", "--network", "bridge", "--label", "toolgym.test=egress-peer",
+                      "--entrypoint", "python3", "toolgym/sandbox-python:latest", "-m", "http.server", "8000", "--bind", "0.0.0.0")
+    try:
+        address = _docker_run("inspect", "-f", "{{.NetworkSettings.IPAddress}}", cid)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection((address, 8000), timeout=2).close()
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    pytest.skip(f"this host cannot reach a container on the bridge at {address}:8000 ({exc})")
+                time.sleep(0.3)
+        yield address, 8000
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_a_sandbox_reaches_another_container_on_the_bridge_only_when_named(
+        backend_name: str, bridge_peer: tuple[str, int], runner: asyncio.Runner) -> None:
+    """End to end, from inside a sandbox through the real proxy: with ``*`` allowed, a container on
+    the bridge is refused with the reason; with its address named literally it answers."""
+    address, port = bridge_peer
+    base = dataclasses.replace(TEST_PROFILE, image="toolgym/sandbox-python:latest")
+    profiles = {"anyweb": dataclasses.replace(base, network=("*",)),
+                "named": dataclasses.replace(base, network=("*", f"{address}:{port}"))}
+    backend = make_backend(backend_name, profiles=profiles, max_idle=0)
+    try:
+        got: dict[str, dict[str, Any]] = {}
+        for kind in ("anyweb", "named"):
+            sb = runner.run(backend.acquire(kind))
+            try:
+                checks = [("get", "get", f"http://{address}:{port}/"), ("tunnel", "connect", f"{address}:{port}"),
+                          ("direct", "direct", f"{address}:{port}")]
+                got[kind] = probe(runner, sb, checks)
+            finally:
+                runner.run(backend.release(sb))
+        anyweb, named = got["anyweb"], got["named"]
+        assert refused(anyweb["get"], f"it resolves to {address}, a private address (RFC 1918"), anyweb["get"]
+        assert "403" in anyweb["tunnel"].get("error", ""), anyweb["tunnel"]
+        assert named["get"]["status"] == 200 and "Directory listing" in named["get"]["text"], named["get"]
+        assert named["tunnel"]["status"] == 200, named["tunnel"]
+        for result in (anyweb["direct"], named["direct"]):
+            assert "connected" not in result, "no route but the proxy"
+    finally:
+        runner.run(backend.aclose())
 
 
 def test_allowlist_patterns() -> None:

@@ -81,17 +81,18 @@ def _root(
 
 def main() -> None:
     from toolgym.core.errors import ToolgymError
+    from toolgym.core.terminal import visible
     from toolgym.redact import redact_url
 
     try:
         app()
     except ToolgymError as exc:
-        typer.secho(f"error: {redact_url(str(exc))}", fg="red", err=True)
+        typer.secho(f"error: {visible(redact_url(str(exc)))}", fg="red", err=True)
         sys.exit(getattr(exc, "exit_code", 2))  # 2: bad input; errors of a run that started set 1
     except OSError as exc:  # a path that cannot be read or written, a full disk: one line, not a traceback
         if os.environ.get("TOOLGYM_DEBUG"):
             raise
-        typer.secho(f"error: {os_error_message(exc)}", fg="red", err=True)
+        typer.secho(f"error: {visible(os_error_message(exc))}", fg="red", err=True)
         sys.exit(2 if exc.errno in _PATH_ERRNOS else 1)
 
 

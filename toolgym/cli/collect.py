@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import err_console, registry_or_exit
+from toolgym.cli.common import err_console, registry_or_exit, shown
 from toolgym.core.errors import ConfigError
+from toolgym.core.terminal import visible
 
 # EngineConfig / SamplingConfig / ArpoConfig field → the option that sets it (--group-size is the ARPO
 # initial count's; CollectOptions checks it otherwise)
@@ -69,7 +70,8 @@ def command(
     concurrency: int = typer.Option(32, help="Episodes running at once."),
     llm_concurrency: int = typer.Option(64, help="Model requests in flight at once."),
     sandboxes: int = typer.Option(16, help="Sandboxes held at once."),
-    sandbox_backend: str = typer.Option("auto", help="auto | docker | local | none"),
+    sandbox_backend: str = typer.Option("auto", help="auto | docker | local | docker-hosts | none | memory (in-process test double: NO isolation, the model's code runs inside this process beside your API keys and files; refused unless --model scripted or --unsafe-in-process-sandbox)."),
+    unsafe_in_process_sandbox: bool = typer.Option(False, "--unsafe-in-process-sandbox", help="Let an in-process sandbox backend (memory) run a model's tool calls: no isolation at all; only for trusted models in tests."),
     episode_timeout: float = typer.Option(3600.0, help="Seconds per episode."),
     llm_timeout: float = typer.Option(300.0, help="Seconds per model call attempt."),
     on_rewrite: str = typer.Option("new_sequence", help="When the chat template rewrites history: new_sequence | untrainable."),
@@ -117,6 +119,7 @@ def command(
         backend_options=_kv(backend_arg, "--backend-arg"), overwrite=overwrite,
         shard=parse_shard(shard) if shard else None, dedup=dedup,  # type: ignore[arg-type]
         max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast, parser=parser,
+        unsafe_in_process_sandbox=unsafe_in_process_sandbox,
     )
     from toolgym.cli.progress import EngineProgress
 
@@ -142,6 +145,9 @@ def command(
     )
     if (groups := result.stats.group_size_summary()) is not None:
         c.print(f"ARPO {groups}")
+    if result.stats.forks_refused:
+        c.print(f"[yellow]ARPO: {result.stats.forks_refused} forks refused: replaying their parent's tool calls did not give back "
+                f"the recorded results (last: {shown(result.stats.fork_refused_reason)})[/]")
     if ray:
         d = result.dispatch  # type: ignore[attr-defined]
         c.print(f"ray: {ray_workers} workers · {d.worker_deaths} died, {d.replacements} replaced, {d.retried} episodes retried elsewhere")
@@ -152,5 +158,5 @@ def command(
         c.print(f"[yellow]failures and their reasons: {result.out / name} (run again to retry them)[/]")
     stopped = result.stopped or result.all_failed
     if stopped:
-        typer.secho(f"error: {stopped}", fg="red", err=True)
+        typer.secho(f"error: {visible(stopped)}", fg="red", err=True)  # it quotes an episode's error
         raise typer.Exit(1)

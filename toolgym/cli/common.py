@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from toolgym.core.registry import Registry, get_registry
+from toolgym.core.terminal import visible
 
 
 @lru_cache(maxsize=1)
@@ -24,17 +25,26 @@ def err_console() -> Any:
     return Console(stderr=True)
 
 
+def shown(text: object) -> str:
+    """Text from a model, tool, environment or dataset, for a rich ``print`` that parses markup:
+    control characters shown visibly (``toolgym.core.terminal``) and ``[`` tags escaped, so it can
+    neither drive the terminal nor become a markup link. ``typer.echo`` lines take ``visible``."""
+    from rich.markup import escape
+
+    return escape(visible(str(text)))
+
+
 def warn_skipped(report: Any) -> None:
     """Say on stderr which lines a reader skipped (a ``ReadReport``), if any."""
     if line := report.summary():
-        typer.secho(f"warning: {line}", fg="yellow", err=True)
+        typer.secho(f"warning: {visible(line)}", fg="yellow", err=True)
 
 
 def registry_or_exit() -> Registry:
     """The plugin registry; broken plugins are reported on stderr, the rest still work."""
     reg = get_registry()
     for err in reg.errors:
-        typer.secho(f"warning: {err}", fg="yellow", err=True)
+        typer.secho(f"warning: {visible(str(err))}", fg="yellow", err=True)
     return reg
 
 

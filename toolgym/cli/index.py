@@ -103,9 +103,10 @@ def search(
     """Print the passages a search returns, as the search tool shows them to a model."""
     import asyncio
 
+    from toolgym.core.terminal import visible
     from toolgym.plugins.search.format import format_hits
     from toolgym.plugins.search.tools import resolve_retriever
 
     retriever = resolve_retriever(source, method)
     hits = asyncio.run(retriever.search([query], k))[0]
-    typer.echo(format_hits(hits))
+    typer.echo(visible(format_hits(hits)))  # a corpus's passages, as a model reads them

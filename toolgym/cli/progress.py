@@ -15,6 +15,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from toolgym.cli.common import shown
+
 if TYPE_CHECKING:
     from toolgym.core.engine import EngineStats
 
@@ -55,9 +57,9 @@ class EngineProgress(LiveProgress):
         if self.live:
             if self._images is None:
                 self._images = self.progress.add_task("images", total=total, counts="")
-            self.progress.update(self._images, completed=done, counts=f"{what} {image}")
+            self.progress.update(self._images, completed=done, counts=f"{what} {shown(image)}")  # a dataset's name
         elif self._plain and what != "present":
-            self.console.print(f"images {done}/{total}: {what} {image}", soft_wrap=True)
+            self.console.print(f"images {done}/{total}: {what} {shown(image)}", soft_wrap=True)
 
     def update(self, stats: EngineStats) -> None:
         counts = (

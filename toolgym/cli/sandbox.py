@@ -9,7 +9,8 @@ from typing import Any
 
 import typer
 
-from toolgym.cli.common import console
+from toolgym.cli.common import console, shown
+from toolgym.core.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="Build sandbox images, check the host, audit isolation, list and clean up sandboxes.")
 
@@ -128,12 +129,12 @@ def audit(
     """Run isolation, reset and egress checks in real sandboxes of a backend, then the SQL tool's
     database checks (SQLite always, PostgreSQL with a DSN); exit 1 if any FAILs.
     Run it before training on a new cluster."""
-    from toolgym.sandboxes.audit import FAIL, run_audit
+    from toolgym.sandboxes.audit import FAIL, RESIDUAL, run_audit
 
     started = time.monotonic()
 
     def progress(row: Any) -> None:
-        typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {row.detail}", err=True)
+        typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {visible(row.detail)}", err=True)  # may quote sandbox output
 
     rows = asyncio.run(run_audit(backend, kinds or None, progress=progress))
     # the database rows: the audit package sits below the plugins, so the application layer composes them
@@ -149,12 +150,14 @@ def audit(
 
         table = Table("check", "backend", "result", "detail")
         for r in rows:
-            style = {"pass": "green", "FAIL": "bold red", "skip": "yellow"}[r.result]
-            table.add_row(r.label, r.backend, f"[{style}]{r.result}[/{style}]", r.detail)
+            style = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "residual": "magenta"}[r.result]
+            table.add_row(r.label, r.backend, f"[{style}]{r.result}[/{style}]", shown(r.detail))
         console().print(table)
     failed = [r.label for r in rows if r.result == FAIL]
+    residual = [r.label for r in rows if r.result == RESIDUAL]  # documented channels, mitigated: not failures
     typer.echo(f"{len(rows)} checks in {time.monotonic() - started:.1f}s: "
-               + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "everything contained"), err=True)
+               + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "everything contained")
+               + (f"; {len(residual)} residual channels, mitigated ({', '.join(residual)})" if residual else ""), err=True)
     if failed:
         raise typer.Exit(1)
 
@@ -183,5 +186,5 @@ def _smoke(backend_name: str) -> bool:
         typer.echo(f"  {backend_name} smoke test: {asyncio.run(run())}")
         return True
     except SandboxError as exc:
-        typer.secho(f"  {backend_name} smoke test failed: {exc}", fg="red")
+        typer.secho(f"  {backend_name} smoke test failed: {visible(str(exc))}", fg="red")
         return False

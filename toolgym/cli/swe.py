@@ -17,6 +17,7 @@ import typer
 
 from toolgym.cli.common import console
 from toolgym.core.errors import ConfigError, SandboxError
+from toolgym.core.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="SWE tasks: the per-instance Docker images of a task file.")
 
@@ -76,7 +77,7 @@ def images(
         if build:
             started = time.monotonic()
             result = swe_images.build_missing(api, plans, repo_dir=repo_dir, base=base or swe_images.DEFAULT_BASE, pull=pull,
-                                              progress=lambda line: typer.echo(line, err=True))
+                                              progress=lambda line: typer.echo(visible(line), err=True))
             typer.echo(f"{len(result.built)} built, {len(result.pulled)} pulled, {len(result.present)} already present, "
                        f"{len(result.failed)} failed in {time.monotonic() - started:.1f} s", err=True)
         _show(swe_images.image_rows(api, plans), as_json=as_json)

@@ -9,6 +9,7 @@ import time
 import typer
 
 from toolgym.cli.common import console, registry_or_exit
+from toolgym.core.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of installed plugins.")
 
@@ -68,7 +69,7 @@ def try_tool(
                 if sandbox is not None:
                     await sb_backend.release(sandbox)
                 await sb_backend.aclose()
-        typer.echo(out.text)
+        typer.echo(visible(out.text))  # the tool's output: never raw control sequences on the terminal
         typer.secho(f"[{'error' if out.error else 'ok'} in {elapsed * 1000:.1f} ms]", fg="red" if out.error else "green", err=True)
 
     asyncio.run(run())

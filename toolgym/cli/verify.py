@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import console, warn_skipped
+from toolgym.cli.common import console, shown, warn_skipped
 
 
 def command(
@@ -42,9 +42,9 @@ def command(
         if i >= limit:
             c.print(f"… and {len(report.violations) - limit} more trajectories with violations")
             break
-        c.print(f"[red]✗ {tid}[/]")
+        c.print(f"[red]✗ {shown(tid)}[/]")
         for p in problems:
-            c.print(f"    {p}")
+            c.print(f"    {shown(p)}")
     verdict = "[green]all invariants hold[/]" if report.ok else f"[red]{len(report.violations)} trajectories violate invariants[/]"
     if skipped.bad:
         verdict += f"; [red]{len(skipped.bad)} unreadable line(s) skipped[/]"

@@ -185,6 +185,7 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         "device": str(trainer.get("device", "cpu")),
         "out": str(trainer.get("default_local_dir") or "checkpoints/toolgym_local"),
         "sandbox_backend": tg.sandbox_backend,
+        "unsafe_in_process_sandbox": tg.unsafe_in_process_sandbox,
         "warm_start": warm_start_section(data.get("warm_start")),
     }
     return rl, run
@@ -248,7 +249,7 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     if dry_run:
         print(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2))
         return
-    check_environment(rl, settings["sandbox_backend"])
+    check_environment(rl, settings["sandbox_backend"], unsafe_in_process=settings.get("unsafe_in_process_sandbox", False))
     settings["model_dir"] = str(model_dir(settings["model"], settings.get("warm_start"), console))  # fail before anything is written
     latest = latest_checkpoint(Path(settings["out"]))
     settings["resume"] = str(latest) if latest else None
@@ -262,11 +263,15 @@ def latest_checkpoint(out: Path) -> Path | None:
     return max(done, key=lambda p: p.name) if done else None
 
 
-def check_environment(rl: RLConfig, sandbox_backend: str) -> None:
-    """The environment exists, accepts its options, and has the sandboxes its tools need."""
+def check_environment(rl: RLConfig, sandbox_backend: str, *, unsafe_in_process: bool = False) -> None:
+    """The environment exists, accepts its options, and has the sandboxes its tools need; a
+    backend that isolates nothing (``memory``) only with ``toolgym.unsafe_in_process_sandbox``."""
     from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox import require_isolation
 
     registry = get_registry()
+    if not unsafe_in_process:
+        require_isolation(registry, sandbox_backend, allow="toolgym.unsafe_in_process_sandbox=true")
     spec = registry.env(rl.env)
     kinds: set[str] = set()
     for name, extra in (("train", {}), ("held-out", rl.eval.env_kwargs)):
@@ -287,8 +292,9 @@ def check_environment(rl: RLConfig, sandbox_backend: str) -> None:
     specs = registry.sandbox_backends
     if sandbox_backend != "auto" and sandbox_backend not in specs:
         raise ConfigError(f"unknown sandbox backend {sandbox_backend!r}; use auto, none or one of {', '.join(sorted(specs))}")
-    candidates = list(specs.values()) if sandbox_backend == "auto" else [specs[sandbox_backend]]
-    if not any(s.available() for s in candidates):
+    candidates = [s for s in specs.values() if s.isolates] if sandbox_backend == "auto" else [specs[sandbox_backend]]
+    # a backend that does not isolate says it is unavailable only to stay out of `auto`: named (and let through above), it works
+    if not any(s.available() or not s.isolates for s in candidates):
         which = "no sandbox backend works on this host" if sandbox_backend == "auto" else f"the {sandbox_backend} sandbox backend does not work on this host"
         raise ConfigError(f"environment {rl.env!r} runs its tools in {needs} sandboxes but {which}: "
                           "start Docker (scripts/ensure-docker.sh) or install bubblewrap")

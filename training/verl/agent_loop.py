@@ -30,7 +30,7 @@ from toolgym.core.engine import EpisodeRequest, RolloutEngine
 from toolgym.core.errors import ConfigError, ToolgymError
 from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry, get_registry
-from toolgym.core.sandbox import LazySandboxBackend
+from toolgym.core.sandbox import LazySandboxBackend, require_isolation
 from toolgym.core.trajectory import Trajectory
 
 from .backend import VerlServerBackend
@@ -153,6 +153,8 @@ class ToolgymAgentLoop(AgentLoopBase):
             return None
         key = id(asyncio.get_running_loop())
         if key not in self._sandboxes:
+            if not self.settings.unsafe_in_process_sandbox:  # verl started without `toolgym train`'s checks
+                require_isolation(self.registry_factory(), choice, allow="toolgym.unsafe_in_process_sandbox=true")
             self._sandboxes[key] = LazySandboxBackend(self.registry_factory, choice)
         return self._sandboxes[key]
 

@@ -211,10 +211,15 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_environment(settings: ToolgymSettings, registry: Any = None) -> None:
-    """The environment exists and accepts its options for both splits (it is built, not reset)."""
+    """The environment exists and accepts its options for both splits (it is built, not reset); a
+    sandbox backend that isolates nothing (``memory``) only with ``toolgym.unsafe_in_process_sandbox``."""
     from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox import require_isolation
 
-    spec = (registry or get_registry()).env(settings.env)
+    registry = registry or get_registry()
+    if not settings.unsafe_in_process_sandbox:
+        require_isolation(registry, settings.sandbox_backend, allow="toolgym.unsafe_in_process_sandbox=true")
+    spec = registry.env(settings.env)
     for name, split in (("train", settings.train), ("val", settings.val)):
         try:
             env = spec.make(**{**settings.env_kwargs, **split.env_kwargs})

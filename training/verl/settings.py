@@ -101,6 +101,9 @@ class ToolgymSettings(BaseModel):
     """Engine limits (``toolgym.core.config.EngineConfig`` fields: max_turns, timeouts, ...)."""
     sandbox_backend: str = "auto"
     """``auto`` (Docker when it answers, else local), a backend name, or ``none``."""
+    unsafe_in_process_sandbox: bool = False
+    """Let a sandbox backend that isolates nothing (``memory``) run the policy's tool calls inside
+    the trainer's process (beside its credentials and files); refused otherwise."""
     train: TaskRange = Field(default_factory=TaskRange)
     val: TaskRange = Field(default_factory=lambda: TaskRange(num_tasks=16, first_task=100_000))
     data_dir: str | None = None

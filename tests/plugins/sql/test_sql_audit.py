@@ -5,6 +5,7 @@ connection, the superuser DSN, a pool that does not reset sessions."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 import time
@@ -15,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
-from toolgym.plugins.sql import audit, pg_guard, sandboxed
+from toolgym.plugins.sql import audit, sandboxed
 from toolgym.plugins.sql.backends import QueryResult, QueryTimeout, SQLBackend, SQLError, Table
 from toolgym.sandboxes.audit import FAIL, PASS, SKIP, Row
 from toolgym.sandboxes.pool import PooledBackend
@@ -118,13 +119,26 @@ async def test_postgres_rows_pass_as_the_reader_and_fail_as_the_superuser(postgr
     assert "pg_locks" in bad["sql.postgres-other-sessions"].detail
 
 
-async def test_a_pool_that_does_not_reset_sessions_fails_the_reset_row(postgres_db: tuple[str, str, str],
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pg_guard, "RESET_SQL", "ROLLBACK")
+async def test_a_pool_that_reuses_sessions_fails_the_reset_row(postgres_db: tuple[str, str, str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgym.plugins.sql import postgres
+
+    async def reuse(pool: Any, conn: Any, *, reset: str) -> None:
+        await conn.execute(reset)
+        pool.idle.append(conn)
+
+    monkeypatch.setattr(postgres._Pool, "_retire", functools.partialmethod(reuse, reset="ROLLBACK"))
     rows = {r.check: r for r in await audit.postgres_rows(postgres_db[1])}
     assert rows["sql.postgres-reset"].result == FAIL
-    for what in ("the SET", "the temp table", "the prepared statement"):
+    for what in ("the SET", "the custom setting's placeholder", "the temp table", "the prepared statement",
+                 "the random() seed"):
         assert what in rows["sql.postgres-reset"].detail
+    # the reset the pool ran before issue 42 (DISCARD ALL's steps) leaves the placeholder and the seed
+    discard_all = ("ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
+                   "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP")
+    monkeypatch.setattr(postgres._Pool, "_retire", functools.partialmethod(reuse, reset=discard_all))
+    detail = {r.check: r for r in await audit.postgres_rows(postgres_db[1])}["sql.postgres-reset"].detail
+    assert detail.endswith("still saw the custom setting's placeholder, the random() seed"), detail
 
 
 def test_the_cli_adds_the_sql_rows(postgres_db: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch) -> None:

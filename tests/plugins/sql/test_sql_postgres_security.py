@@ -318,7 +318,15 @@ async def test_session_state_does_not_survive_a_call(postgres_db: tuple[str, str
             await conn.execute("PREPARE planted AS SELECT 'from the previous episode'")
         after = await backend.query("SELECT pg_backend_pid(), (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                                     "AND pid = pg_backend_pid()), (SELECT count(*) FROM pg_prepared_statements)")
-        assert after.rows == [(pid, 0, 0)], "state of one call survived into the next on the pooled connection"
+        next_pid, locks, prepared = after.rows[0]
+        assert next_pid != pid, "the next call ran on the backend an earlier call used"
+        assert (locks, prepared) == (0, 0), "state of one call survived into the next on the pooled connection"
+        for _ in range(100):  # the used backend exits, and its session-level locks with it
+            if await advisory_locks_in(postgres_db[0], postgres_db[2]) == 0:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the advisory locks of the closed session are still held")
     finally:
         await backend.aclose()
 
@@ -374,3 +382,87 @@ async def test_setup_script_prints_a_reader_dsn_the_tool_accepts(postgres_dsn: s
             await backend.aclose()
     finally:
         await admin_execute(postgres_dsn, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+
+
+# -- 4. covert channels between calls on a pooled connection (issue 42 §3) -------------------------
+# The pool is shared by every episode of a process: whatever one call leaves in its server session,
+# the next call (another sample of the same group, say) can read. The per-call reset (DISCARD ALL's
+# steps) clears settings' values, but a custom setting's *placeholder* lives as long as the backend
+# (current_setting('x.y', true) is then '' instead of NULL), and so does the random() generator's
+# state after setseed(). One bit per placeholder name, or a seed, is enough to hand over an answer.
+
+async def _seeded_random(dsn: str, seed: float) -> float:
+    """The first random() after setseed(seed), on a session of its own."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("SELECT setseed(%s)", (seed,))
+        return float((await (await conn.execute("SELECT random()")).fetchone())[0])  # type: ignore[index]
+
+
+async def test_a_call_cannot_hand_a_value_to_the_next_through_the_tool(postgres_db: tuple[str, str, str]) -> None:
+    """Episode 1 and episode 2 each make tool calls, one after the other, on a pool of one connection."""
+    _admin, reader, _ = postgres_db
+    backend = PostgresBackend(reader, max_connections=1)
+    sql_query, _ = make_sql_tools(backend, sandbox=False)
+    seed = 0.4242
+    try:
+        # episode 1: plants through statements the filter lets through (they are SELECTs)
+        for planted in ("SELECT set_config('answer.is_42', 'yes', false)",  # session-level
+                        "SELECT set_config('answer.local', 'yes', true)",   # transaction-level
+                        f"SELECT setseed({seed})"):                        # the session's random() generator
+            out = await sql_query.call({"query": planted})
+            assert not out.error, out.text
+        # episode 2
+        seen = await sql_query.call({"query": "SELECT current_setting('answer.is_42', true) IS NULL "
+                                              "AND current_setting('answer.local', true) IS NULL AS fresh"})
+        assert single_value(seen) == "True", f"a custom setting's placeholder survived into the next call:\n{seen.text}"
+        drawn = float(single_value(await sql_query.call({"query": "SELECT random()"})))
+        assert drawn != await _seeded_random(reader, seed), "the previous call's setseed() decided this call's random()"
+    finally:
+        await backend.aclose()
+
+
+SESSION_STATE = (
+    "SELECT current_setting('x.y', true) IS NULL, current_setting('x.z', true) IS NULL, "
+    "current_setting('x.t', true) IS NULL, current_setting('default_transaction_read_only'), "
+    "current_setting('application_name'), to_regclass('pg_temp.planted') IS NULL, "
+    "(SELECT count(*) FROM pg_prepared_statements), (SELECT count(*) FROM pg_listening_channels()), "
+    "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), "
+    "(SELECT count(*) FROM pg_cursors WHERE name <> ''), current_user = session_user, random()")
+"""What a session shows of the state a call can leave (the last column: its next random())."""
+
+
+async def test_no_session_state_reaches_the_next_call_however_it_was_made(postgres_db: tuple[str, str, str],
+                                                                         make_role: Callable[..., object]) -> None:
+    """The session dirtied straight through the pooled connection (as a filter bypass would), with
+    every kind of state a backend keeps; the next call must find the session of a new backend."""
+    dsn = await make_role()  # type: ignore[misc]
+    role = sql.Identifier(str(psycopg.conninfo.conninfo_to_dict(dsn)["user"]))
+    other = str(psycopg.conninfo.conninfo_to_dict(await make_role())["user"])  # type: ignore[misc]
+    await admin_execute(postgres_db[0], sql.SQL("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO {}").format(role),
+                        sql.SQL("GRANT SELECT ON pg_catalog.pg_locks TO {}").format(role),
+                        sql.SQL("GRANT EXECUTE ON FUNCTION pg_catalog.pg_lock_status() TO {}").format(role),
+                        sql.SQL("GRANT {} TO {}").format(sql.Identifier(other), role))
+    backend = PostgresBackend(dsn, max_connections=1)
+    seed = 0.1234
+    try:
+        async with backend._pool().connection() as conn:
+            for statement in ("SET x.y = 'secret'", "SELECT set_config('x.z', 'secret', false)",
+                              "BEGIN; SELECT set_config('x.t', 'secret', true); COMMIT",
+                              "SET default_transaction_read_only = off", "SET application_name = 'planted'",
+                              "CREATE TEMP TABLE planted (v INTEGER)", "PREPARE planted AS SELECT 1",
+                              "LISTEN planted", "SELECT pg_advisory_lock(42)",
+                              "BEGIN; DECLARE planted CURSOR WITH HOLD FOR SELECT 1; COMMIT", f"SELECT setseed({seed})",
+                              f'SET ROLE "{other}"'):
+                await conn.execute(statement)
+        after = await backend.query(SESSION_STATE)
+        reference = PostgresBackend(dsn, max_connections=1)  # a session nobody touched
+        try:
+            fresh = await reference.query(SESSION_STATE)
+        finally:
+            await reference.aclose()
+        *state, drawn = after.rows[0]
+        assert state == list(fresh.rows[0][:-1]), f"state of one call reached the next: {state} (fresh: {fresh.rows[0][:-1]})"
+        assert state[:3] == [True, True, True] and state[5:7] == [True, 0] and state[-1] is True, state
+        assert drawn != await _seeded_random(dsn, seed), "the previous call's setseed() decided this call's random()"
+    finally:
+        await backend.aclose()
