@@ -14,7 +14,8 @@ Commands (paths absolute):
 Files are edited through the sandbox's file API, so edits are confined to the work directory;
 files elsewhere can be viewed. ``view`` reads a file whole only up to ``VIEW_READ_BYTES``; of a
 larger one (or one outside the work directory) the sandbox sends an excerpt of at most
-``EXCERPT_BYTES``, and the cut line names the file's size. Unlike SWE-agent's tool, tabs are kept as they are (not expanded).
+``EXCERPT_BYTES``, and the cut line names the file's size. ``str_replace`` and ``insert`` change
+files up to ``EDIT_READ_BYTES``; ``undo_edit`` remembers at most ``HISTORY_BYTES`` of old texts. Unlike SWE-agent's tool, tabs are kept as they are (not expanded).
 The undo history lives in a ``history`` mapping the caller keeps for the episode.
 """
 
@@ -36,6 +37,11 @@ VIEW_READ_BYTES = 1024 * 1024
 only an excerpt made in the sandbox (issue 42: viewing a 60 MB file held 230 MiB on the host)."""
 EXCERPT_BYTES = 4 * MAX_VIEW_CHARS + 4
 """Most bytes of such an excerpt: enough to fill a view (a character is at most 4 bytes)."""
+EDIT_READ_BYTES = 4 * 1024 * 1024
+"""Largest file ``str_replace`` and ``insert`` change (bytes): an edit reads the file whole on the
+host and keeps its old text for ``undo_edit``; a larger file is refused (``sed`` in bash edits it)."""
+HISTORY_BYTES = 32 * 1024 * 1024
+"""Most old texts kept for ``undo_edit`` in one episode (bytes): past it the oldest are forgotten."""
 
 Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 History = MutableMapping[str, list[str | None]]
@@ -91,16 +97,16 @@ class Editor:
     async def _read(self, path: str) -> str:
         """The text of an existing file; EditorError when it is missing, a directory or not text."""
         try:
-            data = await self.sandbox.read_file(path)
+            data = await self.sandbox.read_file(path, max_bytes=EDIT_READ_BYTES)
         except FileNotFoundError:
             raise EditorError(f"the path {path} does not exist; check it with `view` on its directory") from None
         except IsADirectoryError:
             raise EditorError(f"{path} is a directory; only `view` works on directories") from None
         except PathOutsideSandboxError:
-            result = await self.sandbox.run(["cat", "--", path], timeout=30)
-            if result.exit_code != 0:
-                raise EditorError(f"cannot read {path}: {result.stderr.strip()}") from None
-            data = result.stdout.encode()
+            raise EditorError(f"only files under {WORKDIR} can be changed, not {path}") from None
+        except SandboxError:  # over EDIT_READ_BYTES (the sandbox refuses to send more)
+            raise EditorError(f"{path} is larger than {EDIT_READ_BYTES // 2**20} MiB, the most the editor changes; "
+                              "view parts of it with view_range and edit it with sed or a script in bash") from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -197,11 +203,23 @@ class Editor:
             excerpt = excerpt[:-1]  # the range ends before the file's last line: no line break after it
         return self._numbered_view(path, excerpt, first, n_lines, f" (the file has {int(size_text):,} bytes)")
 
+    def _remember(self, path: str, old: str | None) -> None:
+        """Keep ``old`` for ``undo_edit``, forgetting the oldest texts past ``HISTORY_BYTES``."""
+        self.history.setdefault(path, []).append(old)
+        sizes = {p: sum(len(t) for t in stack if t is not None) for p, stack in self.history.items()}
+        total = sum(sizes.values())
+        while total > HISTORY_BYTES:
+            largest = max(sizes, key=lambda p: sizes[p])
+            dropped = self.history[largest].pop(0)
+            size = len(dropped) if dropped is not None else 0
+            sizes[largest] -= size
+            total -= size
+
     async def create(self, path: str, file_text: str) -> str:
         if await self._kind(path) != "missing":
             raise EditorError(f"{path} already exists; `create` makes new files only: edit it with str_replace or insert")
         await self._write(path, file_text)
-        self.history.setdefault(path, []).append(None)
+        self._remember(path, None)
         return f"Created {path}."
 
     async def str_replace(self, path: str, old: str, new: str) -> str:
@@ -222,7 +240,7 @@ class Editor:
         at = text.find(old)
         updated = text[:at] + new + text[at + len(old) :]
         await self._write(path, updated)
-        self.history.setdefault(path, []).append(text)
+        self._remember(path, text)
         first = text.count("\n", 0, at) + 1
         return self._edited(path, updated, first, first + new.count("\n"))
 
@@ -236,7 +254,7 @@ class Editor:
             lines[-1] += "\n"
         updated = "".join(lines[:line]) + block + "".join(lines[line:])
         await self._write(path, updated)
-        self.history.setdefault(path, []).append(text)
+        self._remember(path, text)
         return self._edited(path, updated, line + 1, line + block.count("\n"))
 
     async def undo(self, path: str) -> str:

@@ -99,3 +99,33 @@ def test_files_outside_the_work_directory_are_viewed_from_an_excerpt(sandbox: An
     assert device.error and "not a regular file" in device.text
     missing = view(sandbox, runner, "/tmp/none.txt")
     assert missing.error and "does not exist" in missing.text
+
+
+# -- edits: files up to EDIT_READ_BYTES, undo history bounded ------------------------------------------
+
+
+def test_an_edit_of_a_file_over_the_cap_is_refused_in_one_sentence(sandbox: Any, runner: asyncio.Runner) -> None:
+    from toolgym.plugins.swe.editor import EDIT_READ_BYTES
+
+    runner.run(sandbox.write_file("/workspace/huge.txt", "x = 1\n" * (EDIT_READ_BYTES // 6 + 10)))
+    for args in ({"command": "str_replace", "old_str": "x = 1", "new_str": "x = 2"},
+                 {"command": "insert", "insert_line": 1, "new_str": "y = 0"}):
+        out = runner.run(str_replace_editor.call({**args, "path": "/workspace/huge.txt"}, sandbox=sandbox))
+        assert out.error and "is larger than 4 MiB, the most the editor changes" in out.text, out.text
+
+
+def test_the_undo_history_forgets_the_oldest_texts_past_its_bound(sandbox: Any, runner: asyncio.Runner,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgym.plugins.swe import editor
+
+    monkeypatch.setattr(editor, "HISTORY_BYTES", 10_000)
+    history: editor.History = {}
+    ed = editor.Editor(sandbox, history)
+    runner.run(sandbox.write_file("/workspace/a.py", "v = 0\n" + "#" * 3_000 + "\n"))
+    for i in range(8):
+        runner.run(ed.run("str_replace", "/workspace/a.py", old_str=f"v = {i}\n", new_str=f"v = {i + 1}\n"))
+    kept = [t for t in history["/workspace/a.py"] if t is not None]
+    assert sum(map(len, kept)) <= 10_000 and len(kept) == 3
+    assert kept[-1].startswith("v = 7\n")  # the newest survive: undo still goes back step by step
+    runner.run(ed.run("undo_edit", "/workspace/a.py"))
+    assert runner.run(sandbox.read_file("/workspace/a.py")).startswith(b"v = 7\n")
