@@ -252,6 +252,17 @@ async def sweep_changes(sb: Sandbox, base: str, *, timeout: float = 120.0) -> tu
     return dropped, config
 
 
+async def file_digests(sb: Sandbox, paths: list[str]) -> dict[str, str]:
+    """SHA-256 of each of ``paths`` (relative to the work directory) that is a file, read by a
+    command of its own: the test process can change a test file, not this view of it."""
+    if not paths:
+        return {}
+    result = await sb.run(["bash", "-c", 'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$(sha256sum < "$f")" '
+                           '"$f"; done; true', "digests", *paths], timeout=60, cwd=WORKDIR, max_output=PATCH_CAP)
+    parts = result.stdout.split("\0")
+    return {parts[i + 1]: parts[i].split()[0] for i in range(0, len(parts) - 1, 2) if parts[i].strip()}
+
+
 async def kill_leftovers(sb: Sandbox) -> None:
     """SIGKILL whatever the patch's code left running in the sandbox (``KILL_OTHERS``)."""
     await sb.run(["bash", "-c", KILL_OTHERS], timeout=30)
@@ -313,6 +324,8 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
         return done("test_patch_failed", log)
     if prepared.exit_code != 0:
         return done("setup_failed", log)
+    watched = sorted({*task.test_directives(), *task.test_files()})
+    before = await file_digests(sb, watched)
     reporter = guard.reporter_setup(WORKDIR, trusted=[provision.PYTEST_ZIP] if task.shipped else [],
                                     patched=guard.touched_paths(filtered.patch))
     module = reporter.module if pytest_run and task.repo not in guard.SELF_HOSTED else None
@@ -322,6 +335,9 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     await sb.write_file(f"{STATE}/tests.sh", test_script(task, module))
     ran = await sb.run(["bash", f"{STATE}/tests.sh"], timeout=left(), env=env, cwd=WORKDIR, max_output=LOG_CAP)
     await kill_leftovers(sb)
+    after = await file_digests(sb, watched)
+    changed = [f"test file {path} changed while the tests ran (seen from outside the test process)"
+               for path in watched if before.get(path) != after.get(path)]
     test_log = ran.stdout
     log = f"{log}\n{test_log}"
     if ran.timed_out:
@@ -338,8 +354,8 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
                                          exit_code=exit_code, rule=task.grading_rule, test_files=files,
                                          ignore=canary_keys)
     seen = canaries.outcomes(planted, tests, parser)
-    tampered = canaries.violations(seen)
-    if tampered and all(s == "MISSING" for s in seen.values()) and use_reference:
+    tampered = changed + canaries.violations(seen)
+    if tampered and not changed and all(s == "MISSING" for s in seen.values()) and use_reference:
         ref = await reference_run(sb, task, timeout=left())  # were canaries collected at all for this task?
         tampered = canaries.violations(seen, missing_ok=not ref.canaries_seen)
     if module is not None:
