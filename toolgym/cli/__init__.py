@@ -70,13 +70,29 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:  # eager: runs while the options are parsed, before a command is required
+        typer.echo(f"toolgym {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                 callback=_print_version),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                help="Log more to stderr: -v for INFO, -vv for DEBUG."),
+    log_level: str = typer.Option(None, "--log-level", metavar="LEVEL",
+                                  help="Log level on stderr: DEBUG, INFO, WARNING (default) or ERROR; "
+                                       "also TOOLGYM_LOG_LEVEL. Runs keep a DEBUG log in their output folder."),
 ) -> None:
-    if version:
-        typer.echo(__version__)
-        raise typer.Exit()
+    from toolgym import logs
+    from toolgym.core.errors import ConfigError
+
+    try:
+        logs.configure(logs.level_for(verbose, log_level))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 
 import typer
@@ -55,7 +56,9 @@ def command(
     model: str = typer.Option("tiny", help="tiny | tiny-llama | tiny-<family> (qwen3, qwen3-coder, mistral, llama4) | scripted | sim[:LATENCY] | HF model dir | http(s)://server"),
     backend: str = typer.Option(None, help="For a server URL: sglang (default), openai (completions with token ids) or openai-chat (text only)."),
     tokenizer: str = typer.Option(None, help="Tokenizer dir (for servers and scripted runs; default: the model's own, or the tiny one)."),
-    episodes: int = typer.Option(8, "--episodes", "-n", help="Task instances to run; each is sampled --group-size times."),
+    episodes: int = typer.Option(8, "--tasks", "--episodes", "-n",
+                                 help="Task instances to run; each is sampled --group-size times, so the run has "
+                                      "tasks × group size episodes (--episodes is the old name of this option)."),
     group_size: int = typer.Option(1, "--group-size", "-k", help="Samples per task instance (same environment seed)."),
     out: Path = typer.Option(..., "--out", "-o", help="Dataset directory (created; resumed if it holds the same run)."),
     first_task: int = typer.Option(0, help="Index of the first task instance."),
@@ -121,11 +124,17 @@ def command(
         max_requests_per_s=max_requests_per_s, max_tokens_per_min=max_tokens_per_min, fail_fast=fail_fast, parser=parser,
         unsafe_in_process_sandbox=unsafe_in_process_sandbox,
     )
+    from toolgym import logs
     from toolgym.cli.progress import EngineProgress
+    from toolgym.collect_guard import check_out_dir
 
+    check_out_dir(out)
+    log_file = logs.log_to_file(out)  # every record at DEBUG, whatever the terminal shows
+    logging.getLogger("toolgym.collect").info("collect %s with %s into %s", env, model, out)
     tasks = range(first_task, first_task + episodes)
     total = group_size * (len(tasks) if opts.shard is None else sum(1 for i in tasks if i % opts.shard[1] == opts.shard[0]))
-    bar = EngineProgress(err_console(), total=total, enabled=progress)
+    label = "episodes" if group_size == 1 else f"episodes ({total // group_size} tasks × {group_size})"
+    bar = EngineProgress(err_console(), total=total, enabled=progress, label=label)
     result: CollectResult
     with bar:
         if ray:
@@ -141,8 +150,9 @@ def command(
     c.print(
         f"[bold]{result.written}[/] trajectories written, [red]{result.failed}[/] failed, "
         f"{result.skipped} already there · mean reward {result.stats.mean_reward:.3f} · "
-        f"{result.elapsed_s:.1f}s → {result.out}"
+        f"{result.elapsed_s:.1f}s → {shown(result.out)}", soft_wrap=True,  # a path is never broken across lines
     )
+    c.print(f"log: {shown(log_file)}", soft_wrap=True)
     if (groups := result.stats.group_size_summary()) is not None:
         c.print(f"ARPO {groups}")
     if result.stats.forks_refused:
@@ -155,7 +165,7 @@ def command(
         c.print(f"{result.duplicates} trajectories not run: their task's prompt repeats an earlier task's (--dedup prompt)")
     if result.failed:
         name = "failures.jsonl" if opts.shard is None else f"failures-{opts.shard[0]:05d}.jsonl"
-        c.print(f"[yellow]failures and their reasons: {result.out / name} (run again to retry them)[/]")
+        c.print(f"[yellow]failures and their reasons: {shown(result.out / name)} (run again to retry them)[/]", soft_wrap=True)
     stopped = result.stopped or result.all_failed
     if stopped:
         typer.secho(f"error: {visible(stopped)}", fg="red", err=True)  # it quotes an episode's error

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from toolgym.cli.common import console, registry_or_exit
+from toolgym.cli.common import console, registry_or_exit, shown
 
 app = typer.Typer(no_args_is_help=True, help="List the environments and tasks of installed plugins.")
 
@@ -23,5 +23,5 @@ def list_envs(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
 
     table = Table("environment", "plugin", "tags", "description")
     for s in specs:
-        table.add_row(s.name, s.plugin, ", ".join(s.tags), s.description)
+        table.add_row(*(shown(x) for x in (s.name, s.plugin, ", ".join(s.tags), s.description)))
     console().print(table)

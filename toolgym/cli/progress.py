@@ -48,6 +48,7 @@ class EngineProgress(LiveProgress):
         )
         self._plain = enabled and not console.is_terminal
         self._last_plain = -1
+        self.label = label
         self._task = self.progress.add_task(label, total=total, counts="")
         self._images: Any = None
 
@@ -71,4 +72,4 @@ class EngineProgress(LiveProgress):
         elif self._plain and stats.total and stats.done != self._last_plain and (stats.done == stats.total or stats.done % max(1, stats.total // 10) == 0):
             # not a terminal (CI logs): a line every 10%
             self._last_plain = stats.done
-            self.console.print(f"episodes {stats.done}/{stats.total} · {counts}")
+            self.console.print(f"{self.label} {stats.done}/{stats.total} · {counts}")

@@ -8,7 +8,7 @@ import time
 
 import typer
 
-from toolgym.cli.common import console, registry_or_exit
+from toolgym.cli.common import console, registry_or_exit, shown
 from toolgym.core.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of installed plugins.")
@@ -27,7 +27,7 @@ def list_tools(as_json: bool = typer.Option(False, "--json", help="Print the too
 
     table = Table("tool", "plugin", "sandbox", "description")
     for t in tools:
-        table.add_row(t.name, t.plugin, t.sandbox or "-", t.description)
+        table.add_row(*(shown(x) for x in (t.name, t.plugin, t.sandbox or "-", t.description)))
     console().print(table)
 
 

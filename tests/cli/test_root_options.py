@@ -1,0 +1,87 @@
+"""The root command's options: ``--version`` answers without a command; ``--verbose``/``--log-level``
+set what reaches stderr; a collection keeps a DEBUG log beside its outputs."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import Runner
+from tests.cli.test_cli_errors import BASE
+from toolgym import __version__, logs
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logger() -> Iterator[None]:
+    logger = logging.getLogger("toolgym")
+    saved = list(logger.handlers), logger.level, logger.propagate
+    yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def test_version_without_a_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "toolgym", "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, f"toolgym {__version__}"), done.stderr
+
+
+@pytest.mark.parametrize("verbose, level, env, want", [
+    (0, None, None, logging.WARNING), (1, None, None, logging.INFO), (2, None, None, logging.DEBUG),
+    (0, "error", None, logging.ERROR), (2, "warning", None, logging.WARNING), (0, None, "DEBUG", logging.DEBUG),
+])
+def test_the_terminal_level(verbose: int, level: str | None, env: str | None, want: int,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if env:
+        monkeypatch.setenv("TOOLGYM_LOG_LEVEL", env)
+    else:
+        monkeypatch.delenv("TOOLGYM_LOG_LEVEL", raising=False)
+    assert logs.level_for(verbose, level) == want
+
+
+def test_a_bad_level_is_one_sentence(cli: Runner) -> None:
+    result = cli("--log-level", "loud", "tools", "list")
+    assert result.code == 2 and "'loud' is not a level; use one of DEBUG, INFO, WARNING, ERROR" in result.text
+
+
+def test_verbose_reaches_stderr_and_collect_keeps_a_debug_log(cli: Runner, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    quiet = cli(*BASE, "--out", str(out))
+    assert quiet.code == 0, quiet.text
+    assert "INFO toolgym.collect: collect counter with sim:0" not in quiet.err
+    log = (out / "toolgym.log").read_text()
+    assert "INFO toolgym.collect: collect counter with sim:0" in log and f"log: {out / 'toolgym.log'}" in quiet.text
+    loud = cli("-v", *BASE, "--out", str(tmp_path / "b"))
+    assert loud.code == 0 and "INFO toolgym.collect: collect counter with sim:0" in loud.err
+
+
+def test_plugin_texts_with_brackets_list_literally(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A docstring with ``[/x]`` crashed ``tools list`` (a closing markup tag), and ``[id]`` vanished."""
+    from toolgym import hookimpl, tool
+    from toolgym.cli import common
+    from toolgym.core import builtin
+    from toolgym.core.registry import Registry
+
+    @tool()
+    async def bracketed(x: str) -> str:
+        """Elements carry [id] numbers; close with [/x] and [bold]never bold[/bold]."""
+        return x
+
+    class Plugin:
+        @hookimpl
+        def toolgym_tools(self) -> list:
+            return [bracketed]
+
+    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("brackets", Plugin())])
+    monkeypatch.setattr(common, "get_registry", lambda: registry)
+    monkeypatch.setenv("COLUMNS", "300")
+    result = cli("tools", "list")
+    assert result.code == 0, result.text
+    assert "Elements carry [id] numbers; close with [/x] and [bold]never bold[/bold]." in result.text
