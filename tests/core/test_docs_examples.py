@@ -17,7 +17,7 @@ from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import Registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-tool.md"
-LIMITS = {"stateless": 10, "stateful": 30, "env": 40}
+LIMITS = {"stateless": 10, "stateful": 30, "env": 40, "tool_task": 30}
 
 
 def _examples() -> dict[str, str]:
@@ -69,3 +69,15 @@ async def test_env_example_solved_by_its_scripted_policy(qwen_chat: ChatFormat) 
     await engine.run(plan_episodes("guess", num_tasks=20, group_size=1))
     assert len(out) == 20 and all(t.reward == 1.0 for t in out)
     assert all(len({s.anchor for s in t.steps}) == len(t.steps) for t in out)
+
+
+async def test_tool_task_example_collects_with_its_tool(qwen_chat: ChatFormat) -> None:
+    mod = _module("tool_task")
+    reg = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("doc", mod)])
+    out: list[Any] = []
+    engine = RolloutEngine(registry=reg, policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=4), on_trajectory=out.append)
+    await engine.run(plan_episodes("letters", num_tasks=4, group_size=1))
+    assert len(out) == 4 and all(t.reward == 1.0 and t.terminated for t in out), [t.status_reason for t in out]
+    for t in out:
+        (call,) = t.steps[0].tool_calls
+        assert call.name == "count_letters" and call.output == t.steps[-1].info["answer"]
