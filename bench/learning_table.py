@@ -359,7 +359,9 @@ def main() -> None:
                         help="a config override given to every run (toolgym.* or verl.*), e.g. "
                              "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean; use its own --out")
     parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
-    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results.md")
+    parser.add_argument("--docs", type=Path, default=None,
+                        help="the results page to write (default: results.md in --out; the project's own page is "
+                             "written only when named: --docs docs/results.md)")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
     parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings); kept with "
@@ -368,6 +370,8 @@ def main() -> None:
                         help="where to keep what the page is made from (default: docs/data/NAME/ beside --docs docs/NAME.md); "
                              "--report-only --out RECORDS rewrites the page from it")
     args = parser.parse_args()
+    if args.docs is None:
+        args.docs = args.out / "results.md"
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     models = dict(m.partition("=")[::2] for m in args.model)
     if any(not path for path in models.values()):
@@ -418,7 +422,9 @@ def main() -> None:
         save_records(args, runs, records)
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
         return
-    if not args.no_speed:
+    if not args.no_speed and "alfworld" not in args.envs:
+        print("speed: measured on ALFWorld only (it is not among --envs); skipped", flush=True)
+    elif not args.no_speed:
         speed = asyncio.run(measure_speed(args))
         print(f"one RL step of {speed['tasks']} tasks x group {speed['group']} on built-in ALFWorld: {speed['step_s']:.1f} s "
               f"(rollouts {speed['sample_s']:.1f} s, update {speed['update_s']:.1f} s); {speed['tokens_per_s']:,.0f} tok/s, "
