@@ -85,3 +85,12 @@ def test_plugin_texts_with_brackets_list_literally(cli: Runner, monkeypatch: pyt
     result = cli("tools", "list")
     assert result.code == 0, result.text
     assert "Elements carry [id] numbers; close with [/x] and [bold]never bold[/bold]." in result.text
+
+
+def test_flag_names_agree_across_commands(cli: Runner, tmp_path: Path) -> None:
+    """``new tool -o`` as ``collect -o``; ``index search`` and ``index serve`` both take ``--topk``/``-k``."""
+    made = cli("new", "tool", "shout", "-o", str(tmp_path))
+    assert made.code == 0 and any(tmp_path.iterdir()), made.text
+    for sub in ("search", "serve"):
+        helped = cli("index", sub, "--help")
+        assert helped.code == 0 and "--topk" in helped.text and "-k" in helped.text, helped.text

@@ -79,7 +79,7 @@ def serve(
     index_dir: Path = typer.Argument(..., help="An index directory made by `toolgym index build`."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
-    topk: int = typer.Option(3, help="Passages per query when a request gives no topk."),
+    topk: int = typer.Option(3, "--topk", "-k", help="Passages per query when a request gives no topk."),
     method: str = typer.Option("bm25", help="Default method: bm25, dense or hybrid."),
 ) -> None:
     """Serve an index over Search-R1's HTTP API (POST /retrieve), for many rollout workers. Ctrl-C stops it."""
@@ -97,7 +97,7 @@ def serve(
 def search(
     source: str = typer.Argument(..., help="An index directory, a .jsonl corpus, 'shipped', or a retrieval server URL."),
     query: str = typer.Argument(..., help="What to search for."),
-    k: int = typer.Option(3, "-k", help="Passages to return."),
+    k: int = typer.Option(3, "--topk", "-k", help="Passages to return."),
     method: str = typer.Option("bm25", help="bm25, dense or hybrid."),
 ) -> None:
     """Print the passages a search returns, as the search tool shows them to a model."""

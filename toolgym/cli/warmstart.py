@@ -14,7 +14,8 @@ import typer
 
 
 def command(
-    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld, webshop or math_python."),
+    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld, webshop or math-python (the environment's "
+                                                    "name; math_python, the recipe's, works too)."),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
     threads: int = typer.Option(2, help="Torch CPU threads."),
     device: str = typer.Option("cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."),
@@ -35,6 +36,8 @@ def command(
         if not eq:
             raise ConfigError(f"--set {item!r} must look like FIELD=VALUE")
         changes[key.strip()] = yaml.safe_load(raw)
+    by_env = {r.env: name for name, r in warmstart.RECIPES.items()}  # collect's name (math-python) or the recipe's
+    env = by_env.get(env, env)
     recipe = warmstart.recipe(env, **changes)
     console = err_console()
     out = warmstart.cache_dir(recipe)
