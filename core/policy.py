@@ -20,6 +20,7 @@ from .env import Env
 from .errors import ConfigError, LLMError
 from .llm.base import ChatBackend, LLMBackend
 from .ratelimit import RateLimiter
+from .retry import backoff_delay
 from .types import ChatResult, GenerationRequest, GenerationResult, Message, SamplingParams
 
 R = TypeVar("R")
@@ -180,7 +181,7 @@ async def with_retries(
             error = LLMError(f"{type(exc).__name__}: {exc}", transient=True)
         if not getattr(error, "transient", False) or attempt > cfg.llm_retries:
             raise TurnFailed(f"model call failed after {attempt} attempt(s): {error}") from error
-        await asyncio.sleep(min(20.0, cfg.retry_backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random()))
+        await asyncio.sleep(backoff_delay(attempt, cfg.retry_backoff_s))
 
 
 Policy = ModelPolicy | ScriptedPolicy | ChatPolicy

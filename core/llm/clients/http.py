@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 from typing import Any
 
 import httpx
 
 from ...errors import LLMError
+from ...retry import backoff_delay
 
 TRANSIENT_4XX = frozenset({408, 425, 429})
 
@@ -127,8 +127,7 @@ class HTTPClient:
                 error = _transport_error(exc, self.label, self.base_url + path, self.timeout_s)
             if not error.transient or attempt > self.retries:
                 raise error
-            backoff = min(20.0, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random())
-            await asyncio.sleep(min(20.0, delay) if delay is not None else backoff)
+            await asyncio.sleep(backoff_delay(attempt, self.backoff_s, retry_after_s=delay))
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
