@@ -85,6 +85,13 @@ class Env(ABC):
         """A solving action for the current state, as model text (for ``--model scripted``)."""
         return None
 
+    def unscripted_task(self, seeds: Sequence[int]) -> str | None:
+        """The first task, among the episodes of ``seeds``, that ``scripted_action`` cannot play (its
+        name); None when it can play them all or the environment cannot tell. ``--model scripted``
+        asks before anything starts, so that a run fails in one sentence instead of once per episode.
+        Must be cheap (no sandbox), like ``sandbox_images``. Default: None."""
+        return None
+
     def sandbox_images(self, seeds: Sequence[int]) -> list[ImageNeed]:
         """Container images the episodes of ``seeds`` run in, beyond the sandbox kinds' own (per-task
         images, as SWE-bench's). The engine has the sandbox backend warm them before a batch starts,

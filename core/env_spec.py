@@ -22,6 +22,9 @@ class EnvSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     plugin: str = ""
+    scripted_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options a ``--model scripted`` run uses unless the user gives them (MiniWoB++:
+    ``tasks=solvable``, the tasks that have a scripted solver); also the fix its error suggests."""
 
     def make(self, **overrides: Any) -> Env:
         factory = self.entry

@@ -34,10 +34,11 @@ from .context import EpisodeContext
 from .digest import digest
 from .env import Env, StepResult
 from .env_spec import EnvSpec
+from .errors import ContextLengthError
 from .images import content_text, has_images
 from .llm.clients.server_info import fit_context_budget
 from .parsers import ToolParser
-from .policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
+from .policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy, TurnFailed
 from .requests import EpisodeRequest, sampling_seed
 from .stats import EngineStats
 from .trajectory import LLMCall, Status, Step, Timings, Trajectory
@@ -75,7 +76,11 @@ class Episode:
         self.setup = setup
         self.req = req
         self.ctx = ctx
-        self.cfg = fit_context_budget(setup.config, setup.policy)  # the server's context limit, when it reports one
+        self.cfg = fit_context_budget(setup.config, setup.policy)  # the model's context length, when its backend knows it
+        self._budget_reason = "context budget (max_tokens_per_trajectory) used up"
+        if self.cfg is not setup.config:
+            self._budget_reason = (f"context budget used up: the model's context of {self.cfg.max_tokens_per_trajectory} tokens "
+                                   f"(below max_tokens_per_trajectory={setup.config.max_tokens_per_trajectory})")
         self.env: Env | None = None
         self.steps: list[Step] = []
         self.actions: list[Action] = []
@@ -187,7 +192,7 @@ class Episode:
             anchor = env.anchor() or digest(last_obs)
             budget = cfg.max_tokens_per_trajectory - len(asm.prompt_ids)
             if budget <= 0:
-                self._truncate("context budget (max_tokens_per_trajectory) used up")
+                self._truncate(self._budget_reason)
                 return
             checkpoint = None
             if branching is not None and branching.may_fork(turn, bool(self.steps and self.steps[-1].tool_calls)):
@@ -202,7 +207,15 @@ class Episode:
                 sampling = cfg.sampling.params(max_new_tokens=min(cfg.max_tokens_per_turn, budget), seed=seed, stop=self._stop)
                 if top_k != sampling.top_logprobs:
                     sampling = sampling.replace(top_logprobs=top_k)
-                result, attempts = await policy.generate(asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}")
+                try:
+                    result, attempts = await policy.generate(asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}")
+                except TurnFailed as exc:
+                    if not isinstance(exc.__cause__, ContextLengthError):
+                        raise
+                    # a limit ended the episode, not a fault (the budget missed the model's context)
+                    self._truncate(f"context budget used up: the prompt of {prompt_len} tokens does not fit the model's "
+                                   f"context of {exc.__cause__.limit} tokens")
+                    return
                 self.weight_version = result.weight_version or self.weight_version
             self.llm_s += time.perf_counter() - t0
             stats.turn(len(result.output_ids))
@@ -230,7 +243,7 @@ class Episode:
                 last_obs = "\n".join(content_text(m.get("content", "")) for m in outcome.observation)
                 asm.add_messages(with_tool_call_ids(outcome.observation, action.tool_calls))
             if result.finish_reason == "length" and len(asm.prompt_ids) >= cfg.max_tokens_per_trajectory:
-                self._truncate("context budget (max_tokens_per_trajectory) used up")
+                self._truncate(self._budget_reason)
                 return
         self._truncate(f"turn limit ({max_turns}) reached")
 

@@ -50,6 +50,14 @@ class LLMError(ToolgymError):
         self.status = status
 
 
+class ContextLengthError(LLMError):
+    """A prompt does not fit the model's context (``limit`` tokens): the episode ends truncated, not failed."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class SandboxError(ToolgymError):
     """A sandbox could not be created, reached or used."""
 

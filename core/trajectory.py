@@ -135,7 +135,8 @@ class Trajectory(BaseModel):
     schema_version: int = SCHEMA_VERSION
     trajectory_id: str
     group_id: str
-    """Same for every sample of one task instance (task × seed); GRPO/GiGPO groups by it."""
+    """Same for every sample of one task instance (task × seed) of one run (its run key, see
+    ``core.requests``); GRPO/GiGPO groups by it."""
     parent_id: str | None = None
     """ARPO: the trajectory this one branched from."""
     branch_point: int | None = None

@@ -33,9 +33,11 @@ from typing import Any
 
 from toolgym.collect_guard import (
     RunGuard,
+    apply_scripted_defaults,
     check_env_kwargs,
     check_sandbox_backend,
     check_sandbox_isolation,
+    check_scripted_solver,
     unexpected_keyword,
 )
 from toolgym.collect_plan import (
@@ -229,6 +231,8 @@ async def collect(
     registry = registry or get_registry()
     check_options(opts, registry)
     check_env_kwargs(registry, opts.env, opts.env_kwargs)
+    apply_scripted_defaults(registry, opts)
+    check_scripted_solver(registry, opts)
     check_sandbox_backend(registry, opts.sandbox_backend)
     check_sandbox_isolation(registry, opts, policy)
     sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)

@@ -192,6 +192,35 @@ def check_sandbox_isolation(registry: Registry, opts: Any, policy: Any = None) -
         require_isolation(registry, opts.sandbox_backend, allow=UNSAFE_FLAG)
 
 
+def apply_scripted_defaults(registry: Registry, opts: Any) -> None:
+    """A run the environment's scripted solver plays takes the environment's ``scripted_kwargs``
+    for the options the user did not give (MiniWoB++: ``tasks=solvable``), in ``opts.env_kwargs``."""
+    defaults = registry.env(opts.env).scripted_kwargs
+    if defaults and not model_driven(opts):
+        opts.env_kwargs = {**opts.env_kwargs, **{k: v for k, v in defaults.items() if k not in opts.env_kwargs}}
+
+
+def check_scripted_solver(registry: Registry, opts: Any) -> None:
+    """Before anything starts, a scripted run refuses task instances its solver cannot play
+    (``Env.unscripted_task``), naming the first and the fix, instead of failing each episode."""
+    if model_driven(opts):
+        return
+    from toolgym.core.env import Env
+    from toolgym.core.env_spec import load_object
+
+    spec = registry.env(opts.env)
+    factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
+    if isinstance(factory, type) and issubclass(factory, Env) and factory.unscripted_task is Env.unscripted_task:
+        return  # cannot tell: not worth making an instance (some load data sets)
+    seeds = [opts.engine.seed + i for i in range(opts.first_task, opts.first_task + opts.episodes)]
+    task = spec.make(**opts.env_kwargs).unscripted_task(seeds)
+    if task is None:
+        return
+    fix = " ".join(f"--env-arg {k}={v}" for k, v in spec.scripted_kwargs.items())
+    hint = f"add {fix} or choose other tasks" if fix else "choose other tasks"
+    raise ConfigError(f"--model scripted: task {task!r} of environment {opts.env!r} has no scripted solver; {hint}, or use a model")
+
+
 def unexpected_keyword(exc: TypeError, options: dict[str, Any]) -> str | None:
     """The ``--backend-arg`` key a constructor refused with "unexpected keyword argument", if any."""
     m = re.search(r"unexpected keyword argument '([^']+)'", str(exc))

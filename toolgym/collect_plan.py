@@ -3,12 +3,18 @@
 directory against the run it already holds, planning the episodes (deterministic ids, prompt
 deduplication, this process's shard), skipping the ids already written, and opening the store
 (writer first: its lock refuses a second writer) with the run's manifest.
+
+Ids are unique per run: the run key (:func:`run_settings` digested by
+:func:`toolgym.core.requests.run_key`) is part of every group and trajectory id, and the manifest
+keeps it (``run_key``, ``run_settings``). A directory written before run keys (its manifest has no
+``run_key``) is resumed with the ids it was written with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import shutil
 import socket
@@ -24,7 +30,8 @@ from toolgym.core.engine import EpisodeRequest, plan_episodes, trajectory_id
 from toolgym.core.env import EpisodeContext
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
-from toolgym.redact import redact_url
+from toolgym.core.requests import run_key
+from toolgym.redact import redact_options, redact_url
 from toolgym.trajectories.dedup import prompt_key
 from toolgym.trajectories.store import (
     MANIFEST,
@@ -101,6 +108,63 @@ def fingerprint(opts: CollectOptions) -> dict[str, Any]:
     }
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def weights_identity(model: str) -> str | None:
+    """For a model given as a local directory: a digest of its weight files' names, sizes and
+    modification times (cheap: no weight is read), so a checkpoint trained into the same directory
+    is another run. None for a name (``tiny``, ``scripted``) or a server URL, whose weight version
+    is not known before the first answer."""
+    path = Path(model)
+    if not path.is_dir():
+        return None
+    h = hashlib.blake2b(digest_size=8)
+    for f in sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES)):
+        st = f.stat()
+        h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def run_settings(opts: CollectOptions) -> dict[str, Any]:
+    """What defines a run's episodes, for its ids: the environment and its options, the model (its
+    argument, backend, tokenizer, options with secrets blanked, local weights), the parser, the group
+    size, the seed, the sampling, and the engine settings that change an episode (turn and token
+    limits, history rewrites, ARPO). Not: concurrency, timeouts, retries, rate limits, the task range,
+    shards or deduplication, which decide which episodes run or how fast, not what they are."""
+    eng = opts.engine
+    return {
+        "env": opts.env,
+        "env_kwargs": opts.env_kwargs,
+        "model": redact_url(opts.model),
+        "weights": weights_identity(opts.model),
+        "backend": opts.backend,
+        "tokenizer": opts.tokenizer,
+        "backend_options": redact_options(opts.backend_options),
+        "parser": opts.parser,
+        "group_size": opts.group_size,
+        "seed": eng.seed,
+        "sampling": eng.sampling.model_dump(),
+        "engine": {"max_turns": eng.max_turns, "max_tokens_per_turn": eng.max_tokens_per_turn,
+                   "max_tokens_per_trajectory": eng.max_tokens_per_trajectory, "on_rewrite": eng.on_rewrite,
+                   "arpo": eng.arpo.model_dump()},
+    }
+
+
+def collection_run_key(opts: CollectOptions) -> str:
+    """The run key of a fresh collection with these options (see :func:`run_settings`)."""
+    return run_key(run_settings(opts))
+
+
+def _resumed_run_key(opts: CollectOptions) -> str:
+    """The run key to plan with: a fresh one, or "" for a directory written before run keys (its ids
+    have none, and resuming must find them). ``prepare_output`` has refused a mismatch already."""
+    old = read_manifest(opts.out) if opts.out.exists() else None
+    if old is not None and "run_key" not in old:
+        return ""
+    return collection_run_key(opts)
+
+
 def prepare_output(opts: CollectOptions) -> None:
     """Create, check or wipe the output directory; refuse to mix two different runs."""
     out = opts.out
@@ -119,6 +183,9 @@ def prepare_output(opts: CollectOptions) -> None:
     if old is not None:
         new, was = fingerprint(opts), old.get("fingerprint", {})
         diff = [k for k in FINGERPRINT_KEYS if was.get(k, _FINGERPRINT_DEFAULTS.get(k)) != new[k]]
+        if not diff and "run_key" in old and old["run_key"] != collection_run_key(opts):
+            was_settings, now = old.get("run_settings", {}), run_settings(opts)
+            diff = [k for k in now if was_settings.get(k) != now[k]] or ["run key"]
         if diff:
             raise ConfigError(
                 f"{out} holds a different run (differs in: {', '.join(diff)}); "
@@ -189,6 +256,8 @@ class CollectPlan:
     """``requests`` not yet in ``done``: what this run executes."""
     dedup: dict[str, Any] | None = None
     """What ``dedup="prompt"`` dropped (for the manifest); None without it."""
+    run_key: str = ""
+    """The key in every group and trajectory id ("" for a directory written before run keys)."""
 
     @property
     def duplicates(self) -> int:
@@ -211,8 +280,9 @@ async def plan_collection(opts: CollectOptions, registry: Registry, sandboxes: A
     repeated prompts (``sandboxes`` are where the instances reset for it), keep this process's
     shard and skip the ids already written. Call ``check_options`` first."""
     prepare_output(opts)
+    key = _resumed_run_key(opts)
     planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed,
-                            first_task=opts.first_task)
+                            first_task=opts.first_task, run=key)
     requests, dedup_info = planned, None
     if opts.dedup == "prompt":
         requests, dedup_info = await drop_duplicate_prompts(planned, opts, registry, sandboxes)
@@ -220,7 +290,7 @@ async def plan_collection(opts: CollectOptions, registry: Registry, sandboxes: A
         k, n = opts.shard
         requests = [r for r in requests if r.task_index % n == k]
     done = completed_ids(opts.out) if opts.out.exists() else set()
-    return CollectPlan(planned, requests, done, [r for r in requests if r.trajectory_id not in done], dedup_info)
+    return CollectPlan(planned, requests, done, [r for r in requests if r.trajectory_id not in done], dedup_info, key)
 
 
 def open_store(opts: CollectOptions, run: dict[str, Any], plan: CollectPlan, *,
@@ -230,6 +300,8 @@ def open_store(opts: CollectOptions, run: dict[str, Any], plan: CollectPlan, *,
     Returns the writer and the manifest to finish (``state``, counts) at the end."""
     if plan.dedup is not None:
         run["dedup"] = plan.dedup
+    if plan.run_key:
+        run["run_key"], run["run_settings"] = plan.run_key, run_settings(opts)
     shard = opts.shard[0] if opts.shard else None
     writer = TrajectoryWriter(opts.out, shard=shard, scrub=scrub)  # first: its lock refuses a second writer of this shard
     if shard is None:

@@ -10,8 +10,9 @@ Layout (the Hub's own convention, so the directory can also be pushed as a datas
 
 Rows use the Parquet schema of ``docs/trajectory-format.md`` (one row per trajectory: token ids,
 loss masks, logprobs, steps, and JSON strings for the free-form fields). Splits are assigned per
-*group* (by a hash of ``group_id``), so samples of one task instance never straddle train and
-test. Written streaming: one row group at a time, a new file every ``rows_per_file`` rows.
+*task instance* (by a hash of ``env/task_index/seed``, the group id without its run key), so samples
+of one task instance never straddle train and test, not even when datasets of several runs are
+pooled. Written streaming: one row group at a time, a new file every ``rows_per_file`` rows.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ SPLITS = ("train", "test")
 
 
 def split_of(group_id: str, test_fraction: float) -> str:
-    """``test`` for a stable ``test_fraction`` of groups, ``train`` for the rest."""
+    """``test`` for a stable ``test_fraction`` of groups (``group_id``: a task instance's key),
+    ``train`` for the rest."""
     if test_fraction <= 0:
         return "train"
     h = int.from_bytes(hashlib.blake2b(group_id.encode(), digest_size=8).digest(), "big")
@@ -135,7 +137,7 @@ def write_hf_dataset(
         elif has_images(traj.messages or traj.prompt):
             raise ConfigError(f"trajectory {traj.trajectory_id} has screenshots but no images/ folder was given; "
                               "export from the dataset directory that holds them")
-        writers[split_of(traj.group_id, test_fraction)].add(row)
+        writers[split_of(f"{traj.env or traj.task}/{traj.task_index}/{traj.seed}", test_fraction)].add(row)
         result.reward_sum += traj.reward
         result.successes += traj.reward >= success_threshold
     for split, writer in writers.items():

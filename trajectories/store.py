@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -289,14 +290,25 @@ class ReadReport:
     """Unreadable lines (torn, not JSON, not a valid trajectory), in reading order."""
     duplicates: int = 0
     """Lines whose trajectory id an earlier line already had (the first one is kept)."""
+    conflicts: int = 0
+    """Of ``duplicates``, the ids whose later line differs from the kept one: not a copy of the same
+    record but two different trajectories under one id (counted once per id)."""
 
     def summary(self, *, limit: int = 5) -> str:
-        """One line for stderr, or "" when nothing was unreadable."""
-        if not self.bad:
-            return ""
-        n = len(self.bad)
-        where = "; ".join(str(b) for b in self.bad[:limit]) + ("; …" if n > limit else "")
-        return f"skipped {n} unreadable line{'s' if n != 1 else ''} ({where}); the rest was read"
+        """One line for stderr, or "" when nothing was unreadable and no id repeated with other content."""
+        parts = []
+        if self.bad:
+            n = len(self.bad)
+            where = "; ".join(str(b) for b in self.bad[:limit]) + ("; …" if n > limit else "")
+            parts.append(f"skipped {n} unreadable line{'s' if n != 1 else ''} ({where}); the rest was read")
+        if self.conflicts:
+            parts.append(_conflict_message(self.conflicts))
+        return "; ".join(parts)
+
+
+def _conflict_message(n: int) -> str:
+    return (f"{n} trajectory id{'s' if n != 1 else ''} appear{'' if n != 1 else 's'} again with different content; the first "
+            "line of each was kept and the others dropped (datasets of different runs pooled, or one written twice?)")
 
 
 def _dataset_files(root: Path, include_failures: bool) -> list[Path]:
@@ -321,7 +333,8 @@ def _dataset_files(root: Path, include_failures: bool) -> list[Path]:
 
 def _iter_records(root: str | Path, include_failures: bool, report: ReadReport | None) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     root = Path(root)
-    seen: set[str] = set()
+    seen: dict[str, bytes] = {}  # id -> digest of its kept line
+    conflicted: set[str] = set()
     for path in _dataset_files(root, include_failures):
         with path.open("rb") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -332,12 +345,19 @@ def _iter_records(root: str | Path, include_failures: bool, report: ReadReport |
                     _skip(report, BadLine(path, lineno, str(problem)))
                     continue
                 tid = obj["trajectory_id"]
+                key = hashlib.blake2b(line.rstrip(b"\r\n"), digest_size=16).digest()
                 if tid in seen:
                     if report is not None:
                         report.duplicates += 1
+                    if seen[tid] != key and tid not in conflicted:
+                        conflicted.add(tid)
+                        if report is not None:
+                            report.conflicts += 1
                     continue
-                seen.add(tid)
+                seen[tid] = key
                 yield path, lineno, obj
+    if conflicted and report is None:  # with a report, its reader says so (the CLI: ``warn_skipped``)
+        _log.warning("%s", _conflict_message(len(conflicted)))
 
 
 def _skip(report: ReadReport | None, bad: BadLine) -> None:

@@ -24,6 +24,9 @@ class LLMBackend(ABC):
     name: str = ""
     model_name: str = ""
     tokenizer: Any = None
+    max_context_len: int | None = None
+    """The model's context length in tokens (prompt plus completion) when the backend knows it, else
+    None; the engine caps its context budget to it (``server_info.fit_context_budget``)."""
 
     @abstractmethod
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...

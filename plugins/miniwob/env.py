@@ -34,7 +34,7 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolgym import (
@@ -54,7 +54,7 @@ from toolgym.plugins.gui.observation import content as observation_content
 from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
 
 from .site import SANDBOX_KIND, shared_site
-from .solvers import action_text, solver_script
+from .solvers import SOLVERS, action_text, solver_script
 from .tasks import task_list
 
 BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
@@ -139,6 +139,9 @@ class MiniWoBEnv(ToolTaskEnv):
     def load_task(self, seed: int) -> Task:
         name = self.task_names[seed % len(self.task_names)]
         return Task(id=f"{name}/{seed}", question="", metadata={"task": name, "seed": seed})
+
+    def unscripted_task(self, seeds: Sequence[int]) -> str | None:
+        return next((t for t in (self.task_names[s % len(self.task_names)] for s in seeds) if t not in SOLVERS), None)
 
     # -- the page -------------------------------------------------------------------------------
 

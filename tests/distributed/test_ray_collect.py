@@ -16,6 +16,7 @@ from tests.distributed.conftest import ROOT
 from tests.distributed.envs import LOOKUP_CALL, PYTHON_CALL, registry
 from toolgym import hookimpl
 from toolgym.collect import CollectOptions
+from toolgym.collect_plan import collection_run_key
 from toolgym.core.config import EngineConfig
 from toolgym.core.engine import plan_episodes
 from toolgym.distributed import RayOptions, collect_ray
@@ -43,7 +44,8 @@ def stored(out: Path, name: str = "trajectories.jsonl") -> list[dict[str, Any]]:
 
 
 def planned_ids(opts: CollectOptions) -> list[str]:
-    plan = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed)
+    plan = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed,
+                         run=collection_run_key(opts))
     return [r.trajectory_id for r in plan]
 
 

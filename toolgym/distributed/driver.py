@@ -33,7 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from toolgym.collect import CollectOptions, CollectResult, describe_run
-from toolgym.collect_guard import check_sandbox_isolation
+from toolgym.collect_guard import apply_scripted_defaults, check_sandbox_isolation, check_scripted_solver
 from toolgym.collect_plan import CollectPlan, check_options, open_store, plan_collection, stored_samples
 from toolgym.core.engine import EngineStats, EpisodeRequest
 from toolgym.core.errors import ConfigError
@@ -200,6 +200,8 @@ async def collect_ray(
         raise ConfigError("--shard and --ray do not combine: Ray already spreads the episodes; drop --shard")
     registry = registry or load_registry(ray_opts.registry)
     check_options(opts, registry)
+    apply_scripted_defaults(registry, opts)
+    check_scripted_solver(registry, opts)
     check_sandbox_isolation(registry, opts)
     plan = await _plan(opts, registry)
     todo, done_ids = plan.todo, plan.done

@@ -66,15 +66,16 @@ def context_limit(*answers: Any) -> int | None:
 
 
 def fit_context_budget(config: Any, policy: Any) -> Any:
-    """``config`` (an ``EngineConfig``) with its context budget capped to the policy's server limit.
+    """``config`` (an ``EngineConfig``) with its context budget capped to the policy's model context.
 
     The limit is the backend's ``max_context_len`` (set by the HTTP backends from what the server
-    reports); a config already within it, or a policy without one, is returned unchanged.
+    reports; an in-process model's own positions); a config already within it, or a policy without
+    one, is returned unchanged.
     """
     limit = getattr(getattr(policy, "backend", None), "max_context_len", None)
     if not isinstance(limit, int) or limit <= 0 or config.max_tokens_per_trajectory <= limit:
         return config
-    log.info("context budget capped from %d to the server's limit of %d tokens", config.max_tokens_per_trajectory, limit)
+    log.info("context budget capped from %d to the model's context of %d tokens", config.max_tokens_per_trajectory, limit)
     return config.model_copy(update={"max_tokens_per_trajectory": limit})
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ...errors import ConfigError, LLMError
+from ...errors import ConfigError, ContextLengthError, LLMError
 from ...types import GenerationRequest, GenerationResult
 from ..base import LLMBackend
 from .batching import ContinuousBatch, Row
@@ -129,6 +129,15 @@ class TransformersBackend(LLMBackend):
     def weight_version(self) -> str | None:
         return self._version
 
+    @property
+    def max_context_len(self) -> int | None:
+        """The model's positions (``max_context``): the engine's context budget is capped to it."""
+        return self.max_context
+
+    @max_context_len.setter
+    def max_context_len(self, value: int | None) -> None:
+        self.max_context = value
+
     def set_weight_version(self, version: str | int | None) -> None:
         """Stamp results of requests admitted from now on with ``version``."""
         self._version = None if version is None else str(version)
@@ -211,7 +220,8 @@ class TransformersBackend(LLMBackend):
         if bad:
             raise LLMError(f"input token id {bad[0]} is outside the model's vocabulary (0..{self.vocab_size - 1}); was the prompt tokenized with another tokenizer?")
         if self.max_context is not None and len(ids) >= self.max_context:
-            raise LLMError(f"prompt of {len(ids)} tokens does not fit the model's context of {self.max_context}; shorten it")
+            raise ContextLengthError(f"prompt of {len(ids)} tokens does not fit the model's context of {self.max_context}; shorten it",
+                                     limit=self.max_context)
 
     def _decode(self, ids: list[int]) -> str:
         if self._fast is not None:
