@@ -7,6 +7,7 @@ its model object, and reads the same config file as ``toolgym train`` (see :mod:
 - :mod:`.loss`: PPO-clip, KL to a reference (k1/k3), SFT cross-entropy, aggregation modes
 - :mod:`.batch`: trajectories → rows → padded micro-batches (no re-tokenization)
 - :mod:`.trainer`: ``PolicyTrainer`` (AdamW, gradient accumulation and clipping, checkpoints)
+- :mod:`.lora`: LoRA adapters through peft (verl's ``lora_rank`` / ``lora_alpha`` / ``target_modules``)
 - :mod:`.sft`: supervised warm start on stored trajectories
 - :mod:`.loop`: ``RLLoop``, the on-policy loop, and held-out evaluation
 - :mod:`.demo`: the embedded demo behind ``toolgym demo``
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import EvalConfig, OptimConfig, PPOConfig, RLConfig
+from .config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 
-__all__ = ["EvalConfig", "OptimConfig", "PPOConfig", "RLConfig", "run"]
+__all__ = ["EvalConfig", "LoraConfig", "OptimConfig", "PPOConfig", "RLConfig", "run"]
 
 
 def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:

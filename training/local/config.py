@@ -56,6 +56,27 @@ class PPOConfig(BaseModel):
     weighs each token's surrogate by ``min(π_train_old / π_rollout, C)``."""
 
 
+class LoraConfig(BaseModel):
+    """A LoRA adapter on the policy (verl's ``actor_rollout_ref.model.lora_*`` keys): with ``rank`` > 0
+    only the adapter is trained and checkpointed, and the sampler runs the base weights plus the
+    adapter as the trainer does (``lora.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(0, ge=0)
+    """LoRA rank r; 0 (default) trains every weight instead."""
+    alpha: float = Field(16.0, gt=0)
+    """Scaling numerator: the update is ``alpha / rank · B A``."""
+    target_modules: str | list[str] = "all-linear"
+    """Module names (or a regex string) to adapt; ``all-linear`` is every linear layer but the LM head."""
+    exclude_modules: str | list[str] | None = None
+    """Module names (or a regex string) never to adapt."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
+
+
 class EvalConfig(TaskRange):
     """Held-out evaluation: the same range of tasks every time, greedy unless ``temperature`` > 0."""
 
@@ -95,6 +116,8 @@ class RLConfig(BaseModel):
     """Rows the sampler decodes together."""
     filters: EpisodeFilters = Field(default_factory=EpisodeFilters)
     """Which rollouts are trained on, masked or dropped (``toolgym.training.filters``)."""
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    """Train a LoRA adapter instead of every weight (off unless ``lora.rank`` > 0)."""
 
     @model_validator(mode="after")
     def _engine_fields(self) -> RLConfig:

@@ -20,6 +20,7 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``trainer.test_freq`` / ``save_freq`` / ``default_local_dir`` / ``device`` | evaluation and checkpoint cadence, output directory, ``cpu`` or ``cuda`` |
 | ``actor_rollout_ref.actor.optim.lr_warmup_steps`` | linear learning-rate warm-up (optimiser steps) |
 | ``actor_rollout_ref.rollout.max_num_seqs`` | rows the sampler decodes together |
+| ``actor_rollout_ref.model.lora_rank`` / ``lora_alpha`` / ``target_modules`` / ``exclude_modules`` | LoRA adapter (``lora.py``; rank 0: full fine-tuning), verl's defaults (16, ``all-linear``) |
 
 ``toolgym.tis_cap`` (truncated importance sampling, off by default) becomes ``ppo.tis_cap``, as it
 becomes verl's ``algorithm.rollout_correction`` for the verl trainer.
@@ -54,7 +55,7 @@ from pydantic import ValidationError
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.resolve import TINY
 
-from .config import EvalConfig, OptimConfig, PPOConfig, RLConfig
+from .config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 
 EXAMPLES = Path(__file__).with_name("configs")
 KL_TYPES = {"low_var_kl": "k3", "k3": "k3", "kl": "k1", "k1": "k1"}
@@ -68,6 +69,8 @@ LOCAL_VERL_KEYS = frozenset({
     "actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.max_num_seqs",
     "actor_rollout_ref.rollout.val_kwargs.temperature", "actor_rollout_ref.rollout.val_kwargs.do_sample", "data.train_batch_size",
     "trainer.total_training_steps", "trainer.test_freq", "trainer.save_freq", "trainer.default_local_dir", "trainer.device",
+    "actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora_alpha", "actor_rollout_ref.model.target_modules",
+    "actor_rollout_ref.model.exclude_modules",
 })
 """The ``verl.*`` keys this trainer reads (the table above)."""
 
@@ -176,7 +179,7 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         save_every=max(0, int(trainer.get("save_freq", 0) or 0)),
         warmup_steps=int(_get(actor, "optim.lr_warmup_steps", 0) or 0),
         max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
-        filters=tg.filters,
+        filters=tg.filters, lora=lora_config(verl),
     )
     if rl.eval.every < 0:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")
@@ -189,6 +192,16 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         "warm_start": warm_start_section(data.get("warm_start")),
     }
     return rl, run
+
+
+def lora_config(verl: dict[str, Any]) -> LoraConfig:
+    """verl's ``actor_rollout_ref.model.lora_rank`` / ``lora_alpha`` / ``target_modules`` / ``exclude_modules``, verl's defaults."""
+    model = _get(verl, "actor_rollout_ref.model", {}) or {}
+    if model.get("lora_adapter_path") is not None:
+        raise ConfigError("actor_rollout_ref.model.lora_adapter_path is read by the verl trainer only; the local trainer "
+                          "starts a fresh adapter (or resumes its own checkpoint): remove it or use --trainer verl")
+    return LoraConfig(rank=int(model.get("lora_rank", 0) or 0), alpha=float(model.get("lora_alpha", 16)),
+                      target_modules=model.get("target_modules") or "all-linear", exclude_modules=model.get("exclude_modules"))
 
 
 def _val_temperature(verl: dict[str, Any]) -> float:
@@ -243,9 +256,10 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     rl, settings = build(load_config(config, overrides))
     console = Console(stderr=True, soft_wrap=True)  # one line per record, also in log files
     arpo = rl.engine.get("arpo") or {}
+    lora = f" + LoRA adapter (rank {rl.lora.rank}, alpha {rl.lora.alpha:g})" if rl.lora.enabled else ""
     samples = f"{rl.group_size} initial samples (ARPO: up to {arpo['budget']})" if arpo.get("enabled") else f"{rl.group_size} samples"
     console.print(f"[bold]local trainer[/]: {rl.estimator} on {rl.env}, {rl.steps} steps × {rl.tasks_per_step} tasks × {samples}, "
-                  f"model {settings['model']} on {settings['device']}, output {settings['out']}")
+                  f"model {settings['model']}{lora} on {settings['device']}, output {settings['out']}")
     if dry_run:
         print(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2))
         return
@@ -354,17 +368,20 @@ def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_ba
     from toolgym.core.sandbox import LazySandboxBackend
 
     from .loop import RLLoop
+    from .lora import attach_lora
     from .stops import StopAtBackend, action_stops
     from .trainer import PolicyTrainer
 
     device = device if device != "cuda" or torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
+    adapter = attach_lora(model, rl.lora, seed=rl.seed) if rl.lora.enabled else None  # in place: the sampler runs it too
     registry = get_registry()
     backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size)
     stops = action_stops(registry, rl.env, rl.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
-    trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device)
+    trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device,
+                            adapter=adapter)
     sandboxes = None if sandbox_backend == "none" else LazySandboxBackend(registry, sandbox_backend)
     loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=on_trajectory, sandbox_backend=sandboxes)
 

@@ -6,7 +6,9 @@ penalty. An update takes rows (:mod:`.batch`), splits them into ``mini_batch_siz
 optimiser step and each of those into ``micro_batch_size`` rows per forward pass, accumulates
 gradients (normalised per mini-batch, so the result equals one big pass), clips the global
 gradient norm and steps. With a backend attached, every optimiser step runs inside
-``backend.paused()`` and bumps its weight version, so samples say which weights made them.
+``backend.paused()`` and bumps its weight version, so samples say which weights made them. With a
+LoRA adapter (``adapter``, see :mod:`.lora`) only the adapter's parameters are in the optimiser and
+in checkpoints; the model object, adapter layers inside, is still the one the backend samples from.
 
 Logprobs are computed only where they are needed: the decoder's hidden states at positions that
 predict a loss-masked token go through the LM head, not the whole ``[B, T, vocab]`` block.
@@ -72,8 +74,12 @@ class PolicyTrainer:
     """PPO-clip and SFT updates of one causal LM; see the module docstring for the contract."""
 
     def __init__(self, model: Any, *, optim: OptimConfig, ppo: PPOConfig | None = None, pad_token_id: int = 0,
-                 backend: Any = None, device: str | torch.device = "cpu") -> None:
+                 backend: Any = None, device: str | torch.device = "cpu", adapter: Any = None) -> None:
         self.model = model
+        self.adapter = adapter
+        """The ``PeftModel`` around ``model`` when only a LoRA adapter trains (:func:`.lora.attach_lora`)."""
+        if adapter is not None and adapter.base_model.model is not model:
+            raise ConfigError("the LoRA adapter must wrap the trainer's model object (attach_lora(model, ...))")
         self.optim_config = optim
         self.ppo = ppo or PPOConfig()
         self.pad_token_id = pad_token_id
@@ -263,13 +269,18 @@ class PolicyTrainer:
         (JSON-able loop state), so :meth:`load` resumes exactly where this left off."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(out), safe_serialization=True)
+        if self.adapter is not None:
+            from .lora import save_adapter
+
+            save_adapter(self.adapter, out)
+        else:
+            self.model.save_pretrained(str(out), safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(out))
         state = {
             "step": self.step,
             "optimizer": self.optimizer.state_dict(),
-            "reference": self.reference.state_dict() if self.reference is not None else None,
+            "reference": self._reference_state(),
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
             "python_rng": random.getstate(),
@@ -278,27 +289,36 @@ class PolicyTrainer:
         (out / "trainer_extra.json").write_text(json.dumps(extra or {}, indent=2))
         return out
 
+    def _reference_state(self) -> dict[str, torch.Tensor] | None:
+        """The KL reference's weights; with a LoRA adapter only its adapter tensors (the base is frozen, shared by both)."""
+        if self.reference is None:
+            return None
+        state = self.reference.state_dict()
+        if self.adapter is None:
+            return state
+        trainable = {n for n, p in self.model.named_parameters() if p.requires_grad}
+        return {k: v for k, v in state.items() if k in trainable}
+
     def load(self, directory: str | Path) -> dict[str, Any]:
         """Restore weights, optimiser, step and RNG states saved by :meth:`save`; returns ``extra``."""
         src = Path(directory)
         if not (src / CHECKPOINT_STATE).is_file():
             raise ConfigError(f"{src} is not a local-trainer checkpoint (no {CHECKPOINT_STATE}); give a directory written by it")
-        from safetensors.torch import load_file
+        from .lora import is_adapter_checkpoint, load_adapter
 
-        weights: dict[str, torch.Tensor] = {}
-        for shard in sorted(src.glob("*.safetensors")):
-            weights.update(load_file(str(shard)))
         with self._paused(), torch.no_grad():
-            missing, _ = self.model.load_state_dict(weights, strict=False)
-            tied = {"lm_head.weight"}  # tied embeddings are saved once
-            if set(missing) - tied:
-                raise ConfigError(f"checkpoint {src} lacks weights {sorted(set(missing) - tied)[:3]}; it was written for another model")
+            if self.adapter is not None:
+                load_adapter(self.adapter, src)
+            elif is_adapter_checkpoint(src):
+                raise ConfigError(f"checkpoint {src} holds a LoRA adapter only; resume it with the lora_rank it was trained with")
+            else:
+                self._load_full_weights(src)
         state = torch.load(src / CHECKPOINT_STATE, weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
         if state.get("reference") is not None and self.ppo.kl_coef > 0:
             self._ensure_reference()
-            self.reference.load_state_dict(state["reference"])
+            self.reference.load_state_dict(state["reference"], strict=self.adapter is None)
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
@@ -306,3 +326,14 @@ class PolicyTrainer:
             self.backend.set_weight_version(self.step)
         extra_path = src / "trainer_extra.json"
         return json.loads(extra_path.read_text()) if extra_path.exists() else {}
+
+    def _load_full_weights(self, src: Path) -> None:
+        from safetensors.torch import load_file
+
+        weights: dict[str, torch.Tensor] = {}
+        for shard in sorted(src.glob("*.safetensors")):
+            weights.update(load_file(str(shard)))
+        missing, _ = self.model.load_state_dict(weights, strict=False)
+        tied = {"lm_head.weight"}  # tied embeddings are saved once
+        if set(missing) - tied:
+            raise ConfigError(f"checkpoint {src} lacks weights {sorted(set(missing) - tied)[:3]}; it was written for another model")
