@@ -335,9 +335,39 @@ def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any 
     return path
 
 
+DEMO_WARM_START = "keychain"
+"""``warmstart:keychain``: the demo's warm start (its scripted data and SFT, no RL), built once."""
+
+
+def demo_warm_start(console: Any = None) -> Path:
+    """The demo's warm-started model (``toolgym demo``'s first phases, seed 0), cached under
+    ``$TOOLGYM_CACHE/warmstart/keychain-demo``: what the keychain configs start from."""
+    import fcntl
+
+    from toolgym.core.llm.local.tiny import cache_root
+
+    from .demo import DemoConfig, run_demo
+
+    out = cache_root() / "warmstart" / "keychain-demo"
+    model = out / "warm-start"
+    if (out / "READY").exists():
+        return model
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "keychain-demo.lock", "w") as lock:  # one build when several processes ask at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "READY").exists():
+            if console is not None:
+                console.print(f"building the keychain warm start (the demo's SFT phase, once; cached in {out})")
+            run_demo(DemoConfig(out=out, seed=0, rl_steps=0, eval_tasks=8))
+            (out / "READY").write_text("1\n")
+    return model
+
+
 def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path:
     from . import warmstart
 
+    if name == DEMO_WARM_START and not section:
+        return demo_warm_start(console)
     section = dict(section or {})
     recipe_name = str(section.pop("recipe", name or ""))
     if not recipe_name:

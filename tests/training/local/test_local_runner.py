@@ -19,7 +19,7 @@ def test_verl_keys_map_onto_local_settings() -> None:
     rl, run = build(data)
     assert rl.optim.lr == 0.01 and rl.group_size == 4 and rl.estimator == "gigpo"
     assert rl.ppo.kl_coef == 0.1 and rl.ppo.kl_estimator == "k3" and rl.ppo.loss_agg == "seq-mean-token-mean"
-    assert rl.eval.env_kwargs == {"split": "test"} and run["model"] == "tiny"
+    assert rl.eval.env_kwargs == {"split": "test"} and run["model"] == "warmstart:keychain"
     with pytest.raises(ConfigError, match="override"):
         load_config("keychain_gigpo", ["lr=1"])
     with pytest.raises(ConfigError, match="not found"):
@@ -79,3 +79,14 @@ def test_episode_mean_loss_trains_one_step_from_the_cli(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1]
+
+
+def test_keychain_config_starts_from_the_demos_warm_start() -> None:
+    """`train --config keychain_gigpo` on the untrained tiny model sat at 0 % for 27 min: the config
+    names the demo's warm start, built once and cached."""
+    from toolgym.training.local.runner import build, demo_warm_start, model_dir
+
+    rl, settings = build(load_config("keychain_gigpo", []))
+    assert settings["model"] == "warmstart:keychain"
+    path = model_dir(settings["model"])
+    assert path == demo_warm_start() and (path / "config.json").is_file() and (path.parent / "READY").is_file()

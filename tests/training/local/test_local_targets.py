@@ -80,7 +80,7 @@ def test_a_missing_warm_start_names_the_command(tmp_path: Path, monkeypatch: pyt
 
 SMALL = ["verl.data.train_batch_size=2", "toolgym.group_size=2", "toolgym.val.num_tasks=2", "toolgym.engine.max_tokens_per_turn=8",
          "verl.trainer.save_freq=1", "verl.trainer.test_freq=2", "verl.trainer.total_training_steps=3",
-         "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
+         "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "verl.actor_rollout_ref.model.path=tiny"]
 
 
 def _train(out: Path) -> subprocess.Popen[str]:
