@@ -22,6 +22,7 @@ changed meanwhile, the new one in ``meta["weight_version_end"]``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import queue
@@ -79,10 +80,11 @@ class TransformersBackend(LLMBackend):
             if not (path / "config.json").is_file():
                 raise ConfigError(f"{str(path)!r} is not a Hugging Face model directory (no config.json); give the folder a model was saved to")
             torch_dtype = _dtype(dtype)
-            try:
-                loaded = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
-            except TypeError:  # transformers < 4.56 names it torch_dtype
-                loaded = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch_dtype)
+            with _quiet_loading():
+                try:
+                    loaded = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+                except TypeError:  # transformers < 4.56 names it torch_dtype
+                    loaded = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch_dtype)
             self.model = loaded.to(self.device)  # type: ignore[arg-type]
             self.model_path: str | None = str(path)
             tokenizer = tokenizer if tokenizer is not None else str(path)
@@ -358,3 +360,18 @@ def _dtype(dtype: str | torch.dtype | None) -> torch.dtype | str:
     if not isinstance(value, torch.dtype):
         raise ConfigError(f"unknown dtype {dtype!r}; use float32, bfloat16, float16 or auto")
     return value
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """No "Loading weights" bar from transformers: a local model of a few MB loads in milliseconds,
+    and the bar is noise in every collection's output (toolgym shows its own progress)."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
