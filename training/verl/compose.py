@@ -29,8 +29,10 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from toolgym.core.errors import ConfigError
 
+from . import cpu_config
 from .advantage import LOCAL_ONLY
 from .agent_loop import AGENT_NAME
+from .cpu_rollout import check_replica_name
 from .dataset import write_task_files
 from .settings import ToolgymSettings, load_settings
 from .trainer import TRAINER_MODE
@@ -126,9 +128,22 @@ def compose_config(
     if "verl" in added:
         with open_dict(cfg):
             cfg = _dict(OmegaConf.merge(cfg, added.verl))
+    # the CPU path (trainer.device=cpu or rollout.name=toolgym_cpu) sets its keys before the checks see them
+    if cpu_config.wants_cpu(cfg):
+        cpu_config.apply_cpu(cfg)
+    cpu_config.resolve_tiny(cfg)
+    if cpu_config.wants_cpu(cfg):
+        cpu_config.check_cpu_budget(str(cfg.actor_rollout_ref.model.path))
     rollout = cfg.actor_rollout_ref.rollout
     if OmegaConf.is_missing(rollout, "name"):
-        raise ConfigError("set verl.actor_rollout_ref.rollout.name to the inference engine of the rollout servers: vllm or sglang")
+        raise ConfigError("set verl.actor_rollout_ref.rollout.name to the inference engine of the rollout servers: "
+                          "vllm or sglang (or toolgym_cpu, with verl.trainer.device=cpu, to train on this machine's CPU)")
+    # an unknown rollout.name fails here, in one sentence, not in a Ray worker; registering first: when
+    # toolgym's modules imported verl, verl's plugin loader found them half-imported and skipped their hooks
+    from .plugin import register_all
+
+    register_all()
+    check_replica_name(str(rollout.name))
     # ARPO: one agent-loop call runs the task's whole group (initial rollouts and their forks)
     samples_per_call = 1 if settings.arpo is not None else settings.group_size
     if OmegaConf.select(file_cfg, "verl.actor_rollout_ref.rollout.n") not in (None, samples_per_call):
@@ -230,10 +245,7 @@ def check_environment(settings: ToolgymSettings, registry: Any = None) -> None:
 
 def run_training(cfg: DictConfig) -> None:
     """Run verl's trainer (V1, trainer mode ``toolgym``) on a composed config; needs GPUs and
-    vLLM or SGLang where the rollout servers run."""
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.utils.device import auto_set_device
-
+    vLLM or SGLang where the rollout servers run, or ``trainer.device=cpu`` (:func:`run_on_cpu`)."""
     from .plugin import register_all
 
     failures = register_all()
@@ -242,10 +254,49 @@ def run_training(cfg: DictConfig) -> None:
         raise ConfigError(f"toolgym could not register itself with verl ({details}); install toolgym[verl]")
     engine = str(cfg.actor_rollout_ref.rollout.name)
     if engine in ("vllm", "sglang") and _missing(engine):
-        raise ConfigError(f"rollout.name is {engine!r} but {engine} is not installed here; install it on the GPU machine (pip install {engine})")
+        raise ConfigError(f"rollout.name is {engine!r} but {engine} is not installed here; install it on the GPU machine "
+                          f"(pip install {engine}), or train on this machine's CPU with the override verl.trainer.device=cpu")
+    if cpu_config.wants_cpu(cfg):
+        run_on_cpu(cfg)
+        return
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.utils.device import auto_set_device
+
     auto_set_device(cfg)
     check_config(cfg)
     run_ppo(cfg, task_runner_class=TaskRunnerV1)
+
+
+def run_on_cpu(cfg: DictConfig, extra_env: dict[str, str] | None = None) -> None:
+    """verl's V1 trainer on the CPU platform (a composed config that :func:`cpu_config.wants_cpu`),
+    starting a local Ray with :func:`cpu_config.ray_init_kwargs` unless one is running (then its
+    workers must already have ``VERL_PLATFORM=cpu``)."""
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    from .cpu_platform import use_cpu_platform
+
+    use_cpu_platform()
+    check_config(cfg)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(**cpu_config.ray_init_kwargs(extra_env))
+    before = set(ray.util.placement_group_table())
+    try:
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    finally:
+        if started:
+            ray.shutdown()
+        else:  # verl names its placement groups the same in every run: free this run's for the next one
+            _remove_placement_groups(set(ray.util.placement_group_table()) - before)
+
+
+def _remove_placement_groups(ids: set[str]) -> None:
+    import ray
+    from ray.util.placement_group import PlacementGroup
+
+    for pg_id in ids:
+        ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(pg_id))))
 
 
 def _dict(cfg: Any) -> DictConfig:

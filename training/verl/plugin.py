@@ -2,6 +2,8 @@
 
 It registers, each on its own so that one missing piece does not hide the others:
 
+- the platform ``cpu`` (:mod:`.cpu_platform`; first, since importing the trainer resolves verl's
+  platform) and the rollout replica ``toolgym_cpu`` (:mod:`.cpu_rollout`);
 - the agent loop ``toolgym_agent`` (:mod:`.agent_loop`);
 - the advantage estimators ``toolgym_grpo``, ``toolgym_gigpo``, ``toolgym_arpo`` (:mod:`.estimators`);
 - the V1 trainer mode ``toolgym`` (:mod:`.trainer`; needs the ``transferqueue`` package).
@@ -18,9 +20,11 @@ import logging
 log = logging.getLogger("toolgym.verl")
 
 PARTS = (
+    "toolgym.training.verl.cpu_platform",
     "toolgym.training.verl.agent_loop",
     "toolgym.training.verl.estimators",
     "toolgym.training.verl.trainer",
+    "toolgym.training.verl.cpu_rollout",
 )
 ERRORS: dict[str, str] = {}
 """Module → why it could not be registered; empty when everything is registered."""
@@ -31,8 +35,9 @@ def register_all() -> dict[str, str]:
     for name in PARTS:
         try:
             module = importlib.import_module(name)
-            if hasattr(module, "register_estimators"):
-                module.register_estimators()
+            for hook in ("register_estimators", "register_with_verl"):
+                if hasattr(module, hook):
+                    getattr(module, hook)()
             ERRORS.pop(name, None)
         except Exception as exc:
             ERRORS[name] = f"{type(exc).__name__}: {exc}"

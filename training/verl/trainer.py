@@ -27,7 +27,7 @@ TRAINER_MODE = "toolgym"
 
 
 def advantage_metrics(metas: list[RowMeta | None]) -> dict[str, float]:
-    """Batch figures logged under ``toolgym/``: rows, trajectories, steps, truncation."""
+    """Batch figures logged under ``toolgym/``: rows, trajectories, steps, truncation, ARPO forks."""
     live = [m for m in metas if m is not None]
     trajectories = {m.trajectory_id for m in live}
     steps = sum(len(m.steps) for m in live)
@@ -36,7 +36,27 @@ def advantage_metrics(metas: list[RowMeta | None]) -> dict[str, float]:
         "toolgym/trajectories": float(len(trajectories)),
         "toolgym/steps_per_trajectory": steps / max(len(trajectories), 1),
         "toolgym/truncated_rows": float(sum(1 for m in live if m.truncated_tokens)),
+        "toolgym/forked_trajectories": float(len({m.trajectory_id for m in live if m.parent_id is not None})),
     }
+
+
+def logprob_sync_metrics(data: Any) -> dict[str, float]:
+    """How far the rollout's logprobs of the sampled tokens are from the actor's recomputed
+    ``old_log_probs`` (``toolgym/rollout_logprob_diff_max`` / ``_mean``, nats, response tokens only).
+
+    verl's own ``training/rollout_probs_diff_*`` compare probabilities; this compares logprobs, the
+    figure that shows a weight sync that did not happen (the rollout serving the previous step's
+    weights) even where probabilities are small. Both sides see the same weights after a sync, so on
+    one CPU process group in float32 the maximum stays below 1e-4 (about 1e-6 measured); a stale rollout
+    shows the step's update (0.27 measured on the tiny model)."""
+    mask = data["response_mask"].bool()
+    actor, rollout = data["old_log_probs"], data["rollout_log_probs"]
+    width = min(actor.shape[-1], rollout.shape[-1], mask.shape[-1])
+    mask = mask[:, :width]
+    if not bool(mask.any()):
+        return {}
+    diff = (actor[:, :width].float() - rollout[:, :width].float()).abs()[mask]
+    return {"toolgym/rollout_logprob_diff_max": float(diff.max()), "toolgym/rollout_logprob_diff_mean": float(diff.mean())}
 
 
 @register_trainer(TRAINER_MODE)
@@ -64,6 +84,16 @@ class ToolgymPPOTrainer(PPOTrainerSync):
         self.trainer_mode = "sync"
         self.parameter_sync_step = 1
         return super()._build_replay_buffer()
+
+    def _compute_old_log_prob(self, batch: Any, metrics: dict) -> Any:
+        out = super()._compute_old_log_prob(batch, metrics)
+        rollout = self.config.actor_rollout_ref.rollout
+        corr = self.config.algorithm.get("rollout_correction", None)
+        if rollout.calculate_log_probs and not (corr and corr.get("bypass_mode", False)):
+            data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id,
+                                   select_fields=["old_log_probs", "rollout_log_probs", "response_mask"])
+            metrics.update(logprob_sync_metrics(data.to_padded_tensor()))
+        return out
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         estimator = str(self.config.algorithm.adv_estimator)

@@ -86,7 +86,7 @@ def test_keychain_config_starts_from_the_demos_warm_start() -> None:
     names the demo's warm start, built once and cached."""
     from toolgym.training.local.runner import build, demo_warm_start, model_dir
 
-    rl, settings = build(load_config("keychain_gigpo", []))
+    _, settings = build(load_config("keychain_gigpo", []))
     assert settings["model"] == "warmstart:keychain"
     path = model_dir(settings["model"])
     assert path == demo_warm_start() and (path / "config.json").is_file() and (path.parent / "READY").is_file()
