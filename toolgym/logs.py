@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -31,21 +32,22 @@ def level_for(verbose: int, log_level: str | None) -> int:
 
 
 def _sync(logger: logging.Logger) -> None:
-    """The logger passes what its most talkative handler wants."""
+    """The logger passes what its most talkative handler wants (records still propagate, so an
+    application's or a test's own root handlers see them too)."""
     logger.setLevel(min((h.level for h in logger.handlers), default=logging.WARNING))
-    logger.propagate = False
 
 
 def configure(level: int) -> None:
-    """Records of ``toolgym.*`` at ``level`` or above go to stderr (once; a second call sets the level)."""
+    """Records of ``toolgym.*`` at ``level`` or above go to stderr: the stderr of now (a caller
+    may have replaced it since an earlier call, and closed the old one), through one handler."""
     logger = logging.getLogger("toolgym")
-    handler = next((h for h in logger.handlers if h.get_name() == _TERMINAL), None)
-    if handler is None:
-        handler = logging.StreamHandler()
-        handler.set_name(_TERMINAL)
-        handler.setFormatter(logging.Formatter(FORMAT))
-        logger.addHandler(handler)
+    for old in [h for h in logger.handlers if h.get_name() == _TERMINAL]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_TERMINAL)
+    handler.setFormatter(logging.Formatter(FORMAT))
     handler.setLevel(level)
+    logger.addHandler(handler)
     _sync(logger)
 
 

@@ -35,11 +35,17 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
     """Run ``toolgym ARGS`` through the real entry point (``toolgym.cli.main``) in this process,
     with the test plugin's environments; any exception other than SystemExit fails the test (a
     raw traceback is exactly what these tests forbid)."""
+    import logging
+
     from toolgym import cli as cli_pkg
     from toolgym.cli import common
 
     registry = test_registry()
     monkeypatch.setattr(common, "get_registry", lambda: registry)
+    common.console.cache_clear()  # a console sized by an earlier test's COLUMNS is not this one's
+    logger = logging.getLogger("toolgym")  # the root options configure it: put it back after the test
+    monkeypatch.setattr(logger, "handlers", list(logger.handlers))
+    monkeypatch.setattr(logger, "level", logger.level)
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()

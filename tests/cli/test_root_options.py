@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +13,6 @@ import pytest
 from tests.cli.helpers import Runner
 from tests.cli.test_cli_errors import BASE
 from toolgym import __version__, logs
-
-
-@pytest.fixture(autouse=True)
-def _fresh_logger() -> Iterator[None]:
-    logger = logging.getLogger("toolgym")
-    saved = list(logger.handlers), logger.level, logger.propagate
-    yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def test_version_without_a_command() -> None:
@@ -82,6 +70,7 @@ def test_plugin_texts_with_brackets_list_literally(cli: Runner, monkeypatch: pyt
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("brackets", Plugin())])
     monkeypatch.setattr(common, "get_registry", lambda: registry)
     monkeypatch.setenv("COLUMNS", "300")
+    common.console.cache_clear()
     result = cli("tools", "list")
     assert result.code == 0, result.text
     assert "Elements carry [id] numbers; close with [/x] and [bold]never bold[/bold]." in result.text

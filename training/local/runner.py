@@ -340,25 +340,31 @@ DEMO_WARM_START = "keychain"
 
 
 def demo_warm_start(console: Any = None) -> Path:
-    """The demo's warm-started model (``toolgym demo``'s first phases, seed 0), cached under
-    ``$TOOLGYM_CACHE/warmstart/keychain-demo``: what the keychain configs start from."""
+    """The demo's warm-started model (``toolgym demo --rl-steps 0``: its scripted data and SFT, seed
+    0), cached under ``$TOOLGYM_CACHE/warmstart/keychain-demo``: what the keychain configs start
+    from. Built by the demo's own command in a process of its own, once across processes."""
     import fcntl
+    import subprocess
+    import sys
 
     from toolgym.core.llm.local.tiny import cache_root
-
-    from .demo import DemoConfig, run_demo
 
     out = cache_root() / "warmstart" / "keychain-demo"
     model = out / "warm-start"
     if (out / "READY").exists():
         return model
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / "keychain-demo.lock", "w") as lock:  # one build when several processes ask at once
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "READY").exists():
             if console is not None:
-                console.print(f"building the keychain warm start (the demo's SFT phase, once; cached in {out})")
-            run_demo(DemoConfig(out=out, seed=0, rl_steps=0, eval_tasks=8))
+                console.print(f"building the keychain warm start (the demo's SFT phase, about 15 s, once; cached in {out})")
+            done = subprocess.run([sys.executable, "-m", "toolgym", "demo", "--out", str(out), "--seed", "0", "--rl-steps", "0"],
+                                  capture_output=True, text=True, timeout=1800)
+            if done.returncode != 0 or not (model / "config.json").is_file():
+                raise ConfigError(f"building the keychain warm start failed (exit {done.returncode}): "
+                                  f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}; "
+                                  "run `toolgym demo --rl-steps 0` to see why")
             (out / "READY").write_text("1\n")
     return model
 
