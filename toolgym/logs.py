@@ -12,11 +12,30 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _TERMINAL = "toolgym-terminal"
+_scrubbers: list[Callable[[str], str]] = []
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Every line, traceback included, passes the run's scrubbers (secrets in a model URL, an API
+    key a server echoes in its errors) before it reaches the terminal or a log file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for scrub in _scrubbers:
+            text = scrub(text)
+        return text
+
+
+def add_scrubber(scrub: Callable[[str], str]) -> None:
+    """Blank what ``scrub`` blanks in every record of ``toolgym.*`` from now on (a run's secrets)."""
+    if scrub not in _scrubbers:
+        _scrubbers.append(scrub)
 
 
 def level_for(verbose: int, log_level: str | None) -> int:
@@ -45,7 +64,7 @@ def configure(level: int) -> None:
         logger.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name(_TERMINAL)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(_ScrubbingFormatter(FORMAT))
     handler.setLevel(level)
     logger.addHandler(handler)
     _sync(logger)
@@ -58,7 +77,7 @@ def log_to_file(folder: Path, name: str = "toolgym.log") -> Path:
     logger = logging.getLogger("toolgym")
     if not any(isinstance(h, logging.FileHandler) and Path(h.baseFilename) == path for h in logger.handlers):
         handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setFormatter(_ScrubbingFormatter(FORMAT))
         handler.setLevel(logging.DEBUG)
         logger.addHandler(handler)
     _sync(logger)

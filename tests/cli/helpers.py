@@ -46,6 +46,9 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
     logger = logging.getLogger("toolgym")  # the root options configure it: put it back after the test
     monkeypatch.setattr(logger, "handlers", list(logger.handlers))
     monkeypatch.setattr(logger, "level", logger.level)
+    from toolgym import logs
+
+    monkeypatch.setattr(logs, "_scrubbers", [])  # a run's secrets are its own
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()

@@ -127,8 +127,10 @@ def command(
     from toolgym import logs
     from toolgym.cli.progress import EngineProgress
     from toolgym.collect_guard import check_out_dir
+    from toolgym.redact import Scrubber
 
     check_out_dir(out)
+    logs.add_scrubber(Scrubber.for_collection(model=model, backend_options=opts.backend_options).text)
     log_file = logs.log_to_file(out)  # every record at DEBUG, whatever the terminal shows
     logging.getLogger("toolgym.collect").info("collect %s with %s into %s", env, model, out)
     tasks = range(first_task, first_task + episodes)
