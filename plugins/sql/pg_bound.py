@@ -58,6 +58,7 @@ from .backends import (
     SQLError,
     run_on_host,
 )
+from .pg_guard import skip_block_comment
 
 WRAPPED_FIRST_WORDS = frozenset({"select", "with", "values", "table"})
 """Statements run as a derived table (all that may return rows of the model's choosing)."""
@@ -130,15 +131,8 @@ def parse(sql: str) -> Statement:
             i = n if j < 0 else j + 1
             continue
         if sql.startswith("/*", i):
-            level, i = 1, i + 2
-            while i < n and level:
-                if sql.startswith("/*", i):
-                    level, i = level + 1, i + 2
-                elif sql.startswith("*/", i):
-                    level, i = level - 1, i + 2
-                else:
-                    i += 1
-            if level:
+            i, closed = skip_block_comment(sql, i)
+            if not closed:
                 ok = False
                 break
             continue

@@ -104,6 +104,20 @@ def refusal(sql: str) -> tuple[str, str] | None:
     return None
 
 
+def skip_block_comment(sql: str, i: int) -> tuple[int, bool]:
+    """Past the block comment that opens at ``i`` (they nest in PostgreSQL: ``/* /* */ */`` is one
+    comment): the index after it, and whether it was closed before the text ended."""
+    depth, i, n = 1, i + 2, len(sql)
+    while i < n and depth:
+        if sql.startswith("/*", i):
+            depth, i = depth + 1, i + 2
+        elif sql.startswith("*/", i):
+            depth, i = depth - 1, i + 2
+        else:
+            i += 1
+    return i, depth == 0
+
+
 def _first_token(sql: str) -> int:
     """Index of the first token of ``sql`` past whitespace, opening parentheses and comments (block
     comments nest in PostgreSQL, so ``/* /* */ */`` is one comment)."""
@@ -115,14 +129,7 @@ def _first_token(sql: str) -> int:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif sql.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if sql.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif sql.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    i += 1
+            i, _ = skip_block_comment(sql, i)
         else:
             break
     return i
