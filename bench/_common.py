@@ -39,7 +39,7 @@ class BenchEnv(ToolTaskEnv):
         self.n = 0
 
     def load_task(self, seed: int) -> Any:
-        from toolgym.core.tool_task import Task
+        from toolgym.core.env.tool_task import Task
 
         return Task(id=str(seed), question=f"Find the population of Paris (task {seed}).", answer="2102650")
 
@@ -63,7 +63,7 @@ class BenchPlugin:
 
 
 def bench_registry() -> Registry:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("bench", BenchPlugin())])
 

@@ -27,7 +27,7 @@ Rows: decisions (drawn with budget left), branch rate, ΔH mean and spread, w·s
 the same per-token entropies over a 151,936-token vocabulary, per-token top-k entropy and mass,
 ΔH / predicted / seen rate after surprising and after expected tool results, lowest and highest
 ΔH quintile, Pearson(ΔH, forked) and the share of the outcome's variance the entropy decides
-(``toolgym.core.arpo.branching_profile``); then each condition's quintile table and the scale ΔH
+(``toolgym.core.rollout.arpo.branching_profile``); then each condition's quintile table and the scale ΔH
 needs (per-token nats) to move p.
 
     .venv/bin/python bench/arpo_branching.py [--tasks 48] [--surprise-rate 0.5] [--smoke]
@@ -53,10 +53,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CALL_TEXT, BenchEnv, BenchPlugin
 
 from toolgym import EngineConfig, EnvSpec, RolloutEngine, Trajectory, hookimpl, plan_episodes, tool
-from toolgym.core.arpo import ArpoConfig, branching_profile, fork_probability, rescale_to_vocab
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.arpo import ArpoConfig, branching_profile, fork_probability, rescale_to_vocab
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.types import GenerationRequest, GenerationResult
 
 SURPRISE = "ERROR"
@@ -194,7 +194,7 @@ def fit(model: Any, trajs: list[Trajectory], steps: int, seed: int) -> Any:
 
 
 def registry() -> Registry:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("bench", BenchPlugin()), ("surprise", SurprisePlugin())])
 

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import CALL_TEXT, bench_registry
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core.assembly import TokenAssembler
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import SimulatedBackend
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.rollout.policy import ModelPolicy
+from toolgym.core.tokens.assembly import TokenAssembler
 
 
 def latency_fn(median: float, sigma: float):

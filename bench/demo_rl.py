@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/toolgym-demo-bench"))
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from toolgym.training.local.demo import DemoConfig, run_demo
+    from toolgym.training.demo.run import DemoConfig, run_demo
 
     rows = []
     for seed in args.seeds:

@@ -24,7 +24,7 @@ from bench._common import CALL_TEXT, bench_registry, peak_rss_mb, rss_mb
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import SimulatedBackend
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.rollout.policy import ModelPolicy
 
 
 async def sleep_only(episodes: int, turns: int, latency: float) -> float:

@@ -21,7 +21,7 @@ import asyncio
 import importlib.util
 import time
 
-from toolgym.core.parsers import EnvActionParser
+from toolgym.core.parsing.base import EnvActionParser
 from toolgym.core.types import Action, ActionKind
 from toolgym.plugins.webshop.env import WebShopEnv
 

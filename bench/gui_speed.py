@@ -36,13 +36,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
-from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, ToolCall
 from toolgym.plugins.gui.tools import DRIVER
 from toolgym.plugins.miniwob.env import MINIWOB_TOOLS, MiniWoBEnv

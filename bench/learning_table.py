@@ -81,7 +81,7 @@ def train_command(args: argparse.Namespace, env: str, estimator: str, seed: int,
 
 def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tuple[Path, str, float]:
     """Run (or reuse) one training run; returns (output dir, command, wall seconds)."""
-    from toolgym.training.local.results import read_run
+    from bench.results_page import read_run
 
     out = args.out / f"{env}-{estimator}-seed{seed}"
     cmd, shown = train_command(args, env, estimator, seed, out)
@@ -248,7 +248,7 @@ def warm_start_infos(args: argparse.Namespace, runs: Sequence[Any] = ()) -> dict
     started from (``run.json``'s model directory, else the records' copy when it names that model), and
     without runs the cached one. Never the cache's when runs say otherwise: a page rewritten from its
     records after the shipped recipe changed must still describe the model its runs started from."""
-    from toolgym.training.local import warmstart
+    from toolgym.training.warmstart import build as warmstart
 
     out = {}
     for env in [] if args.smoke else args.envs:
@@ -278,7 +278,7 @@ def _model_dir(run: Any) -> Path | None:
 
 def _names(info: dict[str, Any], model_dir: Path) -> bool:
     """Whether a ``warmstart.json`` is that of the warm start built in ``model_dir`` (its cache name)."""
-    from toolgym.training.local.warmstart import WarmStartRecipe
+    from toolgym.training.warmstart.build import WarmStartRecipe
 
     try:
         recipe = WarmStartRecipe(**info["recipe"])
@@ -393,7 +393,7 @@ def main() -> None:
     png = args.png or args.docs.with_name(f"{args.docs.stem}_learning_curves.png")  # results.md: results_learning_curves.png
     records = args.records or args.docs.parent / "data" / args.docs.stem  # docs/results.md: docs/data/results/
     args.out.mkdir(parents=True, exist_ok=True)
-    from toolgym.training.local.results import read_run, write_results
+    from bench.results_page import read_run, write_results
 
     speed = None
     if args.report_only:

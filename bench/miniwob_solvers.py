@@ -33,12 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
-from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.plugins.miniwob.tasks import task_list
 from toolgym.sandboxes.docker.backend import DockerBackend
 

@@ -8,7 +8,7 @@ The conversation: each turn the model thinks (``--think`` words), answers in ``-
 and the environment replies with a new user turn (``--reply user``, ALFWorld/WebShop-style
 observations: every one a new query, so Qwen3 drops all earlier reasoning) or a tool result
 (``--reply tool``: Qwen3 keeps the reasoning of the current query's turns, nothing is re-read).
-Assembled exactly as the engine does (:class:`~toolgym.core.assembly.TokenAssembler`).
+Assembled exactly as the engine does (:class:`~toolgym.core.tokens.assembly.TokenAssembler`).
 
     .venv/bin/python bench/reasoning_drop.py --turns 8 --think 200 [--family gpt-oss]
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import random
 
-from toolgym.core.assembly import TokenAssembler
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer, template_source
+from toolgym.core.tokens.assembly import TokenAssembler
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import GenerationResult
 from toolgym.trajectories.reread import prefill_sizes
 

@@ -2,7 +2,7 @@
 server with a fixed latency, and memory per live episode.
 
 Workload: every episode makes TURNS tool-calling model calls; each model call waits LATENCY
-seconds at the server (``toolgym.distributed.simllm``, SGLang's /generate over HTTP, a separate
+seconds at the server (``toolgym.collect.ray.simllm``, SGLang's /generate over HTTP, a separate
 process); each worker runs at most PER_WORKER episodes at once. So one worker is latency-bound at
 PER_WORKER / (TURNS × LATENCY) episodes/s, and n workers ideally at n times that.
 
@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import CALL_TEXT, bench_registry, rss_mb
 from toolgym import hookimpl
-from toolgym.collect import CollectOptions, make_policy
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
+from toolgym.collect.run import CollectOptions, make_policy
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +69,7 @@ class Timeline:
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "toolgym.distributed.simllm", "--port", "0", "--latency", str(latency),
+    proc = subprocess.Popen([sys.executable, "-m", "toolgym.collect.ray.simllm", "--port", "0", "--latency", str(latency),
                              "--text", CALL_TEXT], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -101,7 +101,7 @@ async def plain_engine(url: str, episodes: int, live: int, turns: int) -> float:
 
 
 def on_ray(url: str, workers: int, live: int, episodes: int, turns: int) -> dict[str, Any]:
-    from toolgym.distributed import RayOptions, collect_ray
+    from toolgym.collect.ray import RayOptions, collect_ray
 
     registry = bench_registry()
     timeline = Timeline()

@@ -40,12 +40,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._exec_sandbox import ExecPerCallBackend
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
-from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Trajectory
 from toolgym.sandboxes import open_backend
 
@@ -125,8 +125,8 @@ async def run_local(name: str, n: int, episodes: int, latency: float, *, exec_pe
 
 
 async def run_ray(n: int, episodes: int, latency: float, workers: int = 2) -> dict[str, Any]:
-    from toolgym.collect import CollectOptions
-    from toolgym.distributed.driver import RayOptions, collect_ray
+    from toolgym.collect.ray.driver import RayOptions, collect_ray
+    from toolgym.collect.run import CollectOptions
     from toolgym.trajectories.store import iter_trajectories
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,7 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.plugins.gui import BROWSER_TOOLS, network_allowlist
 from toolgym.plugins.gui.testsite import TestSite
 from toolgym.plugins.webshop.server import WebShopServer

@@ -15,9 +15,10 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 if TYPE_CHECKING:
-    from .env_spec import EnvSpec
+    from toolgym.core.env.spec import EnvSpec
+    from toolgym.core.parsing.base import ToolParser
+
     from .llm.base import LLMBackendSpec
-    from .parsers import ToolParser
     from .sandbox import SandboxBackendSpec
     from .tools import Tool
     from .trajectory import Trajectory

@@ -15,11 +15,12 @@ from typing import Any, TypeVar
 
 import pluggy
 
+from toolgym.core.env.spec import EnvSpec, load_object
+from toolgym.core.parsing.base import ToolParser
+
 from . import hookspecs
-from .env_spec import EnvSpec, load_object
 from .errors import PluginError, UnknownNameError
 from .llm.base import LLMBackendSpec
-from .parsers import ToolParser
 from .sandbox import SandboxBackendSpec
 from .tools import Tool
 from .trajectory import Trajectory

@@ -4,7 +4,7 @@ outside tests.
 
 Each cell runs in a fresh daemon thread, in one namespace that lasts across cells; a trailing
 expression's ``repr`` is echoed, as in a REPL, and tracebacks start at the cell. What the cell's
-thread prints is captured per thread (``toolgym.core.threadio``; threads the cell starts itself
+thread prints is captured per thread (``toolgym.core.util.threadio``; threads the cell starts itself
 print to the real streams); the cell's ``print`` finds its buffer itself, so a library in another
 thread swapping ``sys.stdout`` meanwhile takes nothing from the cell. A timeout raises
 ``KeyboardInterrupt`` in the cell's thread; a cell that does not stop within ``GRACE_S`` (a
@@ -31,7 +31,7 @@ import types
 from typing import Any
 
 from toolgym.core.sandbox import PythonResult
-from toolgym.core.threadio import capture_thread_output, thread_print
+from toolgym.core.util.threadio import capture_thread_output, thread_print
 from toolgym.sandboxes.agent.protocol import cap_text, capped_exception
 
 GRACE_S = 2.0

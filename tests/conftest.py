@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.chat import ChatFormat
+from toolgym.core.tokens.chat import ChatFormat
 
 REPO = Path(__file__).resolve().parent.parent
 

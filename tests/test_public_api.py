@@ -1,7 +1,7 @@
 """One public door: the built-in plugins and the docs import from ``toolgym``, and ``__all__`` is exact.
 
 The face (``toolgym/__init__.py``) is what a third-party plugin author may rely on; built-ins register
-as third-party plugins do, so they import from it too. Deep modules (``toolgym.core.env``,
+as third-party plugins do, so they import from it too. Deep modules (``toolgym.core.env.contract``,
 ``toolgym.sandboxes.profiles``, …) may change without notice.
 """
 
@@ -88,10 +88,10 @@ def plugin_files() -> list[Path]:
 def test_the_scan_sees_deep_imports() -> None:
     """The checker itself: absolute, relative, plain and in-function deep imports are caught; the face
     and sibling plugin modules are not."""
-    src = ("from toolgym.core.env import digest\nfrom toolgym import tool\nfrom .tools import x\nimport toolgym.core.types\n"
+    src = ("from toolgym.core.env.contract import digest\nfrom toolgym import tool\nfrom .tools import x\nimport toolgym.core.types\n"
            "def f():\n    from ...core import errors\n    from ..sql import backends\n")
     found = [(m, n) for m, n, _ in deep_imports(src, "plugins/x/y.py")]
-    assert found == [("toolgym.core.env", "digest"), ("toolgym.core.types", "<module>"), ("toolgym.core", "errors")]
+    assert found == [("toolgym.core.env.contract", "digest"), ("toolgym.core.types", "<module>"), ("toolgym.core", "errors")]
 
 
 def test_builtin_plugins_import_only_the_face() -> None:
@@ -168,7 +168,7 @@ def test_the_docs_import_only_what_exists() -> None:
     for where, module, name in found:
         mod = importlib.import_module(module)
         if importlib.util.find_spec(f"{module}.{name}") if hasattr(mod, "__path__") else False:
-            continue  # a submodule (``from toolgym.core import builtin``)
+            continue  # a submodule (``from toolgym.core.parsing import builtin``)
         public = getattr(mod, "__all__", None)
         if (public is not None and name not in public) or not hasattr(mod, name):
             bad.append(f"{where}: from {module} import {name}")

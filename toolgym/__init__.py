@@ -14,11 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from toolgym.core.config import EngineConfig, SamplingConfig
-from toolgym.core.digest import RunningDigest, digest
-from toolgym.core.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
-from toolgym.core.env import Env, EpisodeContext, StepResult
-from toolgym.core.env_spec import EnvSpec, load_object, parse_flag
+from toolgym.core.env.contract import Env, EpisodeContext, StepResult
+from toolgym.core.env.digest import RunningDigest, digest
+from toolgym.core.env.spec import EnvSpec, load_object, parse_flag
+from toolgym.core.env.tool_task import Task, ToolTaskEnv
 from toolgym.core.errors import (
     ConfigError,
     LLMError,
@@ -32,14 +31,14 @@ from toolgym.core.errors import (
     UnknownNameError,
 )
 from toolgym.core.hookspecs import hookimpl, hookspec
-from toolgym.core.images import image_part, store_image
 from toolgym.core.llm.base import ChatBackend, LLMBackend, LLMBackendSpec
-from toolgym.core.parsers import ToolParser
-from toolgym.core.policy import ModelPolicy, ScriptedPolicy
+from toolgym.core.parsing.base import ToolParser
 from toolgym.core.registry import Registry, get_registry
+from toolgym.core.rollout.config import EngineConfig, SamplingConfig
+from toolgym.core.rollout.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.sandbox import ImageNeed, PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
-from toolgym.core.threadio import capture_thread_output
-from toolgym.core.tool_task import Task, ToolTaskEnv
+from toolgym.core.tokens.images import image_part, store_image
 from toolgym.core.tools import Tool, ToolOutput, tool
 from toolgym.core.trajectory import LLMCall, Segment, Status, Step, ToolCallRecord, Trajectory
 from toolgym.core.types import (
@@ -53,17 +52,18 @@ from toolgym.core.types import (
     SamplingParams,
     ToolCall,
 )
+from toolgym.core.util.threadio import capture_thread_output
 
 if TYPE_CHECKING:
-    from toolgym.collect import make_policy
-    from toolgym.core.http_server import BackgroundServer
+    from toolgym.collect.run import make_policy
+    from toolgym.core.util.http_server import BackgroundServer
     from toolgym.sandboxes.profiles import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_policy": "toolgym.collect",
-    "BackgroundServer": "toolgym.core.http_server",
+    "make_policy": "toolgym.collect.run",
+    "BackgroundServer": "toolgym.core.util.http_server",
     "DEFAULT_PROFILES": "toolgym.sandboxes.profiles",
     "GiB": "toolgym.sandboxes.profiles",
     "SandboxProfile": "toolgym.sandboxes.profiles",

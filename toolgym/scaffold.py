@@ -114,8 +114,8 @@ ENV_TEST = '''\
 import asyncio
 
 from toolgym import EngineConfig, Registry, RolloutEngine, ScriptedPolicy, plan_episodes
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
+from toolgym.core.parsing import builtin
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.testing import load_tiny_tokenizer
 
 from {pkg} import plugin

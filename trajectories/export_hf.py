@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.images import has_images
+from toolgym.core.tokens.images import has_images
 from toolgym.core.trajectory import Trajectory
 
 from .images import IMAGES, has_image_store, image_items, with_image_features

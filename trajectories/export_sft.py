@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.images import IMAGES_DIR, has_images, image_refs, parse_ref
+from toolgym.core.tokens.images import IMAGES_DIR, has_images, image_refs, parse_ref
 from toolgym.core.trajectory import Status, Trajectory
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.images import GENERIC_PLACEHOLDER, content_text, has_images
+from toolgym.core.tokens.images import GENERIC_PLACEHOLDER, content_text, has_images
 
 from .images import IMAGES, has_image_store, image_items
 

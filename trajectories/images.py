@@ -1,6 +1,6 @@
 """The images of a dataset (``<dataset>/images/<sha256>.png``): checks and export columns.
 
-See ``toolgym.core.images`` for how environments store them and reference them from messages.
+See ``toolgym.core.tokens.images`` for how environments store them and reference them from messages.
 ``toolgym verify`` checks, for every trajectory with image parts:
 
 - every reference is ``sha256:`` and 64 hex digits, its file exists, and the file's sha256 is its
@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.images import IMAGES_DIR, image_path, image_refs, parse_ref
+from toolgym.core.tokens.images import IMAGES_DIR, image_path, image_refs, parse_ref
 from toolgym.core.trajectory import Trajectory
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

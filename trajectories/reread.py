@@ -3,7 +3,7 @@
 When a chat template renders earlier turns differently as the conversation grows (Qwen3 and
 gpt-oss drop earlier reasoning), the next model call is conditioned on a fresh render, not on the
 previous sequence plus a delta. The assembler then opens a new token sequence (see
-:mod:`toolgym.core.assembly`), so the trainer receives one sequence per such call, each with the
+:mod:`toolgym.core.tokens.assembly`), so the trainer receives one sequence per such call, each with the
 prefix that call really saw. The price:
 
 - **prefill per call**: an inference engine with prefix caching re-reads every prompt token after

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.registry import Registry
 from toolgym.core.trajectory import Status, Step, Trajectory
 from toolgym.core.types import Action, ActionKind, ToolCall

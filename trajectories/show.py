@@ -1,7 +1,7 @@
 """Render a trajectory readably in a terminal (``toolgym show``).
 
 Every text that comes from the dataset (the model's, the tools', the environment's, ids and names
-too: a dataset may come from anyone) is shown through :func:`toolgym.core.terminal.visible` (no
+too: a dataset may come from anyone) is shown through :func:`toolgym.core.util.terminal.visible` (no
 raw control character reaches the terminal) and as a rich ``Text`` (never parsed as markup, so a
 ``[link=...]`` in it stays text).
 """
@@ -15,8 +15,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from toolgym.core.terminal import visible
 from toolgym.core.trajectory import Status, Trajectory
+from toolgym.core.util.terminal import visible
 
 _STATUS_STYLE = {Status.OK: "green", Status.ERROR: "red", Status.UNTRAINABLE: "yellow"}
 

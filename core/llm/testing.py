@@ -44,7 +44,7 @@ class MockLLMBackend(LLMBackend):
         top_logprobs: Callable[[str, int], list[tuple[int, float]]] | None = None,
         add_eos: bool = True,
     ) -> None:
-        from ..chat import ChatFormat
+        from toolgym.core.tokens.chat import ChatFormat
 
         self.tokenizer = tokenizer
         self.model_name = "mock"
@@ -105,7 +105,7 @@ class SimulatedBackend(LLMBackend):
     _rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        from ..chat import ChatFormat
+        from toolgym.core.tokens.chat import ChatFormat
 
         chat = ChatFormat(self.tokenizer)
         self._ids = chat.encode(self.text) + sorted(chat.eos_token_ids)[:1]
@@ -171,7 +171,7 @@ def _teach(base: Any, lessons: list[tuple[list[dict[str, Any]], str, Any]], out:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..chat import ChatFormat
+    from toolgym.core.tokens.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     model: Any = AutoModelForCausalLM.from_pretrained(str(base))

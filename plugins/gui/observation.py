@@ -8,7 +8,7 @@
 
 The screenshot is taken by the environment after the tools ran (one driver call: observation,
 marks, PNG), copied out of the sandbox and stored by content hash in the dataset directory
-(``toolgym.core.images``); the message holds ``{"type": "image", "image": "sha256:..."}``.
+(``toolgym.core.tokens.images``); the message holds ``{"type": "image", "image": "sha256:..."}``.
 It is attached to the last tool message of a turn: the page as the turn left it.
 """
 

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgym.core.env import EpisodeContext, StepResult
+from toolgym.core.env.contract import EpisodeContext, StepResult
 from toolgym.core.registry import get_registry
 from toolgym.core.sandbox import LazySandboxBackend
 from toolgym.core.types import Action, ActionKind, ToolCall

@@ -43,18 +43,18 @@ def test_verbose_reaches_stderr_and_collect_keeps_a_debug_log(cli: Runner, tmp_p
     out = tmp_path / "run"
     quiet = cli(*BASE, "--out", str(out))
     assert quiet.code == 0, quiet.text
-    assert "INFO toolgym.collect: collect counter with sim:0" not in quiet.err
+    assert "INFO toolgym.collect.run: collect counter with sim:0" not in quiet.err
     log = (out / "toolgym.log").read_text()
-    assert "INFO toolgym.collect: collect counter with sim:0" in log and f"log: {out / 'toolgym.log'}" in quiet.text
+    assert "INFO toolgym.collect.run: collect counter with sim:0" in log and f"log: {out / 'toolgym.log'}" in quiet.text
     loud = cli("-v", *BASE, "--out", str(tmp_path / "b"))
-    assert loud.code == 0 and "INFO toolgym.collect: collect counter with sim:0" in loud.err
+    assert loud.code == 0 and "INFO toolgym.collect.run: collect counter with sim:0" in loud.err
 
 
 def test_plugin_texts_with_brackets_list_literally(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     """A docstring with ``[/x]`` crashed ``tools list`` (a closing markup tag), and ``[id]`` vanished."""
     from toolgym import hookimpl, tool
     from toolgym.cli import common
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
     from toolgym.core.registry import Registry
 
     @tool()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgym.collect_guard import RunGuard, failure_kind
+from toolgym.collect.guard import RunGuard, failure_kind
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.trajectories.store import StoreWriteError
 

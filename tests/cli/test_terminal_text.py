@@ -19,7 +19,7 @@ from rich.console import Console
 from tests.cli.helpers import Runner
 from tests.trajectories.helpers import synthetic_trajectory
 from toolgym import Action, EnvSpec, StepResult, hookimpl, tool
-from toolgym.core.env import Env
+from toolgym.core.env.contract import Env
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.trajectories.store import write_all
 
@@ -80,7 +80,7 @@ def evil_dataset(tmp_path: Path) -> Path:
 
 
 def test_visible_shows_every_control_character_and_keeps_newlines_and_tabs() -> None:
-    from toolgym.core.terminal import visible
+    from toolgym.core.util.terminal import visible
 
     shown = visible(EVIL + "\tkept\nkept\r\nkept")
     assert _raw_left(shown) == []
@@ -144,7 +144,7 @@ class _EvilPlugin:
 def evil_cli(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> Runner:
     from tests.core.helpers import TestPlugin
     from toolgym.cli import common
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
     from toolgym.core.registry import Registry
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("evil", _EvilPlugin())])

@@ -21,11 +21,11 @@ from toolgym import (
     plan_episodes,
     tool,
 )
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.parser_auto import with_parser
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.parsing.auto import with_parser
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ModelPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, Message, ToolCall, tool_call_id
 
 FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic",
@@ -129,7 +129,7 @@ def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None =
                max_turns: int = 6, add_eos: bool = True) -> list[Trajectory]:
     """Run ``env`` with a mock model writing ``responder``'s text, parsing with ``parser`` in place
     of the environment's ``hermes`` (as ``--parser`` does)."""
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("family-test", Plugin())])
     if parser is not None and parser != "hermes":

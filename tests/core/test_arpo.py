@@ -20,7 +20,9 @@ from toolgym import (
     plan_episodes,
     tool,
 )
-from toolgym.core.arpo import (
+from toolgym.core.llm.testing import MockLLMBackend
+from toolgym.core.registry import Registry
+from toolgym.core.rollout.arpo import (
     ArpoConfig,
     BranchBudget,
     arpo_entropy,
@@ -29,9 +31,7 @@ from toolgym.core.arpo import (
     token_entropy,
     turn_entropy,
 )
-from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.policy import ModelPolicy
-from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.trajectories.verify import check_trajectory
 
 CALLS = {"n": 0}
@@ -70,7 +70,7 @@ def _flat(prompt: str, pos: int) -> list[tuple[int, float]]:
 
 
 def _run(tokenizer: Any, arpo: ArpoConfig, tasks: int = 1) -> list[Trajectory]:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=arpo)
@@ -215,7 +215,7 @@ def test_group_sizes_with_random_branching(qwen_tokenizer: Any, fill: bool) -> N
 
 
 async def test_run_group_fills_to_the_budget_and_reports_group_sizes(qwen_tokenizer: Any) -> None:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=0.0, beta=0.0))
@@ -237,8 +237,8 @@ def test_budget_on_resume_counts_what_is_stored_and_never_reuses_an_index() -> N
 
 
 async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any, tmp_path: Any) -> None:
-    from toolgym.collect import CollectOptions, collect
-    from toolgym.core import builtin
+    from toolgym.collect.run import CollectOptions, collect
+    from toolgym.core.parsing import builtin
     from toolgym.trajectories import iter_trajectories
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])

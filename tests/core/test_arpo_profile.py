@@ -1,5 +1,5 @@
 """How far ARPO's branching follows the entropy: the per-bin profile, the vocabulary rescaling and
-the top-k truncation of the published measure (``toolgym.core.arpo``)."""
+the top-k truncation of the published measure (``toolgym.core.rollout.arpo``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from toolgym.core.arpo import (
+from toolgym.core.rollout.arpo import (
     ArpoConfig,
     BranchBudget,
     arpo_entropy,

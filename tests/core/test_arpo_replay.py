@@ -26,10 +26,10 @@ from toolgym import (
     plan_episodes,
     tool,
 )
-from toolgym.core.arpo import ArpoConfig
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.arpo import ArpoConfig
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.trajectories.verify import check_trajectory
 
 _counter = itertools.count()
@@ -84,7 +84,7 @@ def _flat(prompt: str, pos: int) -> list[tuple[int, float]]:
 
 
 def _run(tokenizer: Any, tool_name: str, *, fill: bool) -> tuple[list[Trajectory], RolloutEngine]:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("replay-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=1.0, beta=0.0, fill_budget=fill))

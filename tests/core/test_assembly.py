@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgym.core.assembly import TokenAssembler
-from toolgym.core.chat import ChatFormat
+from toolgym.core.tokens.assembly import TokenAssembler
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import GenerationResult
 
 TOOLS = [

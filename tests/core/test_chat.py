@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.local.tiny import ensure_tiny_model
+from toolgym.core.tokens.chat import ChatFormat
 
 TOOLS = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]
 CONVERSATIONS = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 
-from toolgym.core.config import EngineConfig
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
+from toolgym.core.rollout.config import EngineConfig
 from toolgym.core.sandbox import ACQUIRE_TIMEOUT_S
 
 

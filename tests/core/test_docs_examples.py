@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import EpisodeContext
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.env.contract import EpisodeContext
+from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-tool.md"
 LIMITS = {"stateless": 10, "stateful": 30, "env": 40, "tool_task": 30}

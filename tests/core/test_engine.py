@@ -9,10 +9,10 @@ import pytest
 
 from tests.core.helpers import CounterEnv, CountingBackend, test_registry
 from toolgym import EngineConfig, RolloutEngine, Status, Trajectory, plan_episodes
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.base import ChatBackend
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.policy import ChatPolicy, ModelPolicy, ScriptedPolicy
+from toolgym.core.rollout.policy import ChatPolicy, ModelPolicy, ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import ChatResult
 from toolgym.trajectories.verify import check_trajectory
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.collect_plan import CollectOptions, fingerprint
-from toolgym.core.config import EngineConfig
+from toolgym.collect.plan import CollectOptions, fingerprint
 from toolgym.core.errors import ConfigError
+from toolgym.core.rollout.config import EngineConfig
 
 
 def test_the_engine_settings_have_no_group_size() -> None:

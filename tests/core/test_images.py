@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.core.assembly import TokenAssembler
-from toolgym.core.chat import ChatFormat
-from toolgym.core.images import (
+from toolgym.core.llm.local.tiny import load_tiny_tokenizer
+from toolgym.core.tokens.assembly import TokenAssembler
+from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.images import (
     GENERIC_PLACEHOLDER,
     QWEN_PLACEHOLDER,
     content_text,
@@ -20,7 +21,6 @@ from toolgym.core.images import (
     placeholder_for,
     store_image,
 )
-from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.types import GenerationResult
 
 

@@ -14,7 +14,7 @@ FOLDERS = {"core": "core", "plugins": "plugins", "sandboxes": "sandboxes", "traj
 
 
 def module_file(module: str) -> Path | None:
-    """``toolgym.core.engine`` → ``core/engine.py`` (or the package's ``__init__.py``)."""
+    """``toolgym.core.rollout.engine`` → ``core/rollout/engine.py`` (or the package's ``__init__.py``)."""
     parts = module.split(".")
     if parts[0] != "toolgym" or len(parts) < 2:
         return None
@@ -63,10 +63,10 @@ def imports_in(source: str, module: str, *, package: bool = False) -> set[str]:
 
 
 PAIRS = [
-    ("toolgym.core.engine", "toolgym.core.episode"),
+    ("toolgym.core.rollout.engine", "toolgym.core.rollout.episode"),
     ("toolgym.core.llm.resolve", "toolgym.core.llm.clients.openai"),
     ("toolgym.core.llm.resolve", "toolgym.core.llm.clients.sglang"),
-    ("toolgym.training.local.demo", "toolgym.training.local.report"),
+    ("toolgym.training.demo.run", "toolgym.training.demo.report"),
 ]
 
 
@@ -76,8 +76,8 @@ def test_pair_does_not_import_both_ways(a: str, b: str) -> None:
 
 
 def test_the_episode_does_not_import_the_engine() -> None:
-    assert "toolgym.core.engine" not in imports_of("toolgym.core.episode")
-    assert "toolgym.core.engine" not in imports_of("toolgym.core.branching")
+    assert "toolgym.core.rollout.engine" not in imports_of("toolgym.core.rollout.episode")
+    assert "toolgym.core.rollout.engine" not in imports_of("toolgym.core.rollout.branching")
 
 
 def cycle_through(start: str, within: str) -> list[str] | None:
@@ -97,8 +97,8 @@ def cycle_through(start: str, within: str) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("start", ["toolgym.core.engine", "toolgym.core.episode", "toolgym.core.branching",
-                                   "toolgym.core.llm.resolve", "toolgym.training.local.demo"])
+@pytest.mark.parametrize("start", ["toolgym.core.rollout.engine", "toolgym.core.rollout.episode", "toolgym.core.rollout.branching",
+                                   "toolgym.core.llm.resolve", "toolgym.training.demo.run"])
 def test_no_import_cycle_through(start: str) -> None:
     within = start.rsplit(".", 1)[0]
     assert cycle_through(start, within) is None
@@ -106,11 +106,11 @@ def test_no_import_cycle_through(start: str) -> None:
 
 def test_the_walker_sees_hidden_imports() -> None:
     """The check can fail: the imports that made the old circles are all seen."""
-    old_report = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .demo import DemoResult\n"
-    assert "toolgym.training.local.demo" in imports_in(old_report, "toolgym.training.local.report")
+    old_report = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .run import DemoResult\n"
+    assert "toolgym.training.demo.run" in imports_in(old_report, "toolgym.training.demo.report")
     old_openai = "def f():\n    from ..resolve import load_tokenizer\n"
     assert "toolgym.core.llm.resolve" in imports_in(old_openai, "toolgym.core.llm.clients.openai")
     old_episode = "if TYPE_CHECKING:\n    from .engine import EpisodeRequest, RolloutEngine\n"
-    assert "toolgym.core.engine" in imports_in(old_episode, "toolgym.core.episode")
+    assert "toolgym.core.rollout.engine" in imports_in(old_episode, "toolgym.core.rollout.episode")
     assert "toolgym.core.llm" in imports_in("from ... import llm\n", "toolgym.core.llm.clients.openai")
-    assert module_name(REPO / "core" / "engine.py") == "toolgym.core.engine"
+    assert module_name(REPO / "core" / "rollout" / "engine.py") == "toolgym.core.rollout.engine"

@@ -47,7 +47,7 @@ def test_fresh_venv_imports_public_api(wheel: Path, tmp_path: Path) -> None:
     assert added == {"toolgym", "toolgym-0.1.0.dist-info"}
     # dependencies come from this test run's environment; toolgym itself must come from the wheel
     deps = sysconfig.get_paths()["purelib"]
-    code = "import toolgym, toolgym.core.engine, toolgym.trajectories; print(toolgym.__file__); print(len(toolgym.__all__))"
+    code = "import toolgym, toolgym.core.rollout.engine, toolgym.trajectories; print(toolgym.__file__); print(len(toolgym.__all__))"
     res = subprocess.run([str(py), "-c", code], env={**os.environ, "PYTHONPATH": deps}, capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     where, count = res.stdout.split()

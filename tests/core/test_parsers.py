@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgym.core.parsers import EnvActionParser, HermesParser, XMLTagParser
+from toolgym.core.parsing.base import EnvActionParser, HermesParser, XMLTagParser
 from toolgym.core.tools import tool
 from toolgym.core.types import ActionKind
 

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.local.tiny import ensure_tiny_model
-from toolgym.core.pieces import PieceEncoder
+from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.pieces import PieceEncoder
 
 
 @pytest.fixture(scope="module", params=["qwen", "llama"])
@@ -44,7 +44,7 @@ def test_pieces_add_up_to_the_whole(fast: Tokenizer, data: st.DataObject) -> Non
 
 
 def test_a_chat_render_is_mostly_cache_hits(fast: Tokenizer) -> None:
-    from toolgym.core.tokenizer import LightTokenizer
+    from toolgym.core.tokens.tokenizer import LightTokenizer
 
     family = "qwen" if "<|im_start|>" in _added(fast) else "llama"
     chat = ChatFormat(LightTokenizer(ensure_tiny_model(family, with_weights=False)))

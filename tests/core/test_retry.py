@@ -1,10 +1,10 @@
-"""The one backoff rule of every retry loop (``core/retry.py``)."""
+"""The one backoff rule of every retry loop (``core/util/retry.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolgym.core.retry import CAP_S, backoff_delay
+from toolgym.core.util.retry import CAP_S, backoff_delay
 
 
 @pytest.mark.parametrize("attempt, jitter, want", [
@@ -23,8 +23,8 @@ def test_a_servers_retry_after_wins_within_the_cap() -> None:
 def test_both_retry_loops_use_it() -> None:
     import inspect
 
-    from toolgym.core import policy
     from toolgym.core.llm.clients import http
+    from toolgym.core.rollout import policy
 
     for module in (policy, http):
         source = inspect.getsource(module)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import Env
+from toolgym.core.env.contract import Env
 from toolgym.core.errors import ConfigError
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 
 
 class Planned(Env):
@@ -69,9 +69,9 @@ def test_bad_settings_are_refused(qwen_chat: ChatFormat) -> None:
 
 
 def test_sim_model_replays_the_scripted_solver_on_request() -> None:
-    from toolgym.collect import make_policy
-    from toolgym.core.config import EngineConfig
-    from toolgym.core.policy import ModelPolicy
+    from toolgym.collect.run import make_policy
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.rollout.policy import ModelPolicy
 
     policy = make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "scripted"})
     assert isinstance(policy, ScriptedPolicy) and policy.latency_s == 0.25

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgym.core.chat import ChatFormat
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
-from toolgym.core.tokenizer import LightTokenizer, load_tokenizer
+from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.tokenizer import LightTokenizer, load_tokenizer
 
 
 @pytest.fixture(scope="module", params=["qwen", "llama"])

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from toolgym import EngineConfig, RolloutEngine, Trajectory, plan_episodes
-from toolgym.core.chat import ChatFormat, with_tool_call_ids
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.parsers import HermesParser, XMLTagParser
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.parsing.base import HermesParser, XMLTagParser
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ModelPolicy
+from toolgym.core.tokens.chat import ChatFormat, with_tool_call_ids
 from toolgym.core.trajectory import Status
 from toolgym.core.types import ToolCall
 from toolgym.trajectories.verify import check_trajectory
@@ -67,7 +67,7 @@ def test_tool_messages_get_the_id_of_the_call_they_answer() -> None:
 
 
 def _run(tokenizer: Any, responder: Any) -> list[Trajectory]:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("ids-test", Plugin())])
     cfg = EngineConfig(max_turns=6)

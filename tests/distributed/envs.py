@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgym import EnvSpec, StepResult, ToolTaskEnv, hookimpl, tool
+from toolgym.core.env.tool_task import Task
 from toolgym.core.registry import Registry
-from toolgym.core.tool_task import Task
 from toolgym.core.types import Action, ActionKind
 
 LOOKUP_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"key": "capital of France"}}\n</tool_call>'
@@ -68,7 +68,7 @@ class Plugin:
 
 
 def registry() -> Registry:
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
     from toolgym.sandboxes import plugin as sandboxes
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandboxes), ("relay", Plugin())])

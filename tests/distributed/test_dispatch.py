@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.engine import EpisodeRequest, plan_episodes
+from toolgym.collect.ray.dispatch import Dispatcher, NoWorkersLeft
+from toolgym.core.rollout.engine import EpisodeRequest, plan_episodes
 from toolgym.core.trajectory import Status, Trajectory
-from toolgym.distributed.dispatch import Dispatcher, NoWorkersLeft
 
 
 class Died(Exception):

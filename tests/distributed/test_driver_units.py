@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.envs import LOOKUP_CALL, registry
-from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
+from toolgym.collect.ray import RayOptions, collect_ray
+from toolgym.collect.ray.driver import check_head
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.errors import ConfigError
-from toolgym.distributed import RayOptions, collect_ray
-from toolgym.distributed.driver import check_head
+from toolgym.core.rollout.config import EngineConfig
 
 
 def options(out: Path, **engine: object) -> CollectOptions:
@@ -52,9 +52,9 @@ def test_a_complete_dataset_needs_no_cluster(tmp_path: Path) -> None:
 
 
 def test_arpo_work_goes_out_by_group_with_what_is_stored() -> None:
-    from toolgym.core.engine import plan_episodes
-    from toolgym.distributed.dispatch import GroupRequest
-    from toolgym.distributed.driver import group_units
+    from toolgym.collect.ray.dispatch import GroupRequest
+    from toolgym.collect.ray.driver import group_units
+    from toolgym.core.rollout.engine import plan_episodes
 
     plan = plan_episodes("relay", num_tasks=3, group_size=2)
     units = group_units(plan[1:], {plan[0].group_id: [0, 2]})

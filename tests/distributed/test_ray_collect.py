@@ -15,12 +15,12 @@ import pytest
 from tests.distributed.conftest import ROOT
 from tests.distributed.envs import LOOKUP_CALL, PYTHON_CALL, registry
 from toolgym import hookimpl
-from toolgym.collect import CollectOptions
-from toolgym.collect_plan import collection_run_key
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import plan_episodes
-from toolgym.distributed import RayOptions, collect_ray
-from toolgym.distributed.driver import worker_name
+from toolgym.collect.plan import collection_run_key
+from toolgym.collect.ray import RayOptions, collect_ray
+from toolgym.collect.ray.driver import worker_name
+from toolgym.collect.run import CollectOptions
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import plan_episodes
 from toolgym.trajectories.store import read_manifest
 
 pytestmark = pytest.mark.slow
@@ -154,7 +154,7 @@ def test_cli_collect_with_ray(ray_cluster: Any, tmp_path: Path) -> None:
 
 
 def test_arpo_groups_branch_on_one_worker_and_resume(ray_cluster: Any, tmp_path: Path) -> None:
-    from toolgym.core.arpo import ArpoConfig
+    from toolgym.core.rollout.arpo import ArpoConfig
 
     out = tmp_path / "ds"
     opts = options(out, episodes=4, group=2, turns=3, live=4)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
-from toolgym.core.context import EpisodeContext
+from toolgym.core.env.context import EpisodeContext
 from toolgym.core.sandbox import GROUP_LABEL
 from toolgym.sandboxes import counters
 from toolgym.sandboxes.audit import carryover, probes
@@ -183,8 +183,8 @@ class RecordingBackend:
 
 
 async def test_the_engine_passes_the_group_id_to_acquire() -> None:
-    from toolgym.core.engine import RolloutEngine
-    from toolgym.core.requests import EpisodeRequest
+    from toolgym.core.rollout.engine import RolloutEngine
+    from toolgym.core.rollout.requests import EpisodeRequest
 
     backend = RecordingBackend()
     engine = RolloutEngine(registry=None, policy=None, sandbox_backend=backend, run_id="run-1")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import PathOutsideSandboxError, SandboxBrokenError, SandboxError
 from toolgym.core.registry import Registry
 from toolgym.core.sandbox import PythonResult, PythonSession, Sandbox, SandboxBackend

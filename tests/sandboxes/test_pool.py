@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import SandboxBrokenError
 from toolgym.sandboxes.pool import PooledBackend
 

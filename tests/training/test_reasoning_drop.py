@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from tests.core.family_helpers import assistant_text, run_family
-from toolgym.core.chat import ChatFormat
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.core.types import ToolCall
 from toolgym.training.advantages import compute_token_advantages

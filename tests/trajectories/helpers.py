@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolgym import Action, ActionKind, Env, EnvSpec, StepResult, hookimpl, tool
+from toolgym.core.env.tool_task import Task, ToolTaskEnv
 from toolgym.core.registry import Registry
-from toolgym.core.tool_task import Task, ToolTaskEnv
 from toolgym.core.tools import ToolOutput
 from toolgym.core.trajectory import LLMCall, Segment, Step, Timings, ToolCallRecord, Trajectory, prompt_digest
 
@@ -98,7 +98,7 @@ class DatasetPlugin:
 def dataset_registry() -> Registry:
     """Built-in parsers plus the counter environment and these test environments."""
     from tests.core.helpers import TestPlugin
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("dataset", DatasetPlugin())])
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.trajectories.helpers import PLUGINS, REPO, dataset_registry
-from toolgym.collect import CollectOptions, collect, parse_shard
-from toolgym.core.config import EngineConfig
+from toolgym.collect.run import CollectOptions, collect, parse_shard
 from toolgym.core.errors import ConfigError
+from toolgym.core.rollout.config import EngineConfig
 from toolgym.trajectories.dedup import dedup_dataset
 from toolgym.trajectories.store import TrajectoryWriter, completed_ids, dataset_manifest, iter_raw
 
@@ -119,7 +119,7 @@ async def test_the_policy_is_made_off_the_event_loop(tmp_path: Path, monkeypatch
     a server answering on that same loop sat out every probe's 10 s timeout."""
     import threading
 
-    import toolgym.collect as collect_module
+    import toolgym.collect.run as collect_module
 
     made_on: list[threading.Thread] = []
     real = collect_module.make_policy

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tests.core.helpers import test_registry
 from tests.trajectories.faulty_server import KINDS, FaultyServer
-from toolgym.collect import CollectOptions, collect
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
+from toolgym.collect.run import CollectOptions, collect
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.trajectories import iter_trajectories, verify
 
 EPISODES = 150

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from tests.trajectories.helpers import dataset_registry
 from toolgym.cli import app
-from toolgym.collect import CollectOptions, collect
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.trajectory import Trajectory
 from toolgym.trajectories.export_hf import write_hf_dataset
 from toolgym.trajectories.export_sft import sft_messages

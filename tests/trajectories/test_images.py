@@ -18,9 +18,9 @@ import pytest
 
 from tests.trajectories.helpers import AdderEnv, DatasetPlugin, png
 from toolgym import EnvSpec, StepResult, hookimpl
-from toolgym.collect import CollectOptions, collect
-from toolgym.core.images import image_part, image_refs, store_image
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.registry import Registry
+from toolgym.core.tokens.images import image_part, image_refs, store_image
 from toolgym.core.types import Action, Message
 from toolgym.trajectories.export_hf import write_hf_dataset
 from toolgym.trajectories.export_verl import write_verl_prompts
@@ -60,7 +60,7 @@ class ShotPlugin:
 
 def registry() -> Registry:
     from tests.core.helpers import TestPlugin
-    from toolgym.core import builtin
+    from toolgym.core.parsing import builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()),
                                                       ("dataset", DatasetPlugin()), ("shots", ShotPlugin())])
@@ -100,8 +100,8 @@ def test_images_are_stored_once_by_hash_and_referenced_from_the_messages(shot_da
 
 
 def test_verify_accepts_the_dataset_and_catches_missing_or_altered_images(shot_dataset: Path, tmp_path: Path) -> None:
-    from toolgym.core.chat import ChatFormat
     from toolgym.core.llm.local.tiny import load_tiny_tokenizer
+    from toolgym.core.tokens.chat import ChatFormat
 
     chat = ChatFormat(load_tiny_tokenizer("qwen"))
     report = verify(iter_trajectories(shot_dataset), chat=chat, root=shot_dataset)

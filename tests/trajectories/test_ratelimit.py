@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from tests.trajectories.helpers import dataset_registry
-from toolgym.collect import CollectOptions, collect
-from toolgym.core.config import EngineConfig
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.base import ChatBackend
-from toolgym.core.policy import ChatPolicy, estimate_chat_tokens
-from toolgym.core.ratelimit import RateLimiter
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.policy import ChatPolicy, estimate_chat_tokens
 from toolgym.core.types import ChatResult, Message, SamplingParams
+from toolgym.core.util.ratelimit import RateLimiter
 from toolgym.trajectories.store import iter_trajectories
 
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from tests.trajectories.helpers import REPO, dataset_registry, synthetic_trajectory
 from toolgym.cli import app
-from toolgym.collect import CollectOptions, collect
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.trajectory import Status
 from toolgym.trajectories.export_sft import write_sft
 from toolgym.trajectories.report import build_report

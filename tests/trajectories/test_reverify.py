@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from tests.trajectories.helpers import dataset_registry
 from toolgym.cli import app
-from toolgym.collect import CollectOptions, collect
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.trajectories.reverify import reverify
 from toolgym.trajectories.store import iter_trajectories
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.trajectories.helpers import dataset_registry
-from toolgym.collect import CollectOptions, collect
-from toolgym.collect_plan import fingerprint
-from toolgym.core.config import EngineConfig, SamplingConfig
+from toolgym.collect.plan import fingerprint
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.errors import ConfigError
-from toolgym.core.requests import plan_episodes
+from toolgym.core.rollout.config import EngineConfig, SamplingConfig
+from toolgym.core.rollout.requests import plan_episodes
 from toolgym.trajectories.store import ReadReport, completed_ids, iter_raw, read_manifest, write_manifest
 
 

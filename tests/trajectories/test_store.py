@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tests.core.helpers import test_registry
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core.chat import ChatFormat
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.trajectories import iter_trajectories, read_parquet, verify, write_parquet
 from toolgym.trajectories.store import TrajectoryWriter, completed_ids, iter_raw
 

@@ -96,9 +96,9 @@ def _root(
 
 
 def main() -> None:
+    from toolgym.collect.redact import redact_url
     from toolgym.core.errors import ToolgymError
-    from toolgym.core.terminal import visible
-    from toolgym.redact import redact_url
+    from toolgym.core.util.terminal import visible
 
     try:
         app()

@@ -11,7 +11,7 @@ import typer
 
 from toolgym.cli.common import err_console, registry_or_exit, shown
 from toolgym.core.errors import ConfigError
-from toolgym.core.terminal import visible
+from toolgym.core.util.terminal import visible
 
 # EngineConfig / SamplingConfig / ArpoConfig field → the option that sets it (--group-size is the ARPO
 # initial count's; CollectOptions checks it otherwise)
@@ -96,9 +96,9 @@ def command(
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
     from pydantic import ValidationError
 
-    from toolgym.collect import CollectOptions, CollectResult, collect, parse_shard
-    from toolgym.core.arpo import ArpoConfig
-    from toolgym.core.config import EngineConfig, SamplingConfig
+    from toolgym.collect.run import CollectOptions, CollectResult, collect, parse_shard
+    from toolgym.core.rollout.arpo import ArpoConfig
+    from toolgym.core.rollout.config import EngineConfig, SamplingConfig
 
     if not env:
         raise ConfigError("give --env NAME (or --task NAME); `toolgym envs list` shows them")
@@ -126,13 +126,13 @@ def command(
     )
     from toolgym import logs
     from toolgym.cli.progress import EngineProgress
-    from toolgym.collect_guard import check_out_dir
-    from toolgym.redact import Scrubber
+    from toolgym.collect.guard import check_out_dir
+    from toolgym.collect.redact import Scrubber
 
     check_out_dir(out)
     logs.add_scrubber(Scrubber.for_collection(model=model, backend_options=opts.backend_options).text)
     log_file = logs.log_to_file(out)  # every record at DEBUG, whatever the terminal shows
-    logging.getLogger("toolgym.collect").info("collect %s with %s into %s", env, model, out)
+    logging.getLogger("toolgym.collect.run").info("collect %s with %s into %s", env, model, out)
     tasks = range(first_task, first_task + episodes)
     total = group_size * (len(tasks) if opts.shard is None else sum(1 for i in tasks if i % opts.shard[1] == opts.shard[0]))
     label = "episodes" if group_size == 1 else f"episodes ({total // group_size} tasks × {group_size})"
@@ -140,7 +140,7 @@ def command(
     result: CollectResult
     with bar:
         if ray:
-            from toolgym.distributed import RayOptions, collect_ray
+            from toolgym.collect.ray import RayOptions, collect_ray
 
             ray_opts = RayOptions(address=ray, num_workers=ray_workers)
             result = asyncio.run(collect_ray(opts, ray_opts, registry=registry, on_progress=bar.update))

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from toolgym.core.registry import Registry, get_registry
-from toolgym.core.terminal import visible
+from toolgym.core.util.terminal import visible
 
 
 @lru_cache(maxsize=1)
@@ -27,7 +27,7 @@ def err_console() -> Any:
 
 def shown(text: object) -> str:
     """Text from a model, tool, environment or dataset, for a rich ``print`` that parses markup:
-    control characters shown visibly (``toolgym.core.terminal``) and ``[`` tags escaped, so it can
+    control characters shown visibly (``toolgym.core.util.terminal``) and ``[`` tags escaped, so it can
     neither drive the terminal nor become a markup link. ``typer.echo`` lines take ``visible``."""
     from rich.markup import escape
 

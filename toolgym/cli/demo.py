@@ -1,6 +1,6 @@
 """``toolgym demo``: the embedded end-to-end job on a laptop CPU (scripted data → SFT → GiGPO).
 
-See :mod:`toolgym.training.local.demo` for the phases. Prints held-out success before and after RL
+See :mod:`toolgym.training.demo.run` for the phases. Prints held-out success before and after RL
 and where the outputs went.
 """
 
@@ -62,7 +62,7 @@ def command(
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars: the phases have their own
     from toolgym.cli.common import err_console
-    from toolgym.training.local.demo import DemoConfig, run_demo
+    from toolgym.training.demo.run import DemoConfig, run_demo
 
     changes: dict[str, Any] = {"out": out, "seed": seed, "threads": threads}
     if rl_steps is not None:

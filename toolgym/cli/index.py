@@ -83,7 +83,7 @@ def serve(
     method: str = typer.Option("bm25", help="Default method: bm25, dense or hybrid."),
 ) -> None:
     """Serve an index over Search-R1's HTTP API (POST /retrieve), for many rollout workers. Ctrl-C stops it."""
-    from toolgym.core.http_server import serve_forever
+    from toolgym.core.util.http_server import serve_forever
     from toolgym.plugins.search.index import SearchIndex
     from toolgym.plugins.search.server import create_app
 
@@ -103,7 +103,7 @@ def search(
     """Print the passages a search returns, as the search tool shows them to a model."""
     import asyncio
 
-    from toolgym.core.terminal import visible
+    from toolgym.core.util.terminal import visible
     from toolgym.plugins.search.format import format_hits
     from toolgym.plugins.search.tools import resolve_retriever
 

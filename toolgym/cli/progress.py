@@ -18,7 +18,7 @@ from rich.progress import (
 from toolgym.cli.common import shown
 
 if TYPE_CHECKING:
-    from toolgym.core.engine import EngineStats
+    from toolgym.core.rollout.engine import EngineStats
 
 
 class LiveProgress:

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from toolgym.cli.common import console, shown
-from toolgym.core.terminal import visible
+from toolgym.core.util.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="Build sandbox images, check the host, audit isolation, list and clean up sandboxes.")
 

@@ -17,7 +17,7 @@ import typer
 
 from toolgym.cli.common import console
 from toolgym.core.errors import ConfigError, SandboxError
-from toolgym.core.terminal import visible
+from toolgym.core.util.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="SWE tasks: the per-instance Docker images of a task file.")
 

@@ -9,7 +9,7 @@ import time
 import typer
 
 from toolgym.cli.common import console, registry_or_exit, shown
-from toolgym.core.terminal import visible
+from toolgym.core.util.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of installed plugins.")
 

@@ -23,8 +23,8 @@ def command(
 
     chat = None
     if tokenizer:
-        from toolgym.collect import _tokenizer
-        from toolgym.core.chat import ChatFormat
+        from toolgym.collect.run import _tokenizer
+        from toolgym.core.tokens.chat import ChatFormat
 
         chat = ChatFormat(_tokenizer(tokenizer))
     skipped = ReadReport()

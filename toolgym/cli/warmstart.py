@@ -1,6 +1,6 @@
 """``toolgym warmstart --env alfworld``: build (once; cached) the warm start RL configs start from.
 
-See :mod:`toolgym.training.local.warmstart` for the recipe: the tiny model fine-tuned on scripted
+See :mod:`toolgym.training.warmstart.build` for the recipe: the tiny model fine-tuned on scripted
 trajectories with injected mistakes, stopped at a target success so that RL has room to show.
 """
 
@@ -28,7 +28,7 @@ def command(
 
     from toolgym.cli.common import err_console
     from toolgym.core.errors import ConfigError
-    from toolgym.training.local import warmstart
+    from toolgym.training.warmstart import build as warmstart
 
     changes: dict[str, Any] = {}
     for item in set_ or []:

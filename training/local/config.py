@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
+from toolgym.core.rollout.config import EngineConfig
 from toolgym.training.filters import EpisodeFilters
 from toolgym.training.tasks import TaskRange
 

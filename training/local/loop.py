@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.engine import RolloutEngine, plan_episodes
 from toolgym.core.errors import ToolgymError
-from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.trajectory import Trajectory
 from toolgym.training.advantages import compute_token_advantages
 from toolgym.training.filters import apply_filters
@@ -95,7 +95,7 @@ async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajec
 def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None) -> RolloutEngine:
     """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``, never
     branching (ARPO's forks would be sampled and thrown away: 15 times the work for the same figure)."""
-    from toolgym.core.arpo import ArpoConfig
+    from toolgym.core.rollout.arpo import ArpoConfig
 
     cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(update={"arpo": ArpoConfig()})
     return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs},

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env_spec import EnvSpec
+from toolgym.core.env.spec import EnvSpec
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import Family, TinySpec, ensure_tiny_model
 
@@ -39,7 +39,7 @@ def chat_template() -> str:
 
 def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> list[str]:
     """``episodes`` episodes of the environment's scripted solver, rendered with the demo template."""
-    from toolgym.core.chat import compile_template
+    from toolgym.core.tokens.chat import compile_template
 
     template = compile_template(chat_template())
 
@@ -47,7 +47,7 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
         env = spec.make()
         ctx = None
         if getattr(env, "tool_names", ()):  # named tools (math-python's python) bind to the episode's sandboxes
-            from toolgym.core.context import EpisodeContext
+            from toolgym.core.env.context import EpisodeContext
 
             ctx = EpisodeContext(episode_id=f"corpus-{seed}", registry=registry, sandbox_backend=sandboxes)
             env.bind(ctx)
@@ -83,7 +83,7 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
 
 
 def _factory(spec: EnvSpec) -> Any:
-    from toolgym.core.env_spec import load_object
+    from toolgym.core.env.spec import load_object
 
     return load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
 

@@ -240,7 +240,7 @@ def warm_start_section(section: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(section, dict) or "recipe" not in section:
         raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld, webshop or math_python) and optional recipe fields")
-    from .warmstart import recipe
+    from toolgym.training.warmstart.build import recipe
 
     changes = {k: v for k, v in section.items() if k != "recipe"}
     recipe(str(section["recipe"]), **changes)  # unknown fields fail here, with the list of known ones
@@ -370,7 +370,7 @@ def demo_warm_start(console: Any = None) -> Path:
 
 
 def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path:
-    from . import warmstart
+    from toolgym.training.warmstart import build as warmstart
 
     if name == DEMO_WARM_START and not section:
         return demo_warm_start(console)

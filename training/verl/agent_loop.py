@@ -25,12 +25,12 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.engine import EpisodeRequest, RolloutEngine
 from toolgym.core.errors import ConfigError, ToolgymError
-from toolgym.core.policy import ModelPolicy
 from toolgym.core.registry import Registry, get_registry
+from toolgym.core.rollout.engine import EpisodeRequest, RolloutEngine
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.sandbox import LazySandboxBackend, require_isolation
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Trajectory
 
 from .backend import VerlServerBackend

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from toolgym.core.arpo import ArpoConfig
-from toolgym.core.config import EngineConfig
 from toolgym.core.errors import ConfigError
+from toolgym.core.rollout.arpo import ArpoConfig
+from toolgym.core.rollout.config import EngineConfig
 from toolgym.training.filters import EpisodeFilters
 from toolgym.training.tasks import TaskRange
 
@@ -49,7 +49,7 @@ class ArpoRollout(BaseModel):
     rollouts per task from the start; after each tool result an episode forks with probability
     ``clip(tau + beta * ΔH, 0, 1)`` (ΔH: the rise of the next tokens' normalised entropy over the
     episode's first turn), at most ``branch_factor - 1`` forks per step, M rollouts per task in
-    all. See ``toolgym.core.arpo``."""
+    all. See ``toolgym.core.rollout.arpo``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -98,7 +98,7 @@ class ToolgymSettings(BaseModel):
     """Rollouts per task (verl's ``actor_rollout_ref.rollout.n``)."""
     advantage: AdvantageSettings = Field(default_factory=AdvantageSettings)
     engine: dict[str, Any] = Field(default_factory=dict)
-    """Engine limits (``toolgym.core.config.EngineConfig`` fields: max_turns, timeouts, ...)."""
+    """Engine limits (``toolgym.core.rollout.config.EngineConfig`` fields: max_turns, timeouts, ...)."""
     sandbox_backend: str = "auto"
     """``auto`` (Docker when it answers, else local), a backend name, or ``none``."""
     unsafe_in_process_sandbox: bool = False

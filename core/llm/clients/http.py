@@ -14,8 +14,9 @@ from typing import Any
 
 import httpx
 
+from toolgym.core.util.retry import backoff_delay
+
 from ...errors import LLMError
-from ...retry import backoff_delay
 
 TRANSIENT_4XX = frozenset({408, 425, 429})
 

@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from toolgym.core.util.http_server import BackgroundServer
+
 from ...errors import ConfigError, LLMError
-from ...http_server import BackgroundServer
 from ..local.transformers_backend import TransformersBackend
 
 GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")

@@ -15,8 +15,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ...chat import ChatFormat
-from ...parsers import HermesParser
+from toolgym.core.parsing.base import HermesParser
+from toolgym.core.tokens.chat import ChatFormat
+
 from ...types import ActionKind, GenerationRequest, GenerationResult, SamplingParams
 from ..local.transformers_backend import TransformersBackend
 

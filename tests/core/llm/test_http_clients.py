@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from toolgym.core.config import EngineConfig
 from toolgym.core.errors import LLMError
 from toolgym.core.llm.clients.openai import OpenAIChatBackend, OpenAICompletionsBackend
 from toolgym.core.llm.clients.sglang import SGLangBackend
 from toolgym.core.llm.local.transformers_backend import TransformersBackend
 from toolgym.core.llm.serving.server import ServerThread
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.types import GenerationRequest, SamplingParams, ToolCall
 
 from .conftest import HELLO_TEXT, WEATHER_TOOL
@@ -146,7 +146,7 @@ async def test_chat_parses_tool_calls_and_answers(taught_server: ServerThread) -
 
 
 async def test_completions_on_the_taught_model_stop_at_eos(taught_server: ServerThread) -> None:
-    from toolgym.core.chat import ChatFormat
+    from toolgym.core.tokens.chat import ChatFormat
 
     client = OpenAICompletionsBackend(taught_server.url)
     try:

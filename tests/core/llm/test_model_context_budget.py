@@ -11,7 +11,7 @@ from tests.core.helpers import test_registry
 from toolgym import EngineConfig, RolloutEngine, Status, Trajectory, plan_episodes
 from toolgym.core.llm.clients.server_info import fit_context_budget
 from toolgym.core.llm.local.transformers_backend import TransformersBackend
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.rollout.policy import ModelPolicy
 
 CONTEXT = 160
 """A context far below the default budget: the counter env's growing observations reach it in a few turns."""

@@ -142,7 +142,7 @@ async def test_stop_strings_keep_the_completing_tokens(local: TransformersBacken
 
 
 async def test_eos_ends_a_taught_answer(taught_dir: Path) -> None:
-    from toolgym.core.chat import ChatFormat
+    from toolgym.core.tokens.chat import ChatFormat
 
     backend = TransformersBackend(taught_dir)
     try:

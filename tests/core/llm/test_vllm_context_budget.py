@@ -16,7 +16,7 @@ from toolgym.core.llm.clients.openai import OpenAICompletionsBackend
 from toolgym.core.llm.clients.sglang import SGLangBackend
 from toolgym.core.llm.local.transformers_backend import TransformersBackend
 from toolgym.core.llm.serving.server import ServerThread
-from toolgym.core.policy import ModelPolicy
+from toolgym.core.rollout.policy import ModelPolicy
 
 CONTEXT = 192
 """The context length the stand-in server reports and enforces (vLLM's --max-model-len)."""

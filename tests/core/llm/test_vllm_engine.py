@@ -153,8 +153,8 @@ def test_stop_strings_end_the_completion_and_stay_in_its_ids(vllm: VLLMServer) -
 
 
 def _collect(url: str, model_dir: Path, out: Path, *, episodes: int, concurrency: int, retries: int = 8, on_progress: Any = None) -> Any:
-    from toolgym.collect import CollectOptions, collect
-    from toolgym.core.config import EngineConfig, SamplingConfig
+    from toolgym.collect.run import CollectOptions, collect
+    from toolgym.core.rollout.config import EngineConfig, SamplingConfig
 
     engine = EngineConfig(max_live_episodes=concurrency, max_llm_calls=concurrency, max_turns=4, max_tokens_per_turn=48,
                           llm_retries=retries, retry_backoff_s=1.0, llm_timeout_s=120, sampling=SamplingConfig(temperature=0.7))

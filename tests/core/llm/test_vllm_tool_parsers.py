@@ -25,12 +25,12 @@ from tests.core.family_helpers import (
     call_id,
     lookup,
 )
-from toolgym.core.chat import ChatFormat
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.llm.serving.server_vllm import vllm_python
-from toolgym.core.parsers import builtin_parsers
-from toolgym.core.tokenizer import load_tokenizer
+from toolgym.core.parsing.base import builtin_parsers
+from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.tokenizer import load_tokenizer
 from toolgym.core.types import ActionKind, ToolCall
 
 VLLM_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "llama4_pythonic",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.testing import MockLLMBackend
 from toolgym.trajectories.verify import check_trajectory

@@ -6,7 +6,7 @@ import pytest
 
 from toolgym import Action, ActionKind
 from toolgym.core.errors import ConfigError
-from toolgym.core.parsers import EnvActionParser
+from toolgym.core.parsing.base import EnvActionParser
 from toolgym.plugins.alfworld.env import AlfworldEnv
 from toolgym.plugins.alfworld.prompts import format_admissible, format_history
 

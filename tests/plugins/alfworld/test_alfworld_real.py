@@ -19,13 +19,13 @@ textworld = pytest.importorskip("textworld", reason="needs the alfworld extra: p
 from textworld.envs import PddlEnv  # noqa: E402
 
 from toolgym import Action, ActionKind  # noqa: E402
-from toolgym.core.chat import ChatFormat  # noqa: E402
-from toolgym.core.config import EngineConfig  # noqa: E402
-from toolgym.core.engine import RolloutEngine, plan_episodes  # noqa: E402
 from toolgym.core.errors import ConfigError  # noqa: E402
-from toolgym.core.parsers import EnvActionParser  # noqa: E402
-from toolgym.core.policy import ScriptedPolicy  # noqa: E402
+from toolgym.core.parsing.base import EnvActionParser  # noqa: E402
 from toolgym.core.registry import Registry  # noqa: E402
+from toolgym.core.rollout.config import EngineConfig  # noqa: E402
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes  # noqa: E402
+from toolgym.core.rollout.policy import ScriptedPolicy  # noqa: E402
+from toolgym.core.tokens.chat import ChatFormat  # noqa: E402
 from toolgym.plugins.alfworld import oracle, text  # noqa: E402
 from toolgym.plugins.alfworld.export import write_games  # noqa: E402
 from toolgym.plugins.alfworld.generator import SPLITS, Instance, ItemSpec, generate  # noqa: E402

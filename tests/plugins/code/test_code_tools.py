@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, backend_problem, make_backend
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.env import EpisodeContext
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.plugins.code.tools import bash, python
 from toolgym.sandboxes.pool import PooledBackend
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
 from toolgym.core.errors import ConfigError
-from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, ToolCall
 from toolgym.plugins.demo.keychain import (
     KEYS,

@@ -11,7 +11,7 @@ import pytest
 
 from tests.plugins.gui.helpers import Browser
 from tests.sandboxes.helpers import make_backend
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.plugins.gui import BROWSER_TOOLS, network_allowlist
 from toolgym.plugins.gui.testsite import TestSite
 from toolgym.plugins.webshop.server import WebShopServer

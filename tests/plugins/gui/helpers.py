@@ -8,7 +8,7 @@ import struct
 import zlib
 from typing import Any
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.tools import Tool, ToolOutput
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ToolArgumentError
 from toolgym.core.sandbox import PythonResult
 from toolgym.plugins.gui import BROWSER_TOOLS, BrowserConfig, browser_tools, network_allowlist, pagejs

@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.plugins.miniwob.test_miniwob import RUNNER
 from tests.sandboxes.helpers import make_backend
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.registry import get_registry
 from toolgym.plugins.miniwob.env import MiniWoBEnv
 from toolgym.plugins.miniwob.site import SANDBOX_KIND

@@ -16,10 +16,10 @@ import pytest
 from PIL import Image
 
 from tests.plugins.miniwob.test_miniwob import RUNNER, Episode, backend  # noqa: F401  (the module's Docker backend fixture)
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.images import image_refs
 from toolgym.core.registry import get_registry
+from toolgym.core.tokens.images import image_refs
 from toolgym.plugins.miniwob.env import MiniWoBEnv
 from toolgym.sandboxes.pool import PooledBackend
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandboxes.helpers import require
-from toolgym.collect import CollectOptions, collect
-from toolgym.collect_guard import apply_scripted_defaults, check_scripted_solver
+from toolgym.collect.guard import apply_scripted_defaults, check_scripted_solver
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import get_registry
 from toolgym.plugins.miniwob.solvers import SOLVERS

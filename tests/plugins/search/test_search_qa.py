@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.parsers import XMLTagParser
-from toolgym.core.policy import ModelPolicy, ScriptedPolicy
+from toolgym.core.parsing import builtin
+from toolgym.core.parsing.base import XMLTagParser
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.plugins.search import plugin as search_plugin
 from toolgym.plugins.search.index import SearchIndex

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.parsers import XMLTagParser
+from toolgym.core.parsing.base import XMLTagParser
 from toolgym.core.types import ActionKind
 from toolgym.plugins.search.corpus import Hit
 from toolgym.plugins.search.index import LocalRetriever, SearchIndex

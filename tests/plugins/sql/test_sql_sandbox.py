@@ -16,11 +16,11 @@ import pytest_asyncio
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import EpisodeContext
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.env.contract import EpisodeContext
+from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.plugins.sql import plugin as sql_plugin
 from toolgym.plugins.sql import sandboxed

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.core.env import EpisodeContext
-from toolgym.core.env_spec import parse_flag
+from toolgym.core.env.contract import EpisodeContext
+from toolgym.core.env.spec import parse_flag
 from toolgym.core.errors import ConfigError
 from toolgym.core.registry import Registry
 from toolgym.core.sandbox import LazySandboxBackend

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.policy import ScriptedPolicy
+from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.plugins.sql import plugin as sql_plugin
 from toolgym.plugins.sql.databases import open_database, shipped_postgres

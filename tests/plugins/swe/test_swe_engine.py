@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from tests.sandboxes.helpers import make_backend, require
-from toolgym.collect import CollectOptions, collect
-from toolgym.core.chat import ChatFormat
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
+from toolgym.collect.run import CollectOptions, collect
 from toolgym.core.llm.testing import MockLLMBackend
-from toolgym.core.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.registry import Registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Status, Trajectory
 from toolgym.plugins.swe.datasets import shipped_tasks
 from toolgym.trajectories.verify import check_trajectory

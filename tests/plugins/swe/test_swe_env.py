@@ -7,8 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from toolgym.core.env import EpisodeContext
-from toolgym.core.parsers import HermesParser
+from toolgym.core.env.contract import EpisodeContext
+from toolgym.core.parsing.base import HermesParser
 from toolgym.core.registry import Registry
 from toolgym.plugins.swe.env import SWEEnv
 from toolgym.sandboxes.pool import PooledBackend

@@ -353,9 +353,9 @@ def forging_policies(task: SWETask) -> dict[str, list[str]]:
 @pytest.mark.parametrize("backend_name", [pytest.param("docker", marks=pytest.mark.docker), "local"])
 def test_engine_gives_every_forgery_reward_zero(backend_name: str, qwen_tokenizer: Any) -> None:
     from tests.plugins.swe.test_swe_engine import run
-    from toolgym.core.config import EngineConfig
     from toolgym.core.llm.testing import MockLLMBackend
-    from toolgym.core.policy import ModelPolicy
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.rollout.policy import ModelPolicy
 
     task = shipped_tasks()[0]
     for name, turns in forging_policies(task).items():

@@ -249,9 +249,9 @@ def test_engine_warms_a_batch_before_its_episodes(dataset: dict[str, Any], qwen_
     stops the batch before any episode, so no trajectory is written."""
     import asyncio
 
-    from toolgym.core.engine import RolloutEngine, plan_episodes
-    from toolgym.core.policy import ScriptedPolicy
     from toolgym.core.registry import Registry
+    from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+    from toolgym.core.rollout.policy import ScriptedPolicy
 
     kwargs = {"dataset": str(dataset["path"]), "family": "swebench", "image_namespace": NAMESPACE}
     for backend, batch in ((WarmingBackend(), 2), (WarmingBackend(missing="x"), 3)):

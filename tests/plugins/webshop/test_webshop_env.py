@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.parsers import EnvActionParser
+from toolgym.core.parsing.base import EnvActionParser
 from toolgym.core.types import Action, ActionKind
 from toolgym.plugins.webshop.env import WebShopEnv
 from toolgym.plugins.webshop.reward import normalize_color

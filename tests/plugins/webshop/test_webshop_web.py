@@ -15,12 +15,12 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.sandboxes.helpers import make_backend
-from toolgym.core.config import EngineConfig
-from toolgym.core.engine import RolloutEngine, plan_episodes
-from toolgym.core.env import EpisodeContext
+from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.policy import ScriptedPolicy
 from toolgym.core.registry import get_registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.types import Action, ActionKind, ToolCall
 from toolgym.plugins.gui.testsite import TestSite
 from toolgym.plugins.webshop.env import WebShopEnv

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from toolgym.core.images import image_refs
+from toolgym.core.tokens.images import image_refs
 
 
 def test_a_scripted_purchase_with_screenshot_observations_verifies(tmp_path: Path) -> None:

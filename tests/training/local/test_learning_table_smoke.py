@@ -171,7 +171,7 @@ def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(tmp_p
     import importlib.util
     from types import SimpleNamespace
 
-    from toolgym.training.local import warmstart
+    from toolgym.training.warmstart import build as warmstart
 
     spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
     table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]

@@ -7,12 +7,12 @@ from typing import Any
 
 import torch
 
-from toolgym.core import builtin
-from toolgym.core.chat import ChatFormat
-from toolgym.core.env import Env, StepResult
-from toolgym.core.env_spec import EnvSpec
+from toolgym.core.env.contract import Env, StepResult
+from toolgym.core.env.spec import EnvSpec
 from toolgym.core.hookspecs import hookimpl
+from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
+from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, Message
 from toolgym.training.local.config import EvalConfig, OptimConfig, PPOConfig, RLConfig
 from toolgym.training.local.loop import RLLoop

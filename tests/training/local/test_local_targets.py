@@ -69,7 +69,7 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(tmp_path: Path) -> Non
 
 
 def test_a_missing_warm_start_names_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolgym.training.local import warmstart
+    from toolgym.training.warmstart import build as warmstart
 
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="toolgym warmstart --env alfworld"):

@@ -16,7 +16,7 @@ from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.registry import get_registry
 from toolgym.core.types import Action, ActionKind
-from toolgym.training.local import warmstart
+from toolgym.training.warmstart import build as warmstart
 
 
 async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: float = 0.0,
@@ -27,7 +27,7 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
     written text with the admissible list it was written against."""
     from transformers import AutoTokenizer
 
-    from toolgym.core.chat import ChatFormat
+    from toolgym.core.tokens.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think, plan=plan)
@@ -170,9 +170,9 @@ def test_invalid_variants_are_inadmissible_repeats_and_miscopied_numbers() -> No
 def test_expert_only_clears_the_loss_on_injected_turns_and_keeps_them_as_context() -> None:
     from transformers import AutoTokenizer
 
-    from toolgym.core.chat import ChatFormat
-    from toolgym.core.config import EngineConfig
-    from toolgym.core.engine import RolloutEngine, plan_episodes
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+    from toolgym.core.tokens.chat import ChatFormat
     from toolgym.training.local.loop import run_episodes
     from toolgym.training.local.sft import sft_rows
 
@@ -292,10 +292,10 @@ async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None
     the environment's scripted solver wrote it, whatever the rates."""
     from transformers import AutoTokenizer
 
-    from toolgym.core.chat import ChatFormat
-    from toolgym.core.config import EngineConfig
-    from toolgym.core.engine import RolloutEngine, plan_episodes
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
     from toolgym.core.sandbox import LazySandboxBackend
+    from toolgym.core.tokens.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=0.9, seed=1, invalid_rate=0.9)

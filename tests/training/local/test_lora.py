@@ -14,11 +14,11 @@ import pytest
 import torch
 from local_helpers import tiny_model
 
-from toolgym.core.engine import plan_episodes
 from toolgym.core.errors import ConfigError
+from toolgym.core.rollout.engine import plan_episodes
+from toolgym.training.demo.run import DemoConfig, run_demo
 from toolgym.training.local.batch import Row, trajectory_rows
 from toolgym.training.local.config import LoraConfig, OptimConfig, PPOConfig, RLConfig
-from toolgym.training.local.demo import DemoConfig, run_demo
 from toolgym.training.local.loop import run_episodes
 from toolgym.training.local.lora import ADAPTER_WEIGHTS, attach_lora
 from toolgym.training.local.runner import build, load_config, open_loop
