@@ -63,7 +63,7 @@ class BenchPlugin:
 
 
 def bench_registry() -> Registry:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("bench", BenchPlugin())])
 

@@ -194,7 +194,7 @@ def fit(model: Any, trajs: list[Trajectory], steps: int, seed: int) -> Any:
 
 
 def registry() -> Registry:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("bench", BenchPlugin()), ("surprise", SurprisePlugin())])
 

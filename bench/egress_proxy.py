@@ -34,11 +34,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.sandboxes.agent import AGENT_DIR, protocol
 from toolgym.sandboxes.channel import AgentChannel
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import SandboxProfile
 from toolgym.sandboxes.tunnel import EgressTunnels
 
 SERVER = r"""

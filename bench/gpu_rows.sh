@@ -9,7 +9,7 @@
 # evaluations and the last checkpoint (resumable), not the trajectories (hundreds of MB of token ids)
 # nor the earlier checkpoints. OUT_DIR then holds three files (a device's $OUT brings back few files,
 # each under 16 MiB; the script warns above 15 MiB). Untar it into runs/ and
-# `learning_table.py --report-only --estimators ...` puts the rows on docs/results.md beside the CPU ones.
+# `learning_table.py --report-only --estimators ...` puts the rows on docs/results/results.md beside the CPU ones.
 # The warm start comes from $TOOLGYM_CACHE (carry the cached warm start there: the recipe's key is the
 # same on every device, so nothing is rebuilt). Example (GraphGPO on ALFWorld, three seeds side by side):
 #   TOOLGYM_CACHE=runs/gpu_cache bash bench/gpu_rows.sh /tmp/g 480 --envs alfworld --estimators alfworld=graphgpo \

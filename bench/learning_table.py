@@ -1,6 +1,6 @@
 """GRPO vs GiGPO on built-in ALFWorld and WebShop (and ARPO vs GRPO on math-python) with the local
 trainer, same warm start and budget, several seeds; plus the speed of one RL step beside plain
-Hugging Face ``generate`` measured in the same run. Writes ``docs/results.md`` and a PNG.
+Hugging Face ``generate`` measured in the same run. Writes ``docs/results/results.md`` and a PNG.
 
     nice -n 10 .venv/bin/python bench/learning_table.py                       # the full table (hours)
     nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld --seeds 0 --steps 10   # one seed, fewer steps
@@ -19,7 +19,7 @@ same decoding), each in its own process; the page's before/after columns use the
 noise is sqrt(5) times smaller at N = 5 x 96. The result is kept in the run's ``final_eval.json``.
 
 Beside the page, the benchmark keeps what the page is made from in ``--records`` (default
-``docs/data/NAME/`` for ``--docs docs/NAME.md``; kilobytes: each run's metrics, final evaluation and
+``docs/results/data/NAME/`` for ``--docs docs/results/NAME.md``; kilobytes: each run's metrics, final evaluation and
 command, the warm starts' ``warmstart.json``, no checkpoints or trajectories). ``--report-only --out``
 that folder rewrites the page on any machine, and copying a recorded run into another ``--out``
 puts it on a page with new runs (``runs/`` is scratch; a fresh clone has none of it).
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `python bench/learning_table.py` imports bench.results_page
 PAIRS = {"alfworld": ("grpo", "gigpo"), "webshop": ("grpo", "gigpo"), "math_python": ("grpo", "arpo")}
 ESTIMATORS = {"alfworld": ("grpo", "gigpo", "graphgpo"), "webshop": ("grpo", "gigpo", "graphgpo"), "math_python": ("grpo", "arpo")}
 
@@ -361,13 +362,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
     parser.add_argument("--docs", type=Path, default=None,
                         help="the results page to write (default: results.md in --out; the project's own page is "
-                             "written only when named: --docs docs/results.md)")
+                             "written only when named: --docs docs/results/results.md)")
     parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
     parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
     parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings); kept with "
                                                    "the records, so --report-only from them shows it again")
     parser.add_argument("--records", type=Path, default=None,
-                        help="where to keep what the page is made from (default: docs/data/NAME/ beside --docs docs/NAME.md); "
+                        help="where to keep what the page is made from (default: docs/results/data/NAME/ beside --docs docs/results/NAME.md); "
                              "--report-only --out RECORDS rewrites the page from it")
     args = parser.parse_args()
     if args.docs is None:
@@ -391,7 +392,7 @@ def main() -> None:
         args.docs = args.out / "results.md"
         args.partial = args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
     png = args.png or args.docs.with_name(f"{args.docs.stem}_learning_curves.png")  # results.md: results_learning_curves.png
-    records = args.records or args.docs.parent / "data" / args.docs.stem  # docs/results.md: docs/data/results/
+    records = args.records or args.docs.parent / "data" / args.docs.stem  # docs/results/results.md: docs/results/data/results/
     args.out.mkdir(parents=True, exist_ok=True)
     from bench.results_page import read_run, write_results
 

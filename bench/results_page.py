@@ -1,4 +1,4 @@
-"""The learning table: runs' ``metrics.jsonl`` files → ``docs/results.md`` and a learning-curve PNG.
+"""The learning table: runs' ``metrics.jsonl`` files → ``docs/results/results.md`` and a learning-curve PNG.
 
 A *run* is one ``toolgym train --trainer local`` output directory. Its held-out success before RL
 is the step-0 record, after RL the last record with a held-out evaluation, unless the directory
@@ -278,7 +278,7 @@ def _decoding(temperature: float) -> str:
 
 
 def _recipe_extras(r: dict[str, Any]) -> str:
-    """The recipe options of docs/warmstart.md that are on, for the warm-start line."""
+    """The recipe options of docs/notes/warmstart.md that are on, for the warm-start line."""
     on = [name for name in ("think_hint", "think_plan", "expert_only", "spaced_digits") if r.get(name)]
     on += [f"{name} {r[name]}" for name in ("invalid_rate", "sft_balance") if r.get(name)]
     if r.get("sft_decay_steps"):

@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 from toolgym.core.sandbox import GROUP_LABEL
+from toolgym.core.sandbox_profiles import MiB
 from toolgym.sandboxes import open_backend
-from toolgym.sandboxes.profiles import MiB
 
 PROFILE = {"memory_bytes": 256 * MiB, "pids": 64, "workdir_bytes": 32 * MiB, "tmp_bytes": 16 * MiB, "home_bytes": 8 * MiB}
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from toolgym.core.env.spec import EnvSpec
     from toolgym.core.parsing.base import ToolParser
 
+    from .commands import AuditCheck, CliCommand
     from .llm.base import LLMBackendSpec
     from .sandbox import SandboxBackendSpec
     from .tools import Tool
@@ -52,3 +53,14 @@ def toolgym_tool_parsers() -> list[ToolParser]:
 @hookspec
 def toolgym_trajectory_done(trajectory: Trajectory) -> Any:
     """Called once per finished trajectory (export, logging). Must not block: hand heavy work off."""
+
+
+@hookspec
+def toolgym_cli_commands() -> list[CliCommand]:
+    """Command groups this plugin adds to the ``toolgym`` command line (``toolgym index`` is the search
+    plugin's). The group's module is imported only when it runs or its help is shown."""
+
+
+@hookspec
+def toolgym_audit_checks() -> list[AuditCheck]:
+    """Checks this plugin adds to ``toolgym sandbox audit`` (the SQL tool's database checks)."""

@@ -19,6 +19,7 @@ from toolgym.core.env.spec import EnvSpec, load_object
 from toolgym.core.parsing.base import ToolParser
 
 from . import hookspecs
+from .commands import AuditCheck, CliCommand
 from .errors import PluginError, UnknownNameError
 from .llm.base import LLMBackendSpec
 from .sandbox import SandboxBackendSpec
@@ -46,6 +47,8 @@ class Registry:
         self.sandbox_backends: dict[str, SandboxBackendSpec] = {}
         self.llm_backends: dict[str, LLMBackendSpec] = {}
         self.parsers: dict[str, ToolParser] = {}
+        self.cli_commands: dict[str, CliCommand] = {}
+        self.audit_checks: dict[str, AuditCheck] = {}
         self.plugin_names: list[str] = []
 
     # -- loading -------------------------------------------------------------------------------
@@ -91,6 +94,8 @@ class Registry:
         self._collect(name, "toolgym_sandbox_backends", SandboxBackendSpec, self.sandbox_backends, "sandbox backend")
         self._collect(name, "toolgym_llm_backends", LLMBackendSpec, self.llm_backends, "LLM backend")
         self._collect(name, "toolgym_tool_parsers", ToolParser, self.parsers, "tool parser")
+        self._collect(name, "toolgym_cli_commands", CliCommand, self.cli_commands, "command")
+        self._collect(name, "toolgym_audit_checks", AuditCheck, self.audit_checks, "audit check")
 
     def _collect(self, plugin_name: str, hook: str, kind: type, into: dict[str, Any], label: str) -> None:
         plugin = self.pm.get_plugin(plugin_name)

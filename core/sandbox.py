@@ -172,17 +172,44 @@ class SandboxBackendSpec:
     (:func:`require_isolation`)."""
 
 
-def open_sandbox_backend(registry: Any, name: str | None = None, **options: Any) -> SandboxBackend:
-    """The sandbox backend called ``name`` (``None`` or ``"auto"``: the available isolating backend
-    of highest priority — Docker when an engine answers, else bubblewrap) from a plugin registry."""
+AUTO = "auto"
+"""The backend name that picks for the user: the available isolating backend of highest priority."""
+NONE = "none"
+"""The backend name of runs whose tools need no sandbox: nothing is opened."""
+
+
+def sandbox_backend_spec(registry: Any, name: str | None = None) -> SandboxBackendSpec | None:
+    """The one rule that turns a backend name into a backend, used by every command and trainer:
+    ``none`` → None (no sandboxes); ``None`` or ``auto`` → the available *isolating* backend of highest
+    priority (a configured multi-host pool, then Docker when an engine answers, then bubblewrap; an
+    in-process double is never picked); any other name → that backend, whether or not it isolates
+    (callers that run model-written code check :func:`require_isolation`)."""
     from .errors import ConfigError
 
-    if name and name != "auto":
-        return registry.sandbox_backend(name).factory(**options)  # type: ignore[no-any-return]
+    if name == NONE:
+        return None
+    if name and name != AUTO:
+        return registry.sandbox_backend(name)  # type: ignore[no-any-return]
     for spec in sorted(registry.sandbox_backends.values(), key=lambda s: -s.priority):
         if spec.isolates and spec.available():
-            return spec.factory(**options)
-    raise ConfigError("no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install bubblewrap")
+            return spec  # type: ignore[no-any-return]
+    raise ConfigError("no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install "
+                      "bubblewrap; `toolgym sandbox doctor` says more")
+
+
+def open_sandbox_backend(registry: Any, name: str | None = None, **options: Any) -> SandboxBackend:
+    """The sandbox backend ``name`` picks (:func:`sandbox_backend_spec`), opened with ``options``."""
+    from .errors import ConfigError
+
+    spec = sandbox_backend_spec(registry, name)
+    if spec is None:
+        raise ConfigError("sandbox backend 'none' opens no sandboxes; name a backend (docker, local) or auto")
+    return spec.factory(**options)
+
+
+def lazy_sandbox_backend(registry: Any, name: str | None = None, **options: Any) -> LazySandboxBackend | None:
+    """A :class:`LazySandboxBackend` for ``name``, or None for ``none`` (a run without sandboxes)."""
+    return None if name == NONE else LazySandboxBackend(registry, name or AUTO, **options)
 
 
 def require_isolation(registry: Any, name: str | None, *, allow: str) -> None:

@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 from toolgym.core.errors import PathOutsideSandboxError, SandboxBrokenError, SandboxError
 from toolgym.core.sandbox import PythonSession
+from toolgym.core.sandbox_profiles import DEFAULT_PROFILES, WORKDIR, SandboxProfile, resolve_profiles
 from toolgym.core.types import ExecResult
 from toolgym.sandboxes.inprocess import InProcessPythonSession, cap_text
-from toolgym.sandboxes.profiles import DEFAULT_PROFILES, WORKDIR, SandboxProfile, resolve_profiles
 
 TIMEOUT_EXIT = 124
 _SHELL_SYNTAX = set("|&;<>()$`*?[]{}\\\n")

@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from toolgym.core.sandbox_profiles import parse_ip as as_ip
 from toolgym.sandboxes.addresses import IP, Internal, classify, parse_host_ip
-from toolgym.sandboxes.profiles import parse_ip as as_ip
 
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 15.0

@@ -39,8 +39,8 @@ from typing import Any
 
 from toolgym.core.errors import SandboxError
 from toolgym.core.sandbox import GROUP_LABEL
+from toolgym.core.sandbox_profiles import DEFAULT_PROFILES, SandboxProfile, resolve_profiles
 from toolgym.sandboxes import lifecycle
-from toolgym.sandboxes.profiles import DEFAULT_PROFILES, SandboxProfile, resolve_profiles
 from toolgym.sandboxes.sandbox import AgentSandbox
 
 log = logging.getLogger("toolgym.sandboxes")

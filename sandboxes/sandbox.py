@@ -15,10 +15,10 @@ from typing import Any
 
 from toolgym.core.errors import PathOutsideSandboxError, SandboxBrokenError, SandboxError
 from toolgym.core.sandbox import PythonResult
+from toolgym.core.sandbox_profiles import WORKDIR, SandboxProfile
 from toolgym.core.types import ExecResult
 from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.channel import AgentChannel
-from toolgym.sandboxes.profiles import WORKDIR, SandboxProfile
 
 HOST_MARGIN_S = 10.0
 """How much longer than a call's own time limit the host waits for the agent's answer."""

@@ -2,7 +2,7 @@
 
 The face (``toolgym/__init__.py``) is what a third-party plugin author may rely on; built-ins register
 as third-party plugins do, so they import from it too. Deep modules (``toolgym.core.env.contract``,
-``toolgym.sandboxes.profiles``, …) may change without notice.
+``toolgym.core.sandbox_profiles``, …) may change without notice.
 """
 
 from __future__ import annotations
@@ -37,6 +37,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("plugins/sql/audit.py", "toolgym.sandboxes.audit.rows"): (
         "the SQL tool's rows of `toolgym sandbox audit` (issue 22): the audit's own row and outcome "
         "types (`Row`, `Fail`, `Skip`), a contract with the CLI, not plugin API"),
+    ("plugins/search/cli.py", "toolgym.cli.progress"): (
+        "`toolgym index`, a command of the toolgym CLI that the search plugin adds: the CLI's own progress display"),
+    ("plugins/search/cli.py", "toolgym.core.util.http_server"): (
+        "`toolgym index serve` serves the index in the foreground, as `toolgym serve` serves a model"),
+    ("plugins/search/cli.py", "toolgym.core.util.terminal"): (
+        "prints corpus text on the operator's terminal, made safe as every command's output is"),
+    ("plugins/swe/cli.py", "toolgym.cli.common"): "`toolgym swe`, a command of the toolgym CLI: the CLI's console",
+    ("plugins/swe/cli.py", "toolgym.core.util.terminal"): (
+        "prints image names and build logs on the operator's terminal, made safe as every command's output is"),
+    ("plugins/swe/cli.py", "toolgym.sandboxes.docker"): (
+        "lists, builds and prunes the per-instance Docker images (as plugins/swe/images.py does): Docker tooling"),
 }
 """(plugin module, deep module) pairs that stay deep on purpose, with the reason."""
 

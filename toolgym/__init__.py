@@ -5,7 +5,7 @@ built-in or third-party, import from here (``from toolgym import tool, hookimpl,
 the in-memory test doubles live in :mod:`toolgym.testing`. ``tests/test_public_api.py`` keeps the
 built-in plugins on this face and ``__all__`` equal to what the module defines.
 
-Names whose modules ``import toolgym`` would not otherwise load (the collect driver, the HTTP
+Names whose modules ``import toolgym`` would not otherwise load (the HTTP
 server helper, sandbox profiles) are imported on first use, so the face costs no import time.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from toolgym.core.commands import AuditCheck, CliCommand
 from toolgym.core.env.contract import Env, EpisodeContext, StepResult
 from toolgym.core.env.digest import RunningDigest, digest
 from toolgym.core.env.spec import EnvSpec, load_object, parse_flag
@@ -36,6 +37,7 @@ from toolgym.core.parsing.base import ToolParser
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.rollout.config import EngineConfig, SamplingConfig
 from toolgym.core.rollout.engine import EngineStats, EpisodeRequest, RolloutEngine, plan_episodes
+from toolgym.core.rollout.policies import make_policy
 from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy
 from toolgym.core.sandbox import ImageNeed, PythonResult, Sandbox, SandboxBackend, SandboxBackendSpec
 from toolgym.core.tokens.images import image_part, store_image
@@ -55,19 +57,17 @@ from toolgym.core.types import (
 from toolgym.core.util.threadio import capture_thread_output
 
 if TYPE_CHECKING:
-    from toolgym.collect.run import make_policy
+    from toolgym.core.sandbox_profiles import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
     from toolgym.core.util.http_server import BackgroundServer
-    from toolgym.sandboxes.profiles import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_policy": "toolgym.collect.run",
     "BackgroundServer": "toolgym.core.util.http_server",
-    "DEFAULT_PROFILES": "toolgym.sandboxes.profiles",
-    "GiB": "toolgym.sandboxes.profiles",
-    "SandboxProfile": "toolgym.sandboxes.profiles",
-    "register_profile": "toolgym.sandboxes.profiles",
+    "DEFAULT_PROFILES": "toolgym.core.sandbox_profiles",
+    "GiB": "toolgym.core.sandbox_profiles",
+    "SandboxProfile": "toolgym.core.sandbox_profiles",
+    "register_profile": "toolgym.core.sandbox_profiles",
 }
 """Public name → the module it is imported from on first use (PEP 562)."""
 
@@ -89,9 +89,11 @@ __all__ = [
     "DEFAULT_PROFILES",
     "Action",
     "ActionKind",
+    "AuditCheck",
     "BackgroundServer",
     "ChatBackend",
     "ChatResult",
+    "CliCommand",
     "ConfigError",
     "EngineConfig",
     "EngineStats",

@@ -117,4 +117,4 @@ def _openai_chat(model: str, /, **options: Any) -> ChatBackend:
 
 
 BUILTIN_BACKENDS: dict[str, Callable[..., LLMBackend | ChatBackend]] = {"transformers": _transformers, "sglang": _sglang, "openai": _openai, "openai-chat": _openai_chat}
-"""Factories of the built-in backends, also registered as a plugin by ``toolgym.core.llm.builtin``."""
+"""Factories of the built-in backends, also registered as a plugin by ``toolgym.core.builtin.llm``."""

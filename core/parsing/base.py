@@ -17,19 +17,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.errors import ToolArgumentError
+from toolgym.core.parsing.common import check_call, split_thought
 from toolgym.core.tools import Tool
 from toolgym.core.types import Action, ActionKind, ToolCall, tool_call_id
-
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-
-
-def split_thought(text: str) -> tuple[str | None, str]:
-    """Pull a leading ``<think>…</think>`` block out of the text: (thought, rest)."""
-    m = _THINK.search(text)
-    if not m:
-        return None, text
-    return m.group(1).strip(), (text[: m.start()] + text[m.end() :]).strip()
 
 
 class ToolParser(ABC):
@@ -52,20 +42,6 @@ class ToolParser(ABC):
     def stop_strings(self, tools: Mapping[str, Tool] | None = None) -> tuple[str, ...]:
         """Stop strings sampling should use with this format (none by default)."""
         return ()
-
-
-def check_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> str | None:
-    if tools is None:
-        return None
-    tool = tools.get(call.name)
-    if tool is None:
-        names = ", ".join(sorted(tools)) or "none"
-        return f"unknown tool {call.name!r}; available tools: {names}"
-    try:
-        tool.validate(call.arguments)
-    except ToolArgumentError as exc:
-        return str(exc)
-    return None
 
 
 class HermesParser(ToolParser):
@@ -226,9 +202,3 @@ class EnvActionParser(ToolParser):
         if len(command) > self.max_len:
             return Action(text, ActionKind.INVALID, error=f"action longer than {self.max_len} characters", thought=thought)
         return Action(text, ActionKind.COMMAND, command=command, thought=thought)
-
-
-def builtin_parsers() -> list[ToolParser]:
-    from toolgym.core.parsing.families import family_parsers
-
-    return [HermesParser(), XMLTagParser(), EnvActionParser(), EnvActionParser(require_tags=True), *family_parsers()]

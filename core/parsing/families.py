@@ -27,20 +27,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.parsing.base import ToolParser, check_call, split_thought
+from toolgym.core.parsing.base import ToolParser
+from toolgym.core.parsing.common import calls_action, invalid_action, split_thought
 from toolgym.core.tools import Tool
 from toolgym.core.types import Action, ActionKind, ToolCall, tool_call_id
-
-
-def _calls_action(text: str, calls: list[ToolCall], tools: Mapping[str, Tool] | None, thought: str | None) -> Action:
-    for call in calls:
-        if (error := check_call(call, tools)) is not None:
-            return Action(text, ActionKind.INVALID, error=error, thought=thought)
-    return Action(text, ActionKind.TOOL_CALLS, tool_calls=calls, thought=thought)
-
-
-def _invalid(text: str, error: str, thought: str | None) -> Action:
-    return Action(text, ActionKind.INVALID, error=error, thought=thought)
 
 
 def _json_objects(body: str, separator: str) -> tuple[list[tuple[Any, str]], str | None]:
@@ -112,14 +102,14 @@ class Llama3JsonParser(ToolParser):
             return Action(text, ActionKind.ANSWER, answer=body, thought=thought)
         objects, error = _json_objects(body, ";")
         if error is not None:
-            return _invalid(text, error, thought)
+            return invalid_action(text, error, thought)
         calls = []
         for index, (obj, raw) in enumerate(objects):
             call, error = _call_from_object(obj, raw, index, ("parameters", "arguments"))
             if error is not None or call is None:
-                return _invalid(text, error or "bad call", thought)
+                return invalid_action(text, error or "bad call", thought)
             calls.append(call)
-        return _calls_action(text, calls, tools, thought)
+        return calls_action(text, calls, tools, thought)
 
 
 class MistralParser(ToolParser):
@@ -143,18 +133,18 @@ class MistralParser(ToolParser):
         calls: list[ToolCall] = []
         for part in parts:
             if not part:
-                return _invalid(text, f"empty {self.TAG}: follow it with the calls", thought)
+                return invalid_action(text, f"empty {self.TAG}: follow it with the calls", thought)
             if part.startswith("["):
                 objects, error = _json_objects(part, ",")
                 if error is None and (len(objects) != 1 or not isinstance(objects[0][0], list)):
                     error = f"{self.TAG} must be followed by one JSON list of calls"
                 if error is not None:
-                    return _invalid(text, error, thought)
+                    return invalid_action(text, error, thought)
                 for obj in objects[0][0]:
                     raw = json.dumps(obj, ensure_ascii=False)
                     call, error = _call_from_object(obj, raw, len(calls), ("arguments", "parameters"))
                     if error is not None or call is None:
-                        return _invalid(text, error or "bad call", thought)
+                        return invalid_action(text, error or "bad call", thought)
                     calls.append(call)
             elif self.ARGS in part:
                 name, _, args_text = part.partition(self.ARGS)
@@ -162,16 +152,16 @@ class MistralParser(ToolParser):
                 if error is None and len(objects) != 1:
                     error = f"{self.ARGS} must be followed by one JSON object"
                 if error is not None:
-                    return _invalid(text, error, thought)
+                    return invalid_action(text, error, thought)
                 call, error = _call_from_object({"name": name.strip(), "arguments": objects[0][0]}, part, len(calls), ("arguments",))
                 if error is not None or call is None:
-                    return _invalid(text, error or "bad call", thought)
+                    return invalid_action(text, error or "bad call", thought)
                 calls.append(call)
             else:
-                return _invalid(text, f'{self.TAG} must be followed by a JSON list [{{"name": ..., "arguments": {{...}}}}]', thought)
+                return invalid_action(text, f'{self.TAG} must be followed by a JSON list [{{"name": ..., "arguments": {{...}}}}]', thought)
         if not calls:
-            return _invalid(text, f"{self.TAG} with an empty list of calls", thought)
-        return _calls_action(text, calls, tools, thought)
+            return invalid_action(text, f"{self.TAG} with an empty list of calls", thought)
+        return calls_action(text, calls, tools, thought)
 
 class DeepSeekV31Parser(ToolParser):
     """DeepSeek-V3.1 calls: ``<｜tool▁calls▁begin｜>`` then, per call,
@@ -189,38 +179,38 @@ class DeepSeekV31Parser(ToolParser):
         start = body.find(self.CALLS)
         if start == -1:
             if self.CALL in body:
-                return _invalid(text, f"a call must sit inside {self.CALLS}…{self.CALLS_END}", thought)
+                return invalid_action(text, f"a call must sit inside {self.CALLS}…{self.CALLS_END}", thought)
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
         end = body.find(self.CALLS_END, start)
         if end == -1:
-            return _invalid(text, f"unclosed {self.CALLS}: end the calls with {self.CALLS_END}", thought)
+            return invalid_action(text, f"unclosed {self.CALLS}: end the calls with {self.CALLS_END}", thought)
         inner = body[start + len(self.CALLS):end]
         calls: list[ToolCall] = []
         pos = 0
         while (begin := inner.find(self.CALL, pos)) != -1:
             if inner[pos:begin].strip():
-                return _invalid(text, f"unexpected text between calls: {inner[pos:begin][:20]!r}", thought)
+                return invalid_action(text, f"unexpected text between calls: {inner[pos:begin][:20]!r}", thought)
             stop = inner.find(self.CALL_END, begin)
             if stop == -1:
-                return _invalid(text, f"unclosed {self.CALL}: end each call with {self.CALL_END}", thought)
+                return invalid_action(text, f"unclosed {self.CALL}: end each call with {self.CALL_END}", thought)
             raw = inner[begin + len(self.CALL):stop]
             name, sep, args_text = raw.partition(self.SEP)
             if not sep:
-                return _invalid(text, f"a call is NAME{self.SEP}{{json arguments}}", thought)
+                return invalid_action(text, f"a call is NAME{self.SEP}{{json arguments}}", thought)
             objects, error = _json_objects(args_text, ",")
             if error is None and len(objects) != 1:
                 error = "the arguments must be one JSON object"
             if error is not None:
-                return _invalid(text, error, thought)
+                return invalid_action(text, error, thought)
             call, error = _call_from_object({"name": name.strip(), "arguments": objects[0][0]}, raw, len(calls), ("arguments",))
             if error is not None or call is None:
-                return _invalid(text, error or "bad call", thought)
+                return invalid_action(text, error or "bad call", thought)
             calls.append(call)
             pos = stop + len(self.CALL_END)
         if inner[pos:].strip() or not calls:
-            return _invalid(text, f"{self.CALLS} must hold one or more {self.CALL}…{self.CALL_END} calls and nothing else", thought)
-        return _calls_action(text, calls, tools, thought)
+            return invalid_action(text, f"{self.CALLS} must hold one or more {self.CALL}…{self.CALL_END} calls and nothing else", thought)
+        return calls_action(text, calls, tools, thought)
 
 
 _KIMI_CALL = re.compile(r"<\|tool_call_begin\|>(.*?)<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.DOTALL)
@@ -242,16 +232,16 @@ class KimiK2Parser(ToolParser):
         start = body.find(self.SECTION)
         if start == -1:
             if "<|tool_call_begin|>" in body:
-                return _invalid(text, f"calls must sit inside {self.SECTION}…{self.SECTION_END}", thought)
+                return invalid_action(text, f"calls must sit inside {self.SECTION}…{self.SECTION_END}", thought)
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
         end = body.find(self.SECTION_END, start)
         if end == -1:
-            return _invalid(text, f"unclosed {self.SECTION}: end the calls with {self.SECTION_END}", thought)
+            return invalid_action(text, f"unclosed {self.SECTION}: end the calls with {self.SECTION_END}", thought)
         inner = body[start + len(self.SECTION):end]
         matches = list(_KIMI_CALL.finditer(inner))
         if not matches or _KIMI_CALL.sub("", inner).strip():
-            return _invalid(text, "write each call as <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{json}<|tool_call_end|>", thought)
+            return invalid_action(text, "write each call as <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{json}<|tool_call_end|>", thought)
         calls: list[ToolCall] = []
         for m in matches:
             call_id = m.group(1).strip()
@@ -261,12 +251,12 @@ class KimiK2Parser(ToolParser):
             if error is None and len(objects) != 1:
                 error = "the arguments must be one JSON object"
             if error is not None:
-                return _invalid(text, error, thought)
+                return invalid_action(text, error, thought)
             call, error = _call_from_object({"name": name, "arguments": objects[0][0], "id": call_id}, m.group(0), len(calls), ("arguments",))
             if error is not None or call is None:
-                return _invalid(text, error or "bad call", thought)
+                return invalid_action(text, error or "bad call", thought)
             calls.append(call)
-        return _calls_action(text, calls, tools, thought)
+        return calls_action(text, calls, tools, thought)
 
 _HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
 _RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
@@ -301,18 +291,18 @@ class HarmonyParser(ToolParser):
                 if error is None and len(objects) != 1:
                     error = "the arguments must be one JSON object"
                 if error is not None:
-                    return _invalid(text, error, thought)
+                    return invalid_action(text, error, thought)
                 call, error = _call_from_object({"name": m.group(1), "arguments": objects[0][0]}, header + body, len(calls), ("arguments",))
                 if error is not None or call is None:
-                    return _invalid(text, error or "bad call", thought)
+                    return invalid_action(text, error or "bad call", thought)
                 calls.append(call)
             elif _channel(header) == "final":
                 finals.append(body)
         if calls:
-            return _calls_action(text, calls, tools, thought)
+            return calls_action(text, calls, tools, thought)
         if finals:
             return Action(text, ActionKind.ANSWER, answer=finals[-1].strip(), thought=thought)
-        return _invalid(text, "no final answer and no tool call: end with a <|channel|>final message or call a function", thought)
+        return invalid_action(text, "no final answer and no tool call: end with a <|channel|>final message or call a function", thought)
 
 
 def _channel(header: str) -> str | None:
@@ -335,9 +325,3 @@ def _harmony_messages(text: str) -> list[tuple[str, str]]:
         out.append((header, text[start:end]))
         pos = end + len(tok)
     return out
-
-def family_parsers() -> list[ToolParser]:
-    from toolgym.core.parsing.xml import Glm45Parser, PythonicParser, Qwen3CoderParser
-
-    return [Llama3JsonParser(), MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser(), HarmonyParser(),
-            Glm45Parser()]

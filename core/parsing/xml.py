@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.parsing.base import ToolParser, split_thought
-from toolgym.core.parsing.families import _calls_action, _invalid
+from toolgym.core.parsing.base import ToolParser
+from toolgym.core.parsing.common import calls_action, invalid_action, split_thought
 from toolgym.core.tools import Tool
 from toolgym.core.types import Action, ActionKind, ToolCall, tool_call_id
 
@@ -35,19 +35,19 @@ class Qwen3CoderParser(ToolParser):
         thought, body = split_thought(text)
         if "<function=" not in body:
             if self.OPEN in body or self.CLOSE in body:
-                return _invalid(text, "a <tool_call> must hold a <function=NAME> block", thought)
+                return invalid_action(text, "a <tool_call> must hold a <function=NAME> block", thought)
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         if body.count("<function=") != len(_FUNCTION.findall(body)):
-            return _invalid(text, "unclosed <function=...>: end each call with </function>", thought)
+            return invalid_action(text, "unclosed <function=...>: end each call with </function>", thought)
         if body.count(self.OPEN) != body.count(self.CLOSE):
-            return _invalid(text, f"unclosed {self.OPEN}: end each call with {self.CLOSE}", thought)
+            return invalid_action(text, f"unclosed {self.OPEN}: end each call with {self.CLOSE}", thought)
         calls = []
         for index, m in enumerate(_FUNCTION.finditer(body)):
             name, inner = m.group(1).strip(), m.group(2)
             if not name:
-                return _invalid(text, "<function=> needs the function's name", thought)
+                return invalid_action(text, "<function=> needs the function's name", thought)
             if inner.count("<parameter=") != len(_PARAMETER.findall(inner)):
-                return _invalid(text, f"unclosed <parameter=...> in {name}: end each with </parameter>", thought)
+                return invalid_action(text, f"unclosed <parameter=...> in {name}: end each with </parameter>", thought)
             schema = _properties(tools, name)
             args: dict[str, Any] = {}
             for p in _PARAMETER.finditer(inner):
@@ -56,7 +56,7 @@ class Qwen3CoderParser(ToolParser):
                 value = value[:-1] if value.endswith("\n") else value
                 args[key] = _typed(value, schema.get(key))
             calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0)))
-        return _calls_action(text, calls, tools, thought)
+        return calls_action(text, calls, tools, thought)
 
 
 def _properties(tools: Mapping[str, Tool] | None, name: str) -> dict[str, Any]:
@@ -121,29 +121,29 @@ class PythonicParser(ToolParser):
         try:
             tree = ast.parse(body, mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            return _invalid(text, f"tool calls are not a valid Python list of calls ({exc.__class__.__name__})", thought)
+            return invalid_action(text, f"tool calls are not a valid Python list of calls ({exc.__class__.__name__})", thought)
         if not isinstance(tree.body, ast.List):
-            return _invalid(text, "write tool calls as a Python list: [name(key=value, ...)]", thought)
+            return invalid_action(text, "write tool calls as a Python list: [name(key=value, ...)]", thought)
         calls = []
         for index, node in enumerate(tree.body.elts):
             if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
-                return _invalid(text, "each element of the list must be a call: name(key=value, ...)", thought)
+                return invalid_action(text, "each element of the list must be a call: name(key=value, ...)", thought)
             if node.args:
-                return _invalid(text, "give arguments by keyword: name(key=value)", thought)
+                return invalid_action(text, "give arguments by keyword: name(key=value)", thought)
             name = ast.unparse(node.func)
             args: dict[str, Any] = {}
             for kw in node.keywords:
                 if kw.arg is None:
-                    return _invalid(text, "**kwargs is not allowed in a tool call; give each argument by name", thought)
+                    return invalid_action(text, "**kwargs is not allowed in a tool call; give each argument by name", thought)
                 try:
                     args[kw.arg] = _literal(kw.value)
                 except ValueError as exc:
-                    return _invalid(text, f"argument {kw.arg!r} of {name}: {exc}", thought)
+                    return invalid_action(text, f"argument {kw.arg!r} of {name}: {exc}", thought)
             raw = ast.get_source_segment(body, node) or name
             calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(raw, index), raw=raw))
         if not calls:
             return Action(text, ActionKind.ANSWER, answer=body, thought=thought)
-        return _calls_action(text, calls, tools, thought)
+        return calls_action(text, calls, tools, thought)
 
 
 def _literal(node: ast.AST) -> Any:
@@ -195,20 +195,20 @@ class Glm45Parser(ToolParser):
             body = body.rstrip() if body.rstrip().endswith(role) else body
         if "<tool_call>" not in body:
             if "</tool_call>" in body:
-                return _invalid(text, "found </tool_call> without a matching <tool_call>", thought)
+                return invalid_action(text, "found </tool_call> without a matching <tool_call>", thought)
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         if body.count("<tool_call>") != body.count("</tool_call>"):
-            return _invalid(text, "unclosed <tool_call>: end each call with </tool_call>", thought)
+            return invalid_action(text, "unclosed <tool_call>: end each call with </tool_call>", thought)
         calls = []
         for index, m in enumerate(_GLM_CALL.finditer(body)):
             inner = m.group(1)
             name = inner.split("<arg_key>", 1)[0].strip()
             if not name or "\n" in name:
-                return _invalid(text, "a call starts with the function's name: <tool_call>NAME", thought)
+                return invalid_action(text, "a call starts with the function's name: <tool_call>NAME", thought)
             rest = inner[inner.find("<arg_key>"):] if "<arg_key>" in inner else ""
             if _GLM_ARG.sub("", rest).strip():
-                return _invalid(text, f"the arguments of {name} must be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value> pairs", thought)
+                return invalid_action(text, f"the arguments of {name} must be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value> pairs", thought)
             schema = _properties(tools, name)
             args = {k.strip(): _typed(v, schema.get(k.strip())) for k, v in _GLM_ARG.findall(rest)}
             calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0)))
-        return _calls_action(text, calls, tools, thought)
+        return calls_action(text, calls, tools, thought)

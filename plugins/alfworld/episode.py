@@ -100,6 +100,12 @@ class AlfworldEpisodeEnv(Env):
     max_turns = 50
     """ALFWorld's usual limit (its configs' ``max_nb_steps_per_episode``)."""
 
+    def warmstart_expert(self) -> Any:
+        """The warm start's expert for this episode (:class:`toolgym.plugins.alfworld.expert.AlfworldExpert`)."""
+        from .expert import AlfworldExpert
+
+        return AlfworldExpert(self)
+
     def __init__(
         self,
         *,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolgym import EnvSpec, Tool, hookimpl
+from toolgym import CliCommand, EnvSpec, Tool, hookimpl
 from toolgym.plugins.search.tools import search, web_search
 
 
@@ -22,3 +22,8 @@ def toolgym_envs() -> list[EnvSpec]:
             tags=("task", "qa", "search"),
         ),
     ]
+
+
+@hookimpl
+def toolgym_cli_commands() -> list[CliCommand]:
+    return [CliCommand("index", "toolgym.plugins.search.cli:app", "Build, serve and query search indexes (BM25, dense, hybrid).")]

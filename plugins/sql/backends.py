@@ -62,6 +62,10 @@ class SQLError(ToolExecutionError):
     """The database refused or failed a query; the message is the database's, for the model."""
 
 
+class UnsafeRoleError(SQLError):
+    """The DSN's role may reach the server's programs or files, or other sessions' SQL (see :mod:`.pg_guard`)."""
+
+
 class QueryTimeout(SQLError):
     """A query ran past its statement timeout and was cancelled."""
 

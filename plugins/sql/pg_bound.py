@@ -311,7 +311,7 @@ async def explain_apart(dsn: str, sql: str, *, max_rows: int, timeout_s: float, 
     if not answer.get("ok"):
         kind, code, message = answer.get("kind"), answer.get("sqlstate") or "", str(answer.get("message"))
         if kind == "role":
-            from .postgres import UnsafeRoleError
+            from .backends import UnsafeRoleError
 
             raise UnsafeRoleError(message)
         if code == "57014":

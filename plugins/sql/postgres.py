@@ -42,15 +42,12 @@ from .backends import (
     SQLBackend,
     SQLError,
     Table,
+    UnsafeRoleError,
 )
 
 log = logging.getLogger(__name__)
 _WARNED_ROLES: set[str] = set()
 """Roles already warned about (:func:`.pg_guard.filter_only_warning`), once per process."""
-
-
-class UnsafeRoleError(SQLError):
-    """The DSN's role may reach the server's programs or files, or other sessions' SQL (see :mod:`.pg_guard`)."""
 
 
 READER_ROLE = "toolgym_reader"

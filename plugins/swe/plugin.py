@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolgym import EnvSpec, hookimpl
+from toolgym import CliCommand, EnvSpec, hookimpl
 
 
 @hookimpl
@@ -16,3 +16,8 @@ def toolgym_envs() -> list[EnvSpec]:
             tags=("env", "swe", "code", "sandbox"),
         ),
     ]
+
+
+@hookimpl
+def toolgym_cli_commands() -> list[CliCommand]:
+    return [CliCommand("swe", "toolgym.plugins.swe.cli:app", "SWE tasks: list, build and prune the per-instance images a task file needs.")]

@@ -52,6 +52,12 @@ class WebShopEnv(Env):
     parser = "env_action"
     max_turns = 15
 
+    def warmstart_expert(self) -> Any:
+        """The warm start's expert for this episode (:class:`toolgym.plugins.webshop.expert.WebShopExpert`)."""
+        from .expert import WebShopExpert
+
+        return WebShopExpert(self)
+
     def __init__(
         self,
         *,

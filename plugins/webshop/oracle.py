@@ -92,7 +92,7 @@ def shopper_step(session: ShopSession) -> tuple[str, str] | None:
     third of the tasks (the rest of its clicks cannot be learnt from the page). This shopper searches
     the instruction (without its price clause), opens the first result priced under the limit, chooses
     each option the instruction names, and buys; on the built-in shop it succeeds about as often as the
-    oracle (docs/warmstart.md, WebShop)."""
+    oracle (docs/notes/warmstart.md, WebShop)."""
     if session.done:
         return None
     goal, view = session.goal, session.view

@@ -222,6 +222,12 @@ class WebShopWebEnv(ToolTaskEnv):
     max_turns = 20
     system_prompt = SYSTEM_PROMPT
 
+    def warmstart_expert(self) -> Any:
+        """The warm start's expert for this episode (:class:`toolgym.plugins.webshop.expert.WebShopExpert`)."""
+        from .expert import WebShopExpert
+
+        return WebShopExpert(self)
+
     def __init__(
         self,
         *,

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.sandboxes.audit import probes
 from toolgym.sandboxes.audit.rows import Fail, Skip
 from toolgym.sandboxes.audit.target import Target
-from toolgym.sandboxes.profiles import SandboxProfile
 
 LINK_LOCAL = ("169.254.169.254:80", "169.254.170.2:80")
 """Cloud metadata services (EC2/GCP/Azure, ECS task metadata)."""

@@ -16,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from toolgym.core.sandbox_profiles import DEFAULT_PROFILES, MiB, SandboxProfile
 from toolgym.sandboxes.audit import agent, carryover, egress, hostside, isolation, probes, reset
 from toolgym.sandboxes.audit.rows import PASS, Row, outcome
 from toolgym.sandboxes.audit.target import Target
-from toolgym.sandboxes.profiles import DEFAULT_PROFILES, MiB, SandboxProfile
 
 AUDIT_LIMITS: dict[str, Any] = {
     "memory_bytes": 256 * MiB, "pids": 64, "workdir_bytes": 32 * MiB, "tmp_bytes": 16 * MiB, "home_bytes": 8 * MiB,
@@ -151,20 +151,16 @@ def _gateways(backend: Any, name: str) -> list[str]:
 
 
 def resolve(backend: str | None) -> tuple[str, BackendFactory]:
-    """``(name, factory)`` of the backend called ``backend``, or of the one other commands pick
-    by default (the available backend of highest priority)."""
+    """``(name, factory)`` of the backend called ``backend``, or of the one ``auto`` picks
+    (:func:`toolgym.core.sandbox.sandbox_backend_spec`, the rule every command uses)."""
     from toolgym.core.errors import ConfigError
     from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox import sandbox_backend_spec
 
-    registry = get_registry()
-    if backend and backend != "auto":
-        spec = registry.sandbox_backend(backend)
-        return spec.name, spec.factory
-    for spec in sorted(registry.sandbox_backends.values(), key=lambda s: -s.priority):
-        if spec.available():
-            return spec.name, spec.factory
-    raise ConfigError("no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install "
-                      "bubblewrap; `toolgym sandbox doctor` says more")
+    spec = sandbox_backend_spec(get_registry(), backend)
+    if spec is None:
+        raise ConfigError("`toolgym sandbox audit` needs a sandbox backend to audit; --backend none names none")
+    return spec.name, spec.factory
 
 
 async def run_audit(backend: str | None = None, kinds: Sequence[str] | None = None, *,

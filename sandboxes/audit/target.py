@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.sandboxes.audit.hostside import HostServer
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import SandboxProfile
 
 
 def pools(backend: Any) -> list[PooledBackend]:

@@ -22,13 +22,13 @@ from typing import Any
 
 from toolgym.core.errors import SandboxError
 from toolgym.core.sandbox import ImageNeed
+from toolgym.core.sandbox_profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
 from toolgym.sandboxes import counters, hostprocs, lifecycle
 from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.channel import AgentListener
 from toolgym.sandboxes.docker import engine, warm
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
 from toolgym.sandboxes.sandbox import AgentSandbox
 
 PYTHON = "/usr/bin/python3"

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.errors import SandboxError
+from toolgym.core.sandbox_profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
 from toolgym.sandboxes import hostprocs, lifecycle
 from toolgym.sandboxes.channel import AgentListener
 from toolgym.sandboxes.local import limits
 from toolgym.sandboxes.netproxy import EgressProxy
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import HOME, SANDBOX_UID, WORKDIR, SandboxProfile, agent_config
 from toolgym.sandboxes.sandbox import AgentSandbox
 
 PYTHON = "/usr/bin/python3"

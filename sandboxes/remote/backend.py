@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from toolgym.core.sandbox_profiles import SandboxProfile, agent_config
 from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.docker import engine
 from toolgym.sandboxes.docker.backend import PYTHON, DockerBackend, create_sandbox_container
 from toolgym.sandboxes.netproxy import EgressProxy
-from toolgym.sandboxes.profiles import SandboxProfile, agent_config
 from toolgym.sandboxes.remote import agentvol
 from toolgym.sandboxes.remote.attach import AttachStream, open_attach, wait_hello
 from toolgym.sandboxes.remote.hosts import DockerHost

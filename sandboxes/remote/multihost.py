@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolgym.core.errors import ConfigError, SandboxError
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.sandboxes import lifecycle
 from toolgym.sandboxes.docker import engine
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import SandboxProfile
 from toolgym.sandboxes.remote.hosts import HOSTS_ENV, SANDBOXES_PER_CORE, DockerHost, parse_hosts
 from toolgym.sandboxes.sandbox import AgentSandbox
 

@@ -54,7 +54,7 @@ def test_plugin_texts_with_brackets_list_literally(cli: Runner, monkeypatch: pyt
     """A docstring with ``[/x]`` crashed ``tools list`` (a closing markup tag), and ``[id]`` vanished."""
     from toolgym import hookimpl, tool
     from toolgym.cli import common
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.core.registry import Registry
 
     @tool()

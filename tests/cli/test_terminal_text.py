@@ -144,7 +144,7 @@ class _EvilPlugin:
 def evil_cli(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> Runner:
     from tests.core.helpers import TestPlugin
     from toolgym.cli import common
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.core.registry import Registry
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("evil", _EvilPlugin())])

@@ -58,7 +58,7 @@ def _leak_call(target: Path) -> str:
 def leak_cli(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> Runner:
     from tests.core.helpers import TestPlugin
     from toolgym.cli import common
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.core.registry import Registry
     from toolgym.sandboxes import plugin as sandbox_plugin
 
@@ -104,9 +104,9 @@ def test_help_lists_the_backend_with_its_warning(leak_cli: Runner, monkeypatch: 
 
 def _api(tmp_path: Path, target: Path, **options: Any) -> Any:
     from toolgym.collect.run import CollectOptions, collect
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.core.llm.local.tiny import load_tiny_tokenizer
     from toolgym.core.llm.testing import MockLLMBackend
-    from toolgym.core.parsing import builtin
     from toolgym.core.registry import Registry
     from toolgym.core.rollout.config import EngineConfig
     from toolgym.core.rollout.policy import ModelPolicy, ScriptedPolicy

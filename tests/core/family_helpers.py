@@ -129,7 +129,7 @@ def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None =
                max_turns: int = 6, add_eos: bool = True) -> list[Trajectory]:
     """Run ``env`` with a mock model writing ``responder``'s text, parsing with ``parser`` in place
     of the environment's ``hermes`` (as ``--parser`` does)."""
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("family-test", Plugin())])
     if parser is not None and parser != "hermes":

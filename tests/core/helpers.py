@@ -112,7 +112,7 @@ class TestPlugin:
 
 def test_registry() -> Registry:
     """Built-in parsers and QA tasks plus the test plugin; no other installed plugin."""
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.plugins.qa import plugin as qa
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("qa", qa), ("test", TestPlugin())])

@@ -70,7 +70,7 @@ def _flat(prompt: str, pos: int) -> list[tuple[int, float]]:
 
 
 def _run(tokenizer: Any, arpo: ArpoConfig, tasks: int = 1) -> list[Trajectory]:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=arpo)
@@ -215,7 +215,7 @@ def test_group_sizes_with_random_branching(qwen_tokenizer: Any, fill: bool) -> N
 
 
 async def test_run_group_fills_to_the_budget_and_reports_group_sizes(qwen_tokenizer: Any) -> None:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=0.0, beta=0.0))
@@ -238,7 +238,7 @@ def test_budget_on_resume_counts_what_is_stored_and_never_reuses_an_index() -> N
 
 async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any, tmp_path: Any) -> None:
     from toolgym.collect.run import CollectOptions, collect
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.trajectories import iter_trajectories
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])

@@ -84,7 +84,7 @@ def _flat(prompt: str, pos: int) -> list[tuple[int, float]]:
 
 
 def _run(tokenizer: Any, tool_name: str, *, fill: bool) -> tuple[list[Trajectory], RolloutEngine]:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("replay-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=1.0, beta=0.0, fill_budget=fill))

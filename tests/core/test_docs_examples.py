@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
+from toolgym.core.builtin import parsers as builtin
 from toolgym.core.env.contract import EpisodeContext
-from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
 from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.tokens.chat import ChatFormat

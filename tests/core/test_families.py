@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolgym.core.builtin.parsers import builtin_parsers
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer, template_source
 from toolgym.core.parsing.auto import choose_parser, detect_parser, with_parser
-from toolgym.core.parsing.base import builtin_parsers
 from toolgym.core.registry import Registry
 from toolgym.core.tokens.assembly import TokenAssembler
 from toolgym.core.tokens.chat import ChatFormat, with_tool_call_ids
@@ -158,7 +158,7 @@ def test_auto_picks_the_parser_from_the_template(family: str) -> None:
 
 
 def test_auto_keeps_environment_formats_and_unknown_templates() -> None:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin)])
     mistral = template_source("mistral")

@@ -134,7 +134,7 @@ def test_import_error_and_bad_schema_via_cli(tmp_path: Path) -> None:
 
 
 PUBLIC_API = sorted([
-    "Action", "ActionKind", "BackgroundServer", "ChatBackend", "ChatResult", "ConfigError",
+    "Action", "ActionKind", "AuditCheck", "BackgroundServer", "ChatBackend", "ChatResult", "CliCommand", "ConfigError",
     "DEFAULT_PROFILES", "EngineConfig", "EngineStats", "Env", "EnvSpec", "EpisodeContext", "EpisodeRequest",
     "ExecResult", "GenerationRequest", "GenerationResult", "GiB", "ImageNeed", "LLMBackend",
     "LLMBackendSpec", "LLMCall", "LLMError", "Message", "ModelPolicy", "PathOutsideSandboxError",

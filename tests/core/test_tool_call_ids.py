@@ -67,7 +67,7 @@ def test_tool_messages_get_the_id_of_the_call_they_answer() -> None:
 
 
 def _run(tokenizer: Any, responder: Any) -> list[Trajectory]:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("ids-test", Plugin())])
     cfg = EngineConfig(max_turns=6)

@@ -68,7 +68,7 @@ class Plugin:
 
 
 def registry() -> Registry:
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.sandboxes import plugin as sandboxes
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandboxes), ("relay", Plugin())])

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from toolgym.core.errors import SandboxBrokenError, SandboxError
+from toolgym.core.sandbox_profiles import MiB
 from toolgym.sandboxes import SandboxProfile, lifecycle
 from toolgym.sandboxes.docker import engine
 from toolgym.sandboxes.docker.backend import DockerBackend
-from toolgym.sandboxes.profiles import MiB
 from toolgym.sandboxes.remote import DockerHost, agentvol
 from toolgym.sandboxes.remote.backend import RemoteDockerBackend
 from toolgym.sandboxes.remote.multihost import MultiHostDockerBackend

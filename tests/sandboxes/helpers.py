@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from toolgym.core.sandbox_profiles import MiB
 from toolgym.sandboxes import SandboxProfile
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import MiB
 
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
 

@@ -10,8 +10,8 @@ import asyncio
 import signal
 import sys
 
+from toolgym.core.sandbox_profiles import MiB
 from toolgym.sandboxes import open_backend
-from toolgym.sandboxes.profiles import MiB
 
 
 async def main(backend_name: str, count: int, run_id: str, then: str) -> None:

@@ -33,6 +33,7 @@ import pytest
 from tests.distributed.conftest import second_engine  # noqa: F401  (the remote engine, asked for by name)
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
 from toolgym.core.errors import ConfigError
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.sandboxes.agent import AGENT_DIR
 from toolgym.sandboxes.agent.protocol import TUNNEL_BUFFER_CAP as BUFFER_CAP
 from toolgym.sandboxes.agent.protocol import TUNNEL_CHUNK as CHUNK
@@ -40,7 +41,6 @@ from toolgym.sandboxes.agent.protocol import TUNNEL_WINDOW as WINDOW
 from toolgym.sandboxes.agent.protocol import decode_body
 from toolgym.sandboxes.netproxy import EgressProxy, Refused, host_addresses
 from toolgym.sandboxes.pool import PooledBackend
-from toolgym.sandboxes.profiles import SandboxProfile
 from toolgym.sandboxes.tunnel import EgressTunnels
 
 BLOB = bytes(range(256)) * 8192  # 2 MiB, every byte value
@@ -489,8 +489,8 @@ def test_allowlist_patterns() -> None:
 
 
 def test_a_plugin_can_register_a_profile_for_its_kind() -> None:
+    from toolgym.core.sandbox_profiles import resolve_profiles
     from toolgym.sandboxes import DEFAULT_PROFILES, register_profile
-    from toolgym.sandboxes.profiles import resolve_profiles
 
     register_profile("unit-test-search", SandboxProfile(network=("api.example.org",)))
     try:
@@ -662,11 +662,11 @@ def test_every_registered_kind_declares_its_network() -> None:
     from types import SimpleNamespace
 
     from toolgym.core.registry import get_registry
+    from toolgym.core.sandbox_profiles import sandbox_env
     from toolgym.plugins.miniwob.site import shared_site as miniwob_site
     from toolgym.plugins.swe.env import SWEEnv
     from toolgym.plugins.webshop.web import shared_site as webshop_site
     from toolgym.sandboxes import DEFAULT_PROFILES
-    from toolgym.sandboxes.profiles import sandbox_env
 
     def site(url: str) -> tuple[str, ...]:
         return (url.removeprefix("http://"),)

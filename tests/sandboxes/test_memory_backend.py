@@ -12,11 +12,11 @@ from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import PathOutsideSandboxError, SandboxBrokenError, SandboxError
 from toolgym.core.registry import Registry
 from toolgym.core.sandbox import PythonResult, PythonSession, Sandbox, SandboxBackend
+from toolgym.core.sandbox_profiles import SandboxProfile
 from toolgym.core.types import ExecResult
 from toolgym.plugins.code.tools import bash, python
 from toolgym.sandboxes import plugin as sandbox_plugin
 from toolgym.sandboxes.memory import Command, MemoryBackend, MemorySandbox
-from toolgym.sandboxes.profiles import SandboxProfile
 
 
 async def test_the_backend_and_its_sandboxes_fit_the_protocols() -> None:

@@ -98,7 +98,7 @@ class DatasetPlugin:
 def dataset_registry() -> Registry:
     """Built-in parsers plus the counter environment and these test environments."""
     from tests.core.helpers import TestPlugin
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("dataset", DatasetPlugin())])
 

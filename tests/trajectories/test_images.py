@@ -60,7 +60,7 @@ class ShotPlugin:
 
 def registry() -> Registry:
     from tests.core.helpers import TestPlugin
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
 
     return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()),
                                                       ("dataset", DatasetPlugin()), ("shots", ShotPlugin())])

@@ -12,6 +12,7 @@ import errno
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -25,8 +26,6 @@ GROUPS: dict[str, tuple[str, str]] = {
     "export": ("export", "Export a trajectory dataset to other formats."),
     "new": ("new", "Scaffold a pip-installable plugin package with a passing test."),
     "sandbox": ("sandbox", "Build sandbox images, check the host, list and clean up sandboxes."),
-    "index": ("index", "Build, serve and query search indexes (BM25, dense, hybrid)."),
-    "swe": ("swe", "SWE tasks: list, build and prune the per-instance images a task file needs."),
 }
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "Serve a local model over SGLang and OpenAI-compatible HTTP (for tests and demos)."),
@@ -42,9 +41,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def plugin_commands() -> dict[str, Any]:
+    """The command groups installed plugins add (``toolgym_cli_commands``), by name; toolgym's own
+    names win. The registry is loaded only here: ``toolgym collect ...`` never pays for it."""
+    from toolgym.core.registry import get_registry
+
+    own = {*GROUPS, *COMMANDS}
+    return {name: spec for name, spec in get_registry().cli_commands.items() if name not in own}
+
+
 class LazyGroup(TyperGroup):
     def list_commands(self, ctx):  # type: ignore[no-untyped-def]
-        return sorted({*super().list_commands(ctx), *GROUPS, *COMMANDS})
+        return sorted({*super().list_commands(ctx), *GROUPS, *COMMANDS, *plugin_commands()})
 
     def get_command(self, ctx, name):  # type: ignore[no-untyped-def]
         if name in GROUPS:
@@ -58,7 +66,18 @@ class LazyGroup(TyperGroup):
             sub = typer.Typer()
             sub.command(name=name, help=COMMANDS[name][1])(module.command)
             return typer.main.get_command(sub)
-        return super().get_command(ctx, name)
+        found = super().get_command(ctx, name)
+        if found is not None:
+            return found
+        spec = plugin_commands().get(name)
+        if spec is None:
+            return None
+        from toolgym.core.env.spec import load_object
+
+        group = typer.main.get_group(load_object(spec.entry))
+        group.name = name
+        group.help = group.help or spec.help
+        return group
 
 
 app = typer.Typer(

@@ -21,7 +21,7 @@ def command(
     limit: int = typer.Option(20, help="Changed trajectories to print."),
 ) -> None:
     """Replay each trajectory's actions in its environment and compare the rewards; exit 1 if any changed."""
-    from toolgym.core.sandbox import LazySandboxBackend, require_isolation
+    from toolgym.core.sandbox import lazy_sandbox_backend, require_isolation
     from toolgym.trajectories.reverify import Change, ReverifyReport, reverify
     from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_trajectories
 
@@ -39,7 +39,7 @@ def command(
             sink.write(json.dumps(change.to_dict()) + "\n")
 
     async def run() -> ReverifyReport:
-        sandboxes = None if sandbox_backend == "none" else LazySandboxBackend(registry, sandbox_backend)
+        sandboxes = lazy_sandbox_backend(registry, sandbox_backend)
         try:
             return await reverify(iter_trajectories(path, report=skipped), registry, env_kwargs=env_kwargs, sandbox_backend=sandboxes,
                                   concurrency=concurrency, tolerance=tolerance, keep=limit, on_change=on_change)

@@ -137,12 +137,16 @@ def audit(
         typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {visible(row.detail)}", err=True)  # may quote sandbox output
 
     rows = asyncio.run(run_audit(backend, kinds or None, progress=progress))
-    # the database rows: the audit package sits below the plugins, so the application layer composes them
-    from toolgym.plugins.sql.audit import run_sql_audit
+    # the plugins' rows (the SQL tool's database checks): the audit package sits below the plugins,
+    # so the CLI composes them from what the registry lists
+    from toolgym.core.registry import get_registry
     from toolgym.sandboxes.audit import resolve
 
-    in_sandbox = resolve(backend) if "sql" in (kinds or []) else None  # the SQLite rows in the sql sandbox too
-    rows += asyncio.run(run_sql_audit(sql_dsn, progress=progress, sandbox_backend=in_sandbox))
+    values = {"sql_dsn": sql_dsn}
+    for check in get_registry().audit_checks.values():
+        in_sandbox = resolve(backend) if check.kind is not None and check.kind in (kinds or []) else None
+        options = {name: values.get(name) for name in check.options}
+        rows += asyncio.run(check.run(options=options, sandbox_backend=in_sandbox, progress=progress))
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
     else:

@@ -23,10 +23,10 @@ def command(
 
     chat = None
     if tokenizer:
-        from toolgym.collect.run import _tokenizer
+        from toolgym.core.rollout.policies import policy_tokenizer
         from toolgym.core.tokens.chat import ChatFormat
 
-        chat = ChatFormat(_tokenizer(tokenizer))
+        chat = ChatFormat(policy_tokenizer(tokenizer))
     skipped = ReadReport()
     if path.suffix == ".parquet" and path.is_file():
         import pyarrow as pa

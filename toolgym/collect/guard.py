@@ -219,9 +219,3 @@ def check_scripted_solver(registry: Registry, opts: Any) -> None:
     fix = " ".join(f"--env-arg {k}={v}" for k, v in spec.scripted_kwargs.items())
     hint = f"add {fix} or choose other tasks" if fix else "choose other tasks"
     raise ConfigError(f"--model scripted: task {task!r} of environment {opts.env!r} has no scripted solver; {hint}, or use a model")
-
-
-def unexpected_keyword(exc: TypeError, options: dict[str, Any]) -> str | None:
-    """The ``--backend-arg`` key a constructor refused with "unexpected keyword argument", if any."""
-    m = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
-    return m.group(1) if m and m.group(1) in options else None

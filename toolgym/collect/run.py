@@ -38,7 +38,6 @@ from toolgym.collect.guard import (
     check_sandbox_backend,
     check_sandbox_isolation,
     check_scripted_solver,
-    unexpected_keyword,
 )
 from toolgym.collect.plan import (
     CollectOptions,
@@ -51,15 +50,13 @@ from toolgym.collect.plan import (
 from toolgym.collect.redact import Scrubber, redact_options
 from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import ConfigError
-from toolgym.core.llm.base import ChatBackend, LLMBackend
 from toolgym.core.parsing.auto import AUTO as AUTO_PARSER
 from toolgym.core.parsing.auto import choose_parser, template_of, with_parser
 from toolgym.core.registry import Registry, get_registry
-from toolgym.core.rollout.config import EngineConfig
 from toolgym.core.rollout.engine import EngineStats, RolloutEngine
-from toolgym.core.rollout.policy import ChatPolicy, ModelPolicy, Policy, ScriptedPolicy
-from toolgym.core.sandbox import LazySandboxBackend
-from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.rollout.policies import make_policy
+from toolgym.core.rollout.policy import Policy, ScriptedPolicy
+from toolgym.core.sandbox import lazy_sandbox_backend
 from toolgym.core.util.ratelimit import RateLimiter
 from toolgym.trajectories.provenance import code_version, distribution_of, runtime
 from toolgym.trajectories.store import StoreWriteError, write_manifest
@@ -94,58 +91,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not sep or not 0 <= shard[0] < shard[1]:
         raise ConfigError(f"--shard takes K/N with 0 ≤ K < N (e.g. 0/4 for the first of four), got {text!r}")
     return shard
-
-
-def make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any] | None = None) -> Policy:
-    """Turn ``--model`` into a policy: ``scripted``, ``sim[:LATENCY]``, ``tiny``, a directory, a URL."""
-    options = dict(options or {})
-    try:
-        return _make_policy(model, backend=backend, tokenizer=tokenizer, config=config, options=options)
-    except TypeError as exc:
-        key = unexpected_keyword(exc, options)
-        if key is None:
-            raise
-        which = "simulated" if model.startswith("sim") else (backend or "default")
-        raise ConfigError(f"--backend-arg {key}: the {which} model backend takes no option {key!r}; fix the spelling or drop it") from None
-
-
-def _make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any]) -> Policy:
-    if model == "scripted":
-        return ScriptedPolicy(ChatFormat(_tokenizer(tokenizer)))
-    if model == "sim" or model.startswith("sim:"):
-        from toolgym.core.llm.testing import SimulatedBackend
-
-        latency = float(model.split(":", 1)[1]) if ":" in model else 0.05
-        replay = options.pop("replay", None)
-        if replay not in (None, "scripted"):
-            raise ConfigError(f"--backend-arg replay={replay}: the simulated model replays only the env's scripted solver (replay=scripted)")
-        if replay == "scripted":  # the env's solver turns (SWE: the gold patch through the tools), each after the latency
-            return ScriptedPolicy(ChatFormat(_tokenizer(tokenizer)), latency_s=latency)
-        return ModelPolicy(SimulatedBackend(tokenizer=_tokenizer(tokenizer), latency_s=latency, **options), config)
-    try:
-        from toolgym.core.llm.resolve import make_backend
-    except ImportError as exc:  # pragma: no cover - only while the backends module is absent
-        raise ConfigError(f"model backends are unavailable ({exc})") from None
-    made = make_backend(model, backend, tokenizer=tokenizer, **options)
-    if isinstance(made, ChatBackend):
-        return ChatPolicy(made, config)
-    if isinstance(made, LLMBackend):
-        return ModelPolicy(made, config)
-    raise ConfigError(f"backend for {model!r} is neither a token backend nor a chat backend")
-
-
-def _tokenizer(path: str | None) -> Any:
-    """The tokenizer for ``--tokenizer`` (default: the tiny model's), loaded without transformers
-    when the directory has a fast tokenizer: scripted and simulated runs start in a fraction of a
-    second."""
-    from toolgym.core.llm.resolve import TINY
-    from toolgym.core.tokens.tokenizer import load_tokenizer
-
-    if path is None or path in TINY:
-        from toolgym.core.llm.local.tiny import ensure_tiny_model
-
-        return load_tokenizer(ensure_tiny_model(TINY[path or "tiny"], with_weights=False))  # type: ignore[arg-type]
-    return load_tokenizer(path)
 
 
 def resolve_parser(opts: CollectOptions, registry: Registry, policy: Policy) -> tuple[Registry, str | None]:
@@ -235,7 +180,7 @@ async def collect(
     check_scripted_solver(registry, opts)
     check_sandbox_backend(registry, opts.sandbox_backend)
     check_sandbox_isolation(registry, opts, policy)
-    sandboxes = None if opts.sandbox_backend == "none" else LazySandboxBackend(registry, opts.sandbox_backend)
+    sandboxes = lazy_sandbox_backend(registry, opts.sandbox_backend)
     plan = await plan_collection(opts, registry, sandboxes)
     done, todo = plan.done, plan.todo
     if policy is None:

@@ -15,7 +15,7 @@ Aggregation modes (the names verl uses):
   over the episode's sequences of each one's token mean. With the step layout (one sequence per
   step) every *episode* weighs the same whatever its number of steps; under
   ``seq-mean-token-mean`` an episode of 10 steps weighs 10 times one of 1 step, so where failures
-  run longer than successes the update leans on lowering what was sampled (docs/webshop_learning.md).
+  run longer than successes the update leans on lowering what was sampled (docs/notes/webshop_learning.md).
   With one sequence per episode it equals ``seq-mean-token-mean``.
 
 PPO-clip (Schulman et al., 2017) with decoupled bounds: ``ratio = exp(logp − logp_behaviour)``,

@@ -240,7 +240,7 @@ def warm_start_section(section: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(section, dict) or "recipe" not in section:
         raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld, webshop or math_python) and optional recipe fields")
-    from toolgym.training.warmstart.build import recipe
+    from toolgym.training.warmstart.recipe import recipe
 
     changes = {k: v for k, v in section.items() if k != "recipe"}
     recipe(str(section["recipe"]), **changes)  # unknown fields fail here, with the list of known ones
@@ -401,7 +401,7 @@ def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_ba
 
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
-    from toolgym.core.sandbox import LazySandboxBackend
+    from toolgym.core.sandbox import lazy_sandbox_backend
 
     from .loop import RLLoop
     from .lora import attach_lora
@@ -418,7 +418,7 @@ def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_ba
     sampler = StopAtBackend(backend, stops) if stops else backend
     trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device,
                             adapter=adapter)
-    sandboxes = None if sandbox_backend == "none" else LazySandboxBackend(registry, sandbox_backend)
+    sandboxes = lazy_sandbox_backend(registry, sandbox_backend)
     loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=on_trajectory, sandbox_backend=sandboxes)
 
     async def close() -> None:

@@ -29,7 +29,7 @@ from toolgym.core.errors import ConfigError, ToolgymError
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.rollout.engine import EpisodeRequest, RolloutEngine
 from toolgym.core.rollout.policy import ModelPolicy
-from toolgym.core.sandbox import LazySandboxBackend, require_isolation
+from toolgym.core.sandbox import NONE, LazySandboxBackend, require_isolation
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.trajectory import Trajectory
 
@@ -149,7 +149,7 @@ class ToolgymAgentLoop(AgentLoopBase):
 
     def _sandbox_backend(self) -> Any:
         choice = self.settings.sandbox_backend
-        if choice == "none":
+        if choice == NONE:
             return None
         key = id(asyncio.get_running_loop())
         if key not in self._sandboxes:

@@ -9,7 +9,7 @@ Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names th
    action's first word, and the action is no longer a token-for-token copy of the listed
    admissible action), the compact chat template, weights drawn from ``seed``.
 2. **data**: the environment's oracle (``Env.scripted_action``: ALFWorld's full-knowledge
-   planner, made to search for what it could not see, in natural order, see :func:`alfworld_searcher`; WebShop's
+   planner, made to search for what it could not see, in natural order, see :func:`toolgym.plugins.alfworld.expert.alfworld_searcher`; WebShop's
    goal-aware shopper) plays ``episodes`` training-split tasks, but with
    probability ``mistake_rate`` per turn a random admissible action replaces the oracle's (the
    oracle then recovers from wherever that led). Turns are written ``<action>…</action>`` without
@@ -21,7 +21,7 @@ Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names th
    greedy success on ``sft_val_tasks`` tasks of the *training* split (never the held-out ones),
    stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
 
-ALFWorld's shipped recipe adds what docs/warmstart.md found the tiny policy needs: a short
+ALFWorld's shipped recipe adds what docs/notes/warmstart.md found the tiny policy needs: a short
 observable thought before each action (``think_hint``: ``<think>cup in reach</think>``; with ``think_plan``
 also ``cabinet 4 not listed`` or ``to microwave`` before a ``go to``), targets on
 the expert's own turns only (``expert_only``), injected slips followed by the expert's way out of
@@ -46,11 +46,20 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from toolgym.core.errors import ConfigError
+from toolgym.training.warmstart.recipe import (  # noqa: F401  (also reachable from the build)
+    KEYED_WHEN_SET,
+    RECIPES,
+    WarmStartRecipe,
+    cache_dir,
+    cached,
+    recipe,
+    resolve,
+)
 
 Progress = Callable[[str, int, int, str], None]
 """(phase, done, total, note) → None."""
@@ -58,289 +67,43 @@ Progress = Callable[[str, int, int, str], None]
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S)
 
 
-@dataclass(frozen=True)
-class WarmStartRecipe:
-    """Everything that determines a warm start; see the module docstring."""
-
-    name: str
-    env: str
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Environment options of the scripted data and the validation tasks (training split)."""
-    episodes: int = 400
-    mistake_rate: float = 0.1
-    """Probability per turn that a random admissible action replaces the oracle's."""
-    invalid_rate: float = 0.0
-    """Probability per turn that the previous action is written again where it is no longer admissible
-    (ALFWorld answers "Nothing happens."; the oracle then goes on): the data then shows how to get out
-    of the loop a tiny policy falls into, repeating its last action (docs/warmstart.md)."""
-    expert_only: bool = False
-    """Train only on the expert's own turns: the injected mistakes (random and invalid actions) stay in
-    the episodes, so the prompts after them show a mistake and its way out, but are not targets."""
-    data_max_steps: int | None = None
-    """Step limit of the scripted episodes (None: the environment's, ``env_kwargs``); a longer one
-    keeps the episodes whose mistakes cost many steps."""
-    think_hint: bool = False
-    """Each expert turn starts with a short observable thought, ``<think>cup in reach</think>`` (see
-    :func:`alfworld_thought`): the object sought and whether the admissible list offers to take it."""
-    think_plan: bool = False
-    """With ``think_hint``: before each ``go to`` the thought also says whether the next receptacle of
-    the kind it stands at is listed, or where it carries the object (:func:`alfworld_plan`)."""
-    search_order: str = "natural"
-    """ALFWorld's searching expert visits receptacles in ``natural`` order (type, then number:
-    cabinet 9, cabinet 10) or in the admissible list's string order (``listed``: cabinet 1, cabinet
-    10, cabinet 11, …, cabinet 2); see :func:`alfworld_searcher`."""
-    seed: int = 0
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    context: int = 1024
-    """The tiny model's context (``max_position_embeddings``): WebShop's result pages with the history
-    window run past 1,024 tokens of the 1,024-word tokenizer."""
-    vocab_size: int = 1024
-    """The tokenizer's vocabulary, learnt by BPE from the environment's corpus. At 1,024 WebShop's words
-    fall apart (``office chair`` is `` of`` ``f`` ``ic`` ``e`` `` ch`` ``a`` ``ir``): the search query the
-    policy copies from the instruction is two to three times as many tokens, and every page as long."""
-    init_std: float = 0.08
-    whole_action_tags: bool = True
-    """``<action>`` and ``</action>`` as single tokens (see :data:`.models.ACTION_TAGS`)."""
-    spaced_digits: bool = False
-    """A space and a digit as one token (see :data:`.models.SPACED_DIGITS`)."""
-    whole_names: bool = False
-    """The names the environment lists as whole tokens (``whole_token_names()``; WebShop: the catalog's
-    product ids), so that clicking a listed result is a one-token copy instead of ten characters."""
-    sft_lr: float = 3e-3
-    sft_weight_decay: float = 0.1
-    sft_batch_size: int = 32
-    sft_balance: float = 0.0
-    """Rows drawn in proportion to ``count(kind) ** -sft_balance``, the kind being the action's first
-    word (see :func:`.sft.balance_weights`; 0: every row alike)."""
-    sft_context_weight: float = 0.0
-    """Weight of language modelling on the rows' context (prompt and observations) beside the loss on
-    the actions; see :meth:`~.trainer.PolicyTrainer.sft_step`."""
-    sft_max_steps: int = 600
-    sft_decay_steps: int = 0
-    """The last ``sft_decay_steps`` of ``sft_max_steps`` anneal the learning rate linearly from ``sft_lr`` down
-    to ``sft_lr / sft_decay_steps`` (0: a constant rate throughout; see :func:`sft_lr_at`). The steps before
-    are the constant-rate recipe's, batch for batch, so a build with decay extends the one without."""
-    sft_check_every: int = 50
-    sft_val_tasks: int = 24
-    sft_target: float = 0.3
-    sft_val_temperature: float = 0.0
-    """Sampling temperature of the validation checks (0: greedy; the learning table's held-out
-    evaluation samples at 0.4, and a greedy policy with a short history window can loop for ever)."""
-    max_turns: int = 30
-    max_tokens_per_turn: int = 24
-    data_seed: int = 500_000
-    """Environment seeds of the scripted tasks start here (RL tasks start at 0: they differ)."""
-    val_seed: int = 900_000
-    val_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Environment options of the validation tasks over ``env_kwargs`` (WebShop: another split than the
-    scripted data's, so that validation measures goals the warm start has not seen; its training split
-    has only 500 goals, and 800 scripted episodes cover most of them)."""
-
-    def key(self) -> str:
-        """The cache key: every field, except that fields added since (:data:`KEYED_WHEN_SET`) count only
-        when they differ from their default, so adding a field does not orphan the warm starts built before."""
-        fields = {k: v for k, v in asdict(self).items() if k not in KEYED_WHEN_SET or v != KEYED_WHEN_SET[k]}
-        return hashlib.sha256(json.dumps({**fields, "v": 1}, sort_keys=True).encode()).hexdigest()[:12]
-
-
-KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}, "whole_names": False, "sft_decay_steps": 0}
-"""Recipe fields added after the shipped warm starts were keyed, with their defaults."""
-
-
-RECIPES: dict[str, WarmStartRecipe] = {
-    "alfworld": WarmStartRecipe(
-        name="alfworld", env="alfworld-verl", env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
-        # docs/warmstart.md: the plain recipe (400 episodes, every turn a target, no thought) stayed at 0 % for
-        # 600-3,000 SFT steps: teacher-forced it never wrote `take` where the task's object lay (0 of 28); a short
-        # observable thought, expert-only targets, rows balanced by action, more episodes and recovery examples
-        # after injected slips brought `take` to 64 % and held-out success to 1-7 %; the plan in the thought and 2,800
-        # steps to 9.6 % (480 held-out tasks, T = 0.4); 700 more steps whose rate falls linearly to 25.8 % (the first
-        # 2,800 are that build's, batch for batch: docs/warmstart.md, thirteenth session)
-        episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, think_plan=True,
-        spaced_digits=True, sft_balance=0.5, sft_max_steps=3500, sft_decay_steps=700, sft_check_every=700, sft_target=0.9,
-        sft_val_temperature=0.4,
-        max_tokens_per_turn=32,
-    ),
-    "webshop": WarmStartRecipe(
-        # scripted data on WebShop's 1,000 `eval` goals, validation on the 500 `train` goals it never saw (the RL
-        # configs' training tasks); the held-out figures use the `test` goals
-        name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "eval"},
-        val_env_kwargs={"split": "train"},
-        # the expert is the page shopper (webshop_shopper): the oracle opens the goal's own product, which the page
-        # picks out in about a third of the tasks, and its warm start stayed at 0 % (docs/warmstart.md, WebShop)
-        # a 4,096-word vocabulary learnt from the catalog keeps the shop's words whole (at 1,024 validation on unseen goals
-        # stayed at 0-6 %), and the product ids are whole tokens (without them: 12-28 % after 1,750 steps, 19 % held-out);
-        # validation (32 unseen goals, T = 0.4): 0, 6, 28, 19, 41 % at 250-1,250 steps, where it stops
-        vocab_size=4096, whole_names=True, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True,
-        sft_max_steps=3000, sft_check_every=250, sft_val_tasks=32, sft_target=0.35, sft_val_temperature=0.4,
-    ),
-    "math_python": WarmStartRecipe(
-        # the ARPO-vs-GRPO rows: the expert writes the problem's reference program as a python tool call,
-        # then boxes what it printed; the tiny model must pick the program by the question's wording and
-        # copy its numbers digit by digit (Qwen isolates digits, so no spaced-digit tokens here)
-        name="math_python", env="math-python", env_kwargs={"split": "train"},
-        # validation (32 tasks, T = 0.4) climbs steeply: 0, 6, 22, 69 % at 100-400 steps; checked every 50 steps it
-        # stops inside 20-60 %
-        episodes=800, max_turns=4, max_tokens_per_turn=256, sft_max_steps=1200, sft_check_every=50, sft_val_tasks=32,
-        sft_target=0.3, sft_val_temperature=0.4,
-    ),
-}
-
-
-def recipe(name: str, **changes: Any) -> WarmStartRecipe:
-    """The shipped recipe ``name`` with ``changes`` applied (unknown fields: one clear error)."""
-    if name not in RECIPES:
-        raise ConfigError(f"no warm-start recipe for {name!r}; use one of {', '.join(RECIPES)}")
-    known = set(WarmStartRecipe.__dataclass_fields__) - {"name"}
-    unknown = sorted(set(changes) - known)
-    if unknown:
-        raise ConfigError(f"unknown warm_start key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return replace(RECIPES[name], **changes)
-
-
-def cache_dir(r: WarmStartRecipe) -> Path:
-    from toolgym.core.llm.local.tiny import cache_root
-
-    return cache_root() / "warmstart" / f"{r.name}-{r.key()}"
-
-
-def cached(name: str) -> Path | None:
-    """The directory of a built warm start for recipe ``name`` (shipped settings), or None."""
-    path = cache_dir(recipe(name))
-    return path if (path / "READY").exists() else None
-
-
-def resolve(name: str) -> Path:
-    """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
-    path = cached(name)
-    if path is None:
-        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 25 minutes on 2 CPU cores for ALFWorld, cached)")
-    return path
-
-
 # -- scripted data with injected mistakes ----------------------------------------------------------
 
 
-def admissible_actions(env: Any) -> list[str]:
-    """The actions an environment lists as admissible now (ALFWorld: ``env.admissible``; WebShop:
-    its session's clickables and search)."""
-    listed = getattr(env, "admissible", None)
-    if listed:
-        return [a for a in listed if a != "help"]
-    session = getattr(env, "session", None)
-    if session is not None and hasattr(session, "available_actions"):
-        avail = session.available_actions()
-        out = [f"click[{c}]" for c in avail.get("clickables", [])]
-        if avail.get("has_search_bar"):
-            out.append("search[item]")
-        return out
-    return []
+class NoExpert:
+    """The expert of an environment that has none of its own (see :func:`expert_of`): the oracle's
+    commands unchanged, the environment's ``admissible`` list, no thoughts, no slips."""
 
+    def __init__(self, env: Any) -> None:
+        self.env = env
 
-def alfworld_searcher(env: Any, oracle: str, order: str = "natural") -> str:
-    """What an expert that cannot see inside receptacles does where ALFWorld's full-knowledge
-    oracle would walk straight to a hidden object (or lamp): look in receptacles one after another
-    in ``order`` (after the current one, wrapping round; see :func:`place_order`), opening
-    closed ones, and take a goal object as soon as one is in view. Every other step is the oracle's.
-    A policy that sees only observations can learn this; it cannot learn the oracle's shortcut."""
-    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
-    if world is None or goal is None or not oracle.startswith("go to "):
+    def command(self, oracle: str, order: str = "natural") -> str:
         return oracle
-    here = world.receptacles.get(world.at) if world.at else None
-    if world.holding is None:
-        wanted = [n for n in (world.contents[here.name] if here else ())
-                  if world.items[n].otype == goal.obj and (goal.recep is None or here is None or here.rtype != goal.recep)]
-        if here is not None and wanted and (here.opened or not here.openable):
-            return f"take {wanted[0]} from {here.name}"
-        if here is not None and here.openable and not here.opened and (goal.recep is None or here.rtype != goal.recep):
-            return f"open {here.name}"
-    elif goal.toggle is None:
-        return oracle  # carrying to a named appliance or receptacle: nothing hidden
-    elif here is not None and any(world.items[n].otype == goal.toggle for n in world.contents[here.name]):
-        return oracle
-    key = place_order if order == "natural" else _listed
-    places = sorted((c[len("go to "):] for c in world.admissible_commands() if c.startswith("go to ")), key=key)
-    if not places:
-        return oracle
-    after = [p for p in places if world.at is None or key(p) > key(world.at)]
-    return f"go to {(after or places)[0]}"
 
+    def admissible(self) -> list[str]:
+        return [a for a in getattr(self.env, "admissible", None) or [] if a != "help"]
 
-def webshop_shopper(env: Any, oracle: str) -> str:
-    """WebShop's command from a shopper that knows only what the pages show (see
-    :func:`toolgym.plugins.webshop.oracle.shopper_step`) where the oracle would open the goal's own
-    product, which the page rarely singles out; other environments: ``oracle``."""
-    from toolgym.plugins.webshop.oracle import shopper_step
-    from toolgym.plugins.webshop.session import ShopSession
-
-    session = getattr(env, "session", None)
-    if not isinstance(session, ShopSession):
-        return oracle
-    step = shopper_step(session)
-    return step[0] if step is not None else oracle
-
-
-def place_order(name: str) -> tuple[str, int]:
-    """Receptacles in natural order: by type, then by number ("cabinet 2" before "cabinet 10"), so
-    the next place is the same type with its number plus one, or the next type's first. (The
-    admissible list's string order jumps cabinet 1 → cabinet 10 and cabinet 19 → cabinet 2.)"""
-    kind, _, number = name.rpartition(" ")
-    return (kind, int(number)) if number.isdigit() else (name, 0)
-
-
-def _listed(name: str) -> tuple[str, int]:
-    return (name, 0)
-
-
-def alfworld_thought(env: Any, admissible: list[str]) -> str | None:
-    """A thought a policy can check against its own prompt: what it is after and whether it is in
-    reach now: ``cup in reach`` when the admissible list offers ``take cup …``, ``cup not in reach``
-    while it searches, ``desklamp in reach`` once it holds the object of a look task and a lamp is
-    there to use, ``holding cup`` while it carries the object on. The decision that a tiny policy
-    misses without it ("take the object the task names when it is listed") becomes two one-step
-    matches: copy the object's name from the task, then find it after ``take`` in the list."""
-    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
-    if world is None or goal is None:
+    def thought(self, admissible: list[str]) -> str | None:
         return None
-    held = world.items[world.holding] if world.holding else None
-    if held is not None and held.otype == goal.obj:
-        if goal.toggle is None:
-            return f"holding {goal.obj}"
-        sought, verb = goal.toggle, "use"
-    else:
-        sought, verb = goal.obj, "take"
-    reach = any(a.startswith(f"{verb} {sought} ") for a in admissible)
-    return f"{sought} {'in' if reach else 'not in'} reach"
 
-
-def alfworld_plan(env: Any, admissible: list[str], command: str) -> str | None:
-    """What :func:`alfworld_thought` adds with ``think_plan`` before a ``go to``: while searching,
-    whether the next receptacle of the kind it stands at is listed (``cabinet 4 listed`` /
-    ``cabinet 4 not listed``: in the second case the search moves on to the next kind); while
-    carrying, where to (``to microwave``). Each is a one-step check against the prompt, like
-    ``in reach``, instead of the lookup a tiny policy gets wrong (docs/warmstart.md)."""
-    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
-    if world is None or goal is None or not command.startswith("go to "):
+    def plan(self, admissible: list[str], command: str) -> str | None:
         return None
-    held = world.items[world.holding] if world.holding else None
-    if held is not None and held.otype == goal.obj:
-        return "to " + command[len("go to "):].rpartition(" ")[0]
-    candidate = _next_of_kind(world.at)
-    if candidate is None:
-        return None
-    return f"{candidate} {'listed' if f'go to {candidate}' in admissible else 'not listed'}"
+
+    def slips(self, admissible: list[str]) -> list[list[str]]:
+        return []
 
 
-def _next_of_kind(place: str | None) -> str | None:
-    """``cabinet 3`` → ``cabinet 4`` (listed or not); None for no place or one without a number."""
-    kind, _, number = (place or "").rpartition(" ")
-    return f"{kind} {int(number) + 1}" if number.isdigit() else None
+def expert_of(env: Any) -> Any:
+    """The warm-start expert an environment provides through its ``warmstart_expert()`` method (ALFWorld's
+    searcher that cannot see inside receptacles, WebShop's shopper that knows only what pages show),
+    else :class:`NoExpert`. An expert has ``command(oracle, order)``, ``admissible()``,
+    ``thought(admissible)``, ``plan(admissible, command)`` and ``slips(admissible)``."""
+    make = getattr(env, "warmstart_expert", None)
+    return make() if callable(make) else NoExpert(env)
 
 
 def invalid_variants(command: str, previous: str | None, admissible: list[str]) -> list[list[str]]:
-    """Inadmissible actions of the kinds a tiny policy writes (docs/warmstart.md), one list per
+    """Inadmissible actions of the kinds a tiny policy writes (docs/notes/warmstart.md), one list per
     kind: its previous action again where that no longer applies, and the expert's command with one
     number miscopied (``take cellphone 1`` where ``cellphone 2`` lies there). Empty kinds are left out."""
     listed = set(admissible)
@@ -354,28 +117,10 @@ def invalid_variants(command: str, previous: str | None, admissible: list[str]) 
     return [kind for kind in (repeat, miscopied) if kind]
 
 
-def alfworld_slips(env: Any, admissible: list[str]) -> list[list[str]]:
-    """The two inadmissible actions a tiny ALFWorld policy was seen to loop on (docs/warmstart.md),
-    one list per kind: going on to the next number of the receptacle it stands at where there is no
-    such receptacle (``go to cabinet 4`` in a room with three), and taking the object the task names
-    where none lies (``take cup 1 from cabinet 3``). In the data, the expert's next turn then shows
-    that the same action is not tried again."""
-    world, goal = getattr(env, "world", None), getattr(env, "goal", None)
-    if world is None or goal is None or world.at is None:
-        return []
-    listed = set(admissible)
-    out = []
-    if (candidate := _next_of_kind(world.at)) is not None and f"go to {candidate}" not in listed:
-        out.append([f"go to {candidate}"])
-    if world.holding is None and not any(a.startswith(f"take {goal.obj} ") for a in listed):
-        out.append([f"take {goal.obj} {n} from {world.at}" for n in (1, 2, 3)])
-    return out
-
-
 def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0, think: bool = False,
                  plan: bool = False) -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
-    ALFWorld, through :func:`alfworld_searcher`), replaced with probability ``rate`` by a random
+    ALFWorld, through its searcher: see :func:`expert_of`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
     environment anchor, turn), so the data does not depend on scheduling order."""
     from toolgym.core.rollout.policy import ScriptedPolicy
@@ -398,8 +143,9 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
             found = _ACTION.search(text)
             if found is None:  # free text (a tool call, a final answer): the expert's own words, no injection
                 return GenerationResult(output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop")
-            command = webshop_shopper(env, alfworld_searcher(env, found.group(1).strip(), order))
-            listed, anchor = admissible_actions(env), env.anchor()
+            expert = expert_of(env)
+            command = expert.command(found.group(1).strip(), order)
+            listed, anchor = expert.admissible(), env.anchor()
             turn = len(getattr(env, "history", ()) or ())
             key = hashlib.sha256(f"{seed}|{anchor}|{turn}|{command}".encode()).digest()
             rng = random.Random(int.from_bytes(key[:8], "little"))
@@ -411,12 +157,12 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
             elif invalid_rate and rng.random() < invalid_rate:
                 history = getattr(env, "history", None) or []
                 previous = history[-1][1] if history else None
-                wrong = invalid_variants(command, previous, listed) + alfworld_slips(env, listed)
+                wrong = invalid_variants(command, previous, listed) + expert.slips(listed)
                 if wrong:
                     command = rng.choice(rng.choice(wrong))
                     self.injected.add((anchor, turn))
-            thought = alfworld_thought(env, listed) if think else None
-            step_plan = alfworld_plan(env, listed, command) if thought and plan else None
+            thought = expert.thought(listed) if think else None
+            step_plan = expert.plan(listed, command) if thought and plan else None
             thought = f"{thought}, {step_plan}" if step_plan else thought
             out = (f"<think>{thought}</think>" if thought else "") + f"<action>{command}</action>"
             return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")

@@ -25,10 +25,10 @@ from tests.core.family_helpers import (
     call_id,
     lookup,
 )
+from toolgym.core.builtin.parsers import builtin_parsers
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.llm.serving.server_vllm import vllm_python
-from toolgym.core.parsing.base import builtin_parsers
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.tokens.tokenizer import load_tokenizer
 from toolgym.core.types import ActionKind, ToolCall

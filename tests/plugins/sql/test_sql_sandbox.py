@@ -16,8 +16,8 @@ import pytest_asyncio
 
 from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
+from toolgym.core.builtin import parsers as builtin
 from toolgym.core.env.contract import EpisodeContext
-from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
 from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.tokens.chat import ChatFormat

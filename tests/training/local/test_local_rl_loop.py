@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
+from toolgym.core.builtin import parsers as builtin
 from toolgym.core.env.contract import Env, StepResult
 from toolgym.core.env.spec import EnvSpec
 from toolgym.core.hookspecs import hookimpl
-from toolgym.core.parsing import builtin
 from toolgym.core.registry import Registry
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, Message

@@ -16,6 +16,7 @@ from toolgym.core.errors import ConfigError
 from toolgym.core.llm.local.tiny import ensure_tiny_model
 from toolgym.core.registry import get_registry
 from toolgym.core.types import Action, ActionKind
+from toolgym.plugins.alfworld.expert import place_order
 from toolgym.training.warmstart import build as warmstart
 
 
@@ -33,7 +34,7 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think, plan=plan)
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
-    places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=warmstart.place_order)
+    places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=place_order)
     commands, reward = [], 0.0
     for _ in range(max_steps):
         result = await policy.act(env)
@@ -53,7 +54,7 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
 
 def test_places_are_ordered_by_type_then_number() -> None:
     names = ["cabinet 10", "drawer 1", "cabinet 2", "cabinet 1", "countertop 1", "cabinet 9"]
-    assert sorted(names, key=warmstart.place_order) == ["cabinet 1", "cabinet 2", "cabinet 9", "cabinet 10", "countertop 1", "drawer 1"]
+    assert sorted(names, key=place_order) == ["cabinet 1", "cabinet 2", "cabinet 9", "cabinet 10", "countertop 1", "drawer 1"]
 
 
 def test_the_searching_expert_looks_in_natural_order_and_usually_succeeds() -> None:

@@ -16,7 +16,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Any:
     """A fresh test plugin, installed as the agent loop's registry (captures finished trajectories)."""
     from verl_helpers import TestPlugin
 
-    from toolgym.core.parsing import builtin
+    from toolgym.core.builtin import parsers as builtin
     from toolgym.core.registry import Registry
     from toolgym.training.verl.agent_loop import ToolgymAgentLoop
 
