@@ -7,7 +7,7 @@ when that group runs, so a plugin's command, like its tools, is found through it
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ class CliCommand:
     """The plugin that provides it (set by the registry)."""
 
 
-AuditRun = Callable[..., Awaitable[list[Any]]]
+AuditRun = Callable[..., Coroutine[Any, Any, list[Any]]]
 """``async run(*, options, sandbox_backend, progress) -> rows``: ``options`` holds the audit command's
 values named in :attr:`AuditCheck.options`; ``sandbox_backend`` is ``(name, factory)`` when the
 check's ``kind`` is among the audited kinds, else None; ``progress`` is called with each row."""
