@@ -30,6 +30,7 @@ test: setup-system
 	.venv/bin/toolgym sandbox audit --backend docker
 	.venv/bin/toolgym sandbox audit --backend local
 	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
 	.venv/bin/python scripts/typecheck.py
 	bash scripts/ensure-vllm.sh  # setup-system started it in the background; waits for it here, says how it ended
 	CI=1 .venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
@@ -42,6 +43,7 @@ test-engines: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
 	.venv/bin/python scripts/typecheck.py
 
 bench: setup

@@ -17,8 +17,32 @@ for root in ROOTS:
 
 # Non-Python files shipped inside the packages (templates, shipped datasets, image recipes, the
 # in-sandbox agent's resources), searched recursively below each package.
-EXTENSIONS = ("json", "jsonl", "jsonl.gz", "json.gz", "jinja", "md", "txt", "sql", "html", "css", "js", "yaml", "yml",
-              "toml", "csv", "sh", "db", "sqlite", "parquet", "patch", "diff", "gz", "cfg", "ini")
+EXTENSIONS = (
+    "json",
+    "jsonl",
+    "jsonl.gz",
+    "json.gz",
+    "jinja",
+    "md",
+    "txt",
+    "sql",
+    "html",
+    "css",
+    "js",
+    "yaml",
+    "yml",
+    "toml",
+    "csv",
+    "sh",
+    "db",
+    "sqlite",
+    "parquet",
+    "patch",
+    "diff",
+    "gz",
+    "cfg",
+    "ini",
+)
 DATA = [f"**/*.{ext}" for ext in EXTENSIONS] + ["**/Dockerfile", "**/recipe*", "**/data/**/*"]
 
 setup(packages=packages, package_dir=package_dir, package_data={pkg: DATA for pkg in packages})

@@ -27,8 +27,16 @@ from toolgym.core.types import ExecResult
 MARK = f"__toolgym_exec_{uuid.uuid4().hex[:8]}__"
 
 
-async def docker_exec(container: str, argv: Sequence[str], *, stdin: bytes | None = None, cwd: str | None = None,
-                      env: Mapping[str, str] | None = None, timeout: float = 60.0, max_output: int = 1 << 20) -> ExecResult:
+async def docker_exec(
+    container: str,
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+    max_output: int = 1 << 20,
+) -> ExecResult:
     """One ``docker exec`` of ``argv`` in ``container`` (killed inside after ``timeout`` seconds)."""
     cmd = ["docker", "exec", "-i"]
     if cwd:
@@ -37,18 +45,27 @@ async def docker_exec(container: str, argv: Sequence[str], *, stdin: bytes | Non
         cmd += ["-e", f"{k}={v}"]
     cmd += [container, "timeout", "-k", "1", str(max(1, int(timeout))), *argv]
     start = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin or b""), timeout + 10)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        return ExecResult(124, "", "docker exec did not return", timed_out=True, duration_s=time.perf_counter() - start)
+        return ExecResult(
+            124, "", "docker exec did not return", timed_out=True, duration_s=time.perf_counter() - start
+        )
     code = proc.returncode if proc.returncode is not None else -1
     cut = len(out) > max_output or len(err) > max_output
-    return ExecResult(code, out[:max_output].decode(errors="replace"), err[:max_output].decode(errors="replace"),
-                      timed_out=code == 124, truncated=cut, duration_s=time.perf_counter() - start)
+    return ExecResult(
+        code,
+        out[:max_output].decode(errors="replace"),
+        err[:max_output].decode(errors="replace"),
+        timed_out=code == 124,
+        truncated=cut,
+        duration_s=time.perf_counter() - start,
+    )
 
 
 class ExecShell:
@@ -59,11 +76,19 @@ class ExecShell:
         self.cwd = box.workdir
         self.exports = ""
 
-    async def run(self, command: str, *, timeout: float | None = None, max_output: int | None = None) -> ExecResult:
-        script = (f"cd {shlex.quote(self.cwd)} 2>/dev/null\n{self.exports}\n{command}\n"
-                  f"__rc=$?; printf '\\n{MARK}%s\\n' \"$__rc\"; pwd; export -p")
-        r = await docker_exec(self.box.container, ["bash", "-c", script], timeout=timeout or 60.0,
-                              max_output=max_output or self.box.max_output)
+    async def run(
+        self, command: str, *, timeout: float | None = None, max_output: int | None = None
+    ) -> ExecResult:
+        script = (
+            f"cd {shlex.quote(self.cwd)} 2>/dev/null\n{self.exports}\n{command}\n"
+            f"__rc=$?; printf '\\n{MARK}%s\\n' \"$__rc\"; pwd; export -p"
+        )
+        r = await docker_exec(
+            self.box.container,
+            ["bash", "-c", script],
+            timeout=timeout or 60.0,
+            max_output=max_output or self.box.max_output,
+        )
         body, found, tail = r.stdout.rpartition(f"\n{MARK}")
         if not found:
             return r
@@ -71,8 +96,14 @@ class ExecShell:
         code = int(lines[0]) if lines and lines[0].lstrip("-").isdigit() else r.exit_code
         if len(lines) > 1:
             self.cwd = lines[1]
-            self.exports = "\n".join(ln for ln in lines[2:] if ln.startswith("declare -x ") and " PWD=" not in ln and " OLDPWD=" not in ln)
-        return ExecResult(code, body, r.stderr, timed_out=r.timed_out, truncated=r.truncated, duration_s=r.duration_s)
+            self.exports = "\n".join(
+                ln
+                for ln in lines[2:]
+                if ln.startswith("declare -x ") and " PWD=" not in ln and " OLDPWD=" not in ln
+            )
+        return ExecResult(
+            code, body, r.stderr, timed_out=r.timed_out, truncated=r.truncated, duration_s=r.duration_s
+        )
 
 
 class ExecSandbox:
@@ -92,17 +123,34 @@ class ExecSandbox:
     def _path(self, path: str) -> str:
         return path if path.startswith("/") else f"{self.workdir}/{path}"
 
-    async def run(self, cmd: Sequence[str] | str, *, timeout: float | None = None, stdin: str | bytes | None = None,
-                  env: Mapping[str, str] | None = None, cwd: str | None = None, max_output: int | None = None) -> ExecResult:
+    async def run(
+        self,
+        cmd: Sequence[str] | str,
+        *,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int | None = None,
+    ) -> ExecResult:
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        return await docker_exec(self.container, argv, stdin=data, cwd=self._path(cwd) if cwd else self.workdir, env=env,
-                                 timeout=timeout or float(self.inner.profile.default_timeout_s), max_output=max_output or self.max_output)
+        return await docker_exec(
+            self.container,
+            argv,
+            stdin=data,
+            cwd=self._path(cwd) if cwd else self.workdir,
+            env=env,
+            timeout=timeout or float(self.inner.profile.default_timeout_s),
+            max_output=max_output or self.max_output,
+        )
 
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
+    async def write_file(
+        self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False
+    ) -> None:
         p = shlex.quote(self._path(path))
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        script = f"mkdir -p \"$(dirname {p})\" && cat {'>>' if append else '>'} {p} && chmod {mode:o} {p}"
+        script = f'mkdir -p "$(dirname {p})" && cat {">>" if append else ">"} {p} && chmod {mode:o} {p}'
         r = await docker_exec(self.container, ["sh", "-c", script], stdin=raw)
         if r.exit_code:
             raise OSError(f"write_file {path}: {r.stderr.strip()}")

@@ -28,11 +28,20 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("GiGPO, penalty 0.1", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.1}),
     ("GiGPO, no penalty", {"gamma": 0.95, "omega": 1.0, "mode": "mean_norm", "invalid_penalty": 0.0}),
     # verl-agent's ALFWorld script divides both terms by the group's std; its WebShop script does not (alfworld_gigpo: mean_norm)
-    ("GiGPO, no penalty, std-normalised", {"gamma": 0.95, "omega": 1.0, "mode": "mean_std_norm", "invalid_penalty": 0.0}),
+    (
+        "GiGPO, no penalty, std-normalised",
+        {"gamma": 0.95, "omega": 1.0, "mode": "mean_std_norm", "invalid_penalty": 0.0},
+    ),
 ]
 
 # the reference recipe's defaults, as training/local/configs/alfworld_graphgpo.yaml ships them
-GRAPHGPO: dict[str, Any] = {"omega": 0.1, "goal_reward": 10.0, "step_weight": 1.0, "episode_weight": 1.0, "mode": "mean_std_norm"}
+GRAPHGPO: dict[str, Any] = {
+    "omega": 0.1,
+    "goal_reward": 10.0,
+    "step_weight": 1.0,
+    "episode_weight": 1.0,
+    "mode": "mean_std_norm",
+}
 
 
 def load_step(path: Path, step: int, per_step: int) -> list[Any]:
@@ -44,7 +53,7 @@ def load_step(path: Path, step: int, per_step: int) -> list[Any]:
     with path.open() as f:
         trajectories = [Trajectory.model_validate_json(line) for line in f]
     if any(t.weight_version is None for t in trajectories):
-        return trajectories[(step - 1) * per_step: step * per_step]
+        return trajectories[(step - 1) * per_step : step * per_step]
     versions = list(dict.fromkeys(str(t.weight_version) for t in trajectories))
     if step > len(versions):
         return []
@@ -67,11 +76,23 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
     for idx in groups.values():
         solved[idx] = won[idx].any()
     steps = [s for t in trajectories for s in t.steps]
-    summary = {"episodes": len(trajectories), "groups": len(groups), "success": float(won.mean()),
-               "groups_with_success": int(sum(won[idx].any() for idx in groups.values())),
-               "invalid_steps": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
-               "steps_of_successes": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if w])) if won.any() else float("nan"),
-               "steps_of_failures": float(np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if not w])) if (~won).any() else float("nan")}
+    summary = {
+        "episodes": len(trajectories),
+        "groups": len(groups),
+        "success": float(won.mean()),
+        "groups_with_success": int(sum(won[idx].any() for idx in groups.values())),
+        "invalid_steps": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
+        "steps_of_successes": float(
+            np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if w])
+        )
+        if won.any()
+        else float("nan"),
+        "steps_of_failures": float(
+            np.mean([len(t.steps) for t, w in zip(trajectories, won, strict=True) if not w])
+        )
+        if (~won).any()
+        else float("nan"),
+    }
 
     valid = np.array([s.valid for s in steps], dtype=bool)
 
@@ -81,20 +102,31 @@ def mass_rows(trajectories: list[Any]) -> dict[str, Any]:
         total = float(np.abs(flat).sum()) or 1.0
         ok = won[owner]
         corr = float(np.corrcoef(flat, ok)[0, 1]) if flat.std() > 0 and 0 < ok.mean() < 1 else float("nan")
-        return {"estimator": name, "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total, "mean_per_row": float(flat.mean()),
-                "mean_abs": float(np.abs(flat).mean()) if flat.size else 0.0,
-                "mean_on_success": float(flat[ok].mean()) if ok.any() else float("nan"),
-                "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"), "corr_success": corr,
-                "mean_on_invalid": float(flat[~valid].mean()) if (~valid).any() else float("nan"),
-                "mean_on_valid": float(flat[valid].mean()) if valid.any() else float("nan")}
+        return {
+            "estimator": name,
+            "unsolved_share": float(np.abs(flat[~solved[owner]]).sum()) / total,
+            "mean_per_row": float(flat.mean()),
+            "mean_abs": float(np.abs(flat).mean()) if flat.size else 0.0,
+            "mean_on_success": float(flat[ok].mean()) if ok.any() else float("nan"),
+            "mean_on_failure": float(flat[~ok].mean()) if (~ok).any() else float("nan"),
+            "corr_success": corr,
+            "mean_on_invalid": float(flat[~valid].mean()) if (~valid).any() else float("nan"),
+            "mean_on_valid": float(flat[valid].mean()) if valid.any() else float("nan"),
+        }
 
     grpo = grpo_trajectory_advantages(trajectories)
     rows = [row("GRPO", [np.full(len(t.steps), a) for t, a in zip(trajectories, grpo, strict=True)])]
     for name, options in VARIANTS:
         parts = gigpo_trajectory_advantages(trajectories, **options)
-        rows += [row(f"{name}: A_E + A_S", [p.combined for p in parts]), row(f"{name}: A_S only", [p.step for p in parts])]
+        rows += [
+            row(f"{name}: A_E + A_S", [p.combined for p in parts]),
+            row(f"{name}: A_S only", [p.step for p in parts]),
+        ]
     graph = graphgpo_trajectory_advantages(trajectories, **GRAPHGPO)
-    rows += [row("GraphGPO: A_E + A_G", [p.combined for p in graph]), row("GraphGPO: A_G only", [p.step for p in graph])]
+    rows += [
+        row("GraphGPO: A_E + A_G", [p.combined for p in graph]),
+        row("GraphGPO: A_G only", [p.step for p in graph]),
+    ]
     return {"summary": summary, "rows": rows}
 
 
@@ -113,18 +145,26 @@ def main() -> None:
     for step in args.steps:
         trajectories = load_step(path, step, per_step)
         if len(trajectories) < per_step // 2:
-            raise SystemExit(f"{path} has no RL step {step} ({len(trajectories)} of its {per_step} trajectories)")
+            raise SystemExit(
+                f"{path} has no RL step {step} ({len(trajectories)} of its {per_step} trajectories)"
+            )
         r = out[step] = mass_rows(trajectories)
         s = r["summary"]
-        print(f"\nRL step {step}: {s['episodes']} episodes in {s['groups']} task groups, success {s['success']:.1%}, "
-              f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid, "
-              f"{s['steps_of_successes']:.1f} steps per success and {s['steps_of_failures']:.1f} per failure")
-        print("| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) "
-              "| mean A over all step rows | mean A, invalid steps | mean A, valid steps | mean |A| |")
+        print(
+            f"\nRL step {step}: {s['episodes']} episodes in {s['groups']} task groups, success {s['success']:.1%}, "
+            f"{s['groups_with_success']} groups with a success, {s['invalid_steps']:.1%} of steps invalid, "
+            f"{s['steps_of_successes']:.1f} steps per success and {s['steps_of_failures']:.1f} per failure"
+        )
+        print(
+            "| estimator | |A| share on groups without success | mean A, steps of successes | mean A, steps of failures | corr(A, success) "
+            "| mean A over all step rows | mean A, invalid steps | mean A, valid steps | mean |A| |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for row in r["rows"]:
-            print(f"| {row['estimator']} | {row['unsolved_share']:.1%} | {row['mean_on_success']:+.3f} | {row['mean_on_failure']:+.3f} | "
-                  f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} | {row['mean_on_invalid']:+.3f} | {row['mean_on_valid']:+.3f} | {row['mean_abs']:.3f} |")
+            print(
+                f"| {row['estimator']} | {row['unsolved_share']:.1%} | {row['mean_on_success']:+.3f} | {row['mean_on_failure']:+.3f} | "
+                f"{row['corr_success']:+.3f} | {row['mean_per_row']:+.3f} | {row['mean_on_invalid']:+.3f} | {row['mean_on_valid']:+.3f} | {row['mean_abs']:.3f} |"
+            )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 

@@ -122,19 +122,27 @@ class TeacherForcedTiny(MockLLMBackend):
             ids = list(request.input_ids) + base.output_ids
             with torch.no_grad():
                 logits = self.model(torch.tensor([ids])).logits[0, len(request.input_ids) - 1 : -1].float()
-            if self.surprise_temperature != 1.0 and SURPRISE in self.tokenizer.decode(request.input_ids[-80:]):
+            if self.surprise_temperature != 1.0 and SURPRISE in self.tokenizer.decode(
+                request.input_ids[-80:]
+            ):
                 logits = logits / self.surprise_temperature
             logp = torch.log_softmax(logits, dim=-1)
             k = max(1, request.sampling.top_logprobs)
             top_v, top_i = logp.topk(min(k, logp.shape[-1]), dim=-1)
             head = top_v[:20]
-            self.stats.append((float(-(head.exp() * head).sum()) / len(head), float(head.exp().sum(-1).mean())))
+            self.stats.append(
+                (float(-(head.exp() * head).sum()) / len(head), float(head.exp().sum(-1).mean()))
+            )
             out = torch.tensor(base.output_ids)
             sampled = logp.gather(1, out[:, None])[:, 0].tolist()
             top = [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top_i, top_v, strict=True)]
-            self._cache[key] = GenerationResult(output_ids=base.output_ids, logprobs=sampled, finish_reason=base.finish_reason,
-                                                top_logprobs=top if request.sampling.top_logprobs else None,
-                                                prompt_tokens=len(request.input_ids))
+            self._cache[key] = GenerationResult(
+                output_ids=base.output_ids,
+                logprobs=sampled,
+                finish_reason=base.finish_reason,
+                top_logprobs=top if request.sampling.top_logprobs else None,
+                prompt_tokens=len(request.input_ids),
+            )
         return self._cache[key]
 
 
@@ -179,13 +187,19 @@ def fit(model: Any, trajs: list[Trajectory], steps: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     fitted = copy.deepcopy(model).train()
-    data = [(t.sequence_ids(0), [m for seg in t.segments if seg.sequence == 0 for m in seg.loss_mask]) for t in trajs if t.parent_id is None]
+    data = [
+        (t.sequence_ids(0), [m for seg in t.segments if seg.sequence == 0 for m in seg.loss_mask])
+        for t in trajs
+        if t.parent_id is None
+    ]
     opt = torch.optim.Adam(fitted.parameters(), lr=3e-3)
     for step in range(steps):
         ids, mask = data[step % len(data)]
         logits = fitted(torch.tensor([ids])).logits[0, :-1]
         weight = torch.tensor(mask[1:], dtype=torch.float32)
-        loss = (torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none") * weight).sum() / weight.sum()
+        loss = (
+            torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none") * weight
+        ).sum() / weight.sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -196,31 +210,67 @@ def fit(model: Any, trajs: list[Trajectory], steps: int, seed: int) -> Any:
 def registry() -> Registry:
     from toolgym.core.builtin import parsers as builtin
 
-    return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("bench", BenchPlugin()), ("surprise", SurprisePlugin())])
+    return Registry.load(
+        entry_points=False,
+        plugins=[("parsers", builtin), ("bench", BenchPlugin()), ("surprise", SurprisePlugin())],
+    )
 
 
-def run(cond: Condition, backend: TeacherForcedTiny, tasks: int, turns: int, arpo: dict[str, Any], rate: float) -> tuple[list[Trajectory], float]:
+def run(
+    cond: Condition, backend: TeacherForcedTiny, tasks: int, turns: int, arpo: dict[str, Any], rate: float
+) -> tuple[list[Trajectory], float]:
     top_k = cond.top_k or len(backend.tokenizer)
-    cfg = EngineConfig(max_turns=turns, arpo=ArpoConfig(enabled=True, entropy=cond.measure, entropy_top_k=top_k, **arpo), max_live_episodes=8)
+    cfg = EngineConfig(
+        max_turns=turns,
+        arpo=ArpoConfig(enabled=True, entropy=cond.measure, entropy_top_k=top_k, **arpo),
+        max_live_episodes=8,
+    )
     out: list[Trajectory] = []
-    kwargs: dict[str, Any] = {"turns": turns, "vary": True, "min_turns": 2, **({"rate": rate} if cond.env == "bench-surprise" else {})}
-    engine = RolloutEngine(registry=registry(), policy=ModelPolicy(backend, cfg), config=cfg, env_kwargs=kwargs, on_trajectory=out.append)
+    kwargs: dict[str, Any] = {
+        "turns": turns,
+        "vary": True,
+        "min_turns": 2,
+        **({"rate": rate} if cond.env == "bench-surprise" else {}),
+    }
+    engine = RolloutEngine(
+        registry=registry(),
+        policy=ModelPolicy(backend, cfg),
+        config=cfg,
+        env_kwargs=kwargs,
+        on_trajectory=out.append,
+    )
     t0 = time.perf_counter()
     asyncio.run(engine.run(plan_episodes(cond.env, num_tasks=tasks, group_size=arpo["initial"])))
     return out, time.perf_counter() - t0
 
 
-def run_sampled(measure: str, model: Any, tokenizer: Any, tasks: int, arpo: dict[str, Any], env: str) -> tuple[list[Trajectory], float]:
+def run_sampled(
+    measure: str, model: Any, tokenizer: Any, tasks: int, arpo: dict[str, Any], env: str
+) -> tuple[list[Trajectory], float]:
     """The model samples freely (temperature 0.5, as the demo's RL) on ``env`` (the demo's keychain task)."""
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
 
-    cfg = EngineConfig(max_turns=5, max_tokens_per_turn=32, max_tokens_per_trajectory=640, seed=1,
-                       sampling={"temperature": 0.5}, arpo=ArpoConfig(enabled=True, entropy=measure, **arpo), max_live_episodes=64)
-    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=64, model_name="tiny-warm-start", weight_version="0")
+    cfg = EngineConfig(
+        max_turns=5,
+        max_tokens_per_turn=32,
+        max_tokens_per_trajectory=640,
+        seed=1,
+        sampling={"temperature": 0.5},
+        arpo=ArpoConfig(enabled=True, entropy=measure, **arpo),
+        max_live_episodes=64,
+    )
+    backend = TransformersBackend(
+        model, tokenizer=tokenizer, max_batch_size=64, model_name="tiny-warm-start", weight_version="0"
+    )
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=get_registry(), policy=ModelPolicy(backend, cfg), config=cfg,
-                           env_kwargs={"min_hops": 1, "max_hops": 3, "split": "train"}, on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=ModelPolicy(backend, cfg),
+        config=cfg,
+        env_kwargs={"min_hops": 1, "max_hops": 3, "split": "train"},
+        on_trajectory=out.append,
+    )
     t0 = time.perf_counter()
     asyncio.run(engine.run(plan_episodes(env, num_tasks=tasks, group_size=arpo["initial"], seed=123_000)))
     return out, time.perf_counter() - t0
@@ -237,7 +287,9 @@ def decisions_of(trajs: list[Trajectory]) -> list[tuple[float, int, bool]]:
     return out
 
 
-def summarise(trajs: list[Trajectory], arpo: dict[str, Any], vocab: int, stats: list[tuple[float, float]]) -> dict[str, Any]:
+def summarise(
+    trajs: list[Trajectory], arpo: dict[str, Any], vocab: int, stats: list[tuple[float, float]]
+) -> dict[str, Any]:
     tau, beta, b = arpo["tau"], arpo["beta"], arpo["branch_factor"]
     dec = decisions_of(trajs)
     prof = branching_profile([(d, f) for d, f, _ in dec], tau, beta, b, bins=BINS)
@@ -249,28 +301,61 @@ def summarise(trajs: list[Trajectory], arpo: dict[str, Any], vocab: int, stats: 
         return statistics.mean(xs) if xs else float("nan")
 
     return {
-        "decisions": len(dec), "branch_rate": prof.rate, "mean_dH": mean(dhs), "std_dH": std, "w_std_dH": beta * std,
+        "decisions": len(dec),
+        "branch_rate": prof.rate,
+        "mean_dH": mean(dhs),
+        "std_dH": std,
+        "w_std_dH": beta * std,
         "w_std_dH_151k": beta * rescale_to_vocab(std, vocab, REAL_VOCAB),
-        "H_tok": mean([s[0] for s in stats]), "topk_mass": mean([s[1] for s in stats]),
-        "dH_surpr": mean([d for d, _, _ in split[True]]), "dH_expect": mean([d for d, _, _ in split[False]]),
+        "H_tok": mean([s[0] for s in stats]),
+        "topk_mass": mean([s[1] for s in stats]),
+        "dH_surpr": mean([d for d, _, _ in split[True]]),
+        "dH_expect": mean([d for d, _, _ in split[False]]),
         "n_surpr": len(split[True]),
-        "rate_surpr": mean([1.0 if f else 0.0 for _, f, _ in split[True]]), "rate_expect": mean([1.0 if f else 0.0 for _, f, _ in split[False]]),
+        "rate_surpr": mean([1.0 if f else 0.0 for _, f, _ in split[True]]),
+        "rate_expect": mean([1.0 if f else 0.0 for _, f, _ in split[False]]),
         "p_surpr": mean([fork_probability(d, tau, beta, b) for d, _, _ in split[True]]),
         "p_expect": mean([fork_probability(d, tau, beta, b) for d, _, _ in split[False]]),
-        "p_bin1": prof.bins[0].predicted, "rate_bin1": prof.bins[0].measured,
-        "p_binN": prof.bins[-1].predicted, "rate_binN": prof.bins[-1].measured,
-        "corr": prof.corr, "explained": prof.explained,
-        "forks": sum(1 for t in trajs if t.parent_id is not None), "trajectories": len(trajs), "profile": prof,
+        "p_bin1": prof.bins[0].predicted,
+        "rate_bin1": prof.bins[0].measured,
+        "p_binN": prof.bins[-1].predicted,
+        "rate_binN": prof.bins[-1].measured,
+        "corr": prof.corr,
+        "explained": prof.explained,
+        "forks": sum(1 for t in trajs if t.parent_id is not None),
+        "trajectories": len(trajs),
+        "profile": prof,
     }
 
 
 BINS = 5
 REAL_VOCAB = 151_936  # Qwen2.5/Qwen3's vocabulary
-FORMATS = [("decisions", "{:.0f}"), ("branch_rate", "{:.1%}"), ("mean_dH", "{:+.3f}"), ("std_dH", "{:.3f}"), ("w_std_dH", "{:.3f}"),
-           ("w_std_dH_151k", "{:.3f}"), ("H_tok", "{:.3f}"), ("topk_mass", "{:.3f}"), ("n_surpr", "{:.0f}"), ("dH_surpr", "{:+.3f}"),
-           ("dH_expect", "{:+.3f}"), ("p_surpr", "{:.1%}"), ("rate_surpr", "{:.1%}"), ("p_expect", "{:.1%}"), ("rate_expect", "{:.1%}"),
-           ("p_bin1", "{:.1%}"), ("rate_bin1", "{:.1%}"), ("p_binN", "{:.1%}"), ("rate_binN", "{:.1%}"), ("corr", "{:+.3f}"),
-           ("explained", "{:.3f}"), ("forks", "{:.0f}"), ("trajectories", "{:.0f}"), ("wall_s", "{:.1f}")]
+FORMATS = [
+    ("decisions", "{:.0f}"),
+    ("branch_rate", "{:.1%}"),
+    ("mean_dH", "{:+.3f}"),
+    ("std_dH", "{:.3f}"),
+    ("w_std_dH", "{:.3f}"),
+    ("w_std_dH_151k", "{:.3f}"),
+    ("H_tok", "{:.3f}"),
+    ("topk_mass", "{:.3f}"),
+    ("n_surpr", "{:.0f}"),
+    ("dH_surpr", "{:+.3f}"),
+    ("dH_expect", "{:+.3f}"),
+    ("p_surpr", "{:.1%}"),
+    ("rate_surpr", "{:.1%}"),
+    ("p_expect", "{:.1%}"),
+    ("rate_expect", "{:.1%}"),
+    ("p_bin1", "{:.1%}"),
+    ("rate_bin1", "{:.1%}"),
+    ("p_binN", "{:.1%}"),
+    ("rate_binN", "{:.1%}"),
+    ("corr", "{:+.3f}"),
+    ("explained", "{:.3f}"),
+    ("forks", "{:.0f}"),
+    ("trajectories", "{:.0f}"),
+    ("wall_s", "{:.1f}"),
+]
 LEGEND = """w_std_dH: w·std(ΔH), how far the entropy term moves p; _151k: the same per-token entropies over a 151,936-token vocabulary
 H_tok: top-k Σ -p·log p per token (nats), each turn's first 20 tokens; topk_mass: their mean probability mass in the top-k
 dH_/p_/rate_surpr|expect: decisions right after a surprising (error + noise) or an expected tool result: mean ΔH,
@@ -288,20 +373,40 @@ def print_table(rows: dict[str, dict[str, Any]]) -> None:
     for name in names:
         print(f"\n{name}: branch rate by ΔH quintile (predicted clip(p + w·ΔH) vs measured ± binomial s.e.)")
         for k, b in enumerate(rows[name]["profile"].bins):
-            print(f"  bin {k + 1}  ΔH [{b.lo:+.3f}, {b.hi:+.3f}]  n={b.n:4d}  predicted {b.predicted:6.1%}  measured {b.measured:6.1%} ± {b.stderr:.1%}")
+            print(
+                f"  bin {k + 1}  ΔH [{b.lo:+.3f}, {b.hi:+.3f}]  n={b.n:4d}  predicted {b.predicted:6.1%}  measured {b.measured:6.1%} ± {b.stderr:.1%}"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--surprise-rate", type=float, default=0.5, help="fraction of tool calls answered with an error and noise in the surprising task")
+    parser.add_argument(
+        "--surprise-rate",
+        type=float,
+        default=0.5,
+        help="fraction of tool calls answered with an error and noise in the surprising task",
+    )
     parser.add_argument("--model-seed", type=int, default=0)
-    parser.add_argument("--fit-steps", type=int, default=60, help="training steps of the 'fitted' model on the expected episodes")
-    parser.add_argument("--model", type=Path, default=None,
-                        help="a trained model directory (OUT/warm-start of `toolgym demo`): it samples freely on --env instead of being teacher-forced")
-    parser.add_argument("--env", default="keychain", help="with --model: the tool-use task it samples on (the demo's)")
-    parser.add_argument("--smoke", action="store_true", help="two tasks, small groups (checks the bench runs)")
+    parser.add_argument(
+        "--fit-steps",
+        type=int,
+        default=60,
+        help="training steps of the 'fitted' model on the expected episodes",
+    )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a trained model directory (OUT/warm-start of `toolgym demo`): it samples freely on --env instead of being teacher-forced",
+    )
+    parser.add_argument(
+        "--env", default="keychain", help="with --model: the tool-use task it samples on (the demo's)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="two tasks, small groups (checks the bench runs)"
+    )
     args = parser.parse_args()
     import torch
 
@@ -309,7 +414,13 @@ def main() -> None:
     from toolgym.training.local.models import fresh_model, load_tokenizer
 
     torch.set_num_threads(1)
-    arpo = {"budget": 16, "initial": 8, "tau": 0.5, "beta": 0.2, "branch_factor": 2}  # the published M, N, p, w, B
+    arpo = {
+        "budget": 16,
+        "initial": 8,
+        "tau": 0.5,
+        "beta": 0.2,
+        "branch_factor": 2,
+    }  # the published M, N, p, w, B
     tasks = args.tasks
     if args.smoke:
         tasks, arpo = 2, {**arpo, "budget": 6, "initial": 3}
@@ -318,7 +429,10 @@ def main() -> None:
     if args.model is not None:
         from transformers import AutoModelForCausalLM
 
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(str(args.model)).float().eval(), load_tokenizer(args.model)
+        model, tokenizer = (
+            AutoModelForCausalLM.from_pretrained(str(args.model)).float().eval(),
+            load_tokenizer(args.model),
+        )
         print(f"ARPO branching on {args.env}, model {args.model} sampling at temperature 0.5, {head}")
         for measure in ("mean", "arpo"):
             trajs, wall = run_sampled(measure, model, tokenizer, tasks, arpo, args.env)
@@ -329,13 +443,19 @@ def main() -> None:
     tokenizer = load_tokenizer(model_dir)
     models: dict[tuple[float, bool], Any] = {}
     runs: dict[str, list[Trajectory]] = {}
-    print(f"ARPO branching on the tool-use task, tiny qwen model (|V| = {len(tokenizer)}) teacher-forced on a tool-calling "
-          f"reply, {head}; surprising task: {args.surprise_rate:.0%} of tool calls answer an error and noise")
+    print(
+        f"ARPO branching on the tool-use task, tiny qwen model (|V| = {len(tokenizer)}) teacher-forced on a tool-calling "
+        f"reply, {head}; surprising task: {args.surprise_rate:.0%} of tool calls answer an error and noise"
+    )
     for cond in CONDITIONS:
         key = (cond.init_std, cond.fitted)
         if key not in models:
-            base = models.get((cond.init_std, False)) or fresh_model(model_dir, seed=args.model_seed, init_std=cond.init_std)
-            models[key] = fit(base, runs["expected"], args.fit_steps, args.model_seed) if cond.fitted else base
+            base = models.get((cond.init_std, False)) or fresh_model(
+                model_dir, seed=args.model_seed, init_std=cond.init_std
+            )
+            models[key] = (
+                fit(base, runs["expected"], args.fit_steps, args.model_seed) if cond.fitted else base
+            )
         backend = TeacherForcedTiny(models[key], tokenizer, cond.surprise_temperature)
         trajs, wall = run(cond, backend, tasks, args.turns, arpo, args.surprise_rate)
         runs[cond.name] = trajs
@@ -347,11 +467,15 @@ def main() -> None:
 def print_scale(arpo: dict[str, Any], vocab: int) -> None:
     """What ΔH takes to move p, in per-token nats, for this vocabulary and a real-size one."""
     need = (1 - arpo["tau"]) / arpo["beta"]  # ΔH that takes p from tau to 1
-    print(f"\nscale: p goes from {arpo['tau']:.0%} to 100% at ΔH = {need:.2f}, a change of the summed top-10 entropy of "
-          f"{need:.2f}·log|V| nats over 20 tokens, i.e. per token on average:")
+    print(
+        f"\nscale: p goes from {arpo['tau']:.0%} to 100% at ΔH = {need:.2f}, a change of the summed top-10 entropy of "
+        f"{need:.2f}·log|V| nats over 20 tokens, i.e. per token on average:"
+    )
     for v in (vocab, REAL_VOCAB):
-        print(f"  |V| = {v:>7d}: {need * math.log(v) / 20:.2f} nats/token (the top-10 measure is at most "
-              f"20·log 10/log|V| = {20 * math.log(10) / math.log(v):.2f}); w·ΔH per 0.1 nat/token of change: {arpo['beta'] * 2.0 / math.log(v):.3f}")
+        print(
+            f"  |V| = {v:>7d}: {need * math.log(v) / 20:.2f} nats/token (the top-10 measure is at most "
+            f"20·log 10/log|V| = {20 * math.log(10) / math.log(v):.2f}); w·ΔH per 0.1 nat/token of change: {arpo['beta'] * 2.0 / math.log(v):.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,14 +38,18 @@ def latency_fn(median: float, sigma: float):
 
 
 async def run_async(policy: ModelPolicy, cfg: EngineConfig, episodes: int, turns: int) -> float:
-    engine = RolloutEngine(registry=bench_registry(), policy=policy, config=cfg, env_kwargs={"turns": turns, "vary": True})
+    engine = RolloutEngine(
+        registry=bench_registry(), policy=policy, config=cfg, env_kwargs={"turns": turns, "vary": True}
+    )
     start = time.perf_counter()
     stats = await engine.run(plan_episodes("bench", num_tasks=episodes, group_size=1))
     assert stats.failed == 0
     return time.perf_counter() - start
 
 
-async def run_lockstep(policy: ModelPolicy, cfg: EngineConfig, episodes: int, turns: int, batch: int) -> float:
+async def run_lockstep(
+    policy: ModelPolicy, cfg: EngineConfig, episodes: int, turns: int, batch: int
+) -> float:
     """The classic batch loop: reset a batch, then for each turn generate for all live episodes
     at once (gather), step them all, repeat until the batch is done."""
     registry = bench_registry()
@@ -65,7 +69,9 @@ async def run_lockstep(policy: ModelPolicy, cfg: EngineConfig, episodes: int, tu
         turn = 0
         while live:
             sampling = cfg.sampling.params(max_new_tokens=cfg.max_tokens_per_turn, seed=turn)
-            results = await asyncio.gather(*(policy.generate(asm.prompt_ids, sampling, "") for _, asm in live))
+            results = await asyncio.gather(
+                *(policy.generate(asm.prompt_ids, sampling, "") for _, asm in live)
+            )
             still = []
             for (env, asm), (result, _) in zip(live, results, strict=True):
                 completion = asm.add_completion(result)
@@ -88,17 +94,29 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     tokenizer = load_tiny_tokenizer("qwen")
-    cfg = EngineConfig(max_live_episodes=args.concurrency, max_llm_calls=args.concurrency, max_turns=args.turns + 1)
+    cfg = EngineConfig(
+        max_live_episodes=args.concurrency, max_llm_calls=args.concurrency, max_turns=args.turns + 1
+    )
 
     def policy() -> ModelPolicy:
-        return ModelPolicy(SimulatedBackend(tokenizer=tokenizer, text=CALL_TEXT, latency_fn=latency_fn(args.median, args.sigma), seed=args.seed), cfg)
+        return ModelPolicy(
+            SimulatedBackend(
+                tokenizer=tokenizer,
+                text=CALL_TEXT,
+                latency_fn=latency_fn(args.median, args.sigma),
+                seed=args.seed,
+            ),
+            cfg,
+        )
 
     lock = asyncio.run(run_lockstep(policy(), cfg, args.episodes, args.turns, args.concurrency))
     asyn = asyncio.run(run_async(policy(), cfg, args.episodes, args.turns))
     rng = random.Random(args.seed)
     draws = sorted(latency_fn(args.median, args.sigma)(rng) for _ in range(10000))
-    print(f"workload: {args.episodes} episodes of 1–{args.turns} turns, {args.concurrency} at once; "
-          f"latency log-normal, median {args.median:g}s, p99 {draws[9899]:.2f}s")
+    print(
+        f"workload: {args.episodes} episodes of 1–{args.turns} turns, {args.concurrency} at once; "
+        f"latency log-normal, median {args.median:g}s, p99 {draws[9899]:.2f}s"
+    )
     print(f"lock-step batch loop (baseline): {lock:.2f}s")
     print(f"async engine: {asyn:.2f}s")
     print(f"speed-up: {lock / asyn:.2f}× (goal ≥ 2×; published async rollouts: 1.7–2.1×)")

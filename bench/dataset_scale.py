@@ -53,34 +53,104 @@ def make_trajectory(i: int) -> Any:
 
     rng = random.Random(i)
     prompt_ids = [rng.randrange(150_000) for _ in range(120)]
-    segments = [Segment.model_construct(sequence=0, role="prompt", token_ids=prompt_ids, loss_mask=[0] * 120, logprobs=None,
-                                        text=f"<|im_start|>user\nTask {i}: find the answer.<|im_end|>")]
+    segments = [
+        Segment.model_construct(
+            sequence=0,
+            role="prompt",
+            token_ids=prompt_ids,
+            loss_mask=[0] * 120,
+            logprobs=None,
+            text=f"<|im_start|>user\nTask {i}: find the answer.<|im_end|>",
+        )
+    ]
     steps = []
     seq_len = 120
     for t in range(TURNS):
         ids = [rng.randrange(150_000) for _ in range(48)]
         digest = prompt_digest([tid for seg in segments for tid in seg.token_ids])
-        call = LLMCall.model_construct(sequence=0, prompt_len=seq_len, prompt_sha256=digest, segment=len(segments),
-                                       completion_tokens=48, finish_reason="stop", latency_s=rng.uniform(0.1, 2.0), attempts=1, weight_version=None)
-        segments.append(Segment.model_construct(sequence=0, role="assistant", token_ids=ids, loss_mask=[1] * 48,
-                                                logprobs=[-rng.expovariate(2.0) for _ in range(48)], text=f"<tool_call>call {t}</tool_call>"))
+        call = LLMCall.model_construct(
+            sequence=0,
+            prompt_len=seq_len,
+            prompt_sha256=digest,
+            segment=len(segments),
+            completion_tokens=48,
+            finish_reason="stop",
+            latency_s=rng.uniform(0.1, 2.0),
+            attempts=1,
+            weight_version=None,
+        )
+        segments.append(
+            Segment.model_construct(
+                sequence=0,
+                role="assistant",
+                token_ids=ids,
+                loss_mask=[1] * 48,
+                logprobs=[-rng.expovariate(2.0) for _ in range(48)],
+                text=f"<tool_call>call {t}</tool_call>",
+            )
+        )
         obs = [rng.randrange(150_000) for _ in range(16)]
-        segments.append(Segment.model_construct(sequence=0, role="tool", token_ids=obs, loss_mask=[0] * 16, logprobs=None, text=f"result {t}"))
+        segments.append(
+            Segment.model_construct(
+                sequence=0, role="tool", token_ids=obs, loss_mask=[0] * 16, logprobs=None, text=f"result {t}"
+            )
+        )
         seq_len += 64
-        record = ToolCallRecord.model_construct(name="python", arguments={"code": f"print({i} * {t})"}, output=str(i * t), error=False,
-                                                duration_s=rng.lognormvariate(-4, 1), files=[])
-        steps.append(Step.model_construct(index=t, action=f'<tool_call>{{"name": "python", "arguments": {{"code": "print({i} * {t})"}}}}</tool_call>',
-                                          action_kind="tool_calls", observation=str(i * t), step_reward=0.0, anchor=f"{rng.getrandbits(48):012x}",
-                                          valid=True, error=None, tool_calls=[record], llm=call, env_s=0.01, info={}))
+        record = ToolCallRecord.model_construct(
+            name="python",
+            arguments={"code": f"print({i} * {t})"},
+            output=str(i * t),
+            error=False,
+            duration_s=rng.lognormvariate(-4, 1),
+            files=[],
+        )
+        steps.append(
+            Step.model_construct(
+                index=t,
+                action=f'<tool_call>{{"name": "python", "arguments": {{"code": "print({i} * {t})"}}}}</tool_call>',
+                action_kind="tool_calls",
+                observation=str(i * t),
+                step_reward=0.0,
+                anchor=f"{rng.getrandbits(48):012x}",
+                valid=True,
+                error=None,
+                tool_calls=[record],
+                llm=call,
+                env_s=0.01,
+                info={},
+            )
+        )
     reward = 1.0 if i % 3 == 0 else 0.0
     steps[-1].step_reward = reward
     return Trajectory.model_construct(
-        schema_version=1, trajectory_id=f"{i:016x}", group_id=f"bench/{i // 8}/{i // 8}", parent_id=None, branch_point=None, task="bench",
-        task_index=i // 8, sample_index=i % 8, seed=i // 8, env="bench", model="synthetic", sampling={"temperature": 1.0},
-        prompt=[{"role": "user", "content": f"Task {i}: find the answer."}], messages=[], tools=[], segments=segments, steps=steps,
-        reward=reward, terminated=True, truncated=False, truncation_reason=None, status="ok", status_reason=None, token_faithful=True,
-        timings=Timings.model_construct(total_s=3.0, llm_s=2.0, tool_s=0.1, env_s=0.2, sandbox_s=0.0), weight_version=None,
-        created_at=1.7e9, metadata={"policy": "model"},
+        schema_version=1,
+        trajectory_id=f"{i:016x}",
+        group_id=f"bench/{i // 8}/{i // 8}",
+        parent_id=None,
+        branch_point=None,
+        task="bench",
+        task_index=i // 8,
+        sample_index=i % 8,
+        seed=i // 8,
+        env="bench",
+        model="synthetic",
+        sampling={"temperature": 1.0},
+        prompt=[{"role": "user", "content": f"Task {i}: find the answer."}],
+        messages=[],
+        tools=[],
+        segments=segments,
+        steps=steps,
+        reward=reward,
+        terminated=True,
+        truncated=False,
+        truncation_reason=None,
+        status="ok",
+        status_reason=None,
+        token_faithful=True,
+        timings=Timings.model_construct(total_s=3.0, llm_s=2.0, tool_s=0.1, env_s=0.2, sandbox_s=0.0),
+        weight_version=None,
+        created_at=1.7e9,
+        metadata={"policy": "model"},
     )
 
 
@@ -152,13 +222,23 @@ def phase(name: str, n: int, root: Path) -> dict[str, Any]:
     else:
         raise SystemExit(f"unknown phase {name!r}")
     elapsed = time.perf_counter() - start - gen.gen_s
-    return {"phase": name, "turns": turns, "seconds": elapsed, "generate_s": gen.gen_s, "bytes": path.stat().st_size,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "phase": name,
+        "turns": turns,
+        "seconds": elapsed,
+        "generate_s": gen.gen_s,
+        "bytes": path.stat().st_size,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def run_phase(name: str, n: int, root: Path) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, str(HERE), "--phase", name, "--n", str(n), "--dir", str(root)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, str(HERE), "--phase", name, "--n", str(n), "--dir", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"phase {name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -166,16 +246,23 @@ def run_phase(name: str, n: int, root: Path) -> dict[str, Any]:
 
 def run_cli(args: list[str]) -> dict[str, Any]:
     """A toolgym command in its own process; its wall time and peak RSS."""
-    code = ("import resource, sys, json, time\nfrom toolgym.cli import main\nsys.argv = ['toolgym', *sys.argv[1:]]\nt = time.perf_counter()\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
-            "print(json.dumps({'rc': code, 'seconds': time.perf_counter() - t, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+    code = (
+        "import resource, sys, json, time\nfrom toolgym.cli import main\nsys.argv = ['toolgym', *sys.argv[1:]]\nt = time.perf_counter()\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
+        "print(json.dumps({'rc': code, 'seconds': time.perf_counter() - t, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+    )
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
-    return {"command": "toolgym " + " ".join(a if "/" not in a else Path(a).name for a in args), **json.loads(out.stdout.strip().splitlines()[-1])}
+    return {
+        "command": "toolgym " + " ".join(a if "/" not in a else Path(a).name for a in args),
+        **json.loads(out.stdout.strip().splitlines()[-1]),
+    }
 
 
 def baseline_rss() -> float:
     code = "import resource, toolgym.trajectories, toolgym.cli\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
-    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    return float(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
 
 
 def main() -> None:
@@ -183,7 +270,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000, help="trajectories")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/toolgym-scale"))
     ap.add_argument("--phase", help=argparse.SUPPRESS)
-    ap.add_argument("--repeat", type=int, default=1, help="rounds; each phase keeps its best (the machine may be busy)")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="rounds; each phase keeps its best (the machine may be busy)"
+    )
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI commands on the dataset")
     ap.add_argument("--keep", action="store_true", help="keep the files")
     args = ap.parse_args()
@@ -193,9 +282,16 @@ def main() -> None:
     root = args.dir
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    print(f"{args.n:,} trajectories × {TURNS} turns; every phase in its own process (idle python + toolgym: {baseline_rss():.0f} MB RSS)\n")
-    formats = [("toolgym jsonl", "ours-jsonl"), ("toolgym jsonl (dicts)", "ours-jsonl-dicts"), ("toolgym parquet", "ours-parquet"),
-               ("plain jsonl", "plain-jsonl"), ("plain json", "plain-json")]
+    print(
+        f"{args.n:,} trajectories × {TURNS} turns; every phase in its own process (idle python + toolgym: {baseline_rss():.0f} MB RSS)\n"
+    )
+    formats = [
+        ("toolgym jsonl", "ours-jsonl"),
+        ("toolgym jsonl (dicts)", "ours-jsonl-dicts"),
+        ("toolgym parquet", "ours-parquet"),
+        ("plain jsonl", "plain-jsonl"),
+        ("plain json", "plain-json"),
+    ]
     best: dict[str, dict[str, Any]] = {}
     for round_ in range(args.repeat):  # rounds interleave the formats, so load spikes hit them alike
         for label, key in formats:
@@ -205,7 +301,10 @@ def main() -> None:
                 res = run_phase(f"{kind}-{key}", args.n, root)
                 old = best.get(res["phase"])
                 if old is None or res["seconds"] < old["seconds"]:
-                    best[res["phase"]] = {**res, "peak_rss_mb": max(res["peak_rss_mb"], old["peak_rss_mb"] if old else 0)}
+                    best[res["phase"]] = {
+                        **res,
+                        "peak_rss_mb": max(res["peak_rss_mb"], old["peak_rss_mb"] if old else 0),
+                    }
             print(f"  round {round_ + 1}: measured {label}", file=sys.stderr)
     rows = [(label, best.get(f"write-{key}"), best[f"read-{key}"]) for label, key in formats]
     head = f"{'format':<24}{'write turns/s':>15}{'write RSS MB':>14}{'read turns/s':>14}{'read RSS MB':>13}{'MB on disk':>12}{'bytes/turn':>12}"
@@ -214,15 +313,23 @@ def main() -> None:
     for label, w, r in rows:
         wt = f"{w['turns'] / w['seconds']:,.0f}" if w else "(same file)"
         wr = f"{w['peak_rss_mb']:,.0f}" if w else "-"
-        print(f"{label:<24}{wt:>15}{wr:>14}{r['turns'] / r['seconds']:>14,.0f}{r['peak_rss_mb']:>13,.0f}"
-              f"{r['bytes'] / 1e6:>12,.1f}{r['bytes'] / r['turns']:>12,.0f}")
+        print(
+            f"{label:<24}{wt:>15}{wr:>14}{r['turns'] / r['seconds']:>14,.0f}{r['peak_rss_mb']:>13,.0f}"
+            f"{r['bytes'] / 1e6:>12,.1f}{r['bytes'] / r['turns']:>12,.0f}"
+        )
     if not args.no_cli:
         data = str(root / "ours")
         print("\nCLI commands on the toolgym jsonl dataset (peak RSS of the whole process):")
-        for cmd in (["report", data, "--out", str(root / "report")], ["export", "sft", data, "-o", str(root / "sft.jsonl")],
-                    ["export", "hf", data, "-o", str(root / "hf")], ["verify", data]):
+        for cmd in (
+            ["report", data, "--out", str(root / "report")],
+            ["export", "sft", data, "-o", str(root / "sft.jsonl")],
+            ["export", "hf", data, "-o", str(root / "hf")],
+            ["verify", data],
+        ):
             res = run_cli(cmd)
-            print(f"  {res['command']:<40} rc {res['rc']}  {res['seconds']:>7.1f} s  {args.n * TURNS / res['seconds']:>9,.0f} turns/s  {res['peak_rss_mb']:>7,.0f} MB")
+            print(
+                f"  {res['command']:<40} rc {res['rc']}  {res['seconds']:>7.1f} s  {args.n * TURNS / res['seconds']:>9,.0f} turns/s  {res['peak_rss_mb']:>7,.0f} MB"
+            )
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -77,7 +77,9 @@ def p50_ms(samples: list[float]) -> float:
 
 
 def direct(url: str, n: int) -> list[float]:
-    done = subprocess.run([sys.executable, "-c", CLIENT, url, str(n), ""], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT, url, str(n), ""], capture_output=True, text=True, check=True
+    )
     return list(json.loads(done.stdout))
 
 
@@ -124,8 +126,13 @@ class InProcessTunnel:
 
     async def run(self, argv: list[str], *, timeout: float, env: dict[str, str]) -> _Ran:
         argv = [a.replace("127.0.0.1:3128", f"127.0.0.1:{self.proxy_port}") for a in argv]
-        proc = await asyncio.create_subprocess_exec(sys.executable, *argv[1:], stdout=subprocess.PIPE,
-                                                    stderr=subprocess.PIPE, env={**os.environ, **env})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *argv[1:],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **env},
+        )
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
         return _Ran(proc.returncode or 0, out.decode(), err.decode())
 
@@ -144,8 +151,9 @@ def make(name: str, profile: SandboxProfile, remote_engine: str) -> PooledBacken
     return LocalBackend(profiles={"web": profile})
 
 
-async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
-                  remote_engine: str, image: str) -> dict[str, dict[str, list[float]]]:
+async def measure(
+    names: list[str], port: int, n: int, big_n: int, rounds: int, remote_engine: str, image: str
+) -> dict[str, dict[str, list[float]]]:
     """Small and 1 MiB GETs from a sandbox of each backend, and directly from the host, taken in
     ``rounds`` interleaved rounds so that the host's load shifts weigh on every path alike."""
     profile = SandboxProfile(network=(f"127.0.0.1:{port}",), image=image, cpus=2.0)
@@ -154,7 +162,9 @@ async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
     proxy = "http://127.0.0.1:3128"
     out: dict[str, dict[str, list[float]]] = {name: {"small": [], "big": []} for name in ["direct", *names]}
     try:
-        sandboxes: dict[str, Any] = {name: await b.acquire("web", episode_id="bench-egress") for name, b in backends.items()}
+        sandboxes: dict[str, Any] = {
+            name: await b.acquire("web", episode_id="bench-egress") for name, b in backends.items()
+        }
         if "inproc" in names:
             sandboxes["inproc"] = InProcessTunnel(port)
             await sandboxes["inproc"].start()
@@ -163,8 +173,11 @@ async def measure(names: list[str], port: int, n: int, big_n: int, rounds: int,
                 key = "small" if path == "/" else "big"
                 out["direct"][key] += await asyncio.to_thread(direct, f"http://127.0.0.1:{port}{path}", count)
                 for name, sb in sandboxes.items():
-                    r = await sb.run(["python3", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", str(count), proxy],
-                                     timeout=600, env=env)
+                    r = await sb.run(
+                        ["python3", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", str(count), proxy],
+                        timeout=600,
+                        env=env,
+                    )
                     if r.exit_code:
                         raise SystemExit(f"{name}: the client failed: {r.stderr}")
                     out[name][key] += json.loads(r.stdout)
@@ -181,10 +194,16 @@ def main() -> None:
     ap.add_argument("--backends", default="docker,remote,local,inproc")
     ap.add_argument("--n", type=int, default=200, help="small GETs per path")
     ap.add_argument("--big", type=int, default=20, help="1 MiB GETs per path")
-    ap.add_argument("--remote-engine", default="unix:///var/run/docker.sock",
-                    help="engine for the tunnelled path (default: the local engine, reached through its API)")
-    ap.add_argument("--image", default="toolgym/sandbox-python:latest",
-                    help="sandbox image (any with python3; a second engine may hold only toolgym/base:bookworm)")
+    ap.add_argument(
+        "--remote-engine",
+        default="unix:///var/run/docker.sock",
+        help="engine for the tunnelled path (default: the local engine, reached through its API)",
+    )
+    ap.add_argument(
+        "--image",
+        default="toolgym/sandbox-python:latest",
+        help="sandbox image (any with python3; a second engine may hold only toolgym/base:bookworm)",
+    )
     ap.add_argument("--smoke", action="store_true", help="20 small and 3 big GETs per path")
     args = ap.parse_args()
     n, big_n = (20, 3) if args.smoke else (args.n, args.big)
@@ -192,14 +211,22 @@ def main() -> None:
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
-        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {n} small GETs (2-byte body), "
-              f"{big_n} GETs of 1 MiB per path; p50 (p90)", flush=True)
+        print(
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {n} small GETs (2-byte body), "
+            f"{big_n} GETs of 1 MiB per path; p50 (p90)",
+            flush=True,
+        )
         names = args.backends.split(",")
-        got = asyncio.run(measure(names, port, n, big_n, 1 if args.smoke else 5, args.remote_engine,
-                                 args.image))
-        labels = {"direct": "direct from the host (baseline)", "docker": "local Docker, UNIX-socket proxy",
-                  "remote": f"remote Docker tunnel ({args.remote_engine})", "local": "bubblewrap, UNIX-socket proxy",
-                  "inproc": "tunnel protocol alone (no engine, agent in-process)"}
+        got = asyncio.run(
+            measure(names, port, n, big_n, 1 if args.smoke else 5, args.remote_engine, args.image)
+        )
+        labels = {
+            "direct": "direct from the host (baseline)",
+            "docker": "local Docker, UNIX-socket proxy",
+            "remote": f"remote Docker tunnel ({args.remote_engine})",
+            "local": "bubblewrap, UNIX-socket proxy",
+            "inproc": "tunnel protocol alone (no engine, agent in-process)",
+        }
         rows = [(labels[name], got[name]["small"], got[name]["big"]) for name in ["direct", *names]]
         base_small = got["direct"]["small"]
         base = p50_ms(base_small)
@@ -207,8 +234,10 @@ def main() -> None:
         for label, small, big in rows:
             q = statistics.quantiles(small, n=10)[-1] * 1e3 if len(small) > 1 else p50_ms(small)
             qb = statistics.quantiles(big, n=10)[-1] * 1e3 if len(big) > 1 else p50_ms(big)
-            print(f"{label:<58s} {p50_ms(small):8.2f} ({q:7.2f}) ms {p50_ms(small) / base:9.1f}x "
-                  f"{p50_ms(big):8.2f} ({qb:7.2f}) ms")
+            print(
+                f"{label:<58s} {p50_ms(small):8.2f} ({q:7.2f}) ms {p50_ms(small) / base:9.1f}x "
+                f"{p50_ms(big):8.2f} ({qb:7.2f}) ms"
+            )
     finally:
         server.kill()
         server.wait()

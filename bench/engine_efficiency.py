@@ -40,19 +40,39 @@ async def sleep_only(episodes: int, turns: int, latency: float) -> float:
 async def run_engine(episodes: int, turns: int, latency: float) -> dict[str, float]:
     tokenizer = load_tiny_tokenizer("qwen")
     backend = SimulatedBackend(tokenizer=tokenizer, text=CALL_TEXT, latency_s=latency)
-    cfg = EngineConfig(max_live_episodes=episodes, max_llm_calls=episodes, max_turns=turns + 1, max_tokens_per_turn=128)
+    cfg = EngineConfig(
+        max_live_episodes=episodes, max_llm_calls=episodes, max_turns=turns + 1, max_tokens_per_turn=128
+    )
     done = []
-    engine = RolloutEngine(registry=bench_registry(), policy=ModelPolicy(backend, cfg), config=cfg, env_kwargs={"turns": turns}, on_trajectory=done.append)
+    engine = RolloutEngine(
+        registry=bench_registry(),
+        policy=ModelPolicy(backend, cfg),
+        config=cfg,
+        env_kwargs={"turns": turns},
+        on_trajectory=done.append,
+    )
     # warm up (template compilation, tokenizer) outside the measurement
-    await RolloutEngine(registry=bench_registry(), policy=ModelPolicy(SimulatedBackend(tokenizer=tokenizer, text=CALL_TEXT, latency_s=0), cfg), config=cfg, env_kwargs={"turns": 2}).run(plan_episodes("bench", num_tasks=4, group_size=1))
+    await RolloutEngine(
+        registry=bench_registry(),
+        policy=ModelPolicy(SimulatedBackend(tokenizer=tokenizer, text=CALL_TEXT, latency_s=0), cfg),
+        config=cfg,
+        env_kwargs={"turns": 2},
+    ).run(plan_episodes("bench", num_tasks=4, group_size=1))
     gc.collect()
     rss0 = rss_mb()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await engine.run(plan_episodes("bench", num_tasks=episodes, group_size=1))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     total_turns = sum(len(t.steps) for t in done)
-    assert total_turns == episodes * turns and all(t.status.value == "ok" for t in done), "every episode must run all its turns"
-    return {"wall": wall, "cpu": cpu, "turns": total_turns, "rss_per_episode_kb": (peak_rss_mb() - rss0) * 1024 / episodes}
+    assert total_turns == episodes * turns and all(t.status.value == "ok" for t in done), (
+        "every episode must run all its turns"
+    )
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "turns": total_turns,
+        "rss_per_episode_kb": (peak_rss_mb() - rss0) * 1024 / episodes,
+    }
 
 
 def main() -> None:
@@ -65,10 +85,14 @@ def main() -> None:
     base = asyncio.run(sleep_only(args.episodes, args.turns, args.latency))
     r = asyncio.run(run_engine(args.episodes, args.turns, args.latency))
     ideal_tput = r["turns"] / ideal
-    print(f"workload: {args.episodes} concurrent episodes × {args.turns} turns, model latency {args.latency:g}s per call")
+    print(
+        f"workload: {args.episodes} concurrent episodes × {args.turns} turns, model latency {args.latency:g}s per call"
+    )
     print(f"baseline (sleep only, no engine): {base:.2f}s wall = {ideal / base:.3f} of ideal")
-    print(f"engine: {r['wall']:.2f}s wall, {r['turns'] / r['wall']:.0f} turns/s vs ideal {ideal_tput:.0f} turns/s "
-          f"→ achieved/ideal = {ideal / r['wall']:.3f} (goal ≥ 0.9)")
+    print(
+        f"engine: {r['wall']:.2f}s wall, {r['turns'] / r['wall']:.0f} turns/s vs ideal {ideal_tput:.0f} turns/s "
+        f"→ achieved/ideal = {ideal / r['wall']:.3f} (goal ≥ 0.9)"
+    )
     print(f"engine CPU per turn: {r['cpu'] / r['turns'] * 1000:.3f} ms (goal ≤ 0.5 ms)")
     print(f"peak RSS per live episode: {r['rss_per_episode_kb']:.1f} KB")
 

@@ -37,8 +37,13 @@ def command(text: str) -> Action:
 def summary(name: str, samples_s: list[float]) -> dict[str, Any]:
     ordered = sorted(samples_s)
     p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    return {"name": name, "n": len(ordered), "per_s": len(ordered) / sum(ordered),
-            "p50_us": statistics.median(ordered) * 1e6, "p99_us": p99 * 1e6}
+    return {
+        "name": name,
+        "n": len(ordered),
+        "per_s": len(ordered) / sum(ordered),
+        "p50_us": statistics.median(ordered) * 1e6,
+        "p99_us": p99 * 1e6,
+    }
 
 
 class Clock:
@@ -102,8 +107,10 @@ async def real(episodes: int, scripts: list[list[str]]) -> tuple[Clock, Clock] |
 
 def show(row: dict[str, Any], base: dict[str, Any] | None = None) -> None:
     ratio = f"   {row['p50_us'] / base['p50_us']:6.1f}x the p50 of {base['name']}" if base else ""
-    print(f"{row['name']:<40} n={row['n']:>6}  {row['per_s']:>10,.0f}/s  p50 {row['p50_us']:>9.1f} us"
-          f"  p99 {row['p99_us']:>9.1f} us{ratio}")
+    print(
+        f"{row['name']:<40} n={row['n']:>6}  {row['per_s']:>10,.0f}/s  p50 {row['p50_us']:>9.1f} us"
+        f"  p99 {row['p99_us']:>9.1f} us{ratio}"
+    )
 
 
 async def main() -> None:
@@ -112,13 +119,20 @@ async def main() -> None:
     ap.add_argument("--real-episodes", type=int, default=12)
     args = ap.parse_args()
     steps, noops, lists, resets, scripts = await builtin(args.episodes)
-    step, noop = summary("built-in step (scripted)", steps.samples), summary("baseline: inadmissible step", noops.samples)
+    step, noop = (
+        summary("built-in step (scripted)", steps.samples),
+        summary("baseline: inadmissible step", noops.samples),
+    )
     listing = summary("baseline: admissible list alone", lists.samples)
-    print(f"built-in ALFWorld, {args.episodes} scripted episodes (all six task types), {len(steps.samples)} steps\n")
+    print(
+        f"built-in ALFWorld, {args.episodes} scripted episodes (all six task types), {len(steps.samples)} steps\n"
+    )
     show(noop)
     show(listing)
     show(step, noop)
-    print(f"{'':<40} {'':>8}  {'':>12}  the step costs {step['p50_us'] / listing['p50_us']:.1f}x one admissible-list build")
+    print(
+        f"{'':<40} {'':>8}  {'':>12}  the step costs {step['p50_us'] / listing['p50_us']:.1f}x one admissible-list build"
+    )
     show(summary("built-in reset", resets.samples))
     got = await real(min(args.real_episodes, args.episodes), scripts)
     if got is None:
@@ -126,7 +140,9 @@ async def main() -> None:
         return
     real_steps, real_resets = got
     real_row = summary("real engine step (same commands)", real_steps.samples)
-    print(f"\nreal alfworld/TextWorld engine, {min(args.real_episodes, args.episodes)} of the same tasks as game files\n")
+    print(
+        f"\nreal alfworld/TextWorld engine, {min(args.real_episodes, args.episodes)} of the same tasks as game files\n"
+    )
     show(real_row, step)
     show(summary("real engine reset (load game)", real_resets.samples))
     print(f"\nbuilt-in steps/s over real-engine steps/s: {step['per_s'] / real_row['per_s']:,.0f}x")

@@ -62,9 +62,15 @@ async def steps(sb: Any, rounds: int) -> None:
 
     ctx = Ctx()
     path = f"{harness.WORKDIR}/ledger/money.py"
-    names = ["baseline: run(['true'])", "baseline: shell 'true'", "bash tool: git status --short",
-             "editor: view (40-line file)", "editor: str_replace + undo_edit", "search: 'Decimal' in repo",
-             "diff digest (anchor, after an edit)"]
+    names = [
+        "baseline: run(['true'])",
+        "baseline: shell 'true'",
+        "bash tool: git status --short",
+        "editor: view (40-line file)",
+        "editor: str_replace + undo_edit",
+        "search: 'Decimal' in repo",
+        "diff digest (anchor, after an edit)",
+    ]
     samples: dict[str, list[float]] = {n: [] for n in names}
     calls: list[Callable[[], Awaitable[Any]]] = [
         lambda: sb.run(["true"]),
@@ -87,8 +93,16 @@ async def steps(sb: Any, rounds: int) -> None:
 
 
 async def _edit_and_undo(sb: Any, ctx: Any, path: str) -> Any:
-    out = await str_replace_editor.call({"command": "str_replace", "path": path, "old_str": "CENT = Decimal(\"0.01\")",
-                                         "new_str": "CENT = Decimal(\"0.010\")"}, sandbox=sb, ctx=ctx)
+    out = await str_replace_editor.call(
+        {
+            "command": "str_replace",
+            "path": path,
+            "old_str": 'CENT = Decimal("0.01")',
+            "new_str": 'CENT = Decimal("0.010")',
+        },
+        sandbox=sb,
+        ctx=ctx,
+    )
     assert not out.error, out.text
     return await str_replace_editor.call({"command": "undo_edit", "path": path}, sandbox=sb, ctx=ctx)
 
@@ -101,17 +115,23 @@ async def tasks(sb: Any) -> None:
     for task in shipped_tasks():
         await timed(functools.partial(harness.checkout, sb, task), resets)
         command = " ".join([task.test_cmd, *task.test_directives()])
-        await timed(functools.partial(sb.run, ["bash", "-c", command], env=provision.test_env(), cwd=harness.WORKDIR),
-                    tests_only)
+        await timed(
+            functools.partial(sb.run, ["bash", "-c", command], env=provision.test_env(), cwd=harness.WORKDIR),
+            tests_only,
+        )
         result = await timed(functools.partial(harness.evaluate, sb, task, task.patch), grades)
         if not result.resolved:
             unresolved.append(task.instance_id)
-    print(f"\n-- per task ({len(resets)} shipped tasks; gold patch resolved {len(resets) - len(unresolved)}) --")
+    print(
+        f"\n-- per task ({len(resets)} shipped tasks; gold patch resolved {len(resets) - len(unresolved)}) --"
+    )
     line("baseline: the test command alone", tests_only)
     line("reset: checkout at the base commit", resets, tests_only)
     line("grading: evaluate(gold patch)", grades, tests_only)
-    print(f"grading overhead over the bare test run: p50 {(pct(grades, 50) - pct(tests_only, 50)) * 1e3:.0f} ms; "
-          f"mean grading {statistics.mean(grades):.2f} s")
+    print(
+        f"grading overhead over the bare test run: p50 {(pct(grades, 50) - pct(tests_only, 50)) * 1e3:.0f} ms; "
+        f"mean grading {statistics.mean(grades):.2f} s"
+    )
     assert not unresolved, unresolved
 
 
@@ -130,7 +150,9 @@ async def main(backend_name: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", default="docker", choices=["docker", "local"])
     parser.add_argument("--rounds", type=int, default=60)
     args = parser.parse_args()

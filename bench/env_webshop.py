@@ -68,16 +68,23 @@ async def measure(episodes: int, mode: str, fmt: str) -> dict[str, list[float]]:
 def report(times: dict[str, list[float]]) -> None:
     noop50 = pct(times["noop"], 0.5)
     steps = times["search"] + times["click"]
-    rows = [("all steps", steps), ("search", times["search"]), ("click", times["click"]),
-            ("BM25 ranking, uncached", times["bm25"]),
-            ("baseline: no-op step", times["noop"]), ("baseline: render only", times["render"])]
+    rows = [
+        ("all steps", steps),
+        ("search", times["search"]),
+        ("click", times["click"]),
+        ("BM25 ranking, uncached", times["bm25"]),
+        ("baseline: no-op step", times["noop"]),
+        ("baseline: render only", times["render"]),
+    ]
     print(f"{'':24} {'n':>6} {'p50 µs':>9} {'p99 µs':>9} {'p50 / no-op':>12}")
     for name, values in rows:
         p50, p99 = pct(values, 0.5), pct(values, 0.99)
         print(f"{name:24} {len(values):6d} {p50 * 1e6:9.1f} {p99 * 1e6:9.1f} {p50 / noop50:12.2f}")
     total = sum(steps)
-    print(f"throughput: {len(steps) / total:,.0f} steps/s of env.step (one core), "
-          f"no-op steps: {len(times['noop']) / sum(times['noop']):,.0f} steps/s")
+    print(
+        f"throughput: {len(steps) / total:,.0f} steps/s of env.step (one core), "
+        f"no-op steps: {len(times['noop']) / sum(times['noop']):,.0f} steps/s"
+    )
 
 
 def main() -> None:
@@ -88,12 +95,16 @@ def main() -> None:
     args = ap.parse_args()
     asyncio.run(measure(5, args.mode, args.format))  # warm the shop and caches
     times = asyncio.run(measure(args.episodes, args.mode, args.format))
-    print(f"WebShop (built-in catalog, {args.episodes} scripted episodes, mode={args.mode}, format={args.format})")
+    print(
+        f"WebShop (built-in catalog, {args.episodes} scripted episodes, mode={args.mode}, format={args.format})"
+    )
     report(times)
     if importlib.util.find_spec("web_agent_site") is None:
         print("published package web_agent_site: not installed, no comparison")
     else:
-        print("published package web_agent_site: installed, but its data and Lucene index are not; no comparison")
+        print(
+            "published package web_agent_site: installed, but its data and Lucene index are not; no comparison"
+        )
 
 
 if __name__ == "__main__":

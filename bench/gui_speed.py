@@ -86,10 +86,14 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
                 sandbox = await ctx.sandbox(SANDBOX_KIND)
                 session = await sandbox.python()
                 name = "browser_click" if kind == "click" else "browser_type"
-                args: dict[str, Any] = {"element_id": target} if kind == "click" else {"element_id": target, "text": "hello"}
+                args: dict[str, Any] = (
+                    {"element_id": target} if kind == "click" else {"element_id": target, "text": "hello"}
+                )
                 act = "click()" if kind == "click" else "fill('hello')"
-                direct = (f"import time as _t\n_t0 = _t.perf_counter()\n"
-                          f"{DRIVER}.page.locator('[data-tg-id=\"{target}\"]').first.{act}\n_t.perf_counter() - _t0")
+                direct = (
+                    f"import time as _t\n_t0 = _t.perf_counter()\n"
+                    f"{DRIVER}.page.locator('[data-tg-id=\"{target}\"]').first.{act}\n_t.perf_counter() - _t0"
+                )
                 rows: dict[str, list[float]] = {"env step": [], "tool": [], "direct": [], "in-sandbox": []}
                 for i in range(calls + 3):  # the first 3 are warm-up
                     call = ToolCall(name=name, arguments=args)
@@ -153,7 +157,10 @@ class MemorySampler:
         while not self._stop.is_set():
             if time.monotonic() - last_list > 2.0:  # listing is slow; the set changes slowly
                 try:
-                    ids = [c.id for c in self.client.containers.list(filters={"label": f"toolgym.run={self.run_id}"})]
+                    ids = [
+                        c.id
+                        for c in self.client.containers.list(filters={"label": f"toolgym.run={self.run_id}"})
+                    ]
                 except Exception:  # the engine may be removing one right now
                     pass
                 last_list = time.monotonic()
@@ -167,9 +174,14 @@ async def concurrent(tasks: tuple[str, ...], episodes: int, level: int) -> dict[
     shared_site()
     backend = DockerBackend(max_idle=level)
     out: list[Any] = []
-    engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen"))),
-                           config=EngineConfig(max_live_episodes=level, max_sandboxes=level),
-                           sandbox_backend=backend, env_kwargs={"tasks": ",".join(tasks)}, on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen"))),
+        config=EngineConfig(max_live_episodes=level, max_sandboxes=level),
+        sandbox_backend=backend,
+        env_kwargs={"tasks": ",".join(tasks)},
+        on_trajectory=out.append,
+    )
     before = load()
     start = time.perf_counter()
     try:
@@ -182,15 +194,28 @@ async def concurrent(tasks: tuple[str, ...], episodes: int, level: int) -> dict[
     wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in ok)
     timeouts = sum(1 for t in ok if t.steps and t.steps[-1].info.get("page_reason") == "timeout")
     steps = [s.env_s * 1e3 for t in ok for s in t.steps]
-    return {"level": level, "episodes": len(out), "errors": len(out) - len(ok), "success": wins / max(len(out), 1),
-            "page_timeouts": timeouts, "wall_s": wall, "eps_per_s": len(out) / wall, "step_p50_ms": pct(steps, 50),
-            "step_p99_ms": pct(steps, 99), "peak_mem_mb": memory.peak / 2**20, "peak_containers": memory.peak_containers,
-            "mem_per_episode_mb": memory.peak / 2**20 / max(memory.peak_containers, 1), "load_before": before,
-            "load_after": load()}
+    return {
+        "level": level,
+        "episodes": len(out),
+        "errors": len(out) - len(ok),
+        "success": wins / max(len(out), 1),
+        "page_timeouts": timeouts,
+        "wall_s": wall,
+        "eps_per_s": len(out) / wall,
+        "step_p50_ms": pct(steps, 50),
+        "step_p99_ms": pct(steps, 99),
+        "peak_mem_mb": memory.peak / 2**20,
+        "peak_containers": memory.peak_containers,
+        "mem_per_episode_mb": memory.peak / 2**20 / max(memory.peak_containers, 1),
+        "load_before": before,
+        "load_after": load(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--levels", default="1,8,16")
     parser.add_argument("--episodes", type=int, default=48, help="episodes per concurrency level")
@@ -205,26 +230,44 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {}
     if args.skip != "latency":
         lat = asyncio.run(latency(args.calls))
-        result["latency"] = {k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()}
+        result["latency"] = {
+            k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()
+        }
         print(f"\nbrowser step on MiniWoB++ ({args.calls} calls each, ms; load after: {load()})")
-        print(f"{'action':8} " + " ".join(f"{c + ' p50':>15} {c + ' p99':>15}" for c in ("env step", "tool", "direct", "in-sandbox")))
+        print(
+            f"{'action':8} "
+            + " ".join(
+                f"{c + ' p50':>15} {c + ' p99':>15}" for c in ("env step", "tool", "direct", "in-sandbox")
+            )
+        )
         for kind, rows in lat.items():
-            print(f"{kind:8} " + " ".join(f"{pct(rows[c], 50):15.1f} {pct(rows[c], 99):15.1f}"
-                                          for c in ("env step", "tool", "direct", "in-sandbox")))
+            print(
+                f"{kind:8} "
+                + " ".join(
+                    f"{pct(rows[c], 50):15.1f} {pct(rows[c], 99):15.1f}"
+                    for c in ("env step", "tool", "direct", "in-sandbox")
+                )
+            )
     if args.skip != "concurrency":
         tasks = task_list(args.tasks)
         rows = []
-        print(f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one Chromium per episode)")
-        print(f"{'at once':>7} {'success':>8} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'step p50':>9} "
-              f"{'step p99':>9} {'peak MB':>8} {'sandboxes':>9} {'MB/sandbox':>10}  load before -> after")
+        print(
+            f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one Chromium per episode)"
+        )
+        print(
+            f"{'at once':>7} {'success':>8} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'step p50':>9} "
+            f"{'step p99':>9} {'peak MB':>8} {'sandboxes':>9} {'MB/sandbox':>10}  load before -> after"
+        )
         for level in (int(x) for x in args.levels.split(",")):
             row = asyncio.run(concurrent(tasks, args.episodes, level))
             rows.append(row)
-            print(f"{level:7d} {row['success']:8.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
-                  f"{row['eps_per_s']:6.2f} {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
-                  f"{row['peak_mem_mb']:8.0f} {row['peak_containers']:9d} {row['mem_per_episode_mb']:10.0f}  "
-                  f"{row['load_before']} -> {row['load_after']}",
-                  flush=True)
+            print(
+                f"{level:7d} {row['success']:8.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
+                f"{row['eps_per_s']:6.2f} {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
+                f"{row['peak_mem_mb']:8.0f} {row['peak_containers']:9d} {row['mem_per_episode_mb']:10.0f}  "
+                f"{row['load_before']} -> {row['load_after']}",
+                flush=True,
+            )
         result["concurrency"] = rows
     if args.json:
         print(json.dumps(result, indent=2))

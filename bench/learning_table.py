@@ -46,7 +46,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `python bench/learning_table.py` imports bench.results_page
 PAIRS = {"alfworld": ("grpo", "gigpo"), "webshop": ("grpo", "gigpo"), "math_python": ("grpo", "arpo")}
-ESTIMATORS = {"alfworld": ("grpo", "gigpo", "graphgpo"), "webshop": ("grpo", "gigpo", "graphgpo"), "math_python": ("grpo", "arpo")}
+ESTIMATORS = {
+    "alfworld": ("grpo", "gigpo", "graphgpo"),
+    "webshop": ("grpo", "gigpo", "graphgpo"),
+    "math_python": ("grpo", "arpo"),
+}
 
 
 def estimators_of(args: argparse.Namespace, env: str) -> tuple[str, ...]:
@@ -56,10 +60,15 @@ def estimators_of(args: argparse.Namespace, env: str) -> tuple[str, ...]:
 
 def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> list[str]:
     """The budget every estimator of ``env`` gets (same tasks, steps, group, evaluation)."""
-    o = [f"verl.trainer.total_training_steps={args.steps}", f"verl.data.train_batch_size={args.tasks}",
-         f"toolgym.val.num_tasks={args.eval_tasks}", f"verl.trainer.test_freq={args.test_freq}",
-         f"verl.trainer.save_freq={args.test_freq}", f"toolgym.train.seed={10_000 * seed}",
-         f"verl.trainer.default_local_dir={out}"]
+    o = [
+        f"verl.trainer.total_training_steps={args.steps}",
+        f"verl.data.train_batch_size={args.tasks}",
+        f"toolgym.val.num_tasks={args.eval_tasks}",
+        f"verl.trainer.test_freq={args.test_freq}",
+        f"verl.trainer.save_freq={args.test_freq}",
+        f"toolgym.train.seed={10_000 * seed}",
+        f"verl.trainer.default_local_dir={out}",
+    ]
     if env != "math_python":
         o.append(f"toolgym.group_size={args.group}")
     if args.device != "cpu":
@@ -68,15 +77,29 @@ def run_overrides(args: argparse.Namespace, env: str, seed: int, out: Path) -> l
         o.append(f"verl.actor_rollout_ref.model.path={args.model[env]}")
     o += args.set  # --set: the same change to every run (an ablation)
     if args.smoke:
-        o += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.engine.max_tokens_per_turn=8",
-              "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]
+        o += [
+            "verl.actor_rollout_ref.model.path=tiny",
+            "toolgym.engine.max_turns=3",
+            "toolgym.engine.max_tokens_per_turn=8",
+            "verl.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        ]
         o.append("toolgym.env_kwargs.max_steps=3" if env == "alfworld" else "toolgym.env_kwargs.max_turns=3")
     return o
 
 
-def train_command(args: argparse.Namespace, env: str, estimator: str, seed: int, out: Path) -> tuple[list[str], str]:
+def train_command(
+    args: argparse.Namespace, env: str, estimator: str, seed: int, out: Path
+) -> tuple[list[str], str]:
     """(the ``toolgym train`` command of one run, as shown on the results page)."""
-    cmd = ["toolgym", "train", "--trainer", "local", "--config", f"{env}_{estimator}", *run_overrides(args, env, seed, out)]
+    cmd = [
+        "toolgym",
+        "train",
+        "--trainer",
+        "local",
+        "--config",
+        f"{env}_{estimator}",
+        *run_overrides(args, env, seed, out),
+    ]
     return cmd, ("nice -n 10 " if args.device == "cpu" else "") + shlex.join(cmd)
 
 
@@ -101,8 +124,13 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
     env_vars = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     # runs side by side (--jobs): each one's progress goes to its own log
     with open(out / "train.log", "a") if args.jobs > 1 else contextlib.nullcontext() as log:
-        result = subprocess.run([sys.executable, "-m", "toolgym", *cmd[1:]], env=env_vars, stdout=log,
-                                stderr=subprocess.STDOUT if log else None, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "toolgym", *cmd[1:]],
+            env=env_vars,
+            stdout=log,
+            stderr=subprocess.STDOUT if log else None,
+            check=False,
+        )
     if result.returncode != 0:
         raise SystemExit(f"run failed (exit {result.returncode}): {shown}")
     wall = previous + time.perf_counter() - started
@@ -119,17 +147,41 @@ _WARM_LOCK = threading.Lock()
 def evaluate_model(args: argparse.Namespace, config: str, model: Path) -> dict[str, Any]:
     """``model`` on the first ``--final-eval-tasks`` held-out tasks of ``config``, in its own process."""
     threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
-    cmd = [sys.executable, str(ROOT / "bench" / "warmstart_sweep.py"), "--eval-model", str(model), "--heldout", config,
-           "--heldout-tasks", str(args.final_eval_tasks), "--device", args.device, "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "warmstart_sweep.py"),
+        "--eval-model",
+        str(model),
+        "--heldout",
+        config,
+        "--heldout-tasks",
+        str(args.final_eval_tasks),
+        "--device",
+        args.device,
+        "--threads",
+        str(threads),
+    ]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise SystemExit(f"the final evaluation of {model} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+        raise SystemExit(
+            f"the final evaluation of {model} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}"
+        )
     r = json.loads(result.stdout.strip().splitlines()[-1])
-    if r.get("failed", 0) > 0.01 * r["tasks"]:  # errored episodes score 0: the figure would measure the errors
-        raise SystemExit(f"the final evaluation of {model}: {r['failed']} of {r['tasks']} episodes ended in an error")
-    return {"success": r["success"], "score": r["score"], "episodes": r["tasks"], "failed": r.get("failed", 0),
-            "by_type": r.get("by_type", {}), "seconds": r["seconds"]}
+    if (
+        r.get("failed", 0) > 0.01 * r["tasks"]
+    ):  # errored episodes score 0: the figure would measure the errors
+        raise SystemExit(
+            f"the final evaluation of {model}: {r['failed']} of {r['tasks']} episodes ended in an error"
+        )
+    return {
+        "success": r["success"],
+        "score": r["score"],
+        "episodes": r["tasks"],
+        "failed": r.get("failed", 0),
+        "by_type": r.get("by_type", {}),
+        "seconds": r["seconds"],
+    }
 
 
 def final_eval(args: argparse.Namespace, env: str, estimator: str, out: Path, steps: int) -> None:
@@ -145,17 +197,34 @@ def final_eval(args: argparse.Namespace, env: str, estimator: str, out: Path, st
             return
     checkpoint = out / f"step-{steps:05d}"
     if not checkpoint.is_dir():
-        raise SystemExit(f"{out}: no checkpoint of its last step ({checkpoint.name}) to evaluate; --steps must be a multiple of --test-freq")
-    warm = Path(json.loads((out / "run.json").read_text())["run"]["model_dir"])  # the model the run started from
+        raise SystemExit(
+            f"{out}: no checkpoint of its last step ({checkpoint.name}) to evaluate; --steps must be a multiple of --test-freq"
+        )
+    warm = Path(
+        json.loads((out / "run.json").read_text())["run"]["model_dir"]
+    )  # the model the run started from
     cache = args.out / f"final-eval-{env}-{warm.name}-{args.final_eval_tasks}.json"
     with _WARM_LOCK:  # the two estimators of an environment share one warm-start evaluation
         if not cache.exists():
-            print(f"final evaluation: {env} warm start {warm.name} on {args.final_eval_tasks} held-out tasks", flush=True)
+            print(
+                f"final evaluation: {env} warm start {warm.name} on {args.final_eval_tasks} held-out tasks",
+                flush=True,
+            )
             cache.write_text(json.dumps(evaluate_model(args, f"{env}_grpo", warm), indent=2))
     print(f"final evaluation: {out.name} step {steps} on {args.final_eval_tasks} held-out tasks", flush=True)
     after = evaluate_model(args, f"{env}_{estimator}", checkpoint)
-    path.write_text(json.dumps({"tasks": args.final_eval_tasks, "step": steps, "warm_start": str(warm),
-                                "before": json.loads(cache.read_text()), "after": after}, indent=2))
+    path.write_text(
+        json.dumps(
+            {
+                "tasks": args.final_eval_tasks,
+                "step": steps,
+                "warm_start": str(warm),
+                "before": json.loads(cache.read_text()),
+                "after": after,
+            },
+            indent=2,
+        )
+    )
 
 
 # -- speed: one RL step, and the sampler beside plain HF generate ----------------------------------
@@ -168,10 +237,18 @@ async def measure_speed(args: argparse.Namespace) -> dict[str, Any]:
     from toolgym.training.local.runner import build, load_config, model_dir, open_loop
 
     tasks, group = (2, 2) if args.smoke else (args.speed_tasks, args.speed_group)
-    overrides = [f"verl.data.train_batch_size={tasks}", f"toolgym.group_size={group}", "verl.trainer.total_training_steps=1"]
+    overrides = [
+        f"verl.data.train_batch_size={tasks}",
+        f"toolgym.group_size={group}",
+        "verl.trainer.total_training_steps=1",
+    ]
     if args.smoke:
-        overrides += ["verl.actor_rollout_ref.model.path=tiny", "toolgym.engine.max_turns=3", "toolgym.env_kwargs.max_steps=3",
-                      "toolgym.engine.max_tokens_per_turn=8"]
+        overrides += [
+            "verl.actor_rollout_ref.model.path=tiny",
+            "toolgym.engine.max_turns=3",
+            "toolgym.env_kwargs.max_steps=3",
+            "toolgym.engine.max_tokens_per_turn=8",
+        ]
     rl, settings = build(load_config("alfworld_gigpo", overrides))
     path = model_dir(settings["model"])
     loop, tokenizer, close = open_loop(rl, path)
@@ -184,12 +261,25 @@ async def measure_speed(args: argparse.Namespace) -> dict[str, Any]:
         await close()
     turns = log.stats.get("steps", 0.0)
     return {
-        "tasks": tasks, "group": group, "episodes": log.episodes, "model": settings["model"], "threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(), "load": os.getloadavg()[0], "step_s": log.sample_s + log.update_s, "sample_s": log.sample_s,
-        "update_s": log.update_s, "tokens": log.tokens, "turns": int(turns), "tokens_per_s": log.tokens / max(log.sample_s, 1e-9),
-        "episodes_per_s": log.episodes / max(log.sample_s, 1e-9), "bench_prompts": len(prompts),
-        "sampler_s": sampler_s, "sampler_tokens_per_s": sampler_tokens / max(sampler_s, 1e-9),
-        "hf_s": hf_s, "hf_tokens_per_s": hf_tokens / max(hf_s, 1e-9),
+        "tasks": tasks,
+        "group": group,
+        "episodes": log.episodes,
+        "model": settings["model"],
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg()[0],
+        "step_s": log.sample_s + log.update_s,
+        "sample_s": log.sample_s,
+        "update_s": log.update_s,
+        "tokens": log.tokens,
+        "turns": int(turns),
+        "tokens_per_s": log.tokens / max(log.sample_s, 1e-9),
+        "episodes_per_s": log.episodes / max(log.sample_s, 1e-9),
+        "bench_prompts": len(prompts),
+        "sampler_s": sampler_s,
+        "sampler_tokens_per_s": sampler_tokens / max(sampler_s, 1e-9),
+        "hf_s": hf_s,
+        "hf_tokens_per_s": hf_tokens / max(hf_s, 1e-9),
     }
 
 
@@ -208,7 +298,10 @@ async def sampler_turn(backend: Any, prompts: list[list[int]], rl: Any) -> tuple
     from toolgym.core.types import GenerationRequest, SamplingParams
 
     max_new = int(rl.engine.get("max_tokens_per_turn", 24))
-    requests = [GenerationRequest(p, SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=i), f"bench-{i}") for i, p in enumerate(prompts)]
+    requests = [
+        GenerationRequest(p, SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=i), f"bench-{i}")
+        for i, p in enumerate(prompts)
+    ]
     started = time.perf_counter()
     results = await asyncio.gather(*(backend.generate(r) for r in requests))
     return time.perf_counter() - started, sum(len(r.output_ids) for r in results)
@@ -227,8 +320,16 @@ def hf_generate_turn(model: Any, tokenizer: Any, prompts: list[list[int]], rl: A
     torch.manual_seed(0)
     started = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=True, temperature=1.0,
-                             pad_token_id=pad, stop_strings=["</action>"], tokenizer=tokenizer)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_new,
+            do_sample=True,
+            temperature=1.0,
+            pad_token_id=pad,
+            stop_strings=["</action>"],
+            tokenizer=tokenizer,
+        )
     seconds = time.perf_counter() - started
     new = out[:, width:]
     eos = set(tokenizer.all_special_ids)
@@ -257,11 +358,23 @@ def warm_start_infos(args: argparse.Namespace, runs: Sequence[Any] = ()) -> dict
         kept = args.out / f"warmstart-{env}.json"  # --out is a records folder (the cache may not hold it)
         if started is not None:
             here = started / "warmstart.json"
-            info = json.loads(here.read_text()) if here.exists() else json.loads(kept.read_text()) if kept.exists() else None
+            info = (
+                json.loads(here.read_text())
+                if here.exists()
+                else json.loads(kept.read_text())
+                if kept.exists()
+                else None
+            )
             if info is not None and (here.exists() or _names(info, started)):
                 out[env] = info
             continue  # no record of that model: no line rather than another model's
-        path = Path(args.model[env]) if env in args.model else warmstart.cached(env) if env in warmstart.RECIPES else None
+        path = (
+            Path(args.model[env])
+            if env in args.model
+            else warmstart.cached(env)
+            if env in warmstart.RECIPES
+            else None
+        )
         if path is not None and (path / "warmstart.json").exists():
             out[env] = json.loads((path / "warmstart.json").read_text())
         elif kept.exists():
@@ -310,66 +423,154 @@ def save_records(args: argparse.Namespace, runs: list[Any], records: Path) -> No
     for env, info in warm_start_infos(args, runs).items():
         records.mkdir(parents=True, exist_ok=True)
         (records / f"warmstart-{env}.json").write_text(json.dumps(info, indent=2))
-    for name, text in (("note.txt", args.note), ("partial.txt", args.partial)):  # the page's notes, for a rewrite from records
+    for name, text in (
+        ("note.txt", args.note),
+        ("partial.txt", args.partial),
+    ):  # the page's notes, for a rewrite from records
         records.mkdir(parents=True, exist_ok=True)
         (records / name).write_text(text + "\n" if text else "")
 
 
 def reproduce_command(args: argparse.Namespace, envs: list[str] | None = None) -> str:
-    extra = [*(["--device", args.device] if args.device != "cpu" else []), *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
-             *(["--jobs", str(args.jobs)] if args.jobs > 1 else []),
-             *(x for env, ests in args.estimators.items() if env in (envs or args.envs) for x in ("--estimators", f"{env}={','.join(ests)}")),
-             *(x for kv in args.set for x in ("--set", kv))]
-    return ("nice -n 10 " if args.device == "cpu" else "") + ".venv/bin/python bench/learning_table.py " + shlex.join(
-        [*(["--smoke"] if args.smoke else []), "--envs", *(envs or args.envs), "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
-         "--tasks", str(args.tasks), "--group", str(args.group), "--eval-tasks", str(args.eval_tasks), "--test-freq", str(args.test_freq),
-         *(["--final-eval-tasks", str(args.final_eval_tasks)] if args.final_eval_tasks and set(envs or args.envs) & set(args.final_eval_envs) else []),
-         *extra])
+    extra = [
+        *(["--device", args.device] if args.device != "cpu" else []),
+        *(x for env, path in args.model.items() for x in ("--model", f"{env}={path}")),
+        *(["--jobs", str(args.jobs)] if args.jobs > 1 else []),
+        *(
+            x
+            for env, ests in args.estimators.items()
+            if env in (envs or args.envs)
+            for x in ("--estimators", f"{env}={','.join(ests)}")
+        ),
+        *(x for kv in args.set for x in ("--set", kv)),
+    ]
+    return (
+        ("nice -n 10 " if args.device == "cpu" else "")
+        + ".venv/bin/python bench/learning_table.py "
+        + shlex.join(
+            [
+                *(["--smoke"] if args.smoke else []),
+                "--envs",
+                *(envs or args.envs),
+                "--seeds",
+                *map(str, args.seeds),
+                "--steps",
+                str(args.steps),
+                "--tasks",
+                str(args.tasks),
+                "--group",
+                str(args.group),
+                "--eval-tasks",
+                str(args.eval_tasks),
+                "--test-freq",
+                str(args.test_freq),
+                *(
+                    ["--final-eval-tasks", str(args.final_eval_tasks)]
+                    if args.final_eval_tasks and set(envs or args.envs) & set(args.final_eval_envs)
+                    else []
+                ),
+                *extra,
+            ]
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="every part at toy size, under a minute, output under --out only")
+    parser.add_argument(
+        "--smoke", action="store_true", help="every part at toy size, under a minute, output under --out only"
+    )
     parser.add_argument("--envs", nargs="+", default=["alfworld", "webshop"], choices=sorted(PAIRS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20,
-                        help="RL steps per run (20: what one run does in the issue's 20 min on 2 cores; WebShop alone 18-19 min)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=20,
+        help="RL steps per run (20: what one run does in the issue's 20 min on 2 cores; WebShop alone 18-19 min)",
+    )
     parser.add_argument("--tasks", type=int, default=16, help="tasks per RL step")
     parser.add_argument("--group", type=int, default=8, help="samples per task")
     parser.add_argument("--eval-tasks", type=int, default=96, help="held-out tasks")
-    parser.add_argument("--test-freq", type=int, default=5, help="evaluate (and checkpoint) every this many RL steps")
-    parser.add_argument("--final-eval-tasks", type=int, default=0,
-                        help="evaluate the warm start and each run's last checkpoint on this many held-out tasks (0: off); "
-                             "the page's before/after columns then use them")
-    parser.add_argument("--final-eval-envs", nargs="+", default=["alfworld", "webshop"], choices=sorted(PAIRS),
-                        help="the environments --final-eval-tasks applies to (math_python's held-out split is smaller)")
+    parser.add_argument(
+        "--test-freq", type=int, default=5, help="evaluate (and checkpoint) every this many RL steps"
+    )
+    parser.add_argument(
+        "--final-eval-tasks",
+        type=int,
+        default=0,
+        help="evaluate the warm start and each run's last checkpoint on this many held-out tasks (0: off); "
+        "the page's before/after columns then use them",
+    )
+    parser.add_argument(
+        "--final-eval-envs",
+        nargs="+",
+        default=["alfworld", "webshop"],
+        choices=sorted(PAIRS),
+        help="the environments --final-eval-tasks applies to (math_python's held-out split is smaller)",
+    )
     parser.add_argument("--speed-tasks", type=int, default=16)
     parser.add_argument("--speed-group", type=int, default=8)
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
-    parser.add_argument("--report-only", action="store_true",
-                        help="train nothing: write the page from the runs (and speed.json) already under --out "
-                             "(with --final-eval-tasks, evaluating their last checkpoints first)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: write the page from the runs (and speed.json) already under --out "
+        "(with --final-eval-tasks, evaluating their last checkpoints first)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/learning_table"))
     parser.add_argument("--device", default="cpu", help="cpu or cuda (verl.trainer.device of every run)")
-    parser.add_argument("--model", action="append", default=[], metavar="ENV=PATH",
-                        help="the warm start of ENV's runs (a model directory) instead of the config's warmstart:ENV")
-    parser.add_argument("--estimators", action="append", default=[], metavar="ENV=EST,EST",
-                        help="the estimators of ENV's rows instead of its pair (GRPO vs GiGPO, or vs ARPO), "
-                             "e.g. alfworld=grpo,gigpo,graphgpo or alfworld=graphgpo")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override given to every run (toolgym.* or verl.*), e.g. "
-                             "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean; use its own --out")
-    parser.add_argument("--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)")
-    parser.add_argument("--docs", type=Path, default=None,
-                        help="the results page to write (default: results.md in --out; the project's own page is "
-                             "written only when named: --docs docs/results/results.md)")
-    parser.add_argument("--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md")
-    parser.add_argument("--partial", default="", help="a note that the table is partial (what is missing), shown on the page")
-    parser.add_argument("--note", default="", help="a note shown at the top of the page (recipes, devices, timings); kept with "
-                                                   "the records, so --report-only from them shows it again")
-    parser.add_argument("--records", type=Path, default=None,
-                        help="where to keep what the page is made from (default: docs/results/data/NAME/ beside --docs docs/results/NAME.md); "
-                             "--report-only --out RECORDS rewrites the page from it")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="ENV=PATH",
+        help="the warm start of ENV's runs (a model directory) instead of the config's warmstart:ENV",
+    )
+    parser.add_argument(
+        "--estimators",
+        action="append",
+        default=[],
+        metavar="ENV=EST,EST",
+        help="the estimators of ENV's rows instead of its pair (GRPO vs GiGPO, or vs ARPO), "
+        "e.g. alfworld=grpo,gigpo,graphgpo or alfworld=graphgpo",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override given to every run (toolgym.* or verl.*), e.g. "
+        "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean; use its own --out",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="training runs side by side (each logs to its train.log)"
+    )
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help="the results page to write (default: results.md in --out; the project's own page is "
+        "written only when named: --docs docs/results/results.md)",
+    )
+    parser.add_argument(
+        "--png", type=Path, default=None, help="default: NAME_learning_curves.png beside --docs NAME.md"
+    )
+    parser.add_argument(
+        "--partial", default="", help="a note that the table is partial (what is missing), shown on the page"
+    )
+    parser.add_argument(
+        "--note",
+        default="",
+        help="a note shown at the top of the page (recipes, devices, timings); kept with "
+        "the records, so --report-only from them shows it again",
+    )
+    parser.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="where to keep what the page is made from (default: docs/results/data/NAME/ beside --docs docs/results/NAME.md); "
+        "--report-only --out RECORDS rewrites the page from it",
+    )
     args = parser.parse_args()
     if args.docs is None:
         args.docs = args.out / "results.md"
@@ -380,25 +581,39 @@ def main() -> None:
     args.model = models
     if any(not kv.startswith(("toolgym.", "verl.")) or "=" not in kv for kv in args.set):
         raise SystemExit("--set takes toolgym.KEY=VALUE or verl.KEY=VALUE")
-    args.estimators = {env: tuple(e for e in ests.split(",") if e) for env, _, ests in (x.partition("=") for x in args.estimators)}
+    args.estimators = {
+        env: tuple(e for e in ests.split(",") if e)
+        for env, _, ests in (x.partition("=") for x in args.estimators)
+    }
     for env, ests in args.estimators.items():
         if env not in ESTIMATORS or not ests or not set(ests) <= set(ESTIMATORS[env]):
-            raise SystemExit(f"--estimators {env}={','.join(ests)}: the environments and their estimators are "
-                             + "; ".join(f"{e}={','.join(v)}" for e, v in ESTIMATORS.items()))
+            raise SystemExit(
+                f"--estimators {env}={','.join(ests)}: the environments and their estimators are "
+                + "; ".join(f"{e}={','.join(v)}" for e, v in ESTIMATORS.items())
+            )
     if args.smoke:
         args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 2, 2, 2, 2, 1
         args.final_eval_tasks = min(args.final_eval_tasks, 3)
         args.envs = ["alfworld"]
         args.docs = args.out / "results.md"
-        args.partial = args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
-    png = args.png or args.docs.with_name(f"{args.docs.stem}_learning_curves.png")  # results.md: results_learning_curves.png
-    records = args.records or args.docs.parent / "data" / args.docs.stem  # docs/results/results.md: docs/results/data/results/
+        args.partial = (
+            args.partial or "Smoke run: toy sizes, untrained tiny model; checks the machinery only."
+        )
+    png = args.png or args.docs.with_name(
+        f"{args.docs.stem}_learning_curves.png"
+    )  # results.md: results_learning_curves.png
+    records = (
+        args.records or args.docs.parent / "data" / args.docs.stem
+    )  # docs/results/results.md: docs/results/data/results/
     args.out.mkdir(parents=True, exist_ok=True)
     from bench.results_page import read_run, write_results
 
     speed = None
     if args.report_only:
-        for name, attr in (("note.txt", "note"), ("partial.txt", "partial")):  # kept by the records of a page written earlier
+        for name, attr in (
+            ("note.txt", "note"),
+            ("partial.txt", "partial"),
+        ):  # kept by the records of a page written earlier
             if not getattr(args, attr) and (args.out / name).is_file():
                 setattr(args, attr, (args.out / name).read_text().strip())
         speed_file = args.out / "speed.json"
@@ -408,18 +623,38 @@ def main() -> None:
             for seed in args.seeds:
                 for estimator in estimators_of(args, env):
                     out = args.out / f"{env}-{estimator}-seed{seed}"
-                    wall = float((out / "wall_s.txt").read_text()) if (out / "wall_s.txt").exists() else float("nan")
-                    command = (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else train_command(args, env, estimator, seed, out)[1]
+                    wall = (
+                        float((out / "wall_s.txt").read_text())
+                        if (out / "wall_s.txt").exists()
+                        else float("nan")
+                    )
+                    command = (
+                        (out / "command.txt").read_text().strip()
+                        if (out / "command.txt").exists()
+                        else train_command(args, env, estimator, seed, out)[1]
+                    )
                     run = read_run(env, estimator, seed, out, command, wall)
                     if run.evals and args.final_eval_tasks and env in args.final_eval_envs:
                         final_eval(args, env, estimator, out, run.steps)
                         run = read_run(env, estimator, seed, out, command, wall)
                     if run.evals:
                         runs.append(run)
-                        bench = (out / "bench.txt").read_text().strip() if (out / "bench.txt").exists() else reproduce_command(args, envs=[env])
+                        bench = (
+                            (out / "bench.txt").read_text().strip()
+                            if (out / "bench.txt").exists()
+                            else reproduce_command(args, envs=[env])
+                        )
                         benches += [bench] if bench not in benches else []
-        write_results(runs, docs=args.docs, png=png, speed=speed, reproduce="\n".join(benches) or reproduce_command(args),
-                      partial_note=args.partial, note=args.note, warm_starts=warm_start_infos(args, runs))
+        write_results(
+            runs,
+            docs=args.docs,
+            png=png,
+            speed=speed,
+            reproduce="\n".join(benches) or reproduce_command(args),
+            partial_note=args.partial,
+            note=args.note,
+            warm_starts=warm_start_infos(args, runs),
+        )
         save_records(args, runs, records)
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
         return
@@ -427,13 +662,24 @@ def main() -> None:
         print("speed: measured on ALFWorld only (it is not among --envs); skipped", flush=True)
     elif not args.no_speed:
         speed = asyncio.run(measure_speed(args))
-        print(f"one RL step of {speed['tasks']} tasks x group {speed['group']} on built-in ALFWorld: {speed['step_s']:.1f} s "
-              f"(rollouts {speed['sample_s']:.1f} s, update {speed['update_s']:.1f} s); {speed['tokens_per_s']:,.0f} tok/s, "
-              f"{speed['episodes_per_s']:.2f} episodes/s", flush=True)
-        print(f"one turn of {speed['bench_prompts']} prompts: KV-cached batched sampler {speed['sampler_tokens_per_s']:,.0f} tok/s "
-              f"vs plain HF generate (baseline) {speed['hf_tokens_per_s']:,.0f} tok/s", flush=True)
+        print(
+            f"one RL step of {speed['tasks']} tasks x group {speed['group']} on built-in ALFWorld: {speed['step_s']:.1f} s "
+            f"(rollouts {speed['sample_s']:.1f} s, update {speed['update_s']:.1f} s); {speed['tokens_per_s']:,.0f} tok/s, "
+            f"{speed['episodes_per_s']:.2f} episodes/s",
+            flush=True,
+        )
+        print(
+            f"one turn of {speed['bench_prompts']} prompts: KV-cached batched sampler {speed['sampler_tokens_per_s']:,.0f} tok/s "
+            f"vs plain HF generate (baseline) {speed['hf_tokens_per_s']:,.0f} tok/s",
+            flush=True,
+        )
         (args.out / "speed.json").write_text(json.dumps(speed, indent=2))
-    plan = [(env, estimator, seed) for env in args.envs for seed in args.seeds for estimator in estimators_of(args, env)]
+    plan = [
+        (env, estimator, seed)
+        for env in args.envs
+        for seed in args.seeds
+        for estimator in estimators_of(args, env)
+    ]
 
     def one(job: tuple[str, str, int]) -> Any:
         env, estimator, seed = job
@@ -442,16 +688,30 @@ def main() -> None:
         if args.final_eval_tasks and env in args.final_eval_envs:
             final_eval(args, env, estimator, out, run.steps)
             run = read_run(env, estimator, seed, out, command, wall)
-        stats = "".join(f"\n    step groups {key}: {run.mean_stat(key):.3f}" for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome"))
-        print(f"{env} {estimator} seed {seed}: held-out {run.held_before['success']:.1%} -> {run.held_after['success']:.1%} "
-              f"({run.held_tasks} tasks) "
-              f"({run.steps} steps, {wall / 60:.1f} min){stats}", flush=True)
+        stats = "".join(
+            f"\n    step groups {key}: {run.mean_stat(key):.3f}"
+            for key in ("repeat_rate", "mean_group_size", "size_1", "mixed_outcome")
+        )
+        print(
+            f"{env} {estimator} seed {seed}: held-out {run.held_before['success']:.1%} -> {run.held_after['success']:.1%} "
+            f"({run.held_tasks} tasks) "
+            f"({run.steps} steps, {wall / 60:.1f} min){stats}",
+            flush=True,
+        )
         return run
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         runs = list(pool.map(one, plan))
-    write_results(runs, docs=args.docs, png=png, speed=speed, reproduce=reproduce_command(args), partial_note=args.partial,
-                  note=args.note, warm_starts=warm_start_infos(args, runs))
+    write_results(
+        runs,
+        docs=args.docs,
+        png=png,
+        speed=speed,
+        reproduce=reproduce_command(args),
+        partial_note=args.partial,
+        note=args.note,
+        warm_starts=warm_start_infos(args, runs),
+    )
     save_records(args, runs, records)
     print(f"wrote {args.docs} and {png}; records in {records}")
 

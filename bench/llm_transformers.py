@@ -26,7 +26,9 @@ PROMPT = "You are a helpful assistant. What is 17 * 23? Think step by step, then
 async def backend_rate(backend: TransformersBackend, prompt: list[int], batch: int, new: int) -> float:
     sp = SamplingParams(max_new_tokens=new, temperature=1.0)
     start = time.perf_counter()
-    results = await asyncio.gather(*(backend.generate(GenerationRequest(prompt, sp.replace(seed=i))) for i in range(batch)))
+    results = await asyncio.gather(
+        *(backend.generate(GenerationRequest(prompt, sp.replace(seed=i))) for i in range(batch))
+    )
     return sum(len(r.output_ids) for r in results) / (time.perf_counter() - start)
 
 
@@ -36,7 +38,14 @@ def naive_rate(model: torch.nn.Module, prompt: list[int], batch: int, new: int, 
     tokens = 0
     with torch.inference_mode():
         for _ in range(batch):
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new, do_sample=True, pad_token_id=pad)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=True,
+                pad_token_id=pad,
+            )
             tokens += out.shape[1] - ids.shape[1]
     return tokens / (time.perf_counter() - start)
 
@@ -45,7 +54,14 @@ def hf_batched_rate(model: torch.nn.Module, prompt: list[int], batch: int, new: 
     ids = torch.tensor([prompt] * batch)
     start = time.perf_counter()
     with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new, do_sample=True, pad_token_id=pad)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=True,
+            pad_token_id=pad,
+        )
     return (out.shape[1] - ids.shape[1]) * batch / (time.perf_counter() - start)
 
 
@@ -59,7 +75,9 @@ async def main() -> None:
     prompt = backend.tokenizer.encode(PROMPT, add_special_tokens=False)
     pad = backend.pad_token_id
     await backend_rate(backend, prompt, 2, 8)  # warm up
-    print(f"tiny-{args.family}, prompt {len(prompt)} tokens, {args.new_tokens} new tokens per request, torch threads {torch.get_num_threads()}")
+    print(
+        f"tiny-{args.family}, prompt {len(prompt)} tokens, {args.new_tokens} new tokens per request, torch threads {torch.get_num_threads()}"
+    )
     print(f"{'batch':>5}  {'toolgym backend':>16}  {'naive generate loop':>20}  {'HF batched generate':>20}")
     for batch in (1, 16):
         ours, naive, hf = [], [], []
@@ -68,8 +86,10 @@ async def main() -> None:
             naive.append(naive_rate(backend.model, prompt, batch, args.new_tokens, pad))
             hf.append(hf_batched_rate(backend.model, prompt, batch, args.new_tokens, pad))
         med = statistics.median
-        print(f"{batch:>5}  {med(ours):>12.0f} t/s  {med(naive):>16.0f} t/s  {med(hf):>16.0f} t/s   "
-              f"(×{med(ours) / med(naive):.1f} vs naive)")
+        print(
+            f"{batch:>5}  {med(ours):>12.0f} t/s  {med(naive):>16.0f} t/s  {med(hf):>16.0f} t/s   "
+            f"(×{med(ours) / med(naive):.1f} vs naive)"
+        )
     await backend.aclose()
 
 

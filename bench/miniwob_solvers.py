@@ -63,8 +63,14 @@ class Tally:
 
     def add(self, t: Any) -> None:
         if t.status != "ok":
-            self.errors.append({"task": self.tasks[t.seed % len(self.tasks)], "seed": t.seed,
-                                "status": str(t.status), "reason": t.status_reason})
+            self.errors.append(
+                {
+                    "task": self.tasks[t.seed % len(self.tasks)],
+                    "seed": t.seed,
+                    "status": str(t.status),
+                    "reason": t.status_reason,
+                }
+            )
         else:
             self.by_task[t.metadata["env_info"]["miniwob_task"]].append(t)
 
@@ -77,16 +83,27 @@ class Tally:
         for task in self.tasks:
             rows = self.by_task.get(task, [])
             wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in rows)
-            lost = [{"seed": t.seed, "reason": t.steps[-1].info.get("page_reason") or t.steps[-1].info.get("miniwob_reason"),
-                     "turns": len(t.steps)} for t in rows if not (t.steps and t.steps[-1].info.get("success"))]
-            out[task] = {"episodes": len(rows), "wins": wins, "success": wins / len(rows) if rows else None,
-                         "perfect": sum(bool(t.steps and t.steps[-1].info.get("raw_reward") == 1.0) for t in rows),
-                         "seeds": sorted(t.seed for t in rows),
-                         "turns_mean": statistics.mean(len(t.steps) for t in rows) if rows else None,
-                         "step_ms": [s.env_s * 1e3 for t in rows for s in t.steps],
-                         "tool_ms": [c.duration_s * 1e3 for t in rows for s in t.steps for c in s.tool_calls],
-                         "time_used_s_p50_max": _time_used(rows),
-                         "lost": sorted(lost, key=lambda r: r["seed"])}
+            lost = [
+                {
+                    "seed": t.seed,
+                    "reason": t.steps[-1].info.get("page_reason") or t.steps[-1].info.get("miniwob_reason"),
+                    "turns": len(t.steps),
+                }
+                for t in rows
+                if not (t.steps and t.steps[-1].info.get("success"))
+            ]
+            out[task] = {
+                "episodes": len(rows),
+                "wins": wins,
+                "success": wins / len(rows) if rows else None,
+                "perfect": sum(bool(t.steps and t.steps[-1].info.get("raw_reward") == 1.0) for t in rows),
+                "seeds": sorted(t.seed for t in rows),
+                "turns_mean": statistics.mean(len(t.steps) for t in rows) if rows else None,
+                "step_ms": [s.env_s * 1e3 for t in rows for s in t.steps],
+                "tool_ms": [c.duration_s * 1e3 for t in rows for s in t.steps for c in s.tool_calls],
+                "time_used_s_p50_max": _time_used(rows),
+                "lost": sorted(lost, key=lambda r: r["seed"]),
+            }
         return out
 
     def write(self, path: Path | None, finished: bool) -> None:
@@ -98,14 +115,23 @@ class Tally:
         wins, n = sum(r["wins"] for r in rows.values()), sum(r["episodes"] for r in rows.values())
         report = {
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "started_at": self.started_at, "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "finished": finished, "wall_s": round(time.perf_counter() - self.start, 1),
-            "seeds_per_task": self.args.seeds, "first_seed": self.args.first_seed,
-            "concurrency": self.args.concurrency, "cpus": os.cpu_count(),
-            "load_avg_1min": {"min": min(self.loads, default=None), "max": max(self.loads, default=None),
-                              "mean": round(statistics.mean(self.loads), 2) if self.loads else None,
-                              "samples": len(self.loads)},
-            "episodes": n, "errors": self.errors, "success": wins / n if n else None,
+            "started_at": self.started_at,
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "finished": finished,
+            "wall_s": round(time.perf_counter() - self.start, 1),
+            "seeds_per_task": self.args.seeds,
+            "first_seed": self.args.first_seed,
+            "concurrency": self.args.concurrency,
+            "cpus": os.cpu_count(),
+            "load_avg_1min": {
+                "min": min(self.loads, default=None),
+                "max": max(self.loads, default=None),
+                "mean": round(statistics.mean(self.loads), 2) if self.loads else None,
+                "samples": len(self.loads),
+            },
+            "episodes": n,
+            "errors": self.errors,
+            "success": wins / n if n else None,
             "step_ms_p50_p99": [round(pct(steps, 50), 1), round(pct(steps, 99), 1)],
             "tool_ms_p50_p99": [round(pct(tools, 50), 1), round(pct(tools, 99), 1)],
             "tasks": rows,
@@ -136,16 +162,22 @@ async def sample_load(tally: Tally, every_s: float = 10.0) -> None:
 
 async def run(tasks: tuple[str, ...], args: argparse.Namespace, tally: Tally) -> None:
     backend = DockerBackend(max_idle=args.concurrency)
-    engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen"))),
-                           config=EngineConfig(max_live_episodes=args.concurrency, max_sandboxes=args.concurrency),
-                           sandbox_backend=backend, env_kwargs={"tasks": ",".join(tasks)})
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen"))),
+        config=EngineConfig(max_live_episodes=args.concurrency, max_sandboxes=args.concurrency),
+        sandbox_backend=backend,
+        env_kwargs={"tasks": ",".join(tasks)},
+    )
     total = len(tasks) * args.seeds
 
     def on_trajectory(t: Any) -> None:
         tally.add(t)
         if tally.done % 16 == 0 or tally.done == total:
             tally.write(args.out, finished=False)
-            print(f"  {tally.done}/{total} episodes, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+            print(
+                f"  {tally.done}/{total} episodes, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True
+            )
 
     engine.on_trajectory = on_trajectory
     sampler = asyncio.create_task(sample_load(tally))
@@ -157,14 +189,27 @@ async def run(tasks: tuple[str, ...], args: argparse.Namespace, tally: Tally) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=100, help="instances per task (seed i plays task i mod #tasks)")
-    parser.add_argument("--first-seed", type=int, default=0,
-                        help="seed of the first instance (a multiple of the task count keeps seeds even per task), "
-                             "to split a run over several processes or resume one")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=100, help="instances per task (seed i plays task i mod #tasks)"
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seed of the first instance (a multiple of the task count keeps seeds even per task), "
+        "to split a run over several processes or resume one",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="episodes at once (each its own Chromium)")
     parser.add_argument("--tasks", default="solvable")
-    parser.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/miniwob_solvers.json; none with --smoke)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results JSON (default bench/results/miniwob_solvers.json; none with --smoke)",
+    )
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     tasks = task_list(args.tasks)
@@ -179,26 +224,34 @@ def main(argv: list[str] | None = None) -> None:
         tally.write(args.out, finished=tally.done == len(tasks) * args.seeds)
     wall = time.perf_counter() - tally.start
     rows = tally.rows()
-    print(f"\n{'task':24} {'success':>8} {'turns':>6} {'step p50':>9} {'step p99':>9} {'tool p50':>9} {'tool p99':>9} "
-          f"{'time used p50/max':>18}")
+    print(
+        f"\n{'task':24} {'success':>8} {'turns':>6} {'step p50':>9} {'step p99':>9} {'tool p50':>9} {'tool p99':>9} "
+        f"{'time used p50/max':>18}"
+    )
     for task, r in rows.items():
         rate = f"{r['success']:8.1%}" if r["episodes"] else f"{'-':>8}"
-        print(f"{task:24} {rate} {r['turns_mean'] or 0:6.2f} {pct(r['step_ms'], 50):8.1f}ms {pct(r['step_ms'], 99):8.1f}ms "
-              f"{pct(r['tool_ms'], 50):8.1f}ms {pct(r['tool_ms'], 99):8.1f}ms "
-              f"{'/'.join(f'{v:.1f}' for v in r['time_used_s_p50_max'] or []) + ' s':>18}")
+        print(
+            f"{task:24} {rate} {r['turns_mean'] or 0:6.2f} {pct(r['step_ms'], 50):8.1f}ms {pct(r['step_ms'], 99):8.1f}ms "
+            f"{pct(r['tool_ms'], 50):8.1f}ms {pct(r['tool_ms'], 99):8.1f}ms "
+            f"{'/'.join(f'{v:.1f}' for v in r['time_used_s_p50_max'] or []) + ' s':>18}"
+        )
     steps = [v for r in rows.values() for v in r["step_ms"]]
     tools = [v for r in rows.values() for v in r["tool_ms"]]
     wins, n = sum(r["wins"] for r in rows.values()), sum(r["episodes"] for r in rows.values())
-    print(f"{'all':24} {wins / max(n, 1):8.1%} {'':6} {pct(steps, 50):8.1f}ms {pct(steps, 99):8.1f}ms "
-          f"{pct(tools, 50):8.1f}ms {pct(tools, 99):8.1f}ms")
+    print(
+        f"{'all':24} {wins / max(n, 1):8.1%} {'':6} {pct(steps, 50):8.1f}ms {pct(steps, 99):8.1f}ms "
+        f"{pct(tools, 50):8.1f}ms {pct(tools, 99):8.1f}ms"
+    )
     for task, r in rows.items():
         if r["lost"]:
             print(f"  lost {task}: " + ", ".join(f"seed {x['seed']} ({x['reason']})" for x in r["lost"]))
     loads = tally.loads
-    print(f"\n{n} episodes ({len(tally.errors)} errors) in {wall:.1f} s = {n / wall:.2f} episodes/s at concurrency "
-          f"{args.concurrency}; load average (1 min) {min(loads, default=0):.1f} to {max(loads, default=0):.1f}, mean "
-          f"{statistics.mean(loads) if loads else 0:.1f} on {os.cpu_count()} CPUs; step = the browser tool call + the "
-          "environment's read of the page (tool = the call alone)")
+    print(
+        f"\n{n} episodes ({len(tally.errors)} errors) in {wall:.1f} s = {n / wall:.2f} episodes/s at concurrency "
+        f"{args.concurrency}; load average (1 min) {min(loads, default=0):.1f} to {max(loads, default=0):.1f}, mean "
+        f"{statistics.mean(loads) if loads else 0:.1f} on {os.cpu_count()} CPUs; step = the browser tool call + the "
+        "environment's read of the page (tool = the call alone)"
+    )
     if args.out:
         print(f"results: {args.out}")
 

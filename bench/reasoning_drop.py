@@ -42,22 +42,32 @@ def baseline_template(family: str) -> str:
         return template_source("qwen")
     if family == "glm-4.5":
         source = template_source("glm-4.5")
-        kept = source.replace("{%- if loop.index0 < ns.last_user and '</think>'", "{%- if false and '</think>'")
+        kept = source.replace(
+            "{%- if loop.index0 < ns.last_user and '</think>'", "{%- if false and '</think>'"
+        )
         assert kept != source, "the GLM-4.5 template changed: update the baseline"
         return kept
     source = template_source("gpt-oss")
     kept = source.replace("{%- if loop.index0 < ns.last_user -%}", "{%- if false -%}")
     kept = kept.replace("{{ '<|return|>' if loop.last else '<|end|>' }}", "{{ '<|return|>' }}")
-    assert kept.count("if false") == 1 and "if loop.last else" not in kept, "the gpt-oss template changed: update the baseline"
+    assert kept.count("if false") == 1 and "if loop.last else" not in kept, (
+        "the gpt-oss template changed: update the baseline"
+    )
     return kept
 
 
-def run(chat: ChatFormat, family: str, turns: int, think: int, answer: int, reply: str, seed: int) -> tuple[list[int], list[int], int, int]:
+def run(
+    chat: ChatFormat, family: str, turns: int, think: int, answer: int, reply: str, seed: int
+) -> tuple[list[int], list[int], int, int]:
     """Per call: prompt tokens and prefill tokens; then tokens trained on and sequences."""
     rng = random.Random(seed)
     asm = TokenAssembler(chat, None)
-    asm.start([{"role": "system", "content": "You are an agent in a house. Act with one command per turn."},
-               {"role": "user", "content": "Task: put a clean mug on the desk."}])
+    asm.start(
+        [
+            {"role": "system", "content": "You are an agent in a house. Act with one command per turn."},
+            {"role": "user", "content": "Task: put a clean mug on the desk."},
+        ]
+    )
     eos = sorted(chat.eos_token_ids)[0]
     calls: list[tuple[list[int], list[int]]] = []
     for t in range(turns):
@@ -70,7 +80,11 @@ def run(chat: ChatFormat, family: str, turns: int, think: int, answer: int, repl
         if t == turns - 1:
             break
         obs = f"Turn {t}: you see a drawer, a shelf and a mug. Nothing happens."
-        asm.add_messages([{"role": reply, "content": obs}] if reply == "user" else [{"role": "tool", "content": obs, "tool_call_id": "abcdefghi"}])
+        asm.add_messages(
+            [{"role": reply, "content": obs}]
+            if reply == "user"
+            else [{"role": "tool", "content": obs, "tool_call_id": "abcdefghi"}]
+        )
     return [len(p) for p, _ in calls], prefill_sizes(calls), asm.total_tokens, asm.sequence + 1
 
 
@@ -86,20 +100,38 @@ def main() -> None:
     tokenizer = load_tiny_tokenizer(args.family)
     dropping = ChatFormat(tokenizer)
     baseline = ChatFormat(tokenizer, template=baseline_template(args.family))
-    p_drop, f_drop, trained_drop, seqs_drop = run(dropping, args.family, args.turns, args.think, args.answer, args.reply, args.seed)
-    p_base, f_base, trained_base, seqs_base = run(baseline, args.family, args.turns, args.think, args.answer, args.reply, args.seed)
-    print(f"reasoning drop ({args.reply} replies, {args.think} reasoning words/turn, tiny-{args.family} tokenizer)")
-    print("prompt: tokens the call is conditioned on; prefill: of those, the ones after the longest common prefix with the")
-    print("previous call's context (what an engine with prefix caching computes); re-read: prefill dropping - prefill baseline")
-    print(f"{'turn':>4} {'prompt dropping':>16} {'prompt baseline':>16} {'prefill dropping':>17} {'prefill baseline':>17} {'re-read':>8}")
+    p_drop, f_drop, trained_drop, seqs_drop = run(
+        dropping, args.family, args.turns, args.think, args.answer, args.reply, args.seed
+    )
+    p_base, f_base, trained_base, seqs_base = run(
+        baseline, args.family, args.turns, args.think, args.answer, args.reply, args.seed
+    )
+    print(
+        f"reasoning drop ({args.reply} replies, {args.think} reasoning words/turn, tiny-{args.family} tokenizer)"
+    )
+    print(
+        "prompt: tokens the call is conditioned on; prefill: of those, the ones after the longest common prefix with the"
+    )
+    print(
+        "previous call's context (what an engine with prefix caching computes); re-read: prefill dropping - prefill baseline"
+    )
+    print(
+        f"{'turn':>4} {'prompt dropping':>16} {'prompt baseline':>16} {'prefill dropping':>17} {'prefill baseline':>17} {'re-read':>8}"
+    )
     for t in range(args.turns):
-        print(f"{t:>4} {p_drop[t]:>16} {p_base[t]:>16} {f_drop[t]:>17} {f_base[t]:>17} {f_drop[t] - f_base[t]:>8}")
+        print(
+            f"{t:>4} {p_drop[t]:>16} {p_base[t]:>16} {f_drop[t]:>17} {f_base[t]:>17} {f_drop[t] - f_base[t]:>8}"
+        )
     extra = sum(f_drop) - sum(f_base)
     later = max(args.turns - 1, 1)
-    print(f"prefill total: {args.family} {sum(f_drop)} vs append-only baseline {sum(f_base)}; "
-          f"re-read {extra} tokens, {extra / later:.0f} per turn after the first")
-    print(f"trained tokens: {args.family} {trained_drop} in {seqs_drop} sequences vs baseline {trained_base} in {seqs_base} "
-          f"({trained_drop / trained_base:.2f}x)")
+    print(
+        f"prefill total: {args.family} {sum(f_drop)} vs append-only baseline {sum(f_base)}; "
+        f"re-read {extra} tokens, {extra / later:.0f} per turn after the first"
+    )
+    print(
+        f"trained tokens: {args.family} {trained_drop} in {seqs_drop} sequences vs baseline {trained_base} in {seqs_base} "
+        f"({trained_drop / trained_base:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ALFWORLD_TYPES = (("Pick", "pick_and_place_simple"), ("Look", "look_at_obj_in_light"), ("Clean", "pick_clean_then_place_in_recep"),
-                  ("Heat", "pick_heat_then_place_in_recep"), ("Cool", "pick_cool_then_place_in_recep"), ("Pick2", "pick_two_obj_and_place"))
+ALFWORLD_TYPES = (
+    ("Pick", "pick_and_place_simple"),
+    ("Look", "look_at_obj_in_light"),
+    ("Clean", "pick_clean_then_place_in_recep"),
+    ("Heat", "pick_heat_then_place_in_recep"),
+    ("Cool", "pick_cool_then_place_in_recep"),
+    ("Pick2", "pick_two_obj_and_place"),
+)
 NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "arpo": "ARPO", "graphgpo": "GraphGPO"}
 STAT_KEYS = ("repeat_rate", "mean_group_size", "size_1", "size_2_4", "size_5_9", "size_10p", "mixed_outcome")
 
@@ -70,7 +76,9 @@ class Run:
         return max((int(r["step"]) for r in self.records), default=0)
 
     def mean_stat(self, key: str) -> float:
-        values = [r["step_groups"][key] for r in self.records if r.get("step_groups", {}).get(key) is not None]
+        values = [
+            r["step_groups"][key] for r in self.records if r.get("step_groups", {}).get(key) is not None
+        ]
         return statistics.mean(values) if values else float("nan")
 
     def mean_of(self, key: str) -> float:
@@ -117,33 +125,53 @@ def table(runs: Sequence[Run]) -> str:
         rows = [(est, rs) for (e, est), rs in sorted(groups.items()) if e == env]
         lines += [f"### {env}", ""]
         if env.startswith("alfworld"):
-            head = ("| estimator | seeds | RL steps | held-out tasks | " + " | ".join(n for n, _ in ALFWORLD_TYPES) +
-                    " | All (before) | **All (after)** | Δ | wall/run |")
+            head = (
+                "| estimator | seeds | RL steps | held-out tasks | "
+                + " | ".join(n for n, _ in ALFWORLD_TYPES)
+                + " | All (before) | **All (after)** | Δ | wall/run |"
+            )
             lines += [head, "|" + "---|" * (len(ALFWORLD_TYPES) + 8)]
             for est, rs in rows:
-                types = [_cell([r.held_after.get("by_type", {}).get(t, float("nan")) for r in rs]) for _, t in ALFWORLD_TYPES]
-                lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_tasks(rs)} | " + " | ".join(types) +
-                             f" | {_cell([r.held_before['success'] for r in rs])} | **{_cell([r.held_after['success'] for r in rs])}** | "
-                             f"{_cell([r.held_after['success'] - r.held_before['success'] for r in rs])} | "
-                             f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
+                types = [
+                    _cell([r.held_after.get("by_type", {}).get(t, float("nan")) for r in rs])
+                    for _, t in ALFWORLD_TYPES
+                ]
+                lines.append(
+                    f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_tasks(rs)} | "
+                    + " | ".join(types)
+                    + f" | {_cell([r.held_before['success'] for r in rs])} | **{_cell([r.held_after['success'] for r in rs])}** | "
+                    f"{_cell([r.held_after['success'] - r.held_before['success'] for r in rs])} | "
+                    f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |"
+                )
         else:
-            lines += ["| estimator | seeds | RL steps | held-out tasks | score (before) | **score (after)** | success (before) | "
-                      "**success (after)** | tool calls/trajectory | wall/run |", "|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                "| estimator | seeds | RL steps | held-out tasks | score (before) | **score (after)** | success (before) | "
+                "**success (after)** | tool calls/trajectory | wall/run |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+            ]
             for est, rs in rows:
-                lines.append(f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_tasks(rs)} | "
-                             f"{_cell([r.held_before.get('score', float('nan')) for r in rs])} | "
-                             f"**{_cell([r.held_after.get('score', float('nan')) for r in rs])}** | {_cell([r.held_before['success'] for r in rs])} | "
-                             f"**{_cell([r.held_after['success'] for r in rs])}** | {_tool_calls(rs)} | "
-                             f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |")
-        lines += ["", "Step groups of the training rollouts (GiGPO's anchor states; mean over RL steps and seeds):", "",
-                  "| estimator | anchor repeat rate | steps per group | size 1 | 2–4 | 5–9 | ≥ 10 | groups with mixed outcomes | train success | tok/s | ep/s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                lines.append(
+                    f"| {NAMES.get(est, est)} | {len(rs)} | {rs[0].steps} | {_tasks(rs)} | "
+                    f"{_cell([r.held_before.get('score', float('nan')) for r in rs])} | "
+                    f"**{_cell([r.held_after.get('score', float('nan')) for r in rs])}** | {_cell([r.held_before['success'] for r in rs])} | "
+                    f"**{_cell([r.held_after['success'] for r in rs])}** | {_tool_calls(rs)} | "
+                    f"{statistics.mean(r.wall_s for r in rs) / 60:.1f} min |"
+                )
+        lines += [
+            "",
+            "Step groups of the training rollouts (GiGPO's anchor states; mean over RL steps and seeds):",
+            "",
+            "| estimator | anchor repeat rate | steps per group | size 1 | 2–4 | 5–9 | ≥ 10 | groups with mixed outcomes | train success | tok/s | ep/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for est, rs in rows:
             stat = {k: statistics.mean(r.mean_stat(k) for r in rs) for k in STAT_KEYS}
-            lines.append(f"| {NAMES.get(est, est)} | {stat['repeat_rate']:.1%} | {stat['mean_group_size']:.2f} | {stat['size_1']:.1%} | "
-                         f"{stat['size_2_4']:.1%} | {stat['size_5_9']:.1%} | {stat['size_10p']:.1%} | {stat['mixed_outcome']:.1%} | "
-                         f"{statistics.mean(r.mean_of('train_success') for r in rs):.1%} | "
-                         f"{statistics.mean(r.mean_of('tokens_per_s') for r in rs):,.0f} | {statistics.mean(r.mean_of('episodes_per_s') for r in rs):.2f} |")
+            lines.append(
+                f"| {NAMES.get(est, est)} | {stat['repeat_rate']:.1%} | {stat['mean_group_size']:.2f} | {stat['size_1']:.1%} | "
+                f"{stat['size_2_4']:.1%} | {stat['size_5_9']:.1%} | {stat['size_10p']:.1%} | {stat['mixed_outcome']:.1%} | "
+                f"{statistics.mean(r.mean_of('train_success') for r in rs):.1%} | "
+                f"{statistics.mean(r.mean_of('tokens_per_s') for r in rs):,.0f} | {statistics.mean(r.mean_of('episodes_per_s') for r in rs):.2f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -172,12 +200,20 @@ def findings(runs: Sequence[Run]) -> str:
                 continue
             better = sum(r.held_after["success"] > r.held_before["success"] for r in rs)
             where = f" on {_tasks(rs)} held-out tasks"
-            if any(r.final for r in rs):  # the in-run evaluation (fewer tasks) too: the two can disagree within the noise
+            if any(
+                r.final for r in rs
+            ):  # the in-run evaluation (fewer tasks) too: the two can disagree within the noise
                 in_run = sum(r.after["success"] > r.before["success"] for r in rs)
-                per_seed = " / ".join(f"{r.held_before['success']:.1%} → {r.held_after['success']:.1%}" for r in rs)
-                where += (f" (per seed {per_seed}); "
-                          f"at the last in-run evaluation on {int(rs[0].after.get('episodes') or 0)} tasks: {in_run} of {len(rs)}")
-            out.append(f"- {env}, {NAMES.get(est, est)}: held-out success rose above the warm start in {better} of {len(rs)} seed(s){where}.")
+                per_seed = " / ".join(
+                    f"{r.held_before['success']:.1%} → {r.held_after['success']:.1%}" for r in rs
+                )
+                where += (
+                    f" (per seed {per_seed}); "
+                    f"at the last in-run evaluation on {int(rs[0].after.get('episodes') or 0)} tasks: {in_run} of {len(rs)}"
+                )
+            out.append(
+                f"- {env}, {NAMES.get(est, est)}: held-out success rose above the warm start in {better} of {len(rs)} seed(s){where}."
+            )
             if est != "grpo" and base:
                 deltas = [r.held_after["success"] for r in rs]
                 ref = [r.held_after["success"] for r in base]
@@ -186,34 +222,57 @@ def findings(runs: Sequence[Run]) -> str:
                 if len(deltas) > 1 and len(ref) > 1:
                     spread = f"; std over seeds {statistics.stdev(deltas):.1%} vs {statistics.stdev(ref):.1%}"
                     # two standard errors of the difference of the means: a smaller lead is not a win
-                    noise = 2 * math.sqrt(statistics.variance(deltas) / len(deltas) + statistics.variance(ref) / len(ref))
-                    verdict = (f"{name} does not beat GRPO here" if diff <= 0 else f"{name} beats GRPO here" if diff > noise else
-                               f"{name} is ahead by less than two standard errors of the difference ({noise * 100:.1f} points): "
-                               "no claim that it beats GRPO")
+                    noise = 2 * math.sqrt(
+                        statistics.variance(deltas) / len(deltas) + statistics.variance(ref) / len(ref)
+                    )
+                    verdict = (
+                        f"{name} does not beat GRPO here"
+                        if diff <= 0
+                        else f"{name} beats GRPO here"
+                        if diff > noise
+                        else f"{name} is ahead by less than two standard errors of the difference ({noise * 100:.1f} points): "
+                        "no claim that it beats GRPO"
+                    )
                 else:
-                    spread = ("; one seed each: no spread" if len(deltas) == len(ref) else
-                              f"; {len(deltas)} seed(s) of {name}, {len(ref)} of GRPO: no spread for the difference")
-                    verdict = (f"{name} does not beat GRPO here" if diff <= 0 else
-                               f"{name} is ahead, but with one seed on a side: no claim either way")
-                out.append(f"- {env}: {name} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
-                           f"({diff * 100:+.1f} points{spread}): {verdict}.")
-            if est == "arpo" and base:  # the ARPO paper's cost claim: comparable accuracy with about half the tool calls
+                    spread = (
+                        "; one seed each: no spread"
+                        if len(deltas) == len(ref)
+                        else f"; {len(deltas)} seed(s) of {name}, {len(ref)} of GRPO: no spread for the difference"
+                    )
+                    verdict = (
+                        f"{name} does not beat GRPO here"
+                        if diff <= 0
+                        else f"{name} is ahead, but with one seed on a side: no claim either way"
+                    )
+                out.append(
+                    f"- {env}: {name} {statistics.mean(deltas):.1%} vs GRPO {statistics.mean(ref):.1%} after RL "
+                    f"({diff * 100:+.1f} points{spread}): {verdict}."
+                )
+            if (
+                est == "arpo" and base
+            ):  # the ARPO paper's cost claim: comparable accuracy with about half the tool calls
                 calls = statistics.mean(r.mean_stat("tool_calls_per_trajectory") for r in rs)
                 ref_calls = statistics.mean(r.mean_stat("tool_calls_per_trajectory") for r in base)
                 if not (math.isnan(calls) or math.isnan(ref_calls)) and ref_calls > 0:
-                    out.append(f"- {env}: tool calls per training trajectory, ARPO {calls:.2f} vs GRPO {ref_calls:.2f} "
-                               f"({calls / ref_calls:.0%} of GRPO's; the ARPO paper reports about half at comparable accuracy).")
+                    out.append(
+                        f"- {env}: tool calls per training trajectory, ARPO {calls:.2f} vs GRPO {ref_calls:.2f} "
+                        f"({calls / ref_calls:.0%} of GRPO's; the ARPO paper reports about half at comparable accuracy)."
+                    )
         gigpo = groups.get((env, "gigpo"), [])
         mixed = statistics.mean(r.mean_stat("mixed_outcome") for r in gigpo) if gigpo else math.nan
         repeat = statistics.mean(r.mean_stat("repeat_rate") for r in gigpo) if gigpo else math.nan
         if not math.isnan(mixed):  # the runs logged step groups
-            out.append(f"- {env}, GiGPO's step groups: {repeat:.0%} of steps share their anchor state with another step, but only "
-                       f"{mixed:.0%} of the groups mix successes and failures; the rest give no step-level signal beyond the "
-                       "episode's.")
+            out.append(
+                f"- {env}, GiGPO's step groups: {repeat:.0%} of steps share their anchor state with another step, but only "
+                f"{mixed:.0%} of the groups mix successes and failures; the rest give no step-level signal beyond the "
+                "episode's."
+            )
         episodes = min((r.held_tasks for (e, _), rs in groups.items() if e == env for r in rs), default=0)
         if episodes:
-            out.append(f"- {env}: one held-out episode is {100 / episodes:.1f} points ({episodes} tasks); "
-                       "differences of a few points are a few episodes.")
+            out.append(
+                f"- {env}: one held-out episode is {100 / episodes:.1f} points ({episodes} tasks); "
+                "differences of a few points are a few episodes."
+            )
     return "\n".join(out)
 
 
@@ -235,11 +294,20 @@ def plot(runs: Sequence[Run], path: Path) -> None:
                 continue
             steps = sorted({s for r in rs for s, _ in r.evals})
             curves = [[dict(r.evals).get(s, {}).get("success", float("nan")) for s in steps] for r in rs]
-            mean = [statistics.mean(v for v in col if v == v) if any(v == v for v in col) else float("nan") for col in zip(*curves, strict=True)]
+            mean = [
+                statistics.mean(v for v in col if v == v) if any(v == v for v in col) else float("nan")
+                for col in zip(*curves, strict=True)
+            ]
             lo = [min((v for v in col if v == v), default=float("nan")) for col in zip(*curves, strict=True)]
             hi = [max((v for v in col if v == v), default=float("nan")) for col in zip(*curves, strict=True)]
             colour = colours.get(est, None)
-            ax.plot(steps, mean, "o-", color=colour, label=f"{NAMES.get(est, est)} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
+            ax.plot(
+                steps,
+                mean,
+                "o-",
+                color=colour,
+                label=f"{NAMES.get(est, est)} ({len(rs)} seed{'s' if len(rs) > 1 else ''})",
+            )
             if len(rs) > 1:
                 ax.fill_between(steps, lo, hi, color=colour, alpha=0.2)
         ax.set_title(env)
@@ -262,14 +330,20 @@ def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
         checks = info.get("validation") or [[0, 0.0]]
         data_split = (r.get("env_kwargs") or {}).get("split", "train")
         val_split = {**(r.get("env_kwargs") or {}), **(r.get("val_env_kwargs") or {})}.get("split", "train")
-        where = f"{val_split}-split" if val_split == data_split else f"`{val_split}`-split (unseen by the `{data_split}`-split data)"
+        where = (
+            f"{val_split}-split"
+            if val_split == data_split
+            else f"`{val_split}`-split (unseen by the `{data_split}`-split data)"
+        )
         device = info.get("device", "cpu")
         built = f" Built on {device} in {info['seconds'] / 60:.0f} min." if "seconds" in info else ""
-        lines.append(f"- `{name}`: {r['episodes']} scripted episodes of `{r['env']}` with mistake rate {r['mistake_rate']} "
-                     f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
-                     f"{r['hidden_size']} wide × {r['num_layers']} layers, {r.get('vocab_size', 1024)}-word vocabulary, "
-                     f"{info['sft_steps']} SFT steps{_recipe_extras(r)}; {_decoding(r.get('sft_val_temperature', 0.0))} success on "
-                     f"{r['sft_val_tasks']} {where} validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).{built}")
+        lines.append(
+            f"- `{name}`: {r['episodes']} scripted episodes of `{r['env']}` with mistake rate {r['mistake_rate']} "
+            f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
+            f"{r['hidden_size']} wide × {r['num_layers']} layers, {r.get('vocab_size', 1024)}-word vocabulary, "
+            f"{info['sft_steps']} SFT steps{_recipe_extras(r)}; {_decoding(r.get('sft_val_temperature', 0.0))} success on "
+            f"{r['sft_val_tasks']} {where} validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).{built}"
+        )
     return lines
 
 
@@ -286,13 +360,26 @@ def _recipe_extras(r: dict[str, Any]) -> str:
     return f" ({', '.join(on)})" if on else ""
 
 
-def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str, Any] | None, reproduce: str,
-                  partial_note: str = "", note: str = "", warm_starts: dict[str, dict[str, Any]] | None = None) -> None:
+def write_results(
+    runs: Sequence[Run],
+    *,
+    docs: Path,
+    png: Path,
+    speed: dict[str, Any] | None,
+    reproduce: str,
+    partial_note: str = "",
+    note: str = "",
+    warm_starts: dict[str, dict[str, Any]] | None = None,
+) -> None:
     """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement; ``partial_note`` says what
     the table lacks, ``note`` what a reader needs to know about a complete one (recipes, devices, timings)."""
     plot(runs, png)
-    parts = ["# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale", "",
-             "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.", ""]
+    parts = [
+        "# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale",
+        "",
+        "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.",
+        "",
+    ]
     if partial_note:
         parts += [f"> **Partial.** {partial_note}", ""]
     if note:
@@ -301,19 +388,42 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
         parts += ["## Warm starts (`toolgym warmstart`)", "", *warm_start_lines(warm_starts), ""]
     if speed:
         parts += ["## Speed: one RL step on built-in ALFWorld", "", speed_table(speed), ""]
-    parts += ["## Held-out success (%) before and after RL", "",
-              "Before: the warm start; after: the last checkpoint; both on the same held-out tasks with the config's held-out decoding "
-              "(ALFWorld and WebShop: sampling at temperature 0.4, seeded, as verl-agent evaluates). Where the held-out tasks are "
-              "more than the in-run evaluation's, the figures come from a final evaluation after training "
-              "(`--final-eval-tasks`); the curves show the in-run evaluations. Cells: mean ± std over seeds.", "",
-              table(runs), f"![learning curves]({_relative(png, docs.parent)})", "", "## What came out", "", findings(runs), "",
-              "## Commands", "", "Reproduce this page:", "",
-              "```bash", reproduce, "```", "",
-              "The full table with the benchmark's defaults (3 seeds, 20 RL steps of 16 tasks × 8, 96 held-out tasks during training "
-              "and 480 at the end; hours on 2 cores; finished runs are reused when it is restarted):", "",
-              "```bash", "toolgym warmstart --env alfworld && toolgym warmstart --env webshop && toolgym warmstart --env math_python",
-              "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop --final-eval-tasks 480",
-              "nice -n 10 .venv/bin/python bench/learning_table.py --envs math_python --steps 20 --tasks 4 --eval-tasks 64", "```", "", "Each run (exactly as the benchmark started it):", "", "```bash"]
+    parts += [
+        "## Held-out success (%) before and after RL",
+        "",
+        "Before: the warm start; after: the last checkpoint; both on the same held-out tasks with the config's held-out decoding "
+        "(ALFWorld and WebShop: sampling at temperature 0.4, seeded, as verl-agent evaluates). Where the held-out tasks are "
+        "more than the in-run evaluation's, the figures come from a final evaluation after training "
+        "(`--final-eval-tasks`); the curves show the in-run evaluations. Cells: mean ± std over seeds.",
+        "",
+        table(runs),
+        f"![learning curves]({_relative(png, docs.parent)})",
+        "",
+        "## What came out",
+        "",
+        findings(runs),
+        "",
+        "## Commands",
+        "",
+        "Reproduce this page:",
+        "",
+        "```bash",
+        reproduce,
+        "```",
+        "",
+        "The full table with the benchmark's defaults (3 seeds, 20 RL steps of 16 tasks × 8, 96 held-out tasks during training "
+        "and 480 at the end; hours on 2 cores; finished runs are reused when it is restarted):",
+        "",
+        "```bash",
+        "toolgym warmstart --env alfworld && toolgym warmstart --env webshop && toolgym warmstart --env math_python",
+        "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop --final-eval-tasks 480",
+        "nice -n 10 .venv/bin/python bench/learning_table.py --envs math_python --steps 20 --tasks 4 --eval-tasks 64",
+        "```",
+        "",
+        "Each run (exactly as the benchmark started it):",
+        "",
+        "```bash",
+    ]
     parts += [r.command for r in runs]
     parts += ["```", ""]
     docs.parent.mkdir(parents=True, exist_ok=True)
@@ -322,15 +432,19 @@ def write_results(runs: Sequence[Run], *, docs: Path, png: Path, speed: dict[str
 
 def speed_table(speed: dict[str, Any]) -> str:
     s = speed
-    return "\n".join([
-        f"{s['tasks']} tasks × group {s['group']} = {s['episodes']} episodes, model `{s['model']}`, {s['threads']} torch threads, "
-        f"load average {s['load']:.1f} on {s['cpus']} CPUs during the run.", "",
-        "| what | value |", "|---|---|",
-        f"| RL step wall time (target ≤ 60 s) | **{s['step_s']:.1f} s** (rollouts {s['sample_s']:.1f} s, update {s['update_s']:.1f} s) |",
-        f"| rollouts: sampled tokens/s, episodes/s | {s['tokens_per_s']:,.0f} tok/s, {s['episodes_per_s']:.2f} ep/s ({s['tokens']} tokens, {s['turns']} model calls) |",
-        f"| one turn of {s['bench_prompts']} prompts, KV-cached batched sampler | {s['sampler_tokens_per_s']:,.0f} tok/s ({s['sampler_s']:.2f} s) |",
-        f"| the same prompts, plain Hugging Face `generate` (baseline) | {s['hf_tokens_per_s']:,.0f} tok/s ({s['hf_s']:.2f} s) |",
-    ])
+    return "\n".join(
+        [
+            f"{s['tasks']} tasks × group {s['group']} = {s['episodes']} episodes, model `{s['model']}`, {s['threads']} torch threads, "
+            f"load average {s['load']:.1f} on {s['cpus']} CPUs during the run.",
+            "",
+            "| what | value |",
+            "|---|---|",
+            f"| RL step wall time (target ≤ 60 s) | **{s['step_s']:.1f} s** (rollouts {s['sample_s']:.1f} s, update {s['update_s']:.1f} s) |",
+            f"| rollouts: sampled tokens/s, episodes/s | {s['tokens_per_s']:,.0f} tok/s, {s['episodes_per_s']:.2f} ep/s ({s['tokens']} tokens, {s['turns']} model calls) |",
+            f"| one turn of {s['bench_prompts']} prompts, KV-cached batched sampler | {s['sampler_tokens_per_s']:,.0f} tok/s ({s['sampler_s']:.2f} s) |",
+            f"| the same prompts, plain Hugging Face `generate` (baseline) | {s['hf_tokens_per_s']:,.0f} tok/s ({s['hf_s']:.2f} s) |",
+        ]
+    )
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -31,11 +31,18 @@ from toolgym.core.sandbox import GROUP_LABEL
 from toolgym.core.sandbox_profiles import MiB
 from toolgym.sandboxes import open_backend
 
-PROFILE = {"memory_bytes": 256 * MiB, "pids": 64, "workdir_bytes": 32 * MiB, "tmp_bytes": 16 * MiB, "home_bytes": 8 * MiB}
+PROFILE = {
+    "memory_bytes": 256 * MiB,
+    "pids": 64,
+    "workdir_bytes": 32 * MiB,
+    "tmp_bytes": 16 * MiB,
+    "home_bytes": 8 * MiB,
+}
 
 
-async def one_round(backend: Any, *, grouped: bool, groups: int, n: int, concurrency: int, round_no: int,
-                    hold_s: float) -> list[float]:
+async def one_round(
+    backend: Any, *, grouped: bool, groups: int, n: int, concurrency: int, round_no: int, hold_s: float
+) -> list[float]:
     slots = asyncio.Semaphore(concurrency)
     waits: list[float] = []
     lengths = random.Random(round_no)
@@ -52,17 +59,26 @@ async def one_round(backend: Any, *, grouped: bool, groups: int, n: int, concurr
             finally:
                 await backend.release(sb)
 
-    tasks = [asyncio.create_task(episode(g, k, hold_s * lengths.uniform(0.2, 1.8)))  # in group order
-             for g in range(groups) for k in range(n)]
+    tasks = [
+        asyncio.create_task(episode(g, k, hold_s * lengths.uniform(0.2, 1.8)))  # in group order
+        for g in range(groups)
+        for k in range(n)
+    ]
     await asyncio.gather(*tasks)
     await backend.settle()
     return waits
 
 
-async def run(backend_name: str, groups: int, n: int, concurrency: int, rounds: int, hold_s: float, warm: int) -> None:
+async def run(
+    backend_name: str, groups: int, n: int, concurrency: int, rounds: int, hold_s: float, warm: int
+) -> None:
     ways = {"baseline (no group label)": False, "group rule": True}
-    backends = {name: open_backend(backend_name, profiles={"python": PROFILE}, warm={"python": warm},
-                                   max_idle=max(concurrency, 2)) for name in ways}
+    backends = {
+        name: open_backend(
+            backend_name, profiles={"python": PROFILE}, warm={"python": warm}, max_idle=max(concurrency, 2)
+        )
+        for name in ways
+    }
     waits: dict[str, list[float]] = {name: [] for name in ways}
     walls: dict[str, float] = dict.fromkeys(ways, 0.0)
     try:
@@ -73,18 +89,34 @@ async def run(backend_name: str, groups: int, n: int, concurrency: int, rounds: 
         for r in range(rounds):
             for name, grouped in ways.items():
                 start = time.perf_counter()
-                waits[name] += await one_round(backends[name], grouped=grouped, groups=groups, n=n,
-                                               concurrency=concurrency, round_no=r, hold_s=hold_s)
+                waits[name] += await one_round(
+                    backends[name],
+                    grouped=grouped,
+                    groups=groups,
+                    n=n,
+                    concurrency=concurrency,
+                    round_no=r,
+                    hold_s=hold_s,
+                )
                 walls[name] += time.perf_counter() - start
-        print(f"{backend_name}: {rounds} rounds of {groups} groups x {n} episodes of {hold_s * 1e3:g} ms, "
-              f"at most {concurrency} at once, warm target {warm}")
-        print(f"{'way':28s} {'p50 ms':>8s} {'p90 ms':>8s} {'max ms':>8s} {'created':>8s} {'reused':>7s} "
-              f"{'passed':>7s} {'wall s':>7s}")
+        print(
+            f"{backend_name}: {rounds} rounds of {groups} groups x {n} episodes of {hold_s * 1e3:g} ms, "
+            f"at most {concurrency} at once, warm target {warm}"
+        )
+        print(
+            f"{'way':28s} {'p50 ms':>8s} {'p90 ms':>8s} {'max ms':>8s} {'created':>8s} {'reused':>7s} "
+            f"{'passed':>7s} {'wall s':>7s}"
+        )
         for name in ways:
             xs = sorted(waits[name])
-            c = {k: backends[name].counters[k] - start_counters[name].get(k, 0) for k in backends[name].counters}
-            print(f"{name:28s} {statistics.median(xs) * 1e3:8.2f} {xs[int(0.9 * (len(xs) - 1))] * 1e3:8.2f} "
-                  f"{xs[-1] * 1e3:8.2f} {c['created']:8d} {c['reused']:7d} {c['kept_from_group']:7d} {walls[name]:7.1f}")
+            c = {
+                k: backends[name].counters[k] - start_counters[name].get(k, 0)
+                for k in backends[name].counters
+            }
+            print(
+                f"{name:28s} {statistics.median(xs) * 1e3:8.2f} {xs[int(0.9 * (len(xs) - 1))] * 1e3:8.2f} "
+                f"{xs[-1] * 1e3:8.2f} {c['created']:8d} {c['reused']:7d} {c['kept_from_group']:7d} {walls[name]:7.1f}"
+            )
     finally:
         for backend in backends.values():
             await backend.aclose()
@@ -98,9 +130,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--episode-ms", type=float, default=500.0)
-    parser.add_argument("--warm", type=int, default=0, help="idle sandboxes the pool keeps ready (made in the background)")
+    parser.add_argument(
+        "--warm", type=int, default=0, help="idle sandboxes the pool keeps ready (made in the background)"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.backend, args.groups, args.n, args.concurrency, args.rounds, args.episode_ms / 1e3, args.warm))
+    asyncio.run(
+        run(
+            args.backend, args.groups, args.n, args.concurrency, args.rounds, args.episode_ms / 1e3, args.warm
+        )
+    )
 
 
 if __name__ == "__main__":

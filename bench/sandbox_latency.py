@@ -117,7 +117,9 @@ async def main(backend_name: str, calls: int, cold: int, baseline_calls: int) ->
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", default="docker", choices=["docker", "local"])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--cold", type=int, default=10)

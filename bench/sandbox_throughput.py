@@ -51,8 +51,11 @@ async def main(backend_name: str, episodes: int, calls: int, baseline_calls: int
         wall = time.perf_counter() - start
         rate = len(latencies) / wall
         print(f"\n== {backend_name}: {episodes} concurrent episodes x {calls} calls ==")
-        print(f"toolgym sandboxes  {rate:8.1f} calls/s   p50 {pct(latencies, 50) * 1e3:7.2f} ms   "
-              f"p99 {pct(latencies, 99) * 1e3:7.2f} ms   ({len(latencies)} calls in {wall:.2f} s)", flush=True)
+        print(
+            f"toolgym sandboxes  {rate:8.1f} calls/s   p50 {pct(latencies, 50) * 1e3:7.2f} ms   "
+            f"p99 {pct(latencies, 99) * 1e3:7.2f} ms   ({len(latencies)} calls in {wall:.2f} s)",
+            flush=True,
+        )
 
         if backend_name == "docker" and baseline_calls:
             from toolgym.sandboxes.docker import engine
@@ -75,9 +78,12 @@ async def main(backend_name: str, episodes: int, calls: int, baseline_calls: int
             start = time.perf_counter()
             await asyncio.gather(*(baseline_episode(sb.handle["container"]) for sb in held))
             bwall = time.perf_counter() - start
-            print(f"baseline exec      {len(base) / bwall:8.1f} calls/s   p50 {pct(base, 50) * 1e3:7.2f} ms   "
-                  f"p99 {pct(base, 99) * 1e3:7.2f} ms   ({len(base)} calls in {bwall:.2f} s)"
-                  f"  -> {rate / (len(base) / bwall):.1f}x the calls/s", flush=True)
+            print(
+                f"baseline exec      {len(base) / bwall:8.1f} calls/s   p50 {pct(base, 50) * 1e3:7.2f} ms   "
+                f"p99 {pct(base, 99) * 1e3:7.2f} ms   ({len(base)} calls in {bwall:.2f} s)"
+                f"  -> {rate / (len(base) / bwall):.1f}x the calls/s",
+                flush=True,
+            )
             for sb in held:
                 await backend.release(sb)
     finally:
@@ -85,7 +91,9 @@ async def main(backend_name: str, episodes: int, calls: int, baseline_calls: int
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", default="docker", choices=["docker", "local"])
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--calls", type=int, default=20)

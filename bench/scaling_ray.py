@@ -69,8 +69,21 @@ class Timeline:
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "toolgym.collect.ray.simllm", "--port", "0", "--latency", str(latency),
-                             "--text", CALL_TEXT], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolgym.collect.ray.simllm",
+            "--port",
+            "0",
+            "--latency",
+            str(latency),
+            "--text",
+            CALL_TEXT,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "http://" not in line:
@@ -80,12 +93,23 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
 
 
 def engine_config(live: int, turns: int) -> EngineConfig:
-    return EngineConfig(max_live_episodes=live, max_llm_calls=live, max_turns=turns + 1, max_tokens_per_turn=128)
+    return EngineConfig(
+        max_live_episodes=live, max_llm_calls=live, max_turns=turns + 1, max_tokens_per_turn=128
+    )
 
 
 def options(out: Path, url: str, episodes: int, live: int, turns: int) -> CollectOptions:
-    return CollectOptions(env="bench", out=out, model=url, backend="sglang", tokenizer="tiny", episodes=episodes,
-                          engine=engine_config(live, turns), sandbox_backend="none", env_kwargs={"turns": turns})
+    return CollectOptions(
+        env="bench",
+        out=out,
+        model=url,
+        backend="sglang",
+        tokenizer="tiny",
+        episodes=episodes,
+        engine=engine_config(live, turns),
+        sandbox_backend="none",
+        env_kwargs={"turns": turns},
+    )
 
 
 async def plain_engine(url: str, episodes: int, live: int, turns: int) -> float:
@@ -93,8 +117,13 @@ async def plain_engine(url: str, episodes: int, live: int, turns: int) -> float:
     cfg = engine_config(live, turns)
     policy = make_policy(url, backend="sglang", tokenizer="tiny", config=cfg)
     timeline = Timeline()
-    engine = RolloutEngine(registry=bench_registry(), policy=policy, config=cfg, env_kwargs={"turns": turns},
-                           on_trajectory=lambda t: timeline.toolgym_trajectory_done(t))
+    engine = RolloutEngine(
+        registry=bench_registry(),
+        policy=policy,
+        config=cfg,
+        env_kwargs={"turns": turns},
+        on_trajectory=lambda t: timeline.toolgym_trajectory_done(t),
+    )
     await engine.run(plan_episodes("bench", num_tasks=episodes, group_size=1))
     await policy.backend.aclose()  # type: ignore[attr-defined]
     return timeline.throughput(skip=live)
@@ -107,17 +136,29 @@ def on_ray(url: str, workers: int, live: int, episodes: int, turns: int) -> dict
     timeline = Timeline()
     registry.pm.register(timeline, name="timeline")
     with tempfile.TemporaryDirectory() as tmp:
-        ray_opts = RayOptions(address="local", num_workers=workers, max_live_per_worker=live,
-                              registry="bench._common:bench_registry", env_vars={"PYTHONPATH": str(ROOT)})
+        ray_opts = RayOptions(
+            address="local",
+            num_workers=workers,
+            max_live_per_worker=live,
+            registry="bench._common:bench_registry",
+            env_vars={"PYTHONPATH": str(ROOT)},
+        )
         rss0 = rss_mb()
         started = time.perf_counter()
-        result = asyncio.run(collect_ray(options(Path(tmp), url, episodes, live, turns), ray_opts, registry=registry))
+        result = asyncio.run(
+            collect_ray(options(Path(tmp), url, episodes, live, turns), ray_opts, registry=registry)
+        )
         wall = time.perf_counter() - started
     assert result.written == episodes and result.failed == 0, f"{result.failed} episodes failed"
     assert len(timeline.spans) == episodes
-    return {"throughput": timeline.throughput(skip=workers * live if episodes > workers * live else 0), "wall": wall, "workers": result.workers,
-            "startup": wall - (max(e for _, e in timeline.spans) - min(s for s, _ in timeline.spans)),
-            "driver_mb": rss_mb() - rss0, "max_in_flight": result.dispatch.max_in_flight}
+    return {
+        "throughput": timeline.throughput(skip=workers * live if episodes > workers * live else 0),
+        "wall": wall,
+        "workers": result.workers,
+        "startup": wall - (max(e for _, e in timeline.spans) - min(s for s, _ in timeline.spans)),
+        "driver_mb": rss_mb() - rss0,
+        "max_in_flight": result.dispatch.max_in_flight,
+    }
 
 
 def cpu_ms_per_call(workers: list[dict[str, Any]]) -> float:
@@ -126,7 +167,11 @@ def cpu_ms_per_call(workers: list[dict[str, Any]]) -> float:
 
 
 def per_episode_mb(workers: list[dict[str, Any]]) -> float:
-    return sum((w["peak_rss_bytes"] - w["setup_rss_bytes"]) / w["peak_live"] for w in workers) / len(workers) / 2**20
+    return (
+        sum((w["peak_rss_bytes"] - w["setup_rss_bytes"]) / w["peak_live"] for w in workers)
+        / len(workers)
+        / 2**20
+    )
 
 
 async def sandbox_memory(count: int) -> tuple[float, float]:
@@ -139,7 +184,9 @@ async def sandbox_memory(count: int) -> tuple[float, float]:
         await asyncio.sleep(1.0)
         idle = [(await sb.stats())["memory_bytes"] or 0 for sb in sbs]
         for sb in sbs:
-            await (await sb.python()).execute("import json; data = [json.dumps({'i': i}) for i in range(20000)]")
+            await (await sb.python()).execute(
+                "import json; data = [json.dumps({'i': i}) for i in range(20000)]"
+            )
         busy = [(await sb.stats())["memory_bytes"] or 0 for sb in sbs]
         for sb in sbs:
             await backend.release(sb, broken=True)
@@ -157,8 +204,10 @@ async def channel_round_trip(remote: str, image: str, calls: int = 300) -> tuple
     from toolgym.sandboxes.remote.backend import RemoteDockerBackend
 
     out: list[float] = []
-    for backend in (DockerBackend(profiles={"python": {"image": image}}),
-                    RemoteDockerBackend(host=remote, profiles={"python": {"image": image}})):
+    for backend in (
+        DockerBackend(profiles={"python": {"image": image}}),
+        RemoteDockerBackend(host=remote, profiles={"python": {"image": image}}),
+    ):
         try:
             sb = await backend.acquire("python")
             for run in (False, True):
@@ -180,14 +229,30 @@ def main() -> None:
     ap.add_argument("--per-worker", type=int, default=32, help="episodes each worker runs at once")
     ap.add_argument("--latency", type=float, default=0.5, help="seconds per model call at the server")
     ap.add_argument("--turns", type=int, default=4, help="model calls per episode")
-    ap.add_argument("--waves", type=int, default=6, help="episodes per worker = waves × per-worker (the first is warm-up)")
-    ap.add_argument("--repeats", type=int, default=2, help="runs per worker count; the best counts (filters other load "
-                    "on a shared machine)")
-    ap.add_argument("--memory-live", type=int, default=256, help="live episodes in the memory run (one worker)")
-    ap.add_argument("--sandboxes", type=int, default=0, help="also measure memory of this many python sandboxes (Docker)")
-    ap.add_argument("--remote-engine", default=None, help="tcp://HOST:PORT of a second Docker engine: compare the attach "
-                    "channel's round trip with the local UNIX socket's (the engine needs --channel-image)")
-    ap.add_argument("--channel-image", default="toolgym/base:bookworm", help="image for the channel comparison")
+    ap.add_argument(
+        "--waves", type=int, default=6, help="episodes per worker = waves × per-worker (the first is warm-up)"
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="runs per worker count; the best counts (filters other load on a shared machine)",
+    )
+    ap.add_argument(
+        "--memory-live", type=int, default=256, help="live episodes in the memory run (one worker)"
+    )
+    ap.add_argument(
+        "--sandboxes", type=int, default=0, help="also measure memory of this many python sandboxes (Docker)"
+    )
+    ap.add_argument(
+        "--remote-engine",
+        default=None,
+        help="tcp://HOST:PORT of a second Docker engine: compare the attach "
+        "channel's round trip with the local UNIX socket's (the engine needs --channel-image)",
+    )
+    ap.add_argument(
+        "--channel-image", default="toolgym/base:bookworm", help="image for the channel comparison"
+    )
     args = ap.parse_args()
     import ray
 
@@ -197,32 +262,50 @@ def main() -> None:
         c, t, lat = args.per_worker, args.turns, args.latency
         ideal1 = c / (t * lat)
         plain = max(asyncio.run(plain_engine(url, c * args.waves, c, t)) for _ in range(args.repeats))
-        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} · workload: {t} model calls/episode × "
-              f"{lat:g}s, {c} episodes at once per worker, {args.waves} waves, best of {args.repeats}")
-        print(f"baseline: ideal {ideal1:.1f} episodes/s per worker; plain in-process engine {plain:.1f} episodes/s "
-              f"({plain / ideal1:.2f} of ideal)")
+        print(
+            f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} · workload: {t} model calls/episode × "
+            f"{lat:g}s, {c} episodes at once per worker, {args.waves} waves, best of {args.repeats}"
+        )
+        print(
+            f"baseline: ideal {ideal1:.1f} episodes/s per worker; plain in-process engine {plain:.1f} episodes/s "
+            f"({plain / ideal1:.2f} of ideal)"
+        )
         base = None
         for n in args.workers:
             runs = [on_ray(url, n, c, n * c * args.waves, t) for _ in range(args.repeats)]
             r = max(runs, key=lambda x: x["throughput"])
             base = base or r["throughput"] / n
             eff = r["throughput"] / (n * base)
-            print(f"ray {n} worker(s): {r['throughput']:.1f} episodes/s = {r['throughput'] / (n * ideal1):.2f} of ideal, "
-                  f"scaling efficiency {eff:.2f} · start-up {r['startup']:.1f}s · in flight ≤ {r['max_in_flight']} · "
-                  f"worker CPU {cpu_ms_per_call(r['workers']):.2f} ms per model call" + (
-                      f" · {n} workers on {os.cpu_count()} cores (oversubscribed)" if n > (os.cpu_count() or 1) else ""))
+            print(
+                f"ray {n} worker(s): {r['throughput']:.1f} episodes/s = {r['throughput'] / (n * ideal1):.2f} of ideal, "
+                f"scaling efficiency {eff:.2f} · start-up {r['startup']:.1f}s · in flight ≤ {r['max_in_flight']} · "
+                f"worker CPU {cpu_ms_per_call(r['workers']):.2f} ms per model call"
+                + (
+                    f" · {n} workers on {os.cpu_count()} cores (oversubscribed)"
+                    if n > (os.cpu_count() or 1)
+                    else ""
+                )
+            )
         mem = on_ray(url, 1, args.memory_live, args.memory_live, t)
         w = mem["workers"][0]
-        print(f"memory per live episode: {per_episode_mb(mem['workers']) * 1024:.0f} KB "
-              f"({args.memory_live} live in one worker; worker RSS {w['setup_rss_bytes'] / 2**20:.0f} MB after setup, "
-              f"{w['peak_rss_bytes'] / 2**20:.0f} MB at peak) · driver grew {mem['driver_mb']:.1f} MB")
+        print(
+            f"memory per live episode: {per_episode_mb(mem['workers']) * 1024:.0f} KB "
+            f"({args.memory_live} live in one worker; worker RSS {w['setup_rss_bytes'] / 2**20:.0f} MB after setup, "
+            f"{w['peak_rss_bytes'] / 2**20:.0f} MB at peak) · driver grew {mem['driver_mb']:.1f} MB"
+        )
         if args.sandboxes:
             idle, busy = asyncio.run(sandbox_memory(args.sandboxes))
-            print(f"memory per python sandbox ({args.sandboxes} measured): {idle:.0f} MB idle, {busy:.0f} MB after a Python cell")
+            print(
+                f"memory per python sandbox ({args.sandboxes} measured): {idle:.0f} MB idle, {busy:.0f} MB after a Python cell"
+            )
         if args.remote_engine:
-            sock_ping, sock_run, att_ping, att_run = asyncio.run(channel_round_trip(args.remote_engine, args.channel_image))
-            print(f"agent round trip, median: UNIX socket (baseline) ping {sock_ping:.3f} ms, run('true') {sock_run:.2f} ms · "
-                  f"attach stream over TCP ping {att_ping:.3f} ms, run('true') {att_run:.2f} ms")
+            sock_ping, sock_run, att_ping, att_run = asyncio.run(
+                channel_round_trip(args.remote_engine, args.channel_image)
+            )
+            print(
+                f"agent round trip, median: UNIX socket (baseline) ping {sock_ping:.3f} ms, run('true') {sock_run:.2f} ms · "
+                f"attach stream over TCP ping {att_ping:.3f} ms, run('true') {att_run:.2f} ms"
+            )
     finally:
         server.terminate()
         server.wait(10)

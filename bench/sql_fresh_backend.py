@@ -33,8 +33,10 @@ from typing import Any
 from toolgym.plugins.sql import postgres
 from toolgym.plugins.sql.postgres import PostgresBackend, create_database, drop_database
 
-DISCARD_ALL = ("ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
-               "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP")
+DISCARD_ALL = (
+    "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP"
+)
 """The per-call reset of the pool before issue 42 (one round trip)."""
 QUERY = "SELECT count(*) FROM t"
 
@@ -66,7 +68,11 @@ def admin_dsn() -> str:
     if dsn:
         return dsn
     script = Path(__file__).resolve().parents[1] / "scripts" / "ensure-postgres.sh"
-    return subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    return (
+        subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
 
 def backend_with(pool_class: type[postgres._Pool], dsn: str) -> PostgresBackend:
@@ -86,9 +92,14 @@ async def connect_once(dsn: str) -> float:
 async def run(calls: int, gap_s: float) -> dict[str, Any]:
     admin = admin_dsn()
     dbname = "toolgym_bench_fresh_backend"
-    reader = await create_database(admin, dbname, "CREATE TABLE t (v INTEGER); INSERT INTO t SELECT generate_series(1, 100);")
-    ways = {"reset": backend_with(ResetPool, reader), "fresh": backend_with(postgres._Pool, reader),
-            "inline": backend_with(InlinePool, reader)}
+    reader = await create_database(
+        admin, dbname, "CREATE TABLE t (v INTEGER); INSERT INTO t SELECT generate_series(1, 100);"
+    )
+    ways = {
+        "reset": backend_with(ResetPool, reader),
+        "fresh": backend_with(postgres._Pool, reader),
+        "inline": backend_with(InlinePool, reader),
+    }
     times: dict[str, list[float]] = {name: [] for name in ways}
     connects: list[float] = []
     try:
@@ -112,8 +123,12 @@ async def run(calls: int, gap_s: float) -> dict[str, Any]:
         q = statistics.quantiles(xs, n=10)
         return {"p50_ms": round(statistics.median(xs) * 1e3, 2), "p90_ms": round(q[8] * 1e3, 2)}
 
-    return {"calls": calls, "gap_ms": gap_s * 1e3, **{name: summary(xs) for name, xs in times.items()},
-            "connect_check_close": summary(connects)}
+    return {
+        "calls": calls,
+        "gap_ms": gap_s * 1e3,
+        **{name: summary(xs) for name, xs in times.items()},
+        "connect_check_close": summary(connects),
+    }
 
 
 def main() -> None:
@@ -128,8 +143,12 @@ def main() -> None:
         return
     print(f"{result['calls']} calls of {QUERY!r} per way, {result['gap_ms']:g} ms between a way's calls")
     print(f"{'way':30s} {'p50 ms':>8s} {'p90 ms':>8s}")
-    for name, label in (("reset", "reset (baseline, before #42)"), ("fresh", "fresh backend, opened ahead"),
-                        ("inline", "fresh backend, opened in call"), ("connect_check_close", "a connection alone")):
+    for name, label in (
+        ("reset", "reset (baseline, before #42)"),
+        ("fresh", "fresh backend, opened ahead"),
+        ("inline", "fresh backend, opened in call"),
+        ("connect_check_close", "a connection alone"),
+    ):
         print(f"{label:30s} {result[name]['p50_ms']:8.2f} {result[name]['p90_ms']:8.2f}")
 
 

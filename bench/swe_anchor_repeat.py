@@ -85,8 +85,15 @@ def diverged_at(trajs: Sequence[Trajectory]) -> float:
     return sum(firsts) / len(firsts) if firsts else 0.0
 
 
-async def level(noise: float, *, tasks: int, group: int, concurrency: int, backend: object, seed: int) -> dict[str, float]:
-    policy = ScriptedPolicy(ChatFormat(load_tiny_tokenizer("qwen")), noise=noise, noise_action=noise_turn if noise else None, seed=seed)
+async def level(
+    noise: float, *, tasks: int, group: int, concurrency: int, backend: object, seed: int
+) -> dict[str, float]:
+    policy = ScriptedPolicy(
+        ChatFormat(load_tiny_tokenizer("qwen")),
+        noise=noise,
+        noise_action=noise_turn if noise else None,
+        seed=seed,
+    )
     cfg = EngineConfig(max_turns=30, max_live_episodes=concurrency, max_sandboxes=concurrency, seed=seed)
     engine = RolloutEngine(registry=get_registry(), policy=policy, config=cfg, sandbox_backend=backend)  # type: ignore[arg-type]
     got: list[Trajectory] = []
@@ -97,10 +104,17 @@ async def level(noise: float, *, tasks: int, group: int, concurrency: int, backe
     ok = [t for t in got if t.status.value == "ok"]
     stats = step_group_stats(ok)
     return {
-        "episodes": len(got), "failed": len(got) - len(ok), "success": sum(t.reward >= 1 for t in ok) / max(len(ok), 1),
-        "steps": sum(len(t.steps) for t in ok) / max(len(ok), 1), "same_step": same_step_repeat(ok),
-        "any_step": stats.get("repeat_rate", 0.0), "group_size": stats.get("mean_group_size", 0.0),
-        "mixed": stats.get("mixed_outcome", 0.0), "signal": signal_share(ok), "diverge": diverged_at(ok), "wall": wall,
+        "episodes": len(got),
+        "failed": len(got) - len(ok),
+        "success": sum(t.reward >= 1 for t in ok) / max(len(ok), 1),
+        "steps": sum(len(t.steps) for t in ok) / max(len(ok), 1),
+        "same_step": same_step_repeat(ok),
+        "any_step": stats.get("repeat_rate", 0.0),
+        "group_size": stats.get("mean_group_size", 0.0),
+        "mixed": stats.get("mixed_outcome", 0.0),
+        "signal": signal_share(ok),
+        "diverge": diverged_at(ok),
+        "wall": wall,
     }
 
 
@@ -109,19 +123,36 @@ async def main(args: argparse.Namespace) -> None:
     rows = []
     try:
         for noise in args.noise:
-            rows.append((noise, await level(noise, tasks=args.tasks, group=args.group, concurrency=args.concurrency,
-                                            backend=backend, seed=args.seed)))
+            rows.append(
+                (
+                    noise,
+                    await level(
+                        noise,
+                        tasks=args.tasks,
+                        group=args.group,
+                        concurrency=args.concurrency,
+                        backend=backend,
+                        seed=args.seed,
+                    ),
+                )
+            )
             print(f"  noise {noise:.2f} done in {rows[-1][1]['wall']:.0f} s", file=sys.stderr, flush=True)
     finally:
         await backend.aclose()
-    print(f"SWE anchor repeat rates: {args.tasks} shipped tasks x group {args.group}, {args.backend} sandboxes, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'noise/turn':>10} {'episodes':>8} {'success':>8} {'steps':>6} {'same-step':>10} {'any-step':>9} "
-          f"{'grp size':>8} {'mixed':>6} {'signal':>7} {'diverges':>9}")
+    print(
+        f"SWE anchor repeat rates: {args.tasks} shipped tasks x group {args.group}, {args.backend} sandboxes, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'noise/turn':>10} {'episodes':>8} {'success':>8} {'steps':>6} {'same-step':>10} {'any-step':>9} "
+        f"{'grp size':>8} {'mixed':>6} {'signal':>7} {'diverges':>9}"
+    )
     for noise, r in rows:
         tag = "  (baseline: oracle alone)" if noise == 0 else ""
-        print(f"{noise:>10.2f} {r['episodes']:>8.0f} {r['success']:>8.1%} {r['steps']:>6.1f} {r['same_step']:>10.1%} "
-              f"{r['any_step']:>9.1%} {r['group_size']:>8.2f} {r['mixed']:>6.1%} {r['signal']:>7.1%} {r['diverge']:>9.2f}{tag}")
+        print(
+            f"{noise:>10.2f} {r['episodes']:>8.0f} {r['success']:>8.1%} {r['steps']:>6.1f} {r['same_step']:>10.1%} "
+            f"{r['any_step']:>9.1%} {r['group_size']:>8.2f} {r['mixed']:>6.1%} {r['signal']:>7.1%} {r['diverge']:>9.2f}{tag}"
+        )
 
 
 if __name__ == "__main__":

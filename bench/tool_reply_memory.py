@@ -65,8 +65,12 @@ def postgres_dsn(given: str) -> tuple[str, str, str]:
         return given, "", ""
     admin = os.environ.get("TOOLGYM_TEST_POSTGRES_DSN") or os.environ.get("TOOLGYM_POSTGRES_DSN") or ""
     if not admin:
-        proc = subprocess.run(["bash", str(ROOT / "scripts" / "ensure-postgres.sh")], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "ensure-postgres.sh")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         admin = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
     if not admin:
         return "", "", ""
@@ -143,12 +147,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="local backend only, a few latency samples")
     parser.add_argument("--backends", default="docker,local,memory")
-    parser.add_argument("--dsn", default="", help="a PostgreSQL DSN of a read-only role (default: a throw-away database)")
+    parser.add_argument(
+        "--dsn", default="", help="a PostgreSQL DSN of a read-only role (default: a throw-away database)"
+    )
     parser.add_argument("--json", default="", help="write the rows here")
     args = parser.parse_args()
     wanted = {"local", "memory"} if args.smoke else set(args.backends.split(","))
-    print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; growth = peak resident set of the "
-          "host process during one call, above its resident set before it", flush=True)
+    print(
+        f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; growth = peak resident set of the "
+        "host process during one call, above its resident set before it",
+        flush=True,
+    )
     dsn, admin, dbname = postgres_dsn(args.dsn)
     rows: list[Measurement] = []
     header = f"{'tool family':<24} {'backend':<8} {'ordinary call':>14} {'hostile call':>13} {'bound':>10}  what the model read"
@@ -169,16 +178,25 @@ def main() -> None:
                 rows.append(m)
                 note = summary(m)
                 flag = "" if m.within else "  OVER THE BOUND"
-                print(f"{label:<24} {backend or 'host':<8} {mib(m.ordinary_bytes):>14} {mib(m.hostile_bytes):>13} "
-                      f"{mib(m.bound_bytes):>10}  {note}{flag}", flush=True)
+                print(
+                    f"{label:<24} {backend or 'host':<8} {mib(m.ordinary_bytes):>14} {mib(m.hostile_bytes):>13} "
+                    f"{mib(m.bound_bytes):>10}  {note}{flag}",
+                    flush=True,
+                )
     finally:
         drop(admin, dbname)
     process, inproc = sqlite_latency(5 if args.smoke else 50)
     p_ms, i_ms = statistics.median(process) * 1e3, statistics.median(inproc) * 1e3
-    print(f"\nsqlite host query latency p50: {p_ms:.1f} ms in a process of its own (now) | baseline, a connection of "
-          f"this process (before): {i_ms:.2f} ms (n={len(process)})")
+    print(
+        f"\nsqlite host query latency p50: {p_ms:.1f} ms in a process of its own (now) | baseline, a connection of "
+        f"this process (before): {i_ms:.2f} ms (n={len(process)})"
+    )
     if args.json:
-        out: dict[str, Any] = {"rows": [asdict(r) for r in rows], "sqlite_process_ms": p_ms, "sqlite_inprocess_ms": i_ms}
+        out: dict[str, Any] = {
+            "rows": [asdict(r) for r in rows],
+            "sqlite_process_ms": p_ms,
+            "sqlite_inprocess_ms": i_ms,
+        }
         Path(args.json).write_text(json.dumps(out, indent=1))
     if any(not r.within for r in rows):
         sys.exit(1)

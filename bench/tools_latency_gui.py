@@ -60,9 +60,14 @@ def element(text: str, needle: str) -> int:
 async def measure(calls: int) -> tuple[list[dict[str, Any]], list[str]]:
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    with TestSite() as site, WebShopServer(get_shop(ShopConfig()), split="test") as shop, \
-            tempfile.TemporaryDirectory() as artifacts:
-        backend = open_backend("docker", profiles={"browser": {"network": network_allowlist(site.url, shop.url)}})
+    with (
+        TestSite() as site,
+        WebShopServer(get_shop(ShopConfig()), split="test") as shop,
+        tempfile.TemporaryDirectory() as artifacts,
+    ):
+        backend = open_backend(
+            "docker", profiles={"browser": {"network": network_allowlist(site.url, shop.url)}}
+        )
         try:
             start = time.perf_counter()
             sandbox = await backend.acquire("browser")
@@ -78,9 +83,17 @@ async def measure(calls: int) -> tuple[list[dict[str, Any]], list[str]]:
 
             start = time.perf_counter()
             form = await call("browser_goto", url=f"{site.url}/form")
-            rows.append({"tool call": "first call (starts Chromium)", "p50_ms": (time.perf_counter() - start) * 1e3,
-                         "p99_ms": None, "baseline": "acquire (cold pool)", "baseline_p50_ms": acquire_s * 1e3,
-                         "baseline_p99_ms": None, "n": 1})
+            rows.append(
+                {
+                    "tool call": "first call (starts Chromium)",
+                    "p50_ms": (time.perf_counter() - start) * 1e3,
+                    "p99_ms": None,
+                    "baseline": "acquire (cold pool)",
+                    "baseline_p50_ms": acquire_s * 1e3,
+                    "baseline_p99_ms": None,
+                    "n": 1,
+                }
+            )
             checkbox, textbox = element(form, "checkbox 'Gift wrap'"), element(form, "textbox 'Query'")
             combobox = element(form, "combobox 'Colour'")
             results = f"{shop.url}/s/0/search?keywords=shirt"
@@ -92,14 +105,32 @@ async def measure(calls: int) -> tuple[list[dict[str, Any]], list[str]]:
             cases: list[tuple[str, Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]] | None]] = [
                 ("browser_goto /form", lambda: call("browser_goto", url=f"{site.url}/form"), None),
                 ("browser_goto WebShop results", lambda: call("browser_goto", url=results), None),
-                ("browser_click checkbox", lambda: call("browser_click", element_id=checkbox),
-                 lambda: call("browser_goto", url=f"{site.url}/form")),
-                ("browser_type textbox", lambda: call("browser_type", element_id=textbox, text="blue shoes"), None),
-                ("browser_select", lambda: call("browser_select", element_id=combobox, option=next(colours)), None),
-                ("browser_scroll", lambda: call("browser_scroll", direction="down", amount=300), on_long_page),
+                (
+                    "browser_click checkbox",
+                    lambda: call("browser_click", element_id=checkbox),
+                    lambda: call("browser_goto", url=f"{site.url}/form"),
+                ),
+                (
+                    "browser_type textbox",
+                    lambda: call("browser_type", element_id=textbox, text="blue shoes"),
+                    None,
+                ),
+                (
+                    "browser_select",
+                    lambda: call("browser_select", element_id=combobox, option=next(colours)),
+                    None,
+                ),
+                (
+                    "browser_scroll",
+                    lambda: call("browser_scroll", direction="down", amount=300),
+                    on_long_page,
+                ),
                 ("browser_screenshot", lambda: call("browser_screenshot"), None),
-                ("browser_tabs (observation only)", lambda: call("browser_tabs"),
-                 lambda: call("browser_goto", url=f"{site.url}/form")),
+                (
+                    "browser_tabs (observation only)",
+                    lambda: call("browser_tabs"),
+                    lambda: call("browser_goto", url=f"{site.url}/form"),
+                ),
             ]
             for label, action, setup in cases:
                 if setup is not None:
@@ -121,14 +152,24 @@ async def measure(calls: int) -> tuple[list[dict[str, Any]], list[str]]:
                         samples.append(t1 - t0)
                         true_rt.append(t2 - t1)
                         cell_rt.append(t3 - t2)
-                rows.append({"tool call": label, "p50_ms": pct(samples, 50) * 1e3, "p99_ms": pct(samples, 99) * 1e3,
-                             "baseline": "agent `true` | empty Python cell",
-                             "baseline_p50_ms": pct(true_rt, 50) * 1e3, "baseline_p99_ms": pct(true_rt, 99) * 1e3,
-                             "cell_p50_ms": pct(cell_rt, 50) * 1e3, "n": len(samples)})
+                rows.append(
+                    {
+                        "tool call": label,
+                        "p50_ms": pct(samples, 50) * 1e3,
+                        "p99_ms": pct(samples, 99) * 1e3,
+                        "baseline": "agent `true` | empty Python cell",
+                        "baseline_p50_ms": pct(true_rt, 50) * 1e3,
+                        "baseline_p99_ms": pct(true_rt, 99) * 1e3,
+                        "cell_p50_ms": pct(cell_rt, 50) * 1e3,
+                        "n": len(samples),
+                    }
+                )
             await backend.release(sandbox)
         finally:
             await backend.aclose()
-    notes.append("all calls in one Docker browser sandbox (2 CPUs, 2 GiB), sites on the host's loopback via the proxy")
+    notes.append(
+        "all calls in one Docker browser sandbox (2 CPUs, 2 GiB), sites on the host's loopback via the proxy"
+    )
     return rows, notes
 
 
@@ -141,18 +182,24 @@ def main() -> None:
     if args.json:
         print(json.dumps({"rows": rows, "notes": notes}, indent=2))
         return
-    print(f"{'tool call':32} {'p50 ms':>8} {'p99 ms':>8}   {'baseline (same run, same sandbox)':36} "
-          f"{'p50 ms':>8} {'p99 ms':>8} {'cell p50':>8} {'p50 ratio':>9}")
+    print(
+        f"{'tool call':32} {'p50 ms':>8} {'p99 ms':>8}   {'baseline (same run, same sandbox)':36} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'cell p50':>8} {'p50 ratio':>9}"
+    )
     for r in rows:
         p99 = f"{r['p99_ms']:8.1f}" if r["p99_ms"] is not None else f"{'-':>8}"
         b99 = f"{r['baseline_p99_ms']:8.2f}" if r["baseline_p99_ms"] is not None else f"{'-':>8}"
         cell = f"{r['cell_p50_ms']:8.2f}" if "cell_p50_ms" in r else f"{'-':>8}"
-        print(f"{r['tool call']:32} {r['p50_ms']:8.1f} {p99}   {r['baseline']:36} {r['baseline_p50_ms']:8.2f} {b99} "
-              f"{cell} {r['p50_ms'] / r['baseline_p50_ms']:8.1f}x")
+        print(
+            f"{r['tool call']:32} {r['p50_ms']:8.1f} {p99}   {r['baseline']:36} {r['baseline_p50_ms']:8.2f} {b99} "
+            f"{cell} {r['p50_ms'] / r['baseline_p50_ms']:8.1f}x"
+        )
     for note in notes:
         print(f"note: {note}")
-    print(f"(n={args.calls} per row; cpu count {os.cpu_count()}, load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print(
+        f"(n={args.calls} per row; cpu count {os.cpu_count()}, load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})"
+    )
 
 
 if __name__ == "__main__":

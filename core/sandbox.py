@@ -94,7 +94,9 @@ class Sandbox(Protocol):
         None: the sandbox profile's cap."""
         ...
 
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
+    async def write_file(
+        self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False
+    ) -> None:
         """Write inside the work directory (``append``: add to the end of the file); paths that
         leave it raise ``PathOutsideSandboxError``."""
         ...
@@ -126,7 +128,9 @@ class SandboxBackend(Protocol):
 
     name: str
 
-    async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> Sandbox:
+    async def acquire(
+        self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None
+    ) -> Sandbox:
         """A ready sandbox of ``kind`` (from the warm pool when one is free)."""
         ...
 
@@ -193,8 +197,10 @@ def sandbox_backend_spec(registry: Any, name: str | None = None) -> SandboxBacke
     for spec in sorted(registry.sandbox_backends.values(), key=lambda s: -s.priority):
         if spec.isolates and spec.available():
             return spec  # type: ignore[no-any-return]
-    raise ConfigError("no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install "
-                      "bubblewrap; `toolgym sandbox doctor` says more")
+    raise ConfigError(
+        "no sandbox backend works on this host: start Docker (scripts/ensure-docker.sh) or install "
+        "bubblewrap; `toolgym sandbox doctor` says more"
+    )
 
 
 def open_sandbox_backend(registry: Any, name: str | None = None, **options: Any) -> SandboxBackend:

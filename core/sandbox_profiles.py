@@ -137,8 +137,14 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 DEFAULT_PROFILES: dict[str, SandboxProfile] = {
     "python": SandboxProfile(prestart_python=True),
-    "shell": SandboxProfile(memory_bytes=2 * GiB, cpus=2.0, pids=512, workdir_bytes=2 * GiB, inodes=262144,
-                            default_timeout_s=120.0),
+    "shell": SandboxProfile(
+        memory_bytes=2 * GiB,
+        cpus=2.0,
+        pids=512,
+        workdir_bytes=2 * GiB,
+        inodes=262144,
+        default_timeout_s=120.0,
+    ),
     "sql": SandboxProfile(),
     "browser": SandboxProfile(memory_bytes=2 * GiB, cpus=2.0, pids=1024, shm_bytes=512 * MiB, network=()),
 }
@@ -151,7 +157,9 @@ def register_profile(kind: str, profile: SandboxProfile) -> None:
     DEFAULT_PROFILES[kind] = profile
 
 
-def resolve_profiles(overrides: Mapping[str, SandboxProfile | Mapping[str, Any]] | None) -> dict[str, SandboxProfile]:
+def resolve_profiles(
+    overrides: Mapping[str, SandboxProfile | Mapping[str, Any]] | None,
+) -> dict[str, SandboxProfile]:
     """The default profiles with ``overrides`` applied (a profile replaces, a mapping patches)."""
     profiles = dict(DEFAULT_PROFILES)
     for kind, value in (overrides or {}).items():
@@ -176,8 +184,15 @@ def sandbox_env(profile: SandboxProfile) -> tuple[dict[str, str], dict[str, str]
     then applies the forced ones: the proxy settings and the profile's ``env``."""
     defaults = {
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": HOME, "USER": "sandbox", "LOGNAME": "sandbox", "LANG": "C.UTF-8", "TERM": "dumb",
-        "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+        "HOME": HOME,
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": "/tmp",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
     }
     forced: dict[str, str] = {}
     if profile.network:
@@ -189,8 +204,14 @@ def sandbox_env(profile: SandboxProfile) -> tuple[dict[str, str], dict[str, str]
     return defaults, forced
 
 
-def agent_config(profile: SandboxProfile, *, socket: str, python: str,
-                 rlimits: Mapping[str, int] | None = None, proxy_socket: str = "/run/toolgym/p.sock") -> dict[str, Any]:
+def agent_config(
+    profile: SandboxProfile,
+    *,
+    socket: str,
+    python: str,
+    rlimits: Mapping[str, int] | None = None,
+    proxy_socket: str = "/run/toolgym/p.sock",
+) -> dict[str, Any]:
     """What the agent is started with (see ``toolgym/sandboxes/agent/main.py``); paths are as
     seen inside the sandbox, whose state directory is mounted at ``/run/toolgym``. ``proxy_socket``:
     where the agent forwards egress connections (the host proxy's UNIX socket, or ``"channel"``:
@@ -198,9 +219,14 @@ def agent_config(profile: SandboxProfile, *, socket: str, python: str,
     agent's command line, which every process of the sandbox can read (``/proc/1/cmdline``): the
     hello token is never in it (the backend hands it over; ``agent/protocol.py`` says how)."""
     config: dict[str, Any] = {
-        "socket": socket, "workdir": WORKDIR, "python": python,
-        "bash": "/bin/bash", "ttl_s": profile.ttl_s, "own_pid_namespace": True,
-        "max_output": profile.max_output_bytes, "max_file_bytes": profile.max_file_bytes,
+        "socket": socket,
+        "workdir": WORKDIR,
+        "python": python,
+        "bash": "/bin/bash",
+        "ttl_s": profile.ttl_s,
+        "own_pid_namespace": True,
+        "max_output": profile.max_output_bytes,
+        "max_file_bytes": profile.max_file_bytes,
         "prestart_python": profile.prestart_python,
         "rlimits": {"CORE": 0, "NOFILE": profile.nofile, **(rlimits or {})},
     }

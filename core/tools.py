@@ -108,7 +108,9 @@ class Tool:
         extra = model.__pydantic_extra__ or {}
         forbidden = sorted(set(extra) & INJECTED)
         if forbidden:
-            raise ToolArgumentError(f"invalid arguments for {self.name}: unexpected argument {forbidden[0]!r}")
+            raise ToolArgumentError(
+                f"invalid arguments for {self.name}: unexpected argument {forbidden[0]!r}"
+            )
         values.update(extra)
         return values
 
@@ -173,10 +175,15 @@ def tool(
     old name, still accepted with a warning.
     """
     if timeout is not None:
-        warnings.warn("@tool(timeout=...) is deprecated: write @tool(timeout_s=...), seconds per call as before",
-                      FutureWarning, stacklevel=2)
+        warnings.warn(
+            "@tool(timeout=...) is deprecated: write @tool(timeout_s=...), seconds per call as before",
+            FutureWarning,
+            stacklevel=2,
+        )
         if timeout_s != DEFAULT_TIMEOUT_S and timeout_s != timeout:
-            raise ToolDefinitionError(f"@tool got timeout_s={timeout_s:g} and timeout={timeout:g}: give only timeout_s")
+            raise ToolDefinitionError(
+                f"@tool got timeout_s={timeout_s:g} and timeout={timeout:g}: give only timeout_s"
+            )
         timeout_s = timeout
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -186,7 +193,12 @@ def tool(
 
 
 def _build_tool(
-    fn: Callable[..., Any], *, name: str | None, description: str | None, sandbox: str | None, timeout_s: float
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    sandbox: str | None,
+    timeout_s: float,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", tool_name):
@@ -215,7 +227,10 @@ def _build_tool(
         if param.name not in hints:
             raise ToolDefinitionError(f"tool {tool_name!r}: argument {param.name!r} needs a type annotation")
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (hints[param.name], pydantic.Field(default, description=arg_docs.get(param.name)))
+        fields[param.name] = (
+            hints[param.name],
+            pydantic.Field(default, description=arg_docs.get(param.name)),
+        )
     if sandbox is not None and "sandbox" not in injected:
         raise ToolDefinitionError(
             f"tool {tool_name!r} asks for a {sandbox!r} sandbox but takes no keyword-only 'sandbox' argument"
@@ -229,7 +244,9 @@ def _build_tool(
         if open_ended:
             parameters["additionalProperties"] = True
     except Exception as exc:
-        raise ToolDefinitionError(f"tool {tool_name!r}: an argument type has no JSON schema ({exc})") from None
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: an argument type has no JSON schema ({exc})"
+        ) from None
     is_async = inspect.iscoroutinefunction(fn)
     built = Tool(
         name=tool_name,

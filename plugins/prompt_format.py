@@ -31,8 +31,9 @@ class PromptFormat:
     rebuilt: bool
     """Whether every turn is one fresh user message built by the environment (``step_prompt``)."""
 
-    def first_messages(self, *, system: Callable[[], str], observation: Callable[[], str],
-                       rebuilt: Callable[[], str]) -> list[Message]:
+    def first_messages(
+        self, *, system: Callable[[], str], observation: Callable[[], str], rebuilt: Callable[[], str]
+    ) -> list[Message]:
         """The episode's opening messages: ``[system, observation]`` (plain) or ``[rebuilt]`` (verl)."""
         if self.rebuilt:
             return [{"role": "user", "content": rebuilt()}]
@@ -65,5 +66,8 @@ def history_window(history: Sequence[tuple[str, str]], window: int) -> tuple[str
     ``[Observation k: '...', Action k: '...']`` numbered from the episode's start; and how many."""
     recent = list(history)[-window:] if window > 0 else []
     first = len(history) - len(recent) + 1
-    text = "\n".join(f"[Observation {first + k}: '{obs}', Action {first + k}: '{act}']" for k, (obs, act) in enumerate(recent))
+    text = "\n".join(
+        f"[Observation {first + k}: '{obs}', Action {first + k}: '{act}']"
+        for k, (obs, act) in enumerate(recent)
+    )
     return text, len(recent)

@@ -37,9 +37,15 @@ METADATA: list[tuple[Network, str]] = [
 
 _PRIVATE: list[tuple[Network, str]] = [
     (_V4("10.0.0.0/8"), "a private address (RFC 1918: another container or machine of a private network)"),
-    (_V4("172.16.0.0/12"), "a private address (RFC 1918: another container on a Docker bridge, or a private network)"),
+    (
+        _V4("172.16.0.0/12"),
+        "a private address (RFC 1918: another container on a Docker bridge, or a private network)",
+    ),
     (_V4("192.168.0.0/16"), "a private address (RFC 1918: a machine of a private network)"),
-    (_V4("100.64.0.0/10"), "a shared address (RFC 6598 100.64.0.0/10: carrier-grade NAT and clouds' internal services)"),
+    (
+        _V4("100.64.0.0/10"),
+        "a shared address (RFC 6598 100.64.0.0/10: carrier-grade NAT and clouds' internal services)",
+    ),
     (_V6("fc00::/7"), "a unique local IPv6 address (fc00::/7: a private network)"),
     (_V6("fec0::/10"), "a site-local IPv6 address (fec0::/10)"),
     (_V6("64:ff9b:1::/48"), "a local-use NAT64 address (64:ff9b:1::/48)"),
@@ -133,8 +139,10 @@ def parse_host_ip(host: str) -> IP | None:
 def _numeric_ipv4(text: str) -> ipaddress.IPv4Address | None:
     if not _NUMERIC_HOST.fullmatch(text):
         return None
-    parts = [int(p, 16) if p[:2].lower() == "0x" else int(p, 8) if p[0] == "0" else int(p)
-             for p in text.rstrip(".").split(".")]
+    parts = [
+        int(p, 16) if p[:2].lower() == "0x" else int(p, 8) if p[0] == "0" else int(p)
+        for p in text.rstrip(".").split(".")
+    ]
     *head, last = parts
     if any(p > 255 for p in head) or last >= 1 << (8 * (4 - len(head))):
         return None

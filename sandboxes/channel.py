@@ -32,7 +32,9 @@ from toolgym.sandboxes.agent import protocol
 class AgentChannel:
     """A connected agent. ``request`` is safe to call from many coroutines at once."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, name: str, hello: dict[str, Any]) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, name: str, hello: dict[str, Any]
+    ) -> None:
         self.name = name
         self.hello = hello
         self._reader = reader
@@ -45,7 +47,9 @@ class AgentChannel:
         self._on_close: list[Callable[[str], Any]] = []
         self.tunnel_sink: Callable[[dict[str, Any]], None] | None = None
         """Gets every frame the agent sends with ``tun`` (egress tunnels); None drops them."""
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"agent-reader-{name}")
+        self._reader_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"agent-reader-{name}"
+        )
 
     @property
     def closed(self) -> bool:
@@ -59,8 +63,9 @@ class AgentChannel:
         """Call ``callback(reason)`` once when the channel closes."""
         self._on_close.append(callback)
 
-    async def request(self, op: str, *, reply_timeout_s: float, max_reply_bytes: int | None = None,
-                      **fields: Any) -> dict[str, Any]:
+    async def request(
+        self, op: str, *, reply_timeout_s: float, max_reply_bytes: int | None = None, **fields: Any
+    ) -> dict[str, Any]:
         """Send one request and wait for its reply (the reply's fields, ``ok`` checked by caller).
 
         ``reply_timeout_s`` is how long the host waits for the agent; it must exceed any time limit the
@@ -74,7 +79,8 @@ class AgentChannel:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         self._reply_limits[rid] = max_reply_bytes or protocol.reply_limit(
-            op, max_output=int(fields.get("max_output") or 0), max_bytes=int(fields.get("max_bytes") or 0))
+            op, max_output=int(fields.get("max_output") or 0), max_bytes=int(fields.get("max_bytes") or 0)
+        )
         try:
             self._writer.write(protocol.encode({"id": rid, "op": op, **fields}))
             await self._writer.drain()
@@ -82,12 +88,16 @@ class AgentChannel:
             self._pending.pop(rid, None)
             self._reply_limits.pop(rid, None)
             self.close(f"the connection to its agent failed ({exc})")
-            raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
+            raise SandboxBrokenError(
+                f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox"
+            ) from None
         try:
             return await asyncio.wait_for(future, reply_timeout_s)
         except TimeoutError:
             self.close(f"its agent did not answer {op!r} within {reply_timeout_s:g} s")
-            raise SandboxBrokenError(f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox") from None
+            raise SandboxBrokenError(
+                f"sandbox {self.name}: {self._closed_reason}; acquire a new sandbox"
+            ) from None
         finally:
             self._pending.pop(rid, None)
             self._reply_limits.pop(rid, None)
@@ -143,7 +153,9 @@ class AgentChannel:
         self._closed_reason = reason
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(SandboxBrokenError(f"sandbox {self.name}: {reason}; acquire a new sandbox"))
+                future.set_exception(
+                    SandboxBrokenError(f"sandbox {self.name}: {reason}; acquire a new sandbox")
+                )
         self._pending.clear()
         self._reply_limits.clear()
         with contextlib.suppress(Exception):
@@ -199,7 +211,9 @@ class AgentListener:
         self._connected.set_result(AgentChannel(reader, writer, name=self.name, hello=hello))
         self.stop()
 
-    async def wait(self, timeout_s: float, *, alive: Callable[[], Awaitable[str | None]] | None = None) -> AgentChannel:
+    async def wait(
+        self, timeout_s: float, *, alive: Callable[[], Awaitable[str | None]] | None = None
+    ) -> AgentChannel:
         """The connected channel. ``alive`` is polled and returns a reason when the sandbox died
         before its agent could connect (so the wait ends at once with that reason)."""
         assert self._connected is not None

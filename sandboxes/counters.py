@@ -19,9 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-V1_RESETTABLE = ("memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes", "memory.kmem.max_usage_in_bytes",
-                 "memory.kmem.tcp.max_usage_in_bytes", "memory.failcnt", "memory.memsw.failcnt", "memory.kmem.failcnt",
-                 "memory.kmem.tcp.failcnt")
+V1_RESETTABLE = (
+    "memory.max_usage_in_bytes",
+    "memory.memsw.max_usage_in_bytes",
+    "memory.kmem.max_usage_in_bytes",
+    "memory.kmem.tcp.max_usage_in_bytes",
+    "memory.failcnt",
+    "memory.memsw.failcnt",
+    "memory.kmem.failcnt",
+    "memory.kmem.tcp.failcnt",
+)
 """cgroup v1 memory files a write of 0 resets: the peaks and the counts of hits on the limit."""
 RESET = "reset"
 """What ``reset_memory_peak`` returns when the peak was put back."""
@@ -54,8 +61,10 @@ def reset_memory_peak(pid: int, root: Path = CGROUP_ROOT) -> str:
         return "the sandbox's memory cgroup is not visible from this host"
     version, directory = found
     if version == 2:
-        return ("cgroup v2: memory.peak resets only for the open file written to (Linux 6.12+), "
-                "never for what the sandbox reads")
+        return (
+            "cgroup v2: memory.peak resets only for the open file written to (Linux 6.12+), "
+            "never for what the sandbox reads"
+        )
     done = 0
     for name in V1_RESETTABLE:
         path = directory / name

@@ -57,7 +57,7 @@ def descendants(root: int) -> set[int]:
     todo = [root]
     while todo:
         pid = todo.pop()
-        for child in (children(pid) if tree is None else tree.get(pid, [])):
+        for child in children(pid) if tree is None else tree.get(pid, []):
             if child not in seen:
                 seen.add(child)
                 todo.append(child)
@@ -91,6 +91,8 @@ def only_expected(root: int, expected: set[int], *, within_s: float = 0.5) -> st
             if extra:
                 parts.append(f"the host sees processes the reset left: {describe(extra)}")
             if missing:
-                parts.append(f"the host no longer sees {sorted(missing)} (init or agent) where it expected them")
+                parts.append(
+                    f"the host no longer sees {sorted(missing)} (init or agent) where it expected them"
+                )
             return "; ".join(parts)
         time.sleep(0.02)

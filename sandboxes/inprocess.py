@@ -64,10 +64,10 @@ class CappedText(io.StringIO):
                 self.head_len += min(room, n)
                 text = text[room:]
             if text:
-                self.tail.append(text[-self.tail_limit:])
+                self.tail.append(text[-self.tail_limit :])
                 self.tail_len += len(self.tail[-1])
                 if self.tail_len > 2 * self.tail_limit:  # trim in batches: amortised O(1) a character
-                    joined = "".join(self.tail)[-self.tail_limit:]
+                    joined = "".join(self.tail)[-self.tail_limit :]
                     self.tail, self.tail_len = [joined], len(joined)
         return n
 
@@ -77,12 +77,14 @@ class CappedText(io.StringIO):
 
     def getvalue(self) -> str:
         with self._lock:
-            head, tail = "".join(self.head), "".join(self.tail)[-self.tail_limit:]
+            head, tail = "".join(self.head), "".join(self.tail)[-self.tail_limit :]
             omitted = self.total - len(head) - len(tail)
         if omitted <= 0:
             return head + tail
-        return (f"{head}\n[... {omitted} characters omitted: output truncated to {len(head) + len(tail)} of "
-                f"{self.total} characters (the first {len(head)} and the last {len(tail)} shown) ...]\n{tail}")
+        return (
+            f"{head}\n[... {omitted} characters omitted: output truncated to {len(head) + len(tail)} of "
+            f"{self.total} characters (the first {len(head)} and the last {len(tail)} shown) ...]\n{tail}"
+        )
 
 
 class InProcessPythonSession:
@@ -106,7 +108,9 @@ class InProcessPythonSession:
         """Forget every variable; the next cell starts from an empty namespace."""
         self.namespace = self._fresh()
 
-    def _run(self, code: str, namespace: dict[str, Any], out: io.StringIO, err: io.StringIO) -> dict[str, Any]:
+    def _run(
+        self, code: str, namespace: dict[str, Any], out: io.StringIO, err: io.StringIO
+    ) -> dict[str, Any]:
         self.cells += 1
         name = f"<cell-{self.cells}>"
         reply: dict[str, Any] = {"value": None, "error": None, "traceback": None}
@@ -152,17 +156,32 @@ class InProcessPythonSession:
             reply = await asyncio.wait_for(asyncio.shield(done), limit)
         except TimeoutError:
             timed_out = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt)
+            )
             try:
                 reply = await asyncio.wait_for(asyncio.shield(done), GRACE_S)
                 reply["error"] = f"TimeoutError: the cell ran past its {limit:g} s limit and was interrupted"
             except TimeoutError:
                 restarted = True
                 self.namespace = self._fresh()
-                reply = {"value": None, "traceback": None, "error": "SessionRestarted: the Python session was restarted "
-                         f"because it ran past its {limit:g} s limit and did not stop when interrupted; every variable is lost"}
-        value, cut_value = cap_text(reply["value"], self.max_output) if reply["value"] is not None else (None, False)
-        return PythonResult(stdout=out.getvalue(), stderr=err.getvalue(), value=value, error=reply["error"],
-                            traceback=None if timed_out else reply["traceback"], timed_out=timed_out, restarted=restarted,
-                            truncated=out.truncated or err.truncated or cut_value or bool(reply.get("cut")),
-                            duration_s=time.perf_counter() - start)
+                reply = {
+                    "value": None,
+                    "traceback": None,
+                    "error": "SessionRestarted: the Python session was restarted "
+                    f"because it ran past its {limit:g} s limit and did not stop when interrupted; every variable is lost",
+                }
+        value, cut_value = (
+            cap_text(reply["value"], self.max_output) if reply["value"] is not None else (None, False)
+        )
+        return PythonResult(
+            stdout=out.getvalue(),
+            stderr=err.getvalue(),
+            value=value,
+            error=reply["error"],
+            traceback=None if timed_out else reply["traceback"],
+            timed_out=timed_out,
+            restarted=restarted,
+            truncated=out.truncated or err.truncated or cut_value or bool(reply.get("cut")),
+            duration_s=time.perf_counter() - start,
+        )

@@ -213,7 +213,10 @@ def destroy_all() -> None:
         return
     # plain threads: concurrent.futures refuses new work once the interpreter is shutting down
     for start in range(0, len(destroyers), 16):
-        threads = [threading.Thread(target=_quietly, args=(fn,), daemon=True) for fn in destroyers[start : start + 16]]
+        threads = [
+            threading.Thread(target=_quietly, args=(fn,), daemon=True)
+            for fn in destroyers[start : start + 16]
+        ]
         for t in threads:
             t.start()
         for t in threads:

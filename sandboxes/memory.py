@@ -77,9 +77,16 @@ class MemorySandbox:
     """One in-memory sandbox (see the module docstring). ``files`` maps absolute paths to bytes;
     ``commands`` records every ``run``, for assertions."""
 
-    def __init__(self, kind: str = "python", *, profile: SandboxProfile | None = None, handler: Handler | None = None,
-                 python: Literal["inprocess"] | Callable[[MemorySandbox], PythonSession] | None = "inprocess",
-                 files: Mapping[str, str | bytes] | None = None, id: str = "mem-0") -> None:
+    def __init__(
+        self,
+        kind: str = "python",
+        *,
+        profile: SandboxProfile | None = None,
+        handler: Handler | None = None,
+        python: Literal["inprocess"] | Callable[[MemorySandbox], PythonSession] | None = "inprocess",
+        files: Mapping[str, str | bytes] | None = None,
+        id: str = "mem-0",
+    ) -> None:
         self.id = id
         self.kind = kind
         self.profile = profile or DEFAULT_PROFILES.get(kind) or SandboxProfile()
@@ -124,7 +131,9 @@ class MemorySandbox:
             raise SandboxError(f"invalid path {path!r}: give a non-empty path without NUL bytes")
         full = posixpath.normpath(posixpath.join(self.workdir, path))
         if full != self.workdir and not full.startswith(self.workdir + "/"):
-            raise PathOutsideSandboxError(f"path {path!r} leaves the work directory {self.workdir}; use a path inside it")
+            raise PathOutsideSandboxError(
+                f"path {path!r} leaves the work directory {self.workdir}; use a path inside it"
+            )
         return full
 
     def is_dir(self, full: str) -> bool:
@@ -132,8 +141,16 @@ class MemorySandbox:
 
     # -- the Sandbox protocol --------------------------------------------------------------------
 
-    async def run(self, cmd: Sequence[str] | str, *, timeout: float | None = None, stdin: str | bytes | None = None,
-                  env: Mapping[str, str] | None = None, cwd: str | None = None, max_output: int | None = None) -> ExecResult:
+    async def run(
+        self,
+        cmd: Sequence[str] | str,
+        *,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int | None = None,
+    ) -> ExecResult:
         """Answer a command with the handler (then the built-in commands); output is capped at
         ``max_output`` (default: as the profile says), and an async handler past ``timeout``
         seconds gives exit 124."""
@@ -144,9 +161,14 @@ class MemorySandbox:
         if not isinstance(cmd, str) and not list(cmd):
             raise SandboxError("run() needs a command: give an argv list with at least one item, or a string")
         command = Command(
-            argv=None if isinstance(cmd, str) else [str(a) for a in cmd], shell=cmd if isinstance(cmd, str) else None,
-            stdin=stdin.encode() if isinstance(stdin, str) else stdin, env=dict(env or {}),
-            cwd=self.path(cwd or "."), timeout=limit, sandbox=self)
+            argv=None if isinstance(cmd, str) else [str(a) for a in cmd],
+            shell=cmd if isinstance(cmd, str) else None,
+            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+            env=dict(env or {}),
+            cwd=self.path(cwd or "."),
+            timeout=limit,
+            sandbox=self,
+        )
         self.commands.append(command)
         start = time.perf_counter()
         answer: Any = None
@@ -156,23 +178,38 @@ class MemorySandbox:
                 try:
                     answer = await asyncio.wait_for(answer, limit)
                 except TimeoutError:
-                    return ExecResult(TIMEOUT_EXIT, "", f"timed out after {limit:g}s", timed_out=True,
-                                      duration_s=time.perf_counter() - start)
+                    return ExecResult(
+                        TIMEOUT_EXIT,
+                        "",
+                        f"timed out after {limit:g}s",
+                        timed_out=True,
+                        duration_s=time.perf_counter() - start,
+                    )
         if answer is None:
             answer = builtin_command(command)
         if isinstance(answer, str):
             answer = ExecResult(0, answer, "")
         if not isinstance(answer, ExecResult):
-            raise SandboxError(f"the memory sandbox's handler returned {type(answer).__name__}; "
-                               "return an ExecResult, a str (stdout) or None")
+            raise SandboxError(
+                f"the memory sandbox's handler returned {type(answer).__name__}; "
+                "return an ExecResult, a str (stdout) or None"
+            )
         cap = self.profile.max_output_bytes if max_output is None else max_output
         stdout, cut_out = cap_text(answer.stdout, cap)
         stderr, cut_err = cap_text(answer.stderr, cap)
-        return ExecResult(answer.exit_code, stdout, stderr, timed_out=answer.timed_out,
-                          truncated=answer.truncated or cut_out or cut_err,
-                          duration_s=answer.duration_s or time.perf_counter() - start, oom_killed=answer.oom_killed)
+        return ExecResult(
+            answer.exit_code,
+            stdout,
+            stderr,
+            timed_out=answer.timed_out,
+            truncated=answer.truncated or cut_out or cut_err,
+            duration_s=answer.duration_s or time.perf_counter() - start,
+            oom_killed=answer.oom_killed,
+        )
 
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
+    async def write_file(
+        self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False
+    ) -> None:
         """Store ``data`` at ``path`` (inside the work directory); ``mode`` is accepted and ignored."""
         self._check()
         full = self.path(path)
@@ -197,7 +234,9 @@ class MemorySandbox:
         data = self.files[full]
         limit = max_bytes or self.profile.max_file_bytes
         if len(data) > limit:
-            raise SandboxError(f"sandbox {self.id}: {path!r} is {len(data)} bytes, more than the {limit} bytes read_file returns")
+            raise SandboxError(
+                f"sandbox {self.id}: {path!r} is {len(data)} bytes, more than the {limit} bytes read_file returns"
+            )
         return data
 
     async def python(self) -> PythonSession:
@@ -205,8 +244,10 @@ class MemorySandbox:
         self._check()
         if self._python is None:
             if self._python_factory is None:
-                raise SandboxError("this memory sandbox has no Python session; create it with python='inprocess' "
-                                   "or a factory returning a PythonSession")
+                raise SandboxError(
+                    "this memory sandbox has no Python session; create it with python='inprocess' "
+                    "or a factory returning a PythonSession"
+                )
             if self._python_factory == "inprocess":
                 self._python = InProcessPythonSession(max_output=self.profile.max_output_bytes)
             else:
@@ -250,8 +291,12 @@ def builtin_command(command: Command) -> ExecResult:
     """What the memory sandbox answers by itself: ``true``, ``false``, ``echo``, ``cat``, ``ls``,
     ``pwd`` as simple commands; anything else, or shell syntax, exits 127 saying so."""
     if command.shell is not None and _SHELL_SYNTAX & set(command.shell):
-        return ExecResult(127, "", f"memory sandbox: shell syntax is not interpreted: {command.shell!r}; "
-                                   "give the backend a handler= that answers it\n")
+        return ExecResult(
+            127,
+            "",
+            f"memory sandbox: shell syntax is not interpreted: {command.shell!r}; "
+            "give the backend a handler= that answers it\n",
+        )
     words = command.words
     name, args = (words[0], words[1:]) if words else ("", [])
     sandbox = command.sandbox
@@ -272,12 +317,20 @@ def builtin_command(command: Command) -> ExecResult:
         return ExecResult(1 if err else 0, "".join(out), "".join(err))
     if name == "ls":
         folder = posixpath.normpath(posixpath.join(command.cwd, args[0] if args else "."))
-        names = sorted({p[len(folder) + 1:].split("/")[0] for p in sandbox.files if p.startswith(folder + "/")})
+        names = sorted(
+            {p[len(folder) + 1 :].split("/")[0] for p in sandbox.files if p.startswith(folder + "/")}
+        )
         if not names and not sandbox.is_dir(folder):
-            return ExecResult(2, "", f"ls: cannot access '{args[0] if args else '.'}': No such file or directory\n")
+            return ExecResult(
+                2, "", f"ls: cannot access '{args[0] if args else '.'}': No such file or directory\n"
+            )
         return ExecResult(0, "".join(n + "\n" for n in names), "")
-    return ExecResult(127, "", f"memory sandbox: command not found: {name or command.text!r}; give the backend a "
-                               "handler= that answers it\n")
+    return ExecResult(
+        127,
+        "",
+        f"memory sandbox: command not found: {name or command.text!r}; give the backend a "
+        "handler= that answers it\n",
+    )
 
 
 @dataclass
@@ -304,7 +357,9 @@ class MemoryBackend:
         self._ids = itertools.count(1)
         self._closed = False
 
-    async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> MemorySandbox:
+    async def acquire(
+        self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None
+    ) -> MemorySandbox:
         if self._closed:
             raise SandboxError("the memory sandbox backend is closed; create a new one")
         idle = self._idle.setdefault(kind, [])
@@ -312,8 +367,14 @@ class MemoryBackend:
             sandbox = idle.pop()
             self.counters["reused"] += 1
         else:
-            sandbox = MemorySandbox(kind, profile=self._profiles.get(kind) or DEFAULT_PROFILES.get(kind) or SandboxProfile(),
-                                    handler=self.handler, python=self.python, files=self.files, id=f"mem-{next(self._ids)}")
+            sandbox = MemorySandbox(
+                kind,
+                profile=self._profiles.get(kind) or DEFAULT_PROFILES.get(kind) or SandboxProfile(),
+                handler=self.handler,
+                python=self.python,
+                files=self.files,
+                id=f"mem-{next(self._ids)}",
+            )
             self.live.append(sandbox)
             self.counters["created"] += 1
         sandbox.episode_id = episode_id

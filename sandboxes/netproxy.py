@@ -99,7 +99,7 @@ def host_addresses(*, max_age_s: float = 5.0) -> frozenset[IP]:
         with open("/proc/net/if_inet6") as f:
             for line in f:
                 hexaddr = line.split()[0]
-                if (ip := as_ip(":".join(hexaddr[i:i + 4] for i in range(0, 32, 4)))) is not None:
+                if (ip := as_ip(":".join(hexaddr[i : i + 4] for i in range(0, 32, 4)))) is not None:
                     found.add(ip)
     _own = (time.monotonic(), frozenset(found))
     return _own[1]
@@ -136,8 +136,10 @@ async def _relay(reader: ByteSource, writer: ByteSink) -> None:
 
 def _reply(status: str, text: str) -> bytes:
     body = (text + "\n").encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
 
 
 class Refused(Exception):
@@ -153,8 +155,16 @@ class EgressProxy:
     None when connections come through ``handle`` only (tunnels). ``blocked``: addresses of the
     Docker host besides this host's own (a remote engine's bridge gateways and address)."""
 
-    def __init__(self, path: str | None, allowlist: Allowlist, *, name: str, owner_uid: int | None = None,
-                 blocked: Iterable[str] = (), resolver: Resolver = resolve) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        allowlist: Allowlist,
+        *,
+        name: str,
+        owner_uid: int | None = None,
+        blocked: Iterable[str] = (),
+        resolver: Resolver = resolve,
+    ) -> None:
         self.path = path
         self.allowlist = allowlist
         self.name = name
@@ -182,8 +192,10 @@ class EgressProxy:
         """The checked addresses to connect to for ``host:port``; raises ``Refused`` (see the module)."""
         where = f"{host}:{port}"
         if not self.allowlist.allows(host, port):
-            raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is not in this "
-                                           "sandbox's network allowlist")
+            raise Refused(
+                "403 Forbidden",
+                f"toolgym sandbox {self.name}: egress to {where} is not in this sandbox's network allowlist",
+            )
         literal = parse_host_ip(host)
         if literal is not None:
             # a standard spelling keeps its zone (fe80::1%eth0); a numeric one (0x7f.1) is connected to as dotted
@@ -192,7 +204,9 @@ class EgressProxy:
             try:
                 addresses = await asyncio.wait_for(self.resolver(host, port), RESOLVE_TIMEOUT_S)
             except (TimeoutError, OSError) as exc:
-                raise Refused("502 Bad Gateway", f"toolgym sandbox proxy: cannot resolve {host} ({exc})") from None
+                raise Refused(
+                    "502 Bad Gateway", f"toolgym sandbox proxy: cannot resolve {host} ({exc})"
+                ) from None
             if not addresses:
                 raise Refused("502 Bad Gateway", f"toolgym sandbox proxy: {host} has no address")
         for address in addresses:
@@ -202,17 +216,29 @@ class EgressProxy:
                 continue
             if found.by_name and literal is None and self.allowlist.names_host(host, port):
                 continue
-            unlock = (f"an allowlist entry naming {address}:{port} itself, or {host}:{port} exactly (not a wildcard),"
-                      if found.by_name and literal is None else f"a network allowlist entry naming {address}:{port} itself")
-            raise Refused("403 Forbidden", f"toolgym sandbox {self.name}: egress to {where} is refused: it "
-                                           f"resolves to {address}, {found.reason}; only {unlock} lets a sandbox reach it")
+            unlock = (
+                f"an allowlist entry naming {address}:{port} itself, or {host}:{port} exactly (not a wildcard),"
+                if found.by_name and literal is None
+                else f"a network allowlist entry naming {address}:{port} itself"
+            )
+            raise Refused(
+                "403 Forbidden",
+                f"toolgym sandbox {self.name}: egress to {where} is refused: it "
+                f"resolves to {address}, {found.reason}; only {unlock} lets a sandbox reach it",
+            )
         return addresses
 
     async def handle(self, reader: ByteSource, writer: ByteSink) -> None:
         """Serve one proxy connection from the sandbox (its request head first), then close it."""
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30.0)
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError):
+        except (
+            TimeoutError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            OSError,
+        ):
             writer.close()
             return
         try:
@@ -237,7 +263,9 @@ class EgressProxy:
         else:
             url = urlsplit(target)
             if url.scheme != "http" or not url.hostname:
-                writer.write(_reply("400 Bad Request", "toolgym sandbox proxy: send absolute http:// URLs or CONNECT"))
+                writer.write(
+                    _reply("400 Bad Request", "toolgym sandbox proxy: send absolute http:// URLs or CONNECT")
+                )
                 return
             try:
                 host, port_text = url.hostname, str(url.port or 80)
@@ -246,8 +274,12 @@ class EgressProxy:
             path = url.path or "/"
             if url.query:
                 path += "?" + url.query
-            kept = [line for line in lines[1:] if line and not line.lower().startswith(("proxy-", "connection:"))]
-            forward = "\r\n".join([f"{method} {path} {version}", *kept, "Connection: close", "", ""]).encode("latin-1")
+            kept = [
+                line for line in lines[1:] if line and not line.lower().startswith(("proxy-", "connection:"))
+            ]
+            forward = "\r\n".join([f"{method} {path} {version}", *kept, "Connection: close", "", ""]).encode(
+                "latin-1"
+            )
         if not port_text.isdigit() or not host:
             writer.write(_reply("400 Bad Request", f"toolgym sandbox proxy: bad host or port in {target!r}"))
             return
@@ -262,7 +294,9 @@ class EgressProxy:
         try:
             up_reader, up_writer = await self._connect(addresses, port)
         except (TimeoutError, OSError) as exc:
-            writer.write(_reply("502 Bad Gateway", f"toolgym sandbox proxy: cannot reach {host}:{port} ({exc})"))
+            writer.write(
+                _reply("502 Bad Gateway", f"toolgym sandbox proxy: cannot reach {host}:{port} ({exc})")
+            )
             return
         try:
             if forward:

@@ -63,28 +63,51 @@ def _memory(**options: Any) -> Any:
 
 @hookimpl
 def toolgym_sandbox_backends() -> list[SandboxBackendSpec]:
-    options = {"warm": "idle sandboxes kept ready per kind", "max_idle": "idle sandboxes kept after release",
-               "profiles": "per-kind limits, image and network allowlist", "run_id": "label of this run"}
+    options = {
+        "warm": "idle sandboxes kept ready per kind",
+        "max_idle": "idle sandboxes kept after release",
+        "profiles": "per-kind limits, image and network allowlist",
+        "run_id": "label of this run",
+    }
     return [
         SandboxBackendSpec(
-            name="docker-hosts", factory=_docker_hosts, available=_docker_hosts_configured, priority=30,
+            name="docker-hosts",
+            factory=_docker_hosts,
+            available=_docker_hosts_configured,
+            priority=30,
             options={**options, "hosts": "URL[=CAPACITY],... (default $TOOLGYM_DOCKER_HOSTS)"},
             description="Docker engines on several hosts (TCP with TLS, or local), sandboxes placed by free capacity.",
         ),
         SandboxBackendSpec(
-            name="docker", factory=_docker, available=_docker_available, priority=20, options=options,
+            name="docker",
+            factory=_docker,
+            available=_docker_available,
+            priority=20,
+            options=options,
             description="Hardened Docker containers (no network, read-only root, no capabilities), warm-pooled.",
         ),
         SandboxBackendSpec(
-            name="local", factory=_local, available=_local_available, priority=10, options=options,
+            name="local",
+            factory=_local,
+            available=_local_available,
+            priority=10,
+            options=options,
             description="bubblewrap namespaces plus rlimits on this host, for machines without Docker.",
         ),
         # A test double that isolates nothing: never picked automatically, only by name; model-driven
         # runs (collect, train, reverify) refuse it without --unsafe-in-process-sandbox.
         SandboxBackendSpec(
-            name="memory", factory=_memory, available=lambda: False, priority=-100, isolates=False,
-            options={**options, "handler": "answers run() calls", "python": "'inprocess', None or a session factory"},
+            name="memory",
+            factory=_memory,
+            available=lambda: False,
+            priority=-100,
+            isolates=False,
+            options={
+                **options,
+                "handler": "answers run() calls",
+                "python": "'inprocess', None or a session factory",
+            },
             description="In-memory test double (fake files, pluggable commands, in-process Python); NO isolation: "
-                        "code runs inside this process.",
+            "code runs inside this process.",
         ),
     ]

@@ -72,8 +72,17 @@ class PooledBackend(ABC):
         self.owner = lifecycle.owner_id()
         self.max_idle = max_idle
         self.start_timeout_s = start_timeout_s
-        self.warm_targets: dict[str, int] = dict(warm) if isinstance(warm, Mapping) else ({"python": warm} if warm else {})
-        self.counters = {"created": 0, "reused": 0, "destroyed": 0, "poisoned": 0, "dead_in_pool": 0, "kept_from_group": 0}
+        self.warm_targets: dict[str, int] = (
+            dict(warm) if isinstance(warm, Mapping) else ({"python": warm} if warm else {})
+        )
+        self.counters = {
+            "created": 0,
+            "reused": 0,
+            "destroyed": 0,
+            "poisoned": 0,
+            "dead_in_pool": 0,
+            "kept_from_group": 0,
+        }
         """``kept_from_group``: idle sandboxes passed over because they had served the acquiring episode's group."""
         self._served: dict[str, set[str]] = {}
         """Sandbox id -> the groups whose episodes it has served (``GROUP_LABEL``)."""
@@ -93,8 +102,15 @@ class PooledBackend(ABC):
     # -- to implement ----------------------------------------------------------------------------
 
     @abstractmethod
-    async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
-                      labels: Mapping[str, str]) -> AgentSandbox:
+    async def _create(
+        self,
+        kind: str,
+        profile: SandboxProfile,
+        *,
+        sandbox_id: str,
+        episode_id: str,
+        labels: Mapping[str, str],
+    ) -> AgentSandbox:
         """Make one sandbox and return it once its agent is connected."""
 
     @abstractmethod
@@ -145,7 +161,9 @@ class PooledBackend(ABC):
         for kind in self.warm_targets:
             self._replenish(kind)
 
-    async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> AgentSandbox:
+    async def acquire(
+        self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None
+    ) -> AgentSandbox:
         """A ready sandbox of ``kind``: a pinged idle one that has not served the episode's group
         (``labels[GROUP_LABEL]``), else a new one."""
         if self._closed:
@@ -210,7 +228,9 @@ class PooledBackend(ABC):
             if kind in self._create_errors and self._create_errors[kind][0] > deadline - 3600:
                 raise SandboxError(self._create_errors[kind][1])
             if time.monotonic() > deadline:
-                raise SandboxError(f"could not warm {count} {kind!r} sandboxes in time; see `toolgym sandbox doctor`")
+                raise SandboxError(
+                    f"could not warm {count} {kind!r} sandboxes in time; see `toolgym sandbox doctor`"
+                )
             await asyncio.sleep(0.02)
 
     def idle_count(self, kind: str) -> int:
@@ -255,7 +275,9 @@ class PooledBackend(ABC):
         async with self._slots:
             if self._closed:
                 raise SandboxError(f"the {self.name} sandbox backend is closed; create a new one")
-            sandbox = await self._create(kind, self.profile(kind), sandbox_id=sandbox_id, episode_id=episode_id, labels=labels)
+            sandbox = await self._create(
+                kind, self.profile(kind), sandbox_id=sandbox_id, episode_id=episode_id, labels=labels
+            )
             try:
                 await self._note_start(sandbox)
             except BaseException:
@@ -333,8 +355,12 @@ class PooledBackend(ABC):
             if f"{sandbox.kind}:{place}" not in self._warned_places:
                 self._warned_places.add(f"{sandbox.kind}:{place}")
                 text = " ".join(str(place).split())
-                log.warning("%s sandboxes are made anew after each episode: the reset cannot clean %s "
-                            "(mount it read-only, or give the sandbox a directory of its own)", sandbox.kind, text)
+                log.warning(
+                    "%s sandboxes are made anew after each episode: the reset cannot clean %s "
+                    "(mount it read-only, or give the sandbox a directory of its own)",
+                    sandbox.kind,
+                    text,
+                )
 
     @staticmethod
     def poison_reason(sandbox: AgentSandbox, stats: Mapping[str, Any]) -> str | None:
@@ -348,7 +374,10 @@ class PooledBackend(ABC):
             return f"{left['sysv']} System V IPC objects survived the reset"
         if left.get("unwipeable"):
             return f"writable places the reset cannot restore: {left['unwipeable']}"
-        for used, limit, what in (("memory_bytes", "memory_limit_bytes", "memory"), ("pids", "pids_limit", "pids")):
+        for used, limit, what in (
+            ("memory_bytes", "memory_limit_bytes", "memory"),
+            ("pids", "pids_limit", "pids"),
+        ):
             u, lim = stats.get(used), stats.get(limit)
             if u is not None and lim and u > POISON_FRACTION * lim:
                 return f"{what} use {u} is still near its limit {lim}"

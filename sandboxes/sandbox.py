@@ -44,17 +44,30 @@ def _raise_for(reply: dict[str, Any], sandbox: str, path: str = "") -> dict[str,
 
 def _exec_result(reply: dict[str, Any]) -> ExecResult:
     return ExecResult(
-        exit_code=int(reply["exit_code"]), stdout=reply["stdout"], stderr=reply["stderr"],
-        timed_out=bool(reply["timed_out"]), truncated=bool(reply["truncated"]),
-        duration_s=float(reply["duration"]), oom_killed=bool(reply.get("oom_killed")),
+        exit_code=int(reply["exit_code"]),
+        stdout=reply["stdout"],
+        stderr=reply["stderr"],
+        timed_out=bool(reply["timed_out"]),
+        truncated=bool(reply["truncated"]),
+        duration_s=float(reply["duration"]),
+        oom_killed=bool(reply.get("oom_killed")),
     )
 
 
 class AgentSandbox:
     """One sandbox (a container or a bubblewrap namespace) held by one episode at a time."""
 
-    def __init__(self, *, id: str, kind: str, backend: str, channel: AgentChannel, profile: SandboxProfile,
-                 episode_id: str = "", handle: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        id: str,
+        kind: str,
+        backend: str,
+        channel: AgentChannel,
+        profile: SandboxProfile,
+        episode_id: str = "",
+        handle: Any = None,
+    ) -> None:
         self.id = id
         self.kind = kind
         self.backend = backend
@@ -83,9 +96,15 @@ class AgentSandbox:
 
     async def _call(self, op: str, *, op_timeout_s: float, **fields: Any) -> dict[str, Any]:
         if self._marked_broken is not None:
-            raise SandboxBrokenError(f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox")
+            raise SandboxBrokenError(
+                f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox"
+            )
         self.calls += 1
-        return _raise_for(await self.channel.request(op, reply_timeout_s=op_timeout_s + HOST_MARGIN_S, **fields), self.id, fields.get("path", ""))
+        return _raise_for(
+            await self.channel.request(op, reply_timeout_s=op_timeout_s + HOST_MARGIN_S, **fields),
+            self.id,
+            fields.get("path", ""),
+        )
 
     def _timeout(self, timeout: float | None) -> float:
         if timeout is None:
@@ -117,7 +136,9 @@ class AgentSandbox:
         else:
             argv = [str(a) for a in cmd]
             if not argv:
-                raise SandboxError("run() needs a command: give an argv list with at least one item, or a string")
+                raise SandboxError(
+                    "run() needs a command: give an argv list with at least one item, or a string"
+                )
             fields["argv"] = argv
         if stdin is not None:
             data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
@@ -129,17 +150,27 @@ class AgentSandbox:
         fields["max_output"] = max_output or self.profile.max_output_bytes
         return _exec_result(await self._call("run", op_timeout_s=fields["timeout"], **fields))
 
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False) -> None:
+    async def write_file(
+        self, path: str, data: str | bytes, *, mode: int = 0o644, append: bool = False
+    ) -> None:
         """Write inside the work directory (parents are created); paths that leave it, through
         ``..`` or a symlink, raise ``PathOutsideSandboxError``."""
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        await self._call("write_file", op_timeout_s=30.0, path=path, mode=mode, append=append,
-                         data_b64=base64.b64encode(raw).decode("ascii"))
+        await self._call(
+            "write_file",
+            op_timeout_s=30.0,
+            path=path,
+            mode=mode,
+            append=append,
+            data_b64=base64.b64encode(raw).decode("ascii"),
+        )
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file inside the work directory (at most ``max_bytes``, default from the
         profile; a larger file raises ``SandboxError``)."""
-        reply = await self._call("read_file", op_timeout_s=30.0, path=path, max_bytes=max_bytes or self.profile.max_file_bytes)
+        reply = await self._call(
+            "read_file", op_timeout_s=30.0, path=path, max_bytes=max_bytes or self.profile.max_file_bytes
+        )
         return base64.b64decode(reply["data_b64"])
 
     async def python(self) -> AgentPythonSession:
@@ -159,7 +190,9 @@ class AgentSandbox:
     async def ping(self, *, timeout: float = 2.0) -> float:
         """Round-trip seconds to the agent; raises ``SandboxBrokenError`` if it does not answer."""
         if self._marked_broken is not None:
-            raise SandboxBrokenError(f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox")
+            raise SandboxBrokenError(
+                f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox"
+            )
         start = time.perf_counter()
         _raise_for(await self.channel.request("ping", reply_timeout_s=timeout), self.id)
         return time.perf_counter() - start
@@ -188,16 +221,31 @@ class AgentPythonSession:
     def __init__(self, sandbox: AgentSandbox) -> None:
         self.sandbox = sandbox
 
-    async def execute(self, code: str, *, timeout: float | None = None, max_output: int | None = None) -> PythonResult:
+    async def execute(
+        self, code: str, *, timeout: float | None = None, max_output: int | None = None
+    ) -> PythonResult:
         """Run a cell; ``value`` is the repr of a trailing expression. A timeout interrupts the cell
         (``KeyboardInterrupt``); an interpreter that does not stop, or dies, is restarted and the
         result says ``restarted``."""
         limit = self.sandbox._timeout(timeout)
-        r = await self.sandbox._call("py_exec", op_timeout_s=limit + 5.0, code=code, timeout=limit,
-                                     max_output=max_output or self.sandbox.profile.max_output_bytes)
-        return PythonResult(stdout=r["stdout"], stderr=r["stderr"], value=r.get("value"), error=r.get("error"),
-                            traceback=r.get("traceback"), timed_out=bool(r["timed_out"]), restarted=bool(r["restarted"]),
-                            truncated=bool(r["truncated"]), duration_s=float(r["duration"]))
+        r = await self.sandbox._call(
+            "py_exec",
+            op_timeout_s=limit + 5.0,
+            code=code,
+            timeout=limit,
+            max_output=max_output or self.sandbox.profile.max_output_bytes,
+        )
+        return PythonResult(
+            stdout=r["stdout"],
+            stderr=r["stderr"],
+            value=r.get("value"),
+            error=r.get("error"),
+            traceback=r.get("traceback"),
+            timed_out=bool(r["timed_out"]),
+            restarted=bool(r["restarted"]),
+            truncated=bool(r["truncated"]),
+            duration_s=float(r["duration"]),
+        )
 
     async def restart(self) -> None:
         """Throw the interpreter away; the next ``execute`` starts a fresh one."""
@@ -211,10 +259,17 @@ class AgentShellSession:
     def __init__(self, sandbox: AgentSandbox) -> None:
         self.sandbox = sandbox
 
-    async def run(self, command: str, *, timeout: float | None = None, max_output: int | None = None) -> ExecResult:
+    async def run(
+        self, command: str, *, timeout: float | None = None, max_output: int | None = None
+    ) -> ExecResult:
         """Run ``command`` (any bash text, several lines allowed). On a timeout the shell and its
         jobs are killed and a new one starts in the same directory with the same exports."""
         limit = self.sandbox._timeout(timeout)
-        r = await self.sandbox._call("sh_run", op_timeout_s=limit, command=command, timeout=limit,
-                                     max_output=max_output or self.sandbox.profile.max_output_bytes)
+        r = await self.sandbox._call(
+            "sh_run",
+            op_timeout_s=limit,
+            command=command,
+            timeout=limit,
+            max_output=max_output or self.sandbox.profile.max_output_bytes,
+        )
         return _exec_result(r)

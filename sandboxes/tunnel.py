@@ -98,7 +98,7 @@ class TunnelWriter:
             raise ConnectionResetError("the tunnel is closed")
         view = memoryview(data)
         for start in range(0, len(view), protocol.TUNNEL_CHUNK):
-            chunk = view[start:start + protocol.TUNNEL_CHUNK]
+            chunk = view[start : start + protocol.TUNNEL_CHUNK]
             self._hub.channel.post_frame(protocol.encode_tunnel_data(self._tid, chunk))
             self._unacked += len(chunk)
         if self._unacked >= protocol.TUNNEL_WINDOW:
@@ -134,7 +134,9 @@ class TunnelWriter:
 class EgressTunnels:
     """Serves the tunnels of one sandbox's channel with ``handler`` (``EgressProxy.handle``)."""
 
-    def __init__(self, channel: AgentChannel, handler: Handler, *, max_tunnels: int = protocol.MAX_TUNNELS) -> None:
+    def __init__(
+        self, channel: AgentChannel, handler: Handler, *, max_tunnels: int = protocol.MAX_TUNNELS
+    ) -> None:
         self.channel = channel
         self.handler = handler
         self.max_tunnels = max_tunnels
@@ -162,7 +164,9 @@ class EgressTunnels:
                 return
             writer = TunnelWriter(self, tid)
             reader = TunnelReader(lambda n: self.post({"tun": tid, "ev": "ack", "n": n}))
-            task = asyncio.get_running_loop().create_task(self._serve(reader, writer), name=f"egress-tunnel-{tid}")
+            task = asyncio.get_running_loop().create_task(
+                self._serve(reader, writer), name=f"egress-tunnel-{tid}"
+            )
             self._open[tid] = (reader, writer, task)
             return
         entry = self._open.get(tid)

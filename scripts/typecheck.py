@@ -32,7 +32,9 @@ def package_roots() -> tuple[str, ...]:
     """The folders setup.py installs as ``toolgym.<folder>`` (its ``ROOTS``, read without running it)."""
     tree = ast.parse((REPO / "setup.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets
+        ):
             roots = ast.literal_eval(node.value)
             return tuple(str(r) for r in roots)
     raise SystemExit("typecheck: setup.py has no ROOTS tuple; this script reads the package layout from it")
@@ -74,7 +76,7 @@ def real_path(line: str, roots: tuple[str, ...]) -> str:
     prefix = "build/typecheck/toolgym/"
     if not line.startswith(prefix):
         return line
-    rest = line[len(prefix):]
+    rest = line[len(prefix) :]
     head = rest.split("/", 1)[0]
     return rest if head in roots else "toolgym/" + rest
 
@@ -83,7 +85,9 @@ def run_mypy(args: list[str], mypypath: str, roots: tuple[str, ...]) -> int:
     env = dict(os.environ)
     env["MYPYPATH"] = os.pathsep.join(p for p in (mypypath, env.get("MYPYPATH", "")) if p)
     cmd = [sys.executable, "-m", "mypy", *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         sys.stdout.write(real_path(line, roots))

@@ -59,8 +59,13 @@ def llama_chat(llama_tokenizer: Any) -> ChatFormat:
     return ChatFormat(llama_tokenizer)
 
 
-SERIAL = ("vllm", "tests/distributed/", "tests/sandboxes/test_egress.py", "tests/training/local/test_local_swe_smoke.py",
-          "tests/training/verl/test_cpu_fit.py")
+SERIAL = (
+    "vllm",
+    "tests/distributed/",
+    "tests/sandboxes/test_egress.py",
+    "tests/training/local/test_local_swe_smoke.py",
+    "tests/training/verl/test_cpu_fit.py",
+)
 """Test files that run one after another on one worker under ``pytest -n`` (pytest-xdist): the
 vLLM servers (a fleet of three at once), the Ray clusters and the extra dockerds (one of each at a
 time), and the test that counts the sandbox containers Docker creates while it runs."""

@@ -123,12 +123,14 @@ PYTHON_HOSTILE = {
     "stdout": "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    sys.stdout.write(chunk)",
     "value": f"'x' * {HOSTILE_MESSAGE_CHARS}",
     # the cell writes its own reply frame on the interpreter's control socket, past the interpreter's caps
-    "forged": ("import json, socket, struct, sys\n"
-               "s = socket.socket(fileno=int(sys.argv[1]))\n"
-               f"body = json.dumps({{'value': None, 'error': 'x' * {HOSTILE_MESSAGE_CHARS}, 'traceback': None}}).encode()\n"
-               "s.sendall(struct.pack('>I', len(body)) + body)\n"
-               "del body\n"
-               "import time; time.sleep(1)"),
+    "forged": (
+        "import json, socket, struct, sys\n"
+        "s = socket.socket(fileno=int(sys.argv[1]))\n"
+        f"body = json.dumps({{'value': None, 'error': 'x' * {HOSTILE_MESSAGE_CHARS}, 'traceback': None}}).encode()\n"
+        "s.sendall(struct.pack('>I', len(body)) + body)\n"
+        "del body\n"
+        "import time; time.sleep(1)"
+    ),
 }
 
 
@@ -140,7 +142,9 @@ class PythonTool(Scenario):
         if backend == "memory":
             # the cell runs in this process: what it builds is held here by construction (the 100 MB
             # message; a value and the repr a REPL must make of it, twice that)
-            own = {"stdout": 0, "exception": HOSTILE_MESSAGE_CHARS, "value": 2 * HOSTILE_MESSAGE_CHARS}[attack]
+            own = {"stdout": 0, "exception": HOSTILE_MESSAGE_CHARS, "value": 2 * HOSTILE_MESSAGE_CHARS}[
+                attack
+            ]
             self.bound_bytes = bound(PYTHON_REPLY_BYTES, own_bytes=own)
         else:
             self.bound_bytes = bound(PYTHON_REPLY_BYTES)
@@ -183,7 +187,9 @@ class EditorView(Scenario):
         self.sandbox = await self.backend.acquire("shell", episode_id="reply-memory")
         made = await self.sandbox.run(
             f"python3 -c \"open('{self.FILE}', 'w').write(('x' * 99 + chr(10)) * 600_000)\" && "
-            "printf 'def f(x):\\n    return x\\n' > /workspace/small.py", timeout=60)
+            "printf 'def f(x):\\n    return x\\n' > /workspace/small.py",
+            timeout=60,
+        )
         assert made.exit_code == 0, made
 
     async def ordinary(self) -> Any:
@@ -229,8 +235,10 @@ class PostgresQuery(Scenario):
 class SQLiteHostQuery(Scenario):
     """``sql_query`` on SQLite from the host (no sandbox): four 400 MB BLOBs."""
 
-    HOSTILE = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 4) "
-               "SELECT zeroblob(400000000) FROM c")
+    HOSTILE = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 4) "
+        "SELECT zeroblob(400000000) FROM c"
+    )
 
     def __init__(self) -> None:
         self.bound_bytes = bound(SQL_DISPLAY_BYTES)
@@ -261,8 +269,16 @@ class SQLiteHostQuery(Scenario):
         self.tmp.cleanup()
 
 
-SCENARIOS = ("python-exception", "python-stdout", "python-value", "python-forged", "editor-view", "sql-postgres",
-             "sql-postgres-explain", "sql-sqlite-host")
+SCENARIOS = (
+    "python-exception",
+    "python-stdout",
+    "python-value",
+    "python-forged",
+    "editor-view",
+    "sql-postgres",
+    "sql-postgres-explain",
+    "sql-sqlite-host",
+)
 
 
 def make_scenario(name: str, backend: str, dsn: str) -> Scenario:
@@ -313,22 +329,42 @@ async def run_child(name: str, backend: str, dsn: str) -> Measurement:
         await scenario.teardown()
     text = str(getattr(out, "text", out))
     shown = text if len(text) <= 2000 else f"{text[:1000]}\n<<...>>\n{text[-1000:]}"
-    notes = [line[:500] for line in text.splitlines() if any(w in line for w in ("omitted", "truncated", "cut at"))]
-    return Measurement(name, backend, ordinary, hostile, scenario.bound_bytes, shown, len(text), notes[:10],
-                       bool(getattr(out, "error", False)), seconds)
+    notes = [
+        line[:500] for line in text.splitlines() if any(w in line for w in ("omitted", "truncated", "cut at"))
+    ]
+    return Measurement(
+        name,
+        backend,
+        ordinary,
+        hostile,
+        scenario.bound_bytes,
+        shown,
+        len(text),
+        notes[:10],
+        bool(getattr(out, "error", False)),
+        seconds,
+    )
 
 
 # -- the parent side --------------------------------------------------------------------------------
 
+
 def measure(name: str, *, backend: str = "", dsn: str = "", timeout_s: float = 240.0) -> Measurement:
     """Run scenario ``name`` in a fresh Python and return what it measured."""
-    proc = subprocess.run([sys.executable, "-m", "tests.reply_memory", name, "--backend", backend, "--dsn", dsn],
-                          capture_output=True, text=True, timeout=timeout_s, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.reply_memory", name, "--backend", backend, "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise AssertionError(f"scenario {name} ({backend or 'host'}) failed (exit {proc.returncode}):\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"scenario {name} ({backend or 'host'}) failed (exit {proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
     return Measurement(**json.loads(lines[-1]))
 
 
@@ -338,9 +374,11 @@ def mib(n: int) -> str:
 
 def explain(m: Measurement) -> str:
     """One measurement, for an assertion message."""
-    return (f"{m.scenario} ({m.backend or 'host'}): the hostile call grew the host process by {mib(m.hostile_bytes)} "
-            f"(bound {mib(m.bound_bytes)}; an ordinary call {mib(m.ordinary_bytes)}); the model read "
-            f"{m.observation_chars} characters: {m.notes or m.observation[:300]!r}")
+    return (
+        f"{m.scenario} ({m.backend or 'host'}): the hostile call grew the host process by {mib(m.hostile_bytes)} "
+        f"(bound {mib(m.bound_bytes)}; an ordinary call {mib(m.ordinary_bytes)}); the model read "
+        f"{m.observation_chars} characters: {m.notes or m.observation[:300]!r}"
+    )
 
 
 def main() -> None:

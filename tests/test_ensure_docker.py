@@ -23,22 +23,33 @@ def _stand_ins(tmp_path: Path) -> dict[str, str]:
     pidfile = tmp_path / "docker.pid"
     scripts = {
         "docker": f'#!/bin/sh\n[ -f "{started}" ] || exit 1\necho 99.0\n',
-        "dockerd": (f'#!/bin/sh\nif [ -f "{pidfile}" ]; then\n'
-                    f'  echo "failed to start daemon: pid file found, ensure docker is not running or delete {pidfile}"\n'
-                    f'  exit 1\nfi\necho $$ > "{pidfile}"\ntouch "{started}"\n'),
+        "dockerd": (
+            f'#!/bin/sh\nif [ -f "{pidfile}" ]; then\n'
+            f'  echo "failed to start daemon: pid file found, ensure docker is not running or delete {pidfile}"\n'
+            f'  exit 1\nfi\necho $$ > "{pidfile}"\ntouch "{started}"\n'
+        ),
         # the other host tools the script checks for, so it never reaches for apt-get here
-        "bwrap": "#!/bin/sh\nexit 0\n", "debootstrap": "#!/bin/sh\nexit 0\n", "ip": "#!/bin/sh\nexit 0\n",
+        "bwrap": "#!/bin/sh\nexit 0\n",
+        "debootstrap": "#!/bin/sh\nexit 0\n",
+        "ip": "#!/bin/sh\nexit 0\n",
     }
     for name, text in scripts.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TOOLGYM_DOCKERD_LOG": str(tmp_path / "dockerd.log"),
-            "TOOLGYM_DOCKERD_PIDFILE": str(pidfile), "TOOLGYM_CONTAINERD_PIDFILE": str(tmp_path / "containerd.pid")}
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "TOOLGYM_DOCKERD_LOG": str(tmp_path / "dockerd.log"),
+        "TOOLGYM_DOCKERD_PIDFILE": str(pidfile),
+        "TOOLGYM_CONTAINERD_PIDFILE": str(tmp_path / "containerd.pid"),
+    }
 
 
 def _dead_pid() -> int:
     """The pid of a process that has exited (and been reaped)."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     return int(done.stdout)
 
 
@@ -75,8 +86,16 @@ def test_without_the_cleanup_the_stand_in_fails_like_dockerd(tmp_path: Path) -> 
     live = subprocess.Popen(["sleep", "30"])
     try:
         (tmp_path / "sleep.pid").write_text(f"{live.pid}")
-        check = subprocess.run(["bash", "-c", f'source <(sed -n "/^clear_stale_pid()/,/^}}/p" "{SCRIPT}"); '
-                                f'clear_stale_pid "{tmp_path / "sleep.pid"}" sleep'], capture_output=True, text=True)
+        check = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f'source <(sed -n "/^clear_stale_pid()/,/^}}/p" "{SCRIPT}"); '
+                f'clear_stale_pid "{tmp_path / "sleep.pid"}" sleep',
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 0, check.stderr
         assert (tmp_path / "sleep.pid").exists(), "the pid file of a live daemon of that name must stay"
     finally:

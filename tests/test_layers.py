@@ -55,7 +55,9 @@ def imports_in(source: str, module: str, *, package: bool, known: Iterable[str])
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parts = here.split(".")
-                base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+                base = ".".join(
+                    parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else [])
+                )
             else:
                 base = node.module or ""
             for alias in node.names:
@@ -67,8 +69,10 @@ def imports_in(source: str, module: str, *, package: bool, known: Iterable[str])
 @cache
 def graph() -> dict[str, frozenset[str]]:
     known = modules()
-    return {m: frozenset(imports_in(p.read_text(), m, package=p.name == "__init__.py", known=known))
-            for m, p in known.items()}
+    return {
+        m: frozenset(imports_in(p.read_text(), m, package=p.name == "__init__.py", known=known))
+        for m, p in known.items()
+    }
 
 
 def cycles(edges: dict[str, frozenset[str]]) -> list[list[str]]:
@@ -123,16 +127,24 @@ def cycles(edges: dict[str, frozenset[str]]) -> list[list[str]]:
 
 def test_no_module_imports_itself_in_a_circle() -> None:
     knots = cycles(graph())
-    assert not knots, "import cycles (untie each: move what both need into a module of its own):\n" + "\n".join(
-        " <-> ".join(k) for k in knots)
+    assert not knots, (
+        "import cycles (untie each: move what both need into a module of its own):\n"
+        + "\n".join(" <-> ".join(k) for k in knots)
+    )
 
 
 def test_the_cycle_check_can_fail() -> None:
     a = "from toolgym.core.rollout import engine\n"
     b = "def f():\n    from .episode import Episode\n"
     known = {"toolgym.core.rollout.engine", "toolgym.core.rollout.episode"}
-    edges = {"toolgym.core.rollout.episode": frozenset(imports_in(a, "toolgym.core.rollout.episode", package=False, known=known)),
-             "toolgym.core.rollout.engine": frozenset(imports_in(b, "toolgym.core.rollout.engine", package=False, known=known))}
+    edges = {
+        "toolgym.core.rollout.episode": frozenset(
+            imports_in(a, "toolgym.core.rollout.episode", package=False, known=known)
+        ),
+        "toolgym.core.rollout.engine": frozenset(
+            imports_in(b, "toolgym.core.rollout.engine", package=False, known=known)
+        ),
+    }
     assert cycles(edges) == [sorted(known)]
 
 
@@ -151,9 +163,11 @@ of one layer, imports run one way only (:func:`test_packages_form_no_cycle`)."""
 
 PACKAGE_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("toolgym.plugins.search.cli", "toolgym.cli.progress"): (
-        "`toolgym index`, a command group the search plugin adds to the CLI, uses the CLI's progress display"),
+        "`toolgym index`, a command group the search plugin adds to the CLI, uses the CLI's progress display"
+    ),
     ("toolgym.plugins.swe.cli", "toolgym.cli.common"): (
-        "`toolgym swe`, a command group the SWE plugin adds to the CLI, prints through the CLI's console"),
+        "`toolgym swe`, a command group the SWE plugin adds to the CLI, prints through the CLI's console"
+    ),
 }
 """(importer, imported) pairs that run against the layers, each with its reason."""
 
@@ -184,7 +198,9 @@ def test_packages_import_only_their_own_and_lower_layers() -> None:
             if other_level <= level or (module, other) in PACKAGE_EXCEPTIONS:
                 continue
             bad.append(f"{module} (layer {level}) imports {other} (layer {other_level})")
-    assert not bad, "imports that run up or across the layers (docs/architecture.md):\n" + "\n".join(sorted(bad))
+    assert not bad, "imports that run up or across the layers (docs/architecture.md):\n" + "\n".join(
+        sorted(bad)
+    )
 
 
 def collapsed(group: dict[str, str], skip: Iterable[tuple[str, str]] = ()) -> dict[str, frozenset[str]]:
@@ -196,7 +212,8 @@ def collapsed(group: dict[str, str], skip: Iterable[tuple[str, str]] = ()) -> di
         if module not in group:
             continue
         out.setdefault(group[module], set()).update(
-            group[o] for o in imported if o in group and group[o] != group[module] and (module, o) not in skip)
+            group[o] for o in imported if o in group and group[o] != group[module] and (module, o) not in skip
+        )
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -220,16 +237,29 @@ def test_the_face_imports_only_core() -> None:
 
 
 def test_the_cli_imports_no_plugin() -> None:
-    bad = sorted(f"{m} imports {o}" for m, imported in graph().items() if m.startswith("toolgym.cli")
-                 for o in imported if o.startswith("toolgym.plugins"))
-    assert not bad, "the CLI reaches plugins through the registry (toolgym_cli_commands, toolgym_audit_checks):\n" + "\n".join(bad)
+    bad = sorted(
+        f"{m} imports {o}"
+        for m, imported in graph().items()
+        if m.startswith("toolgym.cli")
+        for o in imported
+        if o.startswith("toolgym.plugins")
+    )
+    assert not bad, (
+        "the CLI reaches plugins through the registry (toolgym_cli_commands, toolgym_audit_checks):\n"
+        + "\n".join(bad)
+    )
 
 
 @pytest.mark.parametrize("package", ["toolgym.core", "toolgym.sandboxes", "toolgym.trajectories"])
 def test_lower_packages_import_no_plugin_training_or_application(package: str) -> None:
     above = ("toolgym.plugins", "toolgym.training", *APPLICATION)
-    bad = sorted(f"{m} imports {o}" for m, imported in graph().items() if m.startswith(package + ".")
-                 for o in imported if o.startswith(above))
+    bad = sorted(
+        f"{m} imports {o}"
+        for m, imported in graph().items()
+        if m.startswith(package + ".")
+        for o in imported
+        if o.startswith(above)
+    )
     assert not bad, "\n".join(bad)
 
 
@@ -251,10 +281,12 @@ one way only."""
 ROOM_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("toolgym.core.llm.resolve", "toolgym.core.registry"): (
         "a model backend is found by name among the registered ones (third-party backends too); the registry is "
-        "loaded only when the caller passes none"),
+        "loaded only when the caller passes none"
+    ),
     ("toolgym.core.parsing.auto", "toolgym.core.registry"): (
         "`--parser auto` chooses among the registered parsers and returns a registry view that resolves the "
-        "environment's parser name to the choice"),
+        "environment's parser name to the choice"
+    ),
 }
 
 
@@ -269,7 +301,9 @@ def room_of(module: str) -> tuple[int, str]:
 
 def test_every_core_module_has_a_room() -> None:
     homeless = [m for m in modules() if m.startswith("toolgym.core.") and room_of(m)[0] < 0]
-    assert not homeless, f"core modules in no room (give them one in ROOMS and docs/architecture.md): {homeless}"
+    assert not homeless, (
+        f"core modules in no room (give them one in ROOMS and docs/architecture.md): {homeless}"
+    )
 
 
 def test_core_rooms_import_only_their_own_and_lower_rooms() -> None:
@@ -283,7 +317,9 @@ def test_core_rooms_import_only_their_own_and_lower_rooms() -> None:
             if other_level <= level or (module, other) in ROOM_EXCEPTIONS:
                 continue
             bad.append(f"{module} ({room}) imports {other} ({other_room})")
-    assert not bad, "imports that run up or across core's rooms (docs/architecture.md):\n" + "\n".join(sorted(bad))
+    assert not bad, "imports that run up or across core's rooms (docs/architecture.md):\n" + "\n".join(
+        sorted(bad)
+    )
 
 
 def test_rooms_form_no_cycle() -> None:

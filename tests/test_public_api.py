@@ -33,21 +33,31 @@ reports them; remove an entry once the file imports from the face (a stale entry
 ALLOWED: dict[tuple[str, str], str] = {
     ("plugins/swe/images.py", "toolgym.sandboxes.docker"): (
         "builds, pulls and prunes Docker images for SWE instances: it shares the Docker backend's "
-        "image-use cache (`warm`), which is Docker tooling, not plugin API"),
+        "image-use cache (`warm`), which is Docker tooling, not plugin API"
+    ),
     ("plugins/sql/audit.py", "toolgym.sandboxes.audit.rows"): (
         "the SQL tool's rows of `toolgym sandbox audit` (issue 22): the audit's own row and outcome "
-        "types (`Row`, `Fail`, `Skip`), a contract with the CLI, not plugin API"),
+        "types (`Row`, `Fail`, `Skip`), a contract with the CLI, not plugin API"
+    ),
     ("plugins/search/cli.py", "toolgym.cli.progress"): (
-        "`toolgym index`, a command of the toolgym CLI that the search plugin adds: the CLI's own progress display"),
+        "`toolgym index`, a command of the toolgym CLI that the search plugin adds: the CLI's own progress display"
+    ),
     ("plugins/search/cli.py", "toolgym.core.util.http_server"): (
-        "`toolgym index serve` serves the index in the foreground, as `toolgym serve` serves a model"),
+        "`toolgym index serve` serves the index in the foreground, as `toolgym serve` serves a model"
+    ),
     ("plugins/search/cli.py", "toolgym.core.util.terminal"): (
-        "prints corpus text on the operator's terminal, made safe as every command's output is"),
-    ("plugins/swe/cli.py", "toolgym.cli.common"): "`toolgym swe`, a command of the toolgym CLI: the CLI's console",
+        "prints corpus text on the operator's terminal, made safe as every command's output is"
+    ),
+    (
+        "plugins/swe/cli.py",
+        "toolgym.cli.common",
+    ): "`toolgym swe`, a command of the toolgym CLI: the CLI's console",
     ("plugins/swe/cli.py", "toolgym.core.util.terminal"): (
-        "prints image names and build logs on the operator's terminal, made safe as every command's output is"),
+        "prints image names and build logs on the operator's terminal, made safe as every command's output is"
+    ),
     ("plugins/swe/cli.py", "toolgym.sandboxes.docker"): (
-        "lists, builds and prunes the per-instance Docker images (as plugins/swe/images.py does): Docker tooling"),
+        "lists, builds and prunes the per-instance Docker images (as plugins/swe/images.py does): Docker tooling"
+    ),
 }
 """(plugin module, deep module) pairs that stay deep on purpose, with the reason."""
 
@@ -99,10 +109,16 @@ def plugin_files() -> list[Path]:
 def test_the_scan_sees_deep_imports() -> None:
     """The checker itself: absolute, relative, plain and in-function deep imports are caught; the face
     and sibling plugin modules are not."""
-    src = ("from toolgym.core.env.contract import digest\nfrom toolgym import tool\nfrom .tools import x\nimport toolgym.core.types\n"
-           "def f():\n    from ...core import errors\n    from ..sql import backends\n")
+    src = (
+        "from toolgym.core.env.contract import digest\nfrom toolgym import tool\nfrom .tools import x\nimport toolgym.core.types\n"
+        "def f():\n    from ...core import errors\n    from ..sql import backends\n"
+    )
     found = [(m, n) for m, n, _ in deep_imports(src, "plugins/x/y.py")]
-    assert found == [("toolgym.core.env.contract", "digest"), ("toolgym.core.types", "<module>"), ("toolgym.core", "errors")]
+    assert found == [
+        ("toolgym.core.env.contract", "digest"),
+        ("toolgym.core.types", "<module>"),
+        ("toolgym.core", "errors"),
+    ]
 
 
 def test_builtin_plugins_import_only_the_face() -> None:
@@ -114,8 +130,10 @@ def test_builtin_plugins_import_only_the_face() -> None:
         for module, name, line in _deep(path):
             if (rel, module) not in ALLOWED:
                 offenders.append(f"{rel}:{line}: from {module} import {name}")
-    assert not offenders, ("built-in plugins must import from `toolgym` (the face), as third-party plugins do; "
-                           "export the name from toolgym/__init__.py if it is missing:\n" + "\n".join(offenders))
+    assert not offenders, (
+        "built-in plugins must import from `toolgym` (the face), as third-party plugins do; "
+        "export the name from toolgym/__init__.py if it is missing:\n" + "\n".join(offenders)
+    )
 
 
 def test_pending_plugins_are_reported_and_the_list_is_current() -> None:
@@ -123,7 +141,9 @@ def test_pending_plugins_are_reported_and_the_list_is_current() -> None:
     stale = sorted(set(PENDING) - still)
     assert not stale, f"these now import only from the face; remove them from PENDING: {stale}"
     if still:
-        warnings.warn(f"{len(still)} plugin modules still import deep modules (PENDING): {sorted(still)}", stacklevel=1)
+        warnings.warn(
+            f"{len(still)} plugin modules still import deep modules (PENDING): {sorted(still)}", stacklevel=1
+        )
 
 
 def test_every_name_the_plugins_import_deeply_is_on_the_face() -> None:
@@ -153,19 +173,34 @@ def _face_imports(text: str) -> Iterator[tuple[str, str]]:
             yield from ((module, n.strip()) for n in names.split(",") if n.strip())
         return
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "toolgym":
+        if (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").split(".")[0] == "toolgym"
+        ):
             yield from ((node.module or "", a.name) for a in node.names)
 
 
 def doc_imports() -> Iterator[tuple[str, str, str]]:
     """(where, module, name) for every ``from toolgym… import`` in the docs' Python blocks, in the
     docstrings of the face and of ``toolgym.testing``, and in the scaffold's templates."""
-    sources = [(_rel(p), block) for p in _doc_files() for block in re.findall(r"```python\n(.*?)```", p.read_text(), re.DOTALL)]
+    sources = [
+        (_rel(p), block)
+        for p in _doc_files()
+        for block in re.findall(r"```python\n(.*?)```", p.read_text(), re.DOTALL)
+    ]
     for documented in (toolgym, toolgym.testing):
         doc = documented.__doc__ or ""
-        sources += [(documented.__name__, "\n".join(ln[4:] for ln in b.splitlines())) for b in re.findall(r"::\n\n((?:    .*\n|\n)+)", doc)]
+        sources += [
+            (documented.__name__, "\n".join(ln[4:] for ln in b.splitlines()))
+            for b in re.findall(r"::\n\n((?:    .*\n|\n)+)", doc)
+        ]
     for f in CODE_FILES:
-        strings = [n.value for n in ast.walk(ast.parse((REPO / f).read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        strings = [
+            n.value
+            for n in ast.walk(ast.parse((REPO / f).read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ]
         sources += [(f, text) for text in strings if "from toolgym" in text]
     for where, text in sources:
         for module, name in _face_imports(text):
@@ -200,8 +235,13 @@ _NOT_API = {"annotations", "TYPE_CHECKING", "Any"}
 def test_all_matches_what_the_module_defines(module: types.ModuleType) -> None:
     public = module.__all__
     assert len(public) == len(set(public)), "duplicates in __all__"
-    defined = {n for n, v in vars(module).items()
-               if (not n.startswith("_") or n == "__version__") and n not in _NOT_API and not isinstance(v, types.ModuleType)}
+    defined = {
+        n
+        for n, v in vars(module).items()
+        if (not n.startswith("_") or n == "__version__")
+        and n not in _NOT_API
+        and not isinstance(v, types.ModuleType)
+    }
     defined |= set(getattr(module, "_LAZY", {}))
     assert not set(public) - defined, f"stale: in __all__ but not defined: {sorted(set(public) - defined)}"
     assert not defined - set(public), f"missing: defined but not in __all__: {sorted(defined - set(public))}"
@@ -229,7 +269,9 @@ def test_lazy_names_match_the_type_checking_imports() -> None:
 def test_the_face_loads_no_lazy_module_at_import() -> None:
     heavy = sorted({*toolgym._LAZY.values(), "toolgym.testing", "toolgym.sandboxes"})
     code = f"import sys, toolgym; print([m for m in {heavy!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO.parent, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO.parent, check=True
+    )
     assert out.stdout.strip() == "[]", f"`import toolgym` loads {out.stdout.strip()}: keep them in _LAZY"
 
 

@@ -14,15 +14,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_tool_reply_memory_smoke(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tool_reply_memory.py"), "--smoke", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "tool_reply_memory.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "ordinary call" in proc.stdout and "baseline, a connection of this process" in proc.stdout
     got = json.loads(out.read_text())
     rows = {(r["scenario"], r["backend"]): r for r in got["rows"]}
-    assert set(rows) == {("python-exception", "local"), ("python-exception", "memory"), ("python-stdout", "local"),
-                         ("python-stdout", "memory"), ("editor-view", "local"), ("sql-postgres", ""), ("sql-postgres-explain", ""),
-                         ("sql-sqlite-host", "")}, proc.stdout
+    assert set(rows) == {
+        ("python-exception", "local"),
+        ("python-exception", "memory"),
+        ("python-stdout", "local"),
+        ("python-stdout", "memory"),
+        ("editor-view", "local"),
+        ("sql-postgres", ""),
+        ("sql-postgres-explain", ""),
+        ("sql-sqlite-host", ""),
+    }, proc.stdout
     for r in rows.values():
         assert 0 <= r["hostile_bytes"] <= r["bound_bytes"], r
         assert r["ordinary_bytes"] <= r["bound_bytes"], r

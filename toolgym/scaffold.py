@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolgym.core.errors import ConfigError
 
-PYPROJECT = '''\
+PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -24,7 +24,7 @@ dependencies = ["toolgym"]
 
 [tool.setuptools]
 packages = ["{pkg}"]
-'''
+"""
 
 TOOL_PLUGIN = '''\
 """The {name} tool."""
@@ -48,7 +48,7 @@ def toolgym_tools():
     return [{name}]
 '''
 
-TOOL_TEST = '''\
+TOOL_TEST = """\
 import asyncio
 
 from toolgym import Registry
@@ -68,7 +68,7 @@ def test_{name}_reports_bad_arguments():
     registry = Registry.load(entry_points=False, plugins=[("{name}", plugin)])
     out = asyncio.run(registry.tool("{name}").call({{"times": "x"}}))
     assert out.error and "missing required argument 'text'" in out.text
-'''
+"""
 
 ENV_PLUGIN = '''\
 """The {name} environment: walk to the end of a corridor. Replace the rules with your own."""
@@ -110,7 +110,7 @@ def toolgym_envs():
     return [EnvSpec("{name}", {cls}, description="Walk to the end of a corridor.")]
 '''
 
-ENV_TEST = '''\
+ENV_TEST = """\
 import asyncio
 
 from toolgym import EngineConfig, Registry, RolloutEngine, ScriptedPolicy, plan_episodes
@@ -130,9 +130,9 @@ def test_{name}_scripted_policy_solves_it():
     )
     asyncio.run(engine.run(plan_episodes("{name}", num_tasks=3, group_size=2)))
     assert len(done) == 6 and all(t.reward == 1.0 and t.terminated for t in done)
-'''
+"""
 
-README = '''\
+README = """\
 # toolgym-{name}
 
 {what} for [toolgym](https://github.com/toolgym/toolgym), as a pip-installable plugin.
@@ -142,7 +142,7 @@ pip install -e .
 pytest
 toolgym {listing}
 ```
-'''
+"""
 
 
 def scaffold(kind: str, name: str, out: Path) -> Path:
@@ -157,7 +157,13 @@ def scaffold(kind: str, name: str, out: Path) -> Path:
     pkg = f"toolgym_{name}"
     cls = "".join(p.capitalize() for p in name.split("_")) + "Env"
     what = "A tool" if kind == "tool" else "An environment"
-    values = {"name": name, "pkg": pkg, "cls": cls, "what": what, "listing": "tools list" if kind == "tool" else "envs list"}
+    values = {
+        "name": name,
+        "pkg": pkg,
+        "cls": cls,
+        "what": what,
+        "listing": "tools list" if kind == "tool" else "envs list",
+    }
     files = {
         "pyproject.toml": PYPROJECT,
         "README.md": README,

@@ -44,7 +44,15 @@ from pydantic import BaseModel, ConfigDict
 from toolgym.core.trajectory import Status, Trajectory
 
 Outcome = Literal["ok", "overlong", "turn_limit", "timeout", "sandbox_error", "error", "untrainable"]
-OUTCOMES: tuple[str, ...] = ("ok", "overlong", "turn_limit", "timeout", "sandbox_error", "error", "untrainable")
+OUTCOMES: tuple[str, ...] = (
+    "ok",
+    "overlong",
+    "turn_limit",
+    "timeout",
+    "sandbox_error",
+    "error",
+    "untrainable",
+)
 Action = Literal["keep", "mask", "drop"]
 Unsound = Literal["mask", "drop"]
 
@@ -116,10 +124,14 @@ class FilterResult:
 def apply_filters(trajectories: Sequence[Trajectory], filters: EpisodeFilters) -> FilterResult:
     """Classify ``trajectories`` and decide each one's fate (see the module docstring)."""
     outcomes: list[str] = [classify(t) for t in trajectories]
-    return decide(outcomes, [t.group_id for t in trajectories], [float(t.reward) for t in trajectories], filters)
+    return decide(
+        outcomes, [t.group_id for t in trajectories], [float(t.reward) for t in trajectories], filters
+    )
 
 
-def decide(outcomes: Sequence[str], groups: Sequence[object], rewards: Sequence[float], filters: EpisodeFilters) -> FilterResult:
+def decide(
+    outcomes: Sequence[str], groups: Sequence[object], rewards: Sequence[float], filters: EpisodeFilters
+) -> FilterResult:
     """:func:`apply_filters` on already classified rollouts (the verl trainer has rows, not trajectories)."""
     actions: list[Action] = [filters.action(o) for o in outcomes]
     equal_groups = 0
@@ -137,5 +149,7 @@ def decide(outcomes: Sequence[str], groups: Sequence[object], rewards: Sequence[
     counts: dict[str, float] = {f"filter/{o}": float(seen.get(o, 0)) for o in OUTCOMES if o != "ok"}
     counts["filter/equal_reward_groups"] = float(equal_groups)
     for name in ("masked", "dropped", "kept"):
-        counts[f"filter/{name}"] = float(sum(1 for a in actions if a == {"masked": "mask", "dropped": "drop", "kept": "keep"}[name]))
+        counts[f"filter/{name}"] = float(
+            sum(1 for a in actions if a == {"masked": "mask", "dropped": "drop", "kept": "keep"}[name])
+        )
     return FilterResult(list(outcomes), actions, counts)

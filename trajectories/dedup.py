@@ -57,7 +57,9 @@ class DedupResult:
     """Up to 20 dropped ids with the id or group they duplicate."""
 
 
-def dedup_dataset(root: str | Path, out: str | Path, *, by: DedupBy = "prompt", include_failures: bool = False) -> DedupResult:
+def dedup_dataset(
+    root: str | Path, out: str | Path, *, by: DedupBy = "prompt", include_failures: bool = False
+) -> DedupResult:
     """Write ``root``'s trajectories to the new directory ``out`` without duplicates (streaming).
 
     The manifest is copied with a ``dedup`` entry recording the rule and counts.
@@ -91,8 +93,15 @@ def dedup_dataset(root: str | Path, out: str | Path, *, by: DedupBy = "prompt", 
     files = data_files(root) + (sorted(root.glob("failures*.jsonl")) if include_failures else [])
     result.dropped_ids = max(0, sum(_count_lines(p) for p in files) - result.kept - result.dropped)
     manifest = read_manifest(root) or {}
-    manifest["dedup"] = {"by": by, "source": str(root), "kept": result.kept, "dropped": result.dropped, "dropped_ids": result.dropped_ids,
-                         "dropped_groups": result.dropped_groups, "examples": result.examples}
+    manifest["dedup"] = {
+        "by": by,
+        "source": str(root),
+        "kept": result.kept,
+        "dropped": result.dropped,
+        "dropped_ids": result.dropped_ids,
+        "dropped_groups": result.dropped_groups,
+        "examples": result.examples,
+    }
     write_manifest(out, manifest)
     artifacts = root / "artifacts"
     if artifacts.is_dir() and not (out / "artifacts").exists():

@@ -50,7 +50,9 @@ def split_of(group_id: str, test_fraction: float) -> str:
 class _SplitWriter:
     """Parquet files of one split, rotated every ``rows_per_file`` rows, written in row groups."""
 
-    def __init__(self, data_dir: Path, split: str, rows_per_file: int, row_group_size: int, schema: pa.Schema = SCHEMA) -> None:
+    def __init__(
+        self, data_dir: Path, split: str, rows_per_file: int, row_group_size: int, schema: pa.Schema = SCHEMA
+    ) -> None:
         self.data_dir, self.split, self.schema = data_dir, split, schema
         self.rows_per_file, self.row_group_size = rows_per_file, row_group_size
         self.files: list[Path] = []
@@ -135,8 +137,10 @@ def write_hf_dataset(
         if with_images:
             row["images"] = image_items(traj.messages or traj.prompt, images_root)
         elif has_images(traj.messages or traj.prompt):
-            raise ConfigError(f"trajectory {traj.trajectory_id} has screenshots but no images/ folder was given; "
-                              "export from the dataset directory that holds them")
+            raise ConfigError(
+                f"trajectory {traj.trajectory_id} has screenshots but no images/ folder was given; "
+                "export from the dataset directory that holds them"
+            )
         writers[split_of(f"{traj.env or traj.task}/{traj.task_index}/{traj.seed}", test_fraction)].add(row)
         result.reward_sum += traj.reward
         result.successes += traj.reward >= success_threshold
@@ -149,13 +153,22 @@ def write_hf_dataset(
         pq.write_table(schema.empty_table(), data / "train-00000-of-00001.parquet")
         result.rows["train"], result.files["train"] = 0, ["data/train-00000-of-00001.parquet"]
     if manifest:
-        (out / "toolgym_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    (out / "README.md").write_text(dataset_card(result, manifest or {}, success_threshold=success_threshold, name=name or out.name))
+        (out / "toolgym_manifest.json").write_text(
+            json.dumps(manifest, indent=2, sort_keys=True, default=str)
+        )
+    (out / "README.md").write_text(
+        dataset_card(result, manifest or {}, success_threshold=success_threshold, name=name or out.name)
+    )
     return result
 
 
 def _size_category(n: int) -> str:
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+    for limit, label in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
         if n < limit:
             return label
     return "1M<n<10M"
@@ -168,30 +181,58 @@ def dataset_card(result: HFExport, manifest: dict[str, Any], *, success_threshol
     for split in result.rows:
         lines += [f"  - split: {split}", f"    path: data/{split}-*.parquet"]
     lines += [
-        "tags:", "- toolgym", "- agent-trajectories", "- tool-use", "- reinforcement-learning",
-        "task_categories:", "- text-generation", "size_categories:", f"- {_size_category(total)}",
-        f"pretty_name: {json.dumps(name)}", "---", "", f"# {name}", "",
-        "Agent trajectories collected with toolgym and exported by `toolgym export hf`.", "",
+        "tags:",
+        "- toolgym",
+        "- agent-trajectories",
+        "- tool-use",
+        "- reinforcement-learning",
+        "task_categories:",
+        "- text-generation",
+        "size_categories:",
+        f"- {_size_category(total)}",
+        f"pretty_name: {json.dumps(name)}",
+        "---",
+        "",
+        f"# {name}",
+        "",
+        "Agent trajectories collected with toolgym and exported by `toolgym export hf`.",
+        "",
     ]
-    env = (manifest.get("environment") or {}).get("name") or (manifest.get("fingerprint") or {}).get("env", "?")
+    env = (manifest.get("environment") or {}).get("name") or (manifest.get("fingerprint") or {}).get(
+        "env", "?"
+    )
     model = manifest.get("model_name") or (manifest.get("fingerprint") or {}).get("model", "?")
     mean = result.reward_sum / total if total else 0.0
     rows = [
-        ("environment", env), ("model", model), ("policy", manifest.get("policy", "?")),
-        ("token-faithful", manifest.get("token_faithful", "?")), ("sampling", json.dumps(manifest.get("sampling", {}))),
+        ("environment", env),
+        ("model", model),
+        ("policy", manifest.get("policy", "?")),
+        ("token-faithful", manifest.get("token_faithful", "?")),
+        ("sampling", json.dumps(manifest.get("sampling", {}))),
         ("toolgym", manifest.get("toolgym_version", "?")),
         ("trajectories", ", ".join(f"{s}: {n}" for s, n in result.rows.items())),
-        ("mean reward", f"{mean:.4f}"), (f"success (reward ≥ {success_threshold:g})", f"{result.successes / total:.1%}" if total else "-"),
+        ("mean reward", f"{mean:.4f}"),
+        (f"success (reward ≥ {success_threshold:g})", f"{result.successes / total:.1%}" if total else "-"),
     ]
     lines += ["| | |", "|---|---|", *(f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows), ""]
     lines += [
-        "## Load", "", "```python", "from datasets import load_dataset", "", f'ds = load_dataset("{name}")  # or the path of this directory',
-        "row = ds[\"train\"][0]", "ids, mask = row[\"segments\"][0][\"token_ids\"], row[\"segments\"][0][\"loss_mask\"]", "```", "",
-        "## Columns", "",
+        "## Load",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        f'ds = load_dataset("{name}")  # or the path of this directory',
+        'row = ds["train"][0]',
+        'ids, mask = row["segments"][0]["token_ids"], row["segments"][0]["loss_mask"]',
+        "```",
+        "",
+        "## Columns",
+        "",
         "One row per trajectory. `segments` hold the token ids the model saw and sampled, in order, with",
         "`loss_mask` 1 exactly on sampled ids and their `logprobs`; `steps` hold each turn's action,",
         "observation, reward and tool calls; `*_json` columns are JSON strings (prompt, messages, tools,",
         "sampling, timings, metadata). The full schema is toolgym's `docs/trajectory-format.md`;",
-        "`toolgym_manifest.json` records the model, sampling, environment, tool and code versions.", "",
+        "`toolgym_manifest.json` records the model, sampling, environment, tool and code versions.",
+        "",
     ]
     return "\n".join(lines)

@@ -70,7 +70,13 @@ def _hermes_calls(text: str, prefix: str) -> tuple[str, list[dict[str, Any]]] | 
                 return None
         if not isinstance(args, dict):
             return None
-        calls.append({"id": f"{prefix}_{j}", "type": "function", "function": {"name": obj["name"], "arguments": _json_args(args)}})
+        calls.append(
+            {
+                "id": f"{prefix}_{j}",
+                "type": "function",
+                "function": {"name": obj["name"], "arguments": _json_args(args)},
+            }
+        )
     return _HERMES.sub("", text).strip(), calls
 
 
@@ -81,8 +87,16 @@ def _assistant(message: dict[str, Any], turn: int) -> dict[str, Any]:
         calls = []
         for j, call in enumerate(message["tool_calls"]):
             fn = call.get("function", call)
-            calls.append({"id": str(call.get("id") or f"{prefix}_{j}"), "type": "function",
-                          "function": {"name": str(fn.get("name", "")), "arguments": _json_args(fn.get("arguments"))}})
+            calls.append(
+                {
+                    "id": str(call.get("id") or f"{prefix}_{j}"),
+                    "type": "function",
+                    "function": {
+                        "name": str(fn.get("name", "")),
+                        "arguments": _json_args(fn.get("arguments")),
+                    },
+                }
+            )
         return {"role": "assistant", "content": text, "tool_calls": calls}
     parsed = _hermes_calls(text, prefix)
     if parsed is None:
@@ -116,7 +130,13 @@ def sft_messages(traj: Trajectory) -> list[dict[str, Any]]:
         if has_images([message]) and isinstance(content, list):
             content = [dict(part) for part in content]  # text and image parts, as stored
         else:
-            content = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content is not None else ""
+            content = (
+                content
+                if isinstance(content, str)
+                else json.dumps(content, ensure_ascii=False)
+                if content is not None
+                else ""
+            )
         if role == "tool" and pending:
             given = message.get("tool_call_id")
             call_id = pending.pop(pending.index(given)) if given in pending else pending.pop(0)
@@ -157,12 +177,18 @@ def sft_record(traj: Trajectory) -> dict[str, Any]:
         try:
             record["images"] = [f"{IMAGES_DIR}/{parse_ref(ref)}.png" for ref in refs]
         except ValueError as exc:
-            raise ConfigError(f"trajectory {traj.trajectory_id}: {exc}; run `toolgym verify` on the dataset") from None
+            raise ConfigError(
+                f"trajectory {traj.trajectory_id}: {exc}; run `toolgym verify` on the dataset"
+            ) from None
     return record
 
 
 def write_sft(
-    trajectories: Iterable[Trajectory], out: str | Path | IO[str], *, min_reward: float | None = None, include_untrainable: bool = True
+    trajectories: Iterable[Trajectory],
+    out: str | Path | IO[str],
+    *,
+    min_reward: float | None = None,
+    include_untrainable: bool = True,
 ) -> tuple[int, int]:
     """Stream SFT records to a JSONL file (or an open text stream); returns (written, filtered out).
 

@@ -47,25 +47,29 @@ AGENT_NAME = "toolgym_agent"
 """The verl agent loop toolgym registers (``toolgym.training.verl.agent_loop.AGENT_NAME``)."""
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
-EXTRA_INFO = pa.struct([
-    ("index", pa.int64()),
-    ("toolgym_env", pa.string()),
-    ("task_index", pa.int64()),
-    ("seed", pa.int64()),
-    ("env_kwargs_json", pa.string()),
-    ("group_id", pa.string()),
-    ("collected_samples", pa.int64()),
-    ("collected_mean_reward", pa.float64()),
-    ("collected_success_rate", pa.float64()),
-])
-SCHEMA = pa.schema([
-    ("data_source", pa.string()),
-    ("prompt", pa.list_(MESSAGE)),
-    ("ability", pa.string()),
-    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-    ("agent_name", pa.string()),
-    ("extra_info", EXTRA_INFO),
-])
+EXTRA_INFO = pa.struct(
+    [
+        ("index", pa.int64()),
+        ("toolgym_env", pa.string()),
+        ("task_index", pa.int64()),
+        ("seed", pa.int64()),
+        ("env_kwargs_json", pa.string()),
+        ("group_id", pa.string()),
+        ("collected_samples", pa.int64()),
+        ("collected_mean_reward", pa.float64()),
+        ("collected_success_rate", pa.float64()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(MESSAGE)),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("agent_name", pa.string()),
+        ("extra_info", EXTRA_INFO),
+    ]
+)
 IMAGE_SCHEMA = SCHEMA.append(IMAGES)
 """``SCHEMA`` plus the prompt's images, for datasets with screenshots."""
 
@@ -111,17 +115,23 @@ def write_verl_prompts(
     options (``manifest.json``'s ``fingerprint.env_kwargs``); ``images_root`` the dataset
     directory, when its prompts have screenshots."""
     if not 0.0 <= min_success_rate <= max_success_rate <= 1.0:
-        raise ConfigError(f"need 0 ≤ --min-success-rate ≤ --max-success-rate ≤ 1, got {min_success_rate:g} and {max_success_rate:g}")
+        raise ConfigError(
+            f"need 0 ≤ --min-success-rate ≤ --max-success-rate ≤ 1, got {min_success_rate:g} and {max_success_rate:g}"
+        )
     groups: dict[str, _Group] = {}
     for raw in source():
         g = groups.get(raw["group_id"])
         if g is None:
-            g = groups[raw["group_id"]] = _Group(str(raw.get("env") or raw.get("task")), int(raw.get("task_index", 0)), int(raw.get("seed", 0)))
+            g = groups[raw["group_id"]] = _Group(
+                str(raw.get("env") or raw.get("task")), int(raw.get("task_index", 0)), int(raw.get("seed", 0))
+            )
         g.samples += 1
         reward = float(raw.get("reward", 0.0))
         g.reward_sum += reward
         g.successes += reward >= success_threshold
-    keep = {gid for gid, g in groups.items() if min_success_rate <= g.successes / g.samples <= max_success_rate}
+    keep = {
+        gid for gid, g in groups.items() if min_success_rate <= g.successes / g.samples <= max_success_rate
+    }
     kwargs_json = json.dumps(env_kwargs or {}, sort_keys=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,19 +148,35 @@ def write_verl_prompts(
             g = groups[gid]
             prompt = raw.get("prompt") or []
             if not with_images and has_images(prompt):
-                raise ConfigError(f"the prompt of {gid} has screenshots but no images/ folder was given; "
-                                  "export from the dataset directory that holds them")
+                raise ConfigError(
+                    f"the prompt of {gid} has screenshots but no images/ folder was given; "
+                    "export from the dataset directory that holds them"
+                )
             row: dict[str, Any] = {
                 "data_source": f"toolgym/{g.env}",
-                "prompt": [{"role": str(m.get("role", "user")), "content": _content(m.get("content", ""))} for m in prompt]
-                or [{"role": "user", "content": f"toolgym task: env={g.env} task={g.task_index} seed={g.seed}"}],
+                "prompt": [
+                    {"role": str(m.get("role", "user")), "content": _content(m.get("content", ""))}
+                    for m in prompt
+                ]
+                or [
+                    {
+                        "role": "user",
+                        "content": f"toolgym task: env={g.env} task={g.task_index} seed={g.seed}",
+                    }
+                ],
                 "ability": "agent",
                 "reward_model": {"style": "env", "ground_truth": ""},
                 "agent_name": AGENT_NAME,
                 "extra_info": {
-                    "index": g.task_index, "toolgym_env": g.env, "task_index": g.task_index, "seed": g.seed,
-                    "env_kwargs_json": kwargs_json, "group_id": gid, "collected_samples": g.samples,
-                    "collected_mean_reward": g.reward_sum / g.samples, "collected_success_rate": g.successes / g.samples,
+                    "index": g.task_index,
+                    "toolgym_env": g.env,
+                    "task_index": g.task_index,
+                    "seed": g.seed,
+                    "env_kwargs_json": kwargs_json,
+                    "group_id": gid,
+                    "collected_samples": g.samples,
+                    "collected_mean_reward": g.reward_sum / g.samples,
+                    "collected_success_rate": g.successes / g.samples,
                 },
             }
             if with_images:

@@ -57,18 +57,24 @@ def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
         if not path.is_file():
             problems.append(f"image {i}: {IMAGES_DIR}/{path.name} is missing")
         elif hashlib.sha256(path.read_bytes()).hexdigest() != sha:
-            problems.append(f"image {i}: {IMAGES_DIR}/{path.name} does not hash to its name (altered or damaged)")
+            problems.append(
+                f"image {i}: {IMAGES_DIR}/{path.name} does not hash to its name (altered or damaged)"
+            )
     placeholder = traj.metadata.get("image_placeholder")
     if not placeholder:
         if traj.segments:
-            problems.append(f"{len(refs)} image part(s) but no metadata.image_placeholder: the ids cannot be matched to images")
+            problems.append(
+                f"{len(refs)} image part(s) but no metadata.image_placeholder: the ids cannot be matched to images"
+            )
         return problems
     counts: dict[int, int] = {}
     for seg in traj.segments:
         if seg.role != "assistant":
             counts[seg.sequence] = counts.get(seg.sequence, 0) + seg.text.count(placeholder)
     if len(counts) == 1 and counts.get(0, 0) != len(refs):
-        problems.append(f"the token sequence holds {counts.get(0, 0)} image placeholder(s) {placeholder!r} for {len(refs)} image part(s)")
+        problems.append(
+            f"the token sequence holds {counts.get(0, 0)} image placeholder(s) {placeholder!r} for {len(refs)} image part(s)"
+        )
     elif len(counts) > 1 and any(n > len(refs) for n in counts.values()):
         problems.append(f"a token sequence holds more image placeholders than the {len(refs)} image part(s)")
     return problems
@@ -79,13 +85,17 @@ def image_items(messages: Sequence[dict[str, Any]], root: str | Path | None) -> 
     items = []
     for ref in image_refs(messages):
         if root is None:
-            raise ConfigError("these trajectories reference images; export them from their dataset directory, "
-                              f"which holds the {IMAGES_DIR}/ folder")
+            raise ConfigError(
+                "these trajectories reference images; export them from their dataset directory, "
+                f"which holds the {IMAGES_DIR}/ folder"
+            )
         path = image_path(root, ref)
         try:
             data = path.read_bytes()
         except OSError:
-            raise ConfigError(f"image {ref} is missing from {path.parent}; run `toolgym verify` on the dataset") from None
+            raise ConfigError(
+                f"image {ref} is missing from {path.parent}; run `toolgym verify` on the dataset"
+            ) from None
         items.append({"bytes": data, "path": path.name})
     return items
 

@@ -15,61 +15,71 @@ import pyarrow.parquet as pq
 
 from toolgym.core.trajectory import Trajectory
 
-SEGMENT = pa.struct([
-    ("sequence", pa.int32()),
-    ("role", pa.string()),
-    ("token_ids", pa.list_(pa.int32())),
-    ("loss_mask", pa.list_(pa.int8())),
-    ("logprobs", pa.list_(pa.float32())),
-    ("text", pa.string()),
-])
-STEP = pa.struct([
-    ("index", pa.int32()),
-    ("action", pa.string()),
-    ("action_kind", pa.string()),
-    ("observation", pa.string()),
-    ("step_reward", pa.float64()),
-    ("anchor", pa.string()),
-    ("valid", pa.bool_()),
-    ("error", pa.string()),
-    ("tool_calls_json", pa.string()),
-    ("llm_json", pa.string()),
-    ("env_s", pa.float64()),
-    ("info_json", pa.string()),
-])
-SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()),
-    ("group_id", pa.string()),
-    ("parent_id", pa.string()),
-    ("branch_point", pa.int64()),
-    ("task", pa.string()),
-    ("task_index", pa.int64()),
-    ("sample_index", pa.int32()),
-    ("seed", pa.int64()),
-    ("env", pa.string()),
-    ("model", pa.string()),
-    ("reward", pa.float64()),
-    ("terminated", pa.bool_()),
-    ("truncated", pa.bool_()),
-    ("truncation_reason", pa.string()),
-    ("status", pa.string()),
-    ("status_reason", pa.string()),
-    ("token_faithful", pa.bool_()),
-    ("weight_version", pa.string()),
-    ("created_at", pa.float64()),
-    ("num_steps", pa.int32()),
-    ("segments", pa.list_(SEGMENT)),
-    ("steps", pa.list_(STEP)),
-    ("prompt_json", pa.string()),
-    ("messages_json", pa.string()),
-    ("tools_json", pa.string()),
-    ("sampling_json", pa.string()),
-    ("timings_json", pa.string()),
-    ("metadata_json", pa.string()),
-    ("schema_version", pa.int32()),
-])
+SEGMENT = pa.struct(
+    [
+        ("sequence", pa.int32()),
+        ("role", pa.string()),
+        ("token_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("logprobs", pa.list_(pa.float32())),
+        ("text", pa.string()),
+    ]
+)
+STEP = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("action", pa.string()),
+        ("action_kind", pa.string()),
+        ("observation", pa.string()),
+        ("step_reward", pa.float64()),
+        ("anchor", pa.string()),
+        ("valid", pa.bool_()),
+        ("error", pa.string()),
+        ("tool_calls_json", pa.string()),
+        ("llm_json", pa.string()),
+        ("env_s", pa.float64()),
+        ("info_json", pa.string()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("group_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("branch_point", pa.int64()),
+        ("task", pa.string()),
+        ("task_index", pa.int64()),
+        ("sample_index", pa.int32()),
+        ("seed", pa.int64()),
+        ("env", pa.string()),
+        ("model", pa.string()),
+        ("reward", pa.float64()),
+        ("terminated", pa.bool_()),
+        ("truncated", pa.bool_()),
+        ("truncation_reason", pa.string()),
+        ("status", pa.string()),
+        ("status_reason", pa.string()),
+        ("token_faithful", pa.bool_()),
+        ("weight_version", pa.string()),
+        ("created_at", pa.float64()),
+        ("num_steps", pa.int32()),
+        ("segments", pa.list_(SEGMENT)),
+        ("steps", pa.list_(STEP)),
+        ("prompt_json", pa.string()),
+        ("messages_json", pa.string()),
+        ("tools_json", pa.string()),
+        ("sampling_json", pa.string()),
+        ("timings_json", pa.string()),
+        ("metadata_json", pa.string()),
+        ("schema_version", pa.int32()),
+    ]
+)
 _JSON_FIELDS = ("prompt", "messages", "tools", "sampling", "timings", "metadata")
-_SCALARS = [f.name for f in SCHEMA if f.name not in {"segments", "steps", "num_steps"} and not f.name.endswith("_json")]
+_SCALARS = [
+    f.name
+    for f in SCHEMA
+    if f.name not in {"segments", "steps", "num_steps"} and not f.name.endswith("_json")
+]
 
 
 def _row(t: Trajectory) -> dict[str, Any]:
@@ -79,7 +89,20 @@ def _row(t: Trajectory) -> dict[str, Any]:
     row["segments"] = d["segments"]
     row["steps"] = [
         {
-            **{k: s[k] for k in ("index", "action", "action_kind", "observation", "step_reward", "anchor", "valid", "error", "env_s")},
+            **{
+                k: s[k]
+                for k in (
+                    "index",
+                    "action",
+                    "action_kind",
+                    "observation",
+                    "step_reward",
+                    "anchor",
+                    "valid",
+                    "error",
+                    "env_s",
+                )
+            },
             "tool_calls_json": json.dumps(s["tool_calls"], ensure_ascii=False),
             "llm_json": json.dumps(s["llm"]) if s["llm"] is not None else None,
             "info_json": json.dumps(s["info"], ensure_ascii=False),
@@ -95,7 +118,13 @@ trajectory_row = _row
 """One trajectory as a dict of ``SCHEMA``'s columns (for writers of other Parquet layouts)."""
 
 
-def write_parquet(trajectories: Iterable[Trajectory], path: str | Path, *, row_group_size: int = 512, compression: str = "zstd") -> int:
+def write_parquet(
+    trajectories: Iterable[Trajectory],
+    path: str | Path,
+    *,
+    row_group_size: int = 512,
+    compression: str = "zstd",
+) -> int:
     """Stream trajectories into one Parquet file; returns how many were written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +151,20 @@ def read_parquet(path: str | Path, *, batch_size: int = 256) -> Iterator[Traject
             d["segments"] = row["segments"]
             d["steps"] = [
                 {
-                    **{k: s[k] for k in ("index", "action", "action_kind", "observation", "step_reward", "anchor", "valid", "error", "env_s")},
+                    **{
+                        k: s[k]
+                        for k in (
+                            "index",
+                            "action",
+                            "action_kind",
+                            "observation",
+                            "step_reward",
+                            "anchor",
+                            "valid",
+                            "error",
+                            "env_s",
+                        )
+                    },
                     "tool_calls": json.loads(s["tool_calls_json"]),
                     "llm": json.loads(s["llm_json"]) if s["llm_json"] else None,
                     "info": json.loads(s["info_json"]),

@@ -82,7 +82,12 @@ def code_version() -> str:
     version = toolgym.__version__
     with contextlib.suppress(Exception):
         here = Path(__file__).resolve().parent.parent
-        rev = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5)
+        rev = subprocess.run(
+            ["git", "-C", str(here), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         if rev.returncode == 0 and rev.stdout.strip():
             version += f"+{rev.stdout.strip()}"
     return version
@@ -90,4 +95,8 @@ def code_version() -> str:
 
 def runtime() -> dict[str, Any]:
     """Python and platform, for the record."""
-    return {"python": sys.version.split()[0], "platform": platform.platform(), "libraries": library_versions()}
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "libraries": library_versions(),
+    }

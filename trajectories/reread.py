@@ -49,9 +49,19 @@ def call_costs(trajectory: Trajectory) -> list[CallCost]:
         if call is None or call.segment < 0:
             continue
         ids = seqs.setdefault(call.sequence, trajectory.sequence_ids(call.sequence))
-        calls.append((step.index, call.sequence, ids[: call.prompt_len], list(trajectory.segments[call.segment].token_ids)))
+        calls.append(
+            (
+                step.index,
+                call.sequence,
+                ids[: call.prompt_len],
+                list(trajectory.segments[call.segment].token_ids),
+            )
+        )
     sizes = prefill_sizes([(prompt, sampled) for _, _, prompt, sampled in calls])
-    return [CallCost(index, seq, len(prompt), size) for (index, seq, prompt, _), size in zip(calls, sizes, strict=True)]
+    return [
+        CallCost(index, seq, len(prompt), size)
+        for (index, seq, prompt, _), size in zip(calls, sizes, strict=True)
+    ]
 
 
 def prefill_sizes(calls: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[int]:

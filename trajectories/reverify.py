@@ -46,8 +46,19 @@ class Change:
     """Why the replay could not finish (the environment raised, or ended early)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("trajectory_id", "env", "stored_reward", "new_reward", "step_changes",
-                                              "stored_terminated", "new_terminated", "error")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "trajectory_id",
+                "env",
+                "stored_reward",
+                "new_reward",
+                "step_changes",
+                "stored_terminated",
+                "new_terminated",
+                "error",
+            )
+        }
 
 
 @dataclass
@@ -77,23 +88,43 @@ def _action(step: Step, parser: Any, tools: dict[str, Any], *, structured: bool)
     """The step's action, parsed again from its text; for black-box chat turns (``structured``)
     whose calls came as structure rather than text, rebuilt from the stored calls."""
     action: Action = parser.parse(step.action, tools)
-    if structured and step.action_kind == ActionKind.TOOL_CALLS.value and not action.tool_calls and step.tool_calls:
-        calls = [ToolCall(name=r.name, arguments=r.arguments if isinstance(r.arguments, dict) else {}, id=f"call_{j}")
-                 for j, r in enumerate(step.tool_calls)]
+    if (
+        structured
+        and step.action_kind == ActionKind.TOOL_CALLS.value
+        and not action.tool_calls
+        and step.tool_calls
+    ):
+        calls = [
+            ToolCall(
+                name=r.name, arguments=r.arguments if isinstance(r.arguments, dict) else {}, id=f"call_{j}"
+            )
+            for j, r in enumerate(step.tool_calls)
+        ]
         return Action(step.action, ActionKind.TOOL_CALLS, tool_calls=calls)  # a chat API's structured calls
     return action
 
 
 def _obs_text(observation: Any) -> str:
-    return observation if isinstance(observation, str) else "\n".join(str(m.get("content", "")) for m in observation)
+    return (
+        observation
+        if isinstance(observation, str)
+        else "\n".join(str(m.get("content", "")) for m in observation)
+    )
 
 
 async def replay(
-    traj: Trajectory, registry: Registry, *, env_kwargs: dict[str, Any] | None = None, sandbox_backend: Any = None,
-    step_timeout_s: float = 300.0, tolerance: float = 1e-9,
+    traj: Trajectory,
+    registry: Registry,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    sandbox_backend: Any = None,
+    step_timeout_s: float = 300.0,
+    tolerance: float = 1e-9,
 ) -> tuple[Change | None, bool, int]:
     """Replay one trajectory; returns (the change or None, observations differ, parse mismatches)."""
-    ctx = EpisodeContext(episode_id=f"reverify-{traj.trajectory_id}", sandbox_backend=sandbox_backend, registry=registry)
+    ctx = EpisodeContext(
+        episode_id=f"reverify-{traj.trajectory_id}", sandbox_backend=sandbox_backend, registry=registry
+    )
     new_rewards: list[float] = []
     obs_differs, parse_mismatches, terminated, error = False, 0, False, None
     env = None
@@ -130,12 +161,27 @@ async def replay(
         if not math.isclose(s.step_reward, new, rel_tol=0.0, abs_tol=tolerance)
     ]
     new_reward = sum(new_rewards)
-    differs = bool(step_changes) or not math.isclose(traj.reward, new_reward, rel_tol=0.0, abs_tol=tolerance) or (
-        error is None and terminated != stored_terminated)
+    differs = (
+        bool(step_changes)
+        or not math.isclose(traj.reward, new_reward, rel_tol=0.0, abs_tol=tolerance)
+        or (error is None and terminated != stored_terminated)
+    )
     if error is None and not differs:
         return None, obs_differs, parse_mismatches
-    return (Change(traj.trajectory_id, traj.env or traj.task, traj.reward, new_reward, step_changes, stored_terminated, terminated, error),
-            obs_differs, parse_mismatches)
+    return (
+        Change(
+            traj.trajectory_id,
+            traj.env or traj.task,
+            traj.reward,
+            new_reward,
+            step_changes,
+            stored_terminated,
+            terminated,
+            error,
+        ),
+        obs_differs,
+        parse_mismatches,
+    )
 
 
 async def reverify(
@@ -159,7 +205,13 @@ async def reverify(
     async def one(traj: Trajectory) -> None:
         try:
             change, obs_differs, parse_mismatches = await replay(
-                traj, registry, env_kwargs=env_kwargs, sandbox_backend=sandbox_backend, step_timeout_s=step_timeout_s, tolerance=tolerance)
+                traj,
+                registry,
+                env_kwargs=env_kwargs,
+                sandbox_backend=sandbox_backend,
+                step_timeout_s=step_timeout_s,
+                tolerance=tolerance,
+            )
         finally:
             slots.release()
         env = traj.env or traj.task

@@ -13,4 +13,14 @@ from toolgym.core.trajectory import (
     prompt_digest,
 )
 
-__all__ = ["SCHEMA_VERSION", "LLMCall", "Segment", "Status", "Step", "Timings", "ToolCallRecord", "Trajectory", "prompt_digest"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "LLMCall",
+    "Segment",
+    "Status",
+    "Step",
+    "Timings",
+    "ToolCallRecord",
+    "Trajectory",
+    "prompt_digest",
+]

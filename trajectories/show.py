@@ -34,8 +34,14 @@ def summary_table(rows: list[dict[str, Any]]) -> Table:
         status = str(r.get("status", "ok"))
         style = {k.value: v for k, v in _STATUS_STYLE.items()}.get(status, "")
         table.add_row(
-            _t(str(r["trajectory_id"])[:12]), _t(r.get("task", "")), _t(r.get("task_index", "")), _t(r.get("sample_index", "")),
-            str(len(r.get("steps", []))), str(tokens), f"{r.get('reward', 0.0):.3g}", _t(status, style),
+            _t(str(r["trajectory_id"])[:12]),
+            _t(r.get("task", "")),
+            _t(r.get("task_index", "")),
+            _t(r.get("sample_index", "")),
+            str(len(r.get("steps", []))),
+            str(tokens),
+            f"{r.get('reward', 0.0):.3g}",
+            _t(status, style),
         )
     return table
 
@@ -48,16 +54,32 @@ def render_trajectory(traj: Trajectory, *, tokens: bool = False, max_chars: int 
         status.append(visible(f" ({traj.status_reason})"))
     head = Table.grid(padding=(0, 2))
     head.add_row("trajectory", _t(traj.trajectory_id), "group", _t(traj.group_id))
-    head.add_row("task", _t(f"{traj.task} #{traj.task_index} (seed {traj.seed})"), "sample", str(traj.sample_index))
+    head.add_row(
+        "task", _t(f"{traj.task} #{traj.task_index} (seed {traj.seed})"), "sample", str(traj.sample_index)
+    )
     head.add_row("model", _t(traj.model), "reward", f"{traj.reward:.4g}")
-    end = "terminated" if traj.terminated else (f"truncated: {traj.truncation_reason}" if traj.truncated else "-")
+    end = (
+        "terminated"
+        if traj.terminated
+        else (f"truncated: {traj.truncation_reason}" if traj.truncated else "-")
+    )
     head.add_row("status", status, "end", _t(end))
     t = traj.timings
-    head.add_row("time", f"{t.total_s:.2f}s (llm {t.llm_s:.2f}s, env {t.env_s:.2f}s, sandbox {t.sandbox_s:.2f}s)",
-                 "faithful", "yes" if traj.token_faithful else "no (text API)")
+    head.add_row(
+        "time",
+        f"{t.total_s:.2f}s (llm {t.llm_s:.2f}s, env {t.env_s:.2f}s, sandbox {t.sandbox_s:.2f}s)",
+        "faithful",
+        "yes" if traj.token_faithful else "no (text API)",
+    )
     parts.append(Panel(head, title="toolgym trajectory", border_style="blue"))
     for m in traj.prompt:
-        parts.append(Panel(_t(_clip(str(m.get("content", "")), max_chars)), title=_t(m.get("role", "?")), border_style="dim"))
+        parts.append(
+            Panel(
+                _t(_clip(str(m.get("content", "")), max_chars)),
+                title=_t(m.get("role", "?")),
+                border_style="dim",
+            )
+        )
     for step in traj.steps:
         title = _t(f"step {step.index} · {step.action_kind}" + ("" if step.valid else " · INVALID"))
         body: list[Any] = [_t(_clip(step.action, max_chars), "cyan")]

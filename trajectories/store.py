@@ -124,7 +124,9 @@ def _quarantine_tail(path: Path) -> int:
                     f"cannot keep the damaged last record of {path} in {side.name} ({exc.strerror or exc}); "
                     "free space or fix the directory's permissions, then run again"
                 ) from None
-            _log.warning("%s:%s: %s; moved to %s and will be collected again", path, "last line", problem, side.name)
+            _log.warning(
+                "%s:%s: %s; moved to %s and will be collected again", path, "last line", problem, side.name
+            )
             fh.truncate(start)
             moved += len(tail)
     return moved
@@ -137,7 +139,10 @@ def encode_record(traj: Trajectory) -> bytes:
     try:
         return traj.model_dump_json().encode() + b"\n"
     except PydanticSerializationError:
-        return json.dumps(traj.model_dump(), default=repr, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        return (
+            json.dumps(traj.model_dump(), default=repr, ensure_ascii=True, separators=(",", ":")).encode()
+            + b"\n"
+        )
 
 
 def data_files(root: Path) -> list[Path]:
@@ -149,8 +154,14 @@ class TrajectoryWriter:
     """Appends trajectories to one file of a dataset directory. Not shared between processes:
     each process (shard) writes its own file."""
 
-    def __init__(self, root: str | Path, *, shard: int | None = None, fsync_every_s: float = 1.0,
-                 scrub: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        shard: int | None = None,
+        fsync_every_s: float = 1.0,
+        scrub: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         """``scrub``: applied to every line before it is written (collections blank their secrets)."""
         self.root = Path(root)
         self.scrub = scrub
@@ -198,9 +209,13 @@ class TrajectoryWriter:
             while done < len(line):
                 done += os.write(fd, view[done:])
         except OSError as exc:
-            with contextlib.suppress(OSError):  # O_APPEND under our lock: the partial line is the file's last `done` bytes
+            with contextlib.suppress(
+                OSError
+            ):  # O_APPEND under our lock: the partial line is the file's last `done` bytes
                 os.ftruncate(fd, os.fstat(fd).st_size - done)
-            stored = f"the {self.written} trajectories and {self.failed} failures written by this run are intact"
+            stored = (
+                f"the {self.written} trajectories and {self.failed} failures written by this run are intact"
+            )
             self.error = StoreWriteError(
                 f"cannot write to {Path(fh.name)} ({exc.strerror or exc}); {stored} — "
                 "free space (or fix the directory) and run the same command again to resume"
@@ -307,8 +322,10 @@ class ReadReport:
 
 
 def _conflict_message(n: int) -> str:
-    return (f"{n} trajectory id{'s' if n != 1 else ''} appear{'' if n != 1 else 's'} again with different content; the first "
-            "line of each was kept and the others dropped (datasets of different runs pooled, or one written twice?)")
+    return (
+        f"{n} trajectory id{'s' if n != 1 else ''} appear{'' if n != 1 else 's'} again with different content; the first "
+        "line of each was kept and the others dropped (datasets of different runs pooled, or one written twice?)"
+    )
 
 
 def _dataset_files(root: Path, include_failures: bool) -> list[Path]:
@@ -331,7 +348,9 @@ def _dataset_files(root: Path, include_failures: bool) -> list[Path]:
     return files + failures if include_failures else files
 
 
-def _iter_records(root: str | Path, include_failures: bool, report: ReadReport | None) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+def _iter_records(
+    root: str | Path, include_failures: bool, report: ReadReport | None
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     root = Path(root)
     seen: dict[str, bytes] = {}  # id -> digest of its kept line
     conflicted: set[str] = set()
@@ -367,14 +386,18 @@ def _skip(report: ReadReport | None, bad: BadLine) -> None:
         report.bad.append(bad)
 
 
-def iter_raw(root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+def iter_raw(
+    root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None
+) -> Iterator[dict[str, Any]]:
     """Stream stored trajectories as dicts, skipping duplicates of an id already seen and lines
     that cannot be read (counted in ``report``). ``root``: a dataset directory or one .jsonl file."""
     for _, _, obj in _iter_records(root, include_failures, report):
         yield obj
 
 
-def iter_trajectories(root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None) -> Iterator[Trajectory]:
+def iter_trajectories(
+    root: str | Path, *, include_failures: bool = False, report: ReadReport | None = None
+) -> Iterator[Trajectory]:
     """Stream stored trajectories as validated ``Trajectory`` objects; records that do not fit the
     schema are skipped and counted in ``report`` like unreadable lines."""
     for path, lineno, obj in _iter_records(root, include_failures, report):
@@ -388,15 +411,23 @@ def iter_trajectories(root: str | Path, *, include_failures: bool = False, repor
 
 def find_trajectory(root: str | Path, trajectory_id: str, *, report: ReadReport | None = None) -> Trajectory:
     """One stored trajectory by id (or unique id prefix)."""
-    matches = [t for t in iter_raw(root, include_failures=True, report=report) if str(t.get("trajectory_id", "")).startswith(trajectory_id)]
+    matches = [
+        t
+        for t in iter_raw(root, include_failures=True, report=report)
+        if str(t.get("trajectory_id", "")).startswith(trajectory_id)
+    ]
     if not matches:
         raise ConfigError(f"no trajectory with id {trajectory_id!r} in {root}")
     if len(matches) > 1:
-        raise ConfigError(f"id prefix {trajectory_id!r} matches {len(matches)} trajectories; give more characters")
+        raise ConfigError(
+            f"id prefix {trajectory_id!r} matches {len(matches)} trajectories; give more characters"
+        )
     try:
         return Trajectory.model_validate(matches[0])
     except ValidationError as exc:
-        raise ConfigError(f"trajectory {matches[0]['trajectory_id']!r} in {root} is not a valid trajectory ({exc.errors()[0].get('msg')})") from None
+        raise ConfigError(
+            f"trajectory {matches[0]['trajectory_id']!r} in {root} is not a valid trajectory ({exc.errors()[0].get('msg')})"
+        ) from None
 
 
 def shard_manifest_name(shard: int) -> str:
@@ -447,12 +478,17 @@ def dataset_manifest(root: str | Path) -> dict[str, Any]:
     if not shards:
         return manifest
     merged = {**manifest, "shards": {str(k): v for k, v in sorted(shards.items())}}
-    merged["written"] = int(manifest.get("written", 0)) + sum(int(s.get("written", 0)) for s in shards.values())
+    merged["written"] = int(manifest.get("written", 0)) + sum(
+        int(s.get("written", 0)) for s in shards.values()
+    )
     merged["failed"] = int(manifest.get("failed", 0)) + sum(int(s.get("failed", 0)) for s in shards.values())
     expected = int(manifest.get("num_shards") or max(int(s.get("num_shards", 1)) for s in shards.values()))
     states = [str(s.get("state", "")) for s in shards.values()]
     last_start = max(float(s.get("started_at", 0.0)) for s in shards.values())
-    if str(manifest.get("state", "")).startswith("complete") and float(manifest.get("finished_at", 0.0)) >= last_start:
+    if (
+        str(manifest.get("state", "")).startswith("complete")
+        and float(manifest.get("finished_at", 0.0)) >= last_start
+    ):
         merged["state"] = manifest["state"]  # an unsharded run finished everything after the shards
     elif len(shards) >= expected and all(st.startswith("complete") for st in states):
         merged["state"] = "complete" if all(st == "complete" for st in states) else "complete_with_failures"

@@ -97,17 +97,26 @@ def check_trajectory(traj: Trajectory, *, chat: Any = None, root: str | Path | N
                 f"{where}: prompt of {call.prompt_len} tokens, but the sampled ids start at token "
                 f"{seg_start[call.segment]} of sequence {seg.sequence}: prompt is not the prefix before them"
             )
-        elif call.prompt_sha256 and prompt_digest(seq_ids[seg.sequence][: call.prompt_len]) != call.prompt_sha256:
-            problems.append(f"{where}: the stored sequence's first {call.prompt_len} tokens are not the prompt the model saw (digest differs)")
+        elif (
+            call.prompt_sha256
+            and prompt_digest(seq_ids[seg.sequence][: call.prompt_len]) != call.prompt_sha256
+        ):
+            problems.append(
+                f"{where}: the stored sequence's first {call.prompt_len} tokens are not the prompt the model saw (digest differs)"
+            )
         if call.completion_tokens != len(seg.token_ids):
-            problems.append(f"{where}: model returned {call.completion_tokens} tokens, segment holds {len(seg.token_ids)}")
+            problems.append(
+                f"{where}: model returned {call.completion_tokens} tokens, segment holds {len(seg.token_ids)}"
+            )
     for i, seg in enumerate(traj.segments):
         if seg.role == "assistant" and i not in owned:
             problems.append(f"segment {i}: assistant tokens that no recorded model call produced")
     if chat is not None and traj.segments and traj.prompt:
         rendered = chat.render(traj.prompt, tools=traj.tools or None, add_generation_prompt=True)
         if chat.encode(rendered) != traj.segments[0].token_ids:
-            problems.append("segment 0 is not the chat template's render of the stored prompt (another tokenizer or template?)")
+            problems.append(
+                "segment 0 is not the chat template's render of the stored prompt (another tokenizer or template?)"
+            )
     return problems
 
 

@@ -16,9 +16,20 @@ from toolgym.core.parsing.xml import Glm45Parser, PythonicParser, Qwen3CoderPars
 
 def builtin_parsers() -> list[ToolParser]:
     """One instance of every parser toolgym ships, in registration order."""
-    return [HermesParser(), XMLTagParser(), EnvActionParser(), EnvActionParser(require_tags=True), Llama3JsonParser(),
-            MistralParser(), Qwen3CoderParser(), PythonicParser(), DeepSeekV31Parser(), KimiK2Parser(), HarmonyParser(),
-            Glm45Parser()]
+    return [
+        HermesParser(),
+        XMLTagParser(),
+        EnvActionParser(),
+        EnvActionParser(require_tags=True),
+        Llama3JsonParser(),
+        MistralParser(),
+        Qwen3CoderParser(),
+        PythonicParser(),
+        DeepSeekV31Parser(),
+        KimiK2Parser(),
+        HarmonyParser(),
+        Glm45Parser(),
+    ]
 
 
 @hookimpl

@@ -63,7 +63,9 @@ class Env(ABC):
         self.ctx = ctx
 
     @abstractmethod
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         """Start an episode; return the first messages (system and user) and an info dict.
 
         Equal seeds give equal episodes: that is what makes a GRPO/GiGPO group.

@@ -32,7 +32,9 @@ class EnvSpec:
             factory = load_object(factory)
         env = factory(**{**self.kwargs, **overrides})
         if not isinstance(env, Env):
-            raise ConfigError(f"environment {self.name!r}: {self.entry!r} made a {type(env).__name__}, not an Env")
+            raise ConfigError(
+                f"environment {self.name!r}: {self.entry!r} made a {type(env).__name__}, not an Env"
+            )
         return env
 
 

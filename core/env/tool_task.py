@@ -34,7 +34,9 @@ class ToolTaskEnv(Env):
     become error observations and invalid steps, never exceptions.
     """
 
-    system_prompt: str = "You are a helpful assistant. Use the tools when they help, then give the final answer."
+    system_prompt: str = (
+        "You are a helpful assistant. Use the tools when they help, then give the final answer."
+    )
     tasks: Sequence[Task] = ()
     tool_names: Sequence[str] = ()
     """Tools of other plugins, looked up by name in the registry when the episode starts."""
@@ -51,7 +53,9 @@ class ToolTaskEnv(Env):
         super().bind(ctx)
         if self.tool_names:
             if ctx.registry is None:
-                raise ConfigError(f"{type(self).__name__} needs the tools {list(self.tool_names)} but no registry was given")
+                raise ConfigError(
+                    f"{type(self).__name__} needs the tools {list(self.tool_names)} but no registry was given"
+                )
             own = [t for t in self.tools if t.name not in self.tool_names]
             self.tools = [*own, *(ctx.registry.tool(name) for name in self.tool_names)]
 
@@ -71,7 +75,9 @@ class ToolTaskEnv(Env):
         """Score a final answer in [0, 1]. Default: exact string match after stripping."""
         return float(str(answer).strip() == str(task.answer).strip())
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self.task = self.load_task(seed)
         self._history = []
         self._state = RunningDigest(self.task.id)
@@ -99,7 +105,8 @@ class ToolTaskEnv(Env):
             error = action.error or "no tool call and no answer found"
             self._record(f"invalid:{error}")
             return StepResult(
-                observation=[{"role": self.invalid_observation_role, "content": f"Error: {error}"}], valid=False
+                observation=[{"role": self.invalid_observation_role, "content": f"Error: {error}"}],
+                valid=False,
             )
         by_name = {t.name: t for t in self.tools}
         messages: list[Message] = []
@@ -107,13 +114,19 @@ class ToolTaskEnv(Env):
         for call in action.tool_calls:
             tool = by_name.get(call.name)
             if tool is None:
-                out = ToolOutput(f"Error: unknown tool {call.name!r}; available: {', '.join(by_name)}", error=True)
+                out = ToolOutput(
+                    f"Error: unknown tool {call.name!r}; available: {', '.join(by_name)}", error=True
+                )
             else:
                 out = await self.call_tool(tool, call.arguments)
             records.append(
                 ToolCallRecord(
-                    name=call.name, arguments=call.arguments, output=out.text, error=out.error,
-                    duration_s=out.duration_s, files=out.files,
+                    name=call.name,
+                    arguments=call.arguments,
+                    output=out.text,
+                    error=out.error,
+                    duration_s=out.duration_s,
+                    files=out.files,
                 )
             )
             messages.append({"role": "tool", "name": call.name, "content": out.text})

@@ -25,10 +25,19 @@ from .local.hf_tokenizer import (
     load_tokenizer as load_tokenizer,  # re-exported: callers load tokenizers from here
 )
 
-TINY = {"tiny": "qwen", "tiny-qwen": "qwen", "tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-qwen3-coder": "qwen3-coder",
-        "tiny-mistral": "mistral", "tiny-llama4": "llama4", "tiny-deepseek-v3.1": "deepseek-v3.1",
-        "tiny-kimi-k2": "kimi-k2", "tiny-gpt-oss": "gpt-oss",
-        "tiny-glm-4.5": "glm-4.5"}
+TINY = {
+    "tiny": "qwen",
+    "tiny-qwen": "qwen",
+    "tiny-llama": "llama",
+    "tiny-qwen3": "qwen3",
+    "tiny-qwen3-coder": "qwen3-coder",
+    "tiny-mistral": "mistral",
+    "tiny-llama4": "llama4",
+    "tiny-deepseek-v3.1": "deepseek-v3.1",
+    "tiny-kimi-k2": "kimi-k2",
+    "tiny-gpt-oss": "gpt-oss",
+    "tiny-glm-4.5": "glm-4.5",
+}
 """``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"
 DEFAULT_REMOTE = "sglang"
@@ -52,7 +61,9 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def make_backend(model: str, backend: str | None = None, /, *, registry: Any = None, **options: Any) -> LLMBackend | ChatBackend:
+def make_backend(
+    model: str, backend: str | None = None, /, *, registry: Any = None, **options: Any
+) -> LLMBackend | ChatBackend:
     """Build the backend for ``model`` (see the module docstring); ``options`` go to its factory.
 
     Backends are looked up by name in the plugin registry, so third-party backends work too; the
@@ -116,5 +127,10 @@ def _openai_chat(model: str, /, **options: Any) -> ChatBackend:
     return OpenAIChatBackend(model, **options)
 
 
-BUILTIN_BACKENDS: dict[str, Callable[..., LLMBackend | ChatBackend]] = {"transformers": _transformers, "sglang": _sglang, "openai": _openai, "openai-chat": _openai_chat}
+BUILTIN_BACKENDS: dict[str, Callable[..., LLMBackend | ChatBackend]] = {
+    "transformers": _transformers,
+    "sglang": _sglang,
+    "openai": _openai,
+    "openai-chat": _openai_chat,
+}
 """Factories of the built-in backends, also registered as a plugin by ``toolgym.core.builtin.llm``."""

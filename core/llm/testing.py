@@ -85,7 +85,13 @@ class MockLLMBackend(LLMBackend):
                 top = [self._top(prompt_text, pos)[:k] for pos in range(len(ids))]
             else:
                 top = [[(t, lp)] for t, lp in zip(ids, logprobs, strict=True)]
-        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, top_logprobs=top, prompt_tokens=len(request.input_ids))
+        return GenerationResult(
+            output_ids=ids,
+            logprobs=logprobs,
+            finish_reason=finish,
+            top_logprobs=top,
+            prompt_tokens=len(request.input_ids),
+        )
 
 
 @dataclass
@@ -129,7 +135,12 @@ the generation prompt), the taught model answers ``completion`` and then EOS."""
 
 
 def ensure_taught_model(
-    lessons: Sequence[Lesson], *, family: Literal["qwen", "llama"] = "qwen", max_steps: int = 400, lr: float = 1e-2, seed: int = 0,
+    lessons: Sequence[Lesson],
+    *,
+    family: Literal["qwen", "llama"] = "qwen",
+    max_steps: int = 400,
+    lr: float = 1e-2,
+    seed: int = 0,
 ) -> Any:
     """A copy of the tiny model trained until greedy decoding says each lesson's completion.
 
@@ -149,7 +160,9 @@ def ensure_taught_model(
 
     base = ensure_tiny_model(family)
     norm = [(list(les[0]), les[1], les[2] if len(les) > 2 else None) for les in lessons]  # type: ignore[misc]
-    key = hashlib.sha256(json.dumps([base.name, norm, max_steps, lr, seed], sort_keys=True, default=str).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        json.dumps([base.name, norm, max_steps, lr, seed], sort_keys=True, default=str).encode()
+    ).hexdigest()[:12]
     out = base.parent / f"taught-{family}-{key}"
     if (out / "READY").exists():
         return out
@@ -167,7 +180,15 @@ def ensure_taught_model(
     return out
 
 
-def _teach(base: Any, lessons: list[tuple[list[dict[str, Any]], str, Any]], out: Any, *, max_steps: int, lr: float, seed: int) -> None:
+def _teach(
+    base: Any,
+    lessons: list[tuple[list[dict[str, Any]], str, Any]],
+    out: Any,
+    *,
+    max_steps: int,
+    lr: float,
+    seed: int,
+) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -177,7 +198,10 @@ def _teach(base: Any, lessons: list[tuple[list[dict[str, Any]], str, Any]], out:
     model: Any = AutoModelForCausalLM.from_pretrained(str(base))
     chat = ChatFormat(tokenizer)
     eos = tokenizer.eos_token_id
-    pairs = [(chat.encode(chat.render(m, tools=t, add_generation_prompt=True)), [*chat.encode(c), eos]) for m, c, t in lessons]
+    pairs = [
+        (chat.encode(chat.render(m, tools=t, add_generation_prompt=True)), [*chat.encode(c), eos])
+        for m, c, t in lessons
+    ]
     width = max(len(p) + len(c) for p, c in pairs)
     ids = torch.full((len(pairs), width), tokenizer.pad_token_id, dtype=torch.long)
     labels = torch.full((len(pairs), width), -100, dtype=torch.long)
@@ -194,8 +218,14 @@ def _teach(base: Any, lessons: list[tuple[list[dict[str, Any]], str, Any]], out:
         model.eval()
         with torch.no_grad():
             ok = all(
-                model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long), max_new_tokens=len(c),
-                               do_sample=False, pad_token_id=tokenizer.pad_token_id)[0, len(p) :].tolist() == c
+                model.generate(
+                    torch.tensor([p]),
+                    attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                    max_new_tokens=len(c),
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                )[0, len(p) :].tolist()
+                == c
                 for p, c in pairs
             )
         model.train()
@@ -211,7 +241,9 @@ def _teach(base: Any, lessons: list[tuple[list[dict[str, Any]], str, Any]], out:
             break
     else:
         if not learnt():
-            raise RuntimeError(f"the tiny model did not learn the lessons in {max_steps} steps; give fewer or shorter ones")
+            raise RuntimeError(
+                f"the tiny model did not learn the lessons in {max_steps} steps; give fewer or shorter ones"
+            )
     model.eval()
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))

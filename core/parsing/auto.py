@@ -39,7 +39,9 @@ def detect_parser(template: str | None, parsers: Iterable[ToolParser]) -> ToolPa
     return None if best is None else best[2]
 
 
-def choose_parser(choice: str, env_parser: str, template: str | None, registry: Registry) -> ToolParser | None:
+def choose_parser(
+    choice: str, env_parser: str, template: str | None, registry: Registry
+) -> ToolParser | None:
     """The parser a run should use instead of the environment's ``env_parser``, or None to keep it.
 
     ``choice`` is ``auto`` (detect from ``template``; only an environment whose parser is a

@@ -62,14 +62,24 @@ class HermesParser(ToolParser):
         thought, body = split_thought(text)
         if self.OPEN not in body:
             if self.CLOSE in body:
-                return Action(text, ActionKind.INVALID, error=f"found {self.CLOSE} without a matching {self.OPEN}", thought=thought)
+                return Action(
+                    text,
+                    ActionKind.INVALID,
+                    error=f"found {self.CLOSE} without a matching {self.OPEN}",
+                    thought=thought,
+                )
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         calls: list[ToolCall] = []
         pos = 0
         while (start := body.find(self.OPEN, pos)) != -1:
             end = body.find(self.CLOSE, start)
             if end == -1:
-                return Action(text, ActionKind.INVALID, error=f"unclosed {self.OPEN}: end each call with {self.CLOSE}", thought=thought)
+                return Action(
+                    text,
+                    ActionKind.INVALID,
+                    error=f"unclosed {self.OPEN}: end each call with {self.CLOSE}",
+                    thought=thought,
+                )
             raw = body[start + len(self.OPEN) : end]
             call, error = self._parse_one(raw.strip(), len(calls))
             if error is None and call is not None:
@@ -81,8 +91,10 @@ class HermesParser(ToolParser):
             pos = end + len(self.CLOSE)
         if self.max_calls is not None and len(calls) > self.max_calls:
             return Action(
-                text, ActionKind.INVALID,
-                error=f"{len(calls)} tool calls in one turn; at most {self.max_calls} allowed", thought=thought,
+                text,
+                ActionKind.INVALID,
+                error=f"{len(calls)} tool calls in one turn; at most {self.max_calls} allowed",
+                thought=thought,
             )
         return Action(text, ActionKind.TOOL_CALLS, tool_calls=calls, thought=thought)
 
@@ -143,14 +155,26 @@ class XMLTagParser(ToolParser):
             while (start := body.find(open_tag, pos)) != -1:
                 end = body.find(close_tag, start + len(open_tag))
                 if end == -1:
-                    return Action(text, ActionKind.INVALID, error=f"unclosed <{tag}>: end it with </{tag}>", thought=thought)
+                    return Action(
+                        text,
+                        ActionKind.INVALID,
+                        error=f"unclosed <{tag}>: end it with </{tag}>",
+                        thought=thought,
+                    )
                 found.append((start, tag, body[start + len(open_tag) : end]))
                 pos = end + len(close_tag)
         if not found:
             tags = ", ".join(f"<{t}>" for t in self._tags(tools))
-            return Action(text, ActionKind.INVALID, error=f"no action found: use one of {tags}", thought=thought)
+            return Action(
+                text, ActionKind.INVALID, error=f"no action found: use one of {tags}", thought=thought
+            )
         if len(found) > 1:
-            return Action(text, ActionKind.INVALID, error=f"{len(found)} actions in one turn; give exactly one", thought=thought)
+            return Action(
+                text,
+                ActionKind.INVALID,
+                error=f"{len(found)} actions in one turn; give exactly one",
+                thought=thought,
+            )
         _, tag, content = found[0]
         if tag == self.answer_tag:
             return Action(text, ActionKind.ANSWER, answer=content.strip(), thought=thought)
@@ -187,10 +211,20 @@ class EnvActionParser(ToolParser):
         starts = [m.start() for m in re.finditer(r"<action>", body)]
         if starts:
             if len(starts) > 1:
-                return Action(text, ActionKind.INVALID, error="several <action> blocks; give exactly one", thought=thought)
+                return Action(
+                    text,
+                    ActionKind.INVALID,
+                    error="several <action> blocks; give exactly one",
+                    thought=thought,
+                )
             end = body.find("</action>", starts[0])
             if end == -1:
-                return Action(text, ActionKind.INVALID, error="unclosed <action>: end it with </action>", thought=thought)
+                return Action(
+                    text,
+                    ActionKind.INVALID,
+                    error="unclosed <action>: end it with </action>",
+                    thought=thought,
+                )
             command = body[starts[0] + len("<action>") : end].strip()
         elif self.require_tags:
             return Action(text, ActionKind.INVALID, error="no <action>...</action> found", thought=thought)
@@ -200,5 +234,10 @@ class EnvActionParser(ToolParser):
         if not command:
             return Action(text, ActionKind.INVALID, error="empty action", thought=thought)
         if len(command) > self.max_len:
-            return Action(text, ActionKind.INVALID, error=f"action longer than {self.max_len} characters", thought=thought)
+            return Action(
+                text,
+                ActionKind.INVALID,
+                error=f"action longer than {self.max_len} characters",
+                thought=thought,
+            )
         return Action(text, ActionKind.COMMAND, command=command, thought=thought)

@@ -36,7 +36,9 @@ def check_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> str | None:
     return None
 
 
-def calls_action(text: str, calls: list[ToolCall], tools: Mapping[str, Tool] | None, thought: str | None) -> Action:
+def calls_action(
+    text: str, calls: list[ToolCall], tools: Mapping[str, Tool] | None, thought: str | None
+) -> Action:
     """The action of parsed ``calls``: ``TOOL_CALLS``, or ``INVALID`` naming the first call that fails its tool's check."""
     for call in calls:
         if (error := check_call(call, tools)) is not None:

@@ -55,11 +55,13 @@ def _json_objects(body: str, separator: str) -> tuple[list[tuple[Any, str]], str
         if pos == len(body):
             return out, None
         if not body.startswith(separator, pos):
-            return out, f"unexpected text after a tool call: {body[pos:pos + 20]!r}"
+            return out, f"unexpected text after a tool call: {body[pos : pos + 20]!r}"
         pos += len(separator)
 
 
-def _call_from_object(obj: Any, raw: str, index: int, args_keys: tuple[str, ...]) -> tuple[ToolCall | None, str | None]:
+def _call_from_object(
+    obj: Any, raw: str, index: int, args_keys: tuple[str, ...]
+) -> tuple[ToolCall | None, str | None]:
     if not isinstance(obj, dict):
         return None, 'a tool call must be a JSON object with "name" and its arguments'
     name = obj.get("name")
@@ -83,6 +85,7 @@ def _call_from_object(obj: Any, raw: str, index: int, args_keys: tuple[str, ...]
     call_id = given if isinstance(given, str) and given else tool_call_id(raw, index)
     return ToolCall(name=name, arguments=args, id=call_id, raw=raw), None
 
+
 class Llama3JsonParser(ToolParser):
     """Llama 3.1/3.2 JSON calls: the whole reply is ``{"name": ..., "parameters": {...}}`` (after an
     optional ``<|python_tag|>``); several calls are joined by ``;``. A reply that does not start with
@@ -97,7 +100,7 @@ class Llama3JsonParser(ToolParser):
         thought, body = split_thought(text)
         body = body.strip()
         if body.startswith(self.TAG):
-            body = body[len(self.TAG):].strip()
+            body = body[len(self.TAG) :].strip()
         if not body.startswith("{"):
             return Action(text, ActionKind.ANSWER, answer=body, thought=thought)
         objects, error = _json_objects(body, ";")
@@ -153,15 +156,22 @@ class MistralParser(ToolParser):
                     error = f"{self.ARGS} must be followed by one JSON object"
                 if error is not None:
                     return invalid_action(text, error, thought)
-                call, error = _call_from_object({"name": name.strip(), "arguments": objects[0][0]}, part, len(calls), ("arguments",))
+                call, error = _call_from_object(
+                    {"name": name.strip(), "arguments": objects[0][0]}, part, len(calls), ("arguments",)
+                )
                 if error is not None or call is None:
                     return invalid_action(text, error or "bad call", thought)
                 calls.append(call)
             else:
-                return invalid_action(text, f'{self.TAG} must be followed by a JSON list [{{"name": ..., "arguments": {{...}}}}]', thought)
+                return invalid_action(
+                    text,
+                    f'{self.TAG} must be followed by a JSON list [{{"name": ..., "arguments": {{...}}}}]',
+                    thought,
+                )
         if not calls:
             return invalid_action(text, f"{self.TAG} with an empty list of calls", thought)
         return calls_action(text, calls, tools, thought)
+
 
 class DeepSeekV31Parser(ToolParser):
     """DeepSeek-V3.1 calls: ``<｜tool▁calls▁begin｜>`` then, per call,
@@ -184,17 +194,23 @@ class DeepSeekV31Parser(ToolParser):
         thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
         end = body.find(self.CALLS_END, start)
         if end == -1:
-            return invalid_action(text, f"unclosed {self.CALLS}: end the calls with {self.CALLS_END}", thought)
-        inner = body[start + len(self.CALLS):end]
+            return invalid_action(
+                text, f"unclosed {self.CALLS}: end the calls with {self.CALLS_END}", thought
+            )
+        inner = body[start + len(self.CALLS) : end]
         calls: list[ToolCall] = []
         pos = 0
         while (begin := inner.find(self.CALL, pos)) != -1:
             if inner[pos:begin].strip():
-                return invalid_action(text, f"unexpected text between calls: {inner[pos:begin][:20]!r}", thought)
+                return invalid_action(
+                    text, f"unexpected text between calls: {inner[pos:begin][:20]!r}", thought
+                )
             stop = inner.find(self.CALL_END, begin)
             if stop == -1:
-                return invalid_action(text, f"unclosed {self.CALL}: end each call with {self.CALL_END}", thought)
-            raw = inner[begin + len(self.CALL):stop]
+                return invalid_action(
+                    text, f"unclosed {self.CALL}: end each call with {self.CALL_END}", thought
+                )
+            raw = inner[begin + len(self.CALL) : stop]
             name, sep, args_text = raw.partition(self.SEP)
             if not sep:
                 return invalid_action(text, f"a call is NAME{self.SEP}{{json arguments}}", thought)
@@ -203,17 +219,25 @@ class DeepSeekV31Parser(ToolParser):
                 error = "the arguments must be one JSON object"
             if error is not None:
                 return invalid_action(text, error, thought)
-            call, error = _call_from_object({"name": name.strip(), "arguments": objects[0][0]}, raw, len(calls), ("arguments",))
+            call, error = _call_from_object(
+                {"name": name.strip(), "arguments": objects[0][0]}, raw, len(calls), ("arguments",)
+            )
             if error is not None or call is None:
                 return invalid_action(text, error or "bad call", thought)
             calls.append(call)
             pos = stop + len(self.CALL_END)
         if inner[pos:].strip() or not calls:
-            return invalid_action(text, f"{self.CALLS} must hold one or more {self.CALL}…{self.CALL_END} calls and nothing else", thought)
+            return invalid_action(
+                text,
+                f"{self.CALLS} must hold one or more {self.CALL}…{self.CALL_END} calls and nothing else",
+                thought,
+            )
         return calls_action(text, calls, tools, thought)
 
 
-_KIMI_CALL = re.compile(r"<\|tool_call_begin\|>(.*?)<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.DOTALL)
+_KIMI_CALL = re.compile(
+    r"<\|tool_call_begin\|>(.*?)<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.DOTALL
+)
 
 
 class KimiK2Parser(ToolParser):
@@ -232,31 +256,45 @@ class KimiK2Parser(ToolParser):
         start = body.find(self.SECTION)
         if start == -1:
             if "<|tool_call_begin|>" in body:
-                return invalid_action(text, f"calls must sit inside {self.SECTION}…{self.SECTION_END}", thought)
+                return invalid_action(
+                    text, f"calls must sit inside {self.SECTION}…{self.SECTION_END}", thought
+                )
             return Action(text, ActionKind.ANSWER, answer=body.strip(), thought=thought)
         thought = "\n".join(t for t in (thought, body[:start].strip()) if t) or None
         end = body.find(self.SECTION_END, start)
         if end == -1:
-            return invalid_action(text, f"unclosed {self.SECTION}: end the calls with {self.SECTION_END}", thought)
-        inner = body[start + len(self.SECTION):end]
+            return invalid_action(
+                text, f"unclosed {self.SECTION}: end the calls with {self.SECTION_END}", thought
+            )
+        inner = body[start + len(self.SECTION) : end]
         matches = list(_KIMI_CALL.finditer(inner))
         if not matches or _KIMI_CALL.sub("", inner).strip():
-            return invalid_action(text, "write each call as <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{json}<|tool_call_end|>", thought)
+            return invalid_action(
+                text,
+                "write each call as <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{json}<|tool_call_end|>",
+                thought,
+            )
         calls: list[ToolCall] = []
         for m in matches:
             call_id = m.group(1).strip()
             name = call_id.split(":", 1)[0]
-            name = name[len("functions."):] if name.startswith("functions.") else name
+            name = name[len("functions.") :] if name.startswith("functions.") else name
             objects, error = _json_objects(m.group(2), ",")
             if error is None and len(objects) != 1:
                 error = "the arguments must be one JSON object"
             if error is not None:
                 return invalid_action(text, error, thought)
-            call, error = _call_from_object({"name": name, "arguments": objects[0][0], "id": call_id}, m.group(0), len(calls), ("arguments",))
+            call, error = _call_from_object(
+                {"name": name, "arguments": objects[0][0], "id": call_id},
+                m.group(0),
+                len(calls),
+                ("arguments",),
+            )
             if error is not None or call is None:
                 return invalid_action(text, error or "bad call", thought)
             calls.append(call)
         return calls_action(text, calls, tools, thought)
+
 
 _HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
 _RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
@@ -292,7 +330,12 @@ class HarmonyParser(ToolParser):
                     error = "the arguments must be one JSON object"
                 if error is not None:
                     return invalid_action(text, error, thought)
-                call, error = _call_from_object({"name": m.group(1), "arguments": objects[0][0]}, header + body, len(calls), ("arguments",))
+                call, error = _call_from_object(
+                    {"name": m.group(1), "arguments": objects[0][0]},
+                    header + body,
+                    len(calls),
+                    ("arguments",),
+                )
                 if error is not None or call is None:
                     return invalid_action(text, error or "bad call", thought)
                 calls.append(call)
@@ -302,7 +345,11 @@ class HarmonyParser(ToolParser):
             return calls_action(text, calls, tools, thought)
         if finals:
             return Action(text, ActionKind.ANSWER, answer=finals[-1].strip(), thought=thought)
-        return invalid_action(text, "no final answer and no tool call: end with a <|channel|>final message or call a function", thought)
+        return invalid_action(
+            text,
+            "no final answer and no tool call: end with a <|channel|>final message or call a function",
+            thought,
+        )
 
 
 def _channel(header: str) -> str | None:

@@ -47,7 +47,9 @@ class Qwen3CoderParser(ToolParser):
             if not name:
                 return invalid_action(text, "<function=> needs the function's name", thought)
             if inner.count("<parameter=") != len(_PARAMETER.findall(inner)):
-                return invalid_action(text, f"unclosed <parameter=...> in {name}: end each with </parameter>", thought)
+                return invalid_action(
+                    text, f"unclosed <parameter=...> in {name}: end each with </parameter>", thought
+                )
             schema = _properties(tools, name)
             args: dict[str, Any] = {}
             for p in _PARAMETER.finditer(inner):
@@ -55,7 +57,9 @@ class Qwen3CoderParser(ToolParser):
                 value = value[1:] if value.startswith("\n") else value
                 value = value[:-1] if value.endswith("\n") else value
                 args[key] = _typed(value, schema.get(key))
-            calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0)))
+            calls.append(
+                ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0))
+            )
         return calls_action(text, calls, tools, thought)
 
 
@@ -77,7 +81,7 @@ def _types(spec: Any) -> set[str]:
     if isinstance(kind, list):
         return {k for k in kind if isinstance(k, str)}
     out: set[str] = set()
-    for branch in (spec.get("anyOf") or spec.get("oneOf") or []):
+    for branch in spec.get("anyOf") or spec.get("oneOf") or []:
         out |= _types(branch)
     return out
 
@@ -113,7 +117,7 @@ class PythonicParser(ToolParser):
         thought, body = split_thought(text)
         body = body.strip()
         if body.startswith(self.START):
-            body = body[len(self.START):]
+            body = body[len(self.START) :]
             body = body[: -len(self.END)] if body.endswith(self.END) else body
             body = body.strip()
         if not (body.startswith("[") and body.endswith("]") and re.match(r"\[\s*[A-Za-z_][\w.]*\s*\(", body)):
@@ -121,20 +125,26 @@ class PythonicParser(ToolParser):
         try:
             tree = ast.parse(body, mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            return invalid_action(text, f"tool calls are not a valid Python list of calls ({exc.__class__.__name__})", thought)
+            return invalid_action(
+                text, f"tool calls are not a valid Python list of calls ({exc.__class__.__name__})", thought
+            )
         if not isinstance(tree.body, ast.List):
             return invalid_action(text, "write tool calls as a Python list: [name(key=value, ...)]", thought)
         calls = []
         for index, node in enumerate(tree.body.elts):
             if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
-                return invalid_action(text, "each element of the list must be a call: name(key=value, ...)", thought)
+                return invalid_action(
+                    text, "each element of the list must be a call: name(key=value, ...)", thought
+                )
             if node.args:
                 return invalid_action(text, "give arguments by keyword: name(key=value)", thought)
             name = ast.unparse(node.func)
             args: dict[str, Any] = {}
             for kw in node.keywords:
                 if kw.arg is None:
-                    return invalid_action(text, "**kwargs is not allowed in a tool call; give each argument by name", thought)
+                    return invalid_action(
+                        text, "**kwargs is not allowed in a tool call; give each argument by name", thought
+                    )
                 try:
                     args[kw.arg] = _literal(kw.value)
                 except ValueError as exc:
@@ -147,12 +157,21 @@ class PythonicParser(ToolParser):
 
 
 def _literal(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (bytes, complex)) and node.value is not Ellipsis:
+    if (
+        isinstance(node, ast.Constant)
+        and not isinstance(node.value, (bytes, complex))
+        and node.value is not Ellipsis
+    ):
         return node.value
     if isinstance(node, ast.Name) and node.id in _LITERAL_NAMES:
         return _LITERAL_NAMES[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant) \
-            and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, (int, float))
+        and not isinstance(node.operand.value, bool)
+    ):
         return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e) for e in node.elts]
@@ -167,7 +186,6 @@ def _literal(node: ast.AST) -> Any:
             out[key] = _literal(v)
         return out
     raise ValueError(f"only literal values are allowed, not {ast.unparse(node)[:40]!r}")
-
 
 
 _GLM_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -204,11 +222,19 @@ class Glm45Parser(ToolParser):
             inner = m.group(1)
             name = inner.split("<arg_key>", 1)[0].strip()
             if not name or "\n" in name:
-                return invalid_action(text, "a call starts with the function's name: <tool_call>NAME", thought)
-            rest = inner[inner.find("<arg_key>"):] if "<arg_key>" in inner else ""
+                return invalid_action(
+                    text, "a call starts with the function's name: <tool_call>NAME", thought
+                )
+            rest = inner[inner.find("<arg_key>") :] if "<arg_key>" in inner else ""
             if _GLM_ARG.sub("", rest).strip():
-                return invalid_action(text, f"the arguments of {name} must be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value> pairs", thought)
+                return invalid_action(
+                    text,
+                    f"the arguments of {name} must be <arg_key>KEY</arg_key><arg_value>VALUE</arg_value> pairs",
+                    thought,
+                )
             schema = _properties(tools, name)
             args = {k.strip(): _typed(v, schema.get(k.strip())) for k, v in _GLM_ARG.findall(rest)}
-            calls.append(ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0)))
+            calls.append(
+                ToolCall(name=name, arguments=args, id=tool_call_id(m.group(0), index), raw=m.group(0))
+            )
         return calls_action(text, calls, tools, thought)

@@ -104,7 +104,9 @@ def token_entropy(alternatives: Sequence[tuple[int, float]]) -> float:
     return -sum((w / z) * math.log(w / z) for w in weights if w > 0)
 
 
-def normalized_entropy(top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int) -> float | None:
+def normalized_entropy(
+    top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int
+) -> float | None:
     """``"mean"`` measure: mean renormalised entropy of the first ``k`` positions / log |V| (in [0, 1]); None without data."""
     if not top_logprobs or vocab_size < 2:
         return None
@@ -112,7 +114,9 @@ def normalized_entropy(top_logprobs: Sequence[Sequence[tuple[int, float]]] | Non
     return sum(token_entropy(r) for r in rows) / len(rows) / math.log(vocab_size)
 
 
-def arpo_entropy(top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int) -> float | None:
+def arpo_entropy(
+    top_logprobs: Sequence[Sequence[tuple[int, float]]] | None, k: int, vocab_size: int
+) -> float | None:
     """``"arpo"`` measure: ``Σ -p·log p`` over every returned alternative of the first ``k``
     positions, flattened and not renormalised, divided by log |V|; None without data."""
     if not top_logprobs or vocab_size < 2:
@@ -138,7 +142,11 @@ def turn_entropy(
     if measure not in ("arpo", "mean"):
         raise ValueError(f"unknown ARPO entropy measure {measure!r}; use 'arpo' or 'mean'")
     if top_logprobs:
-        return arpo_entropy(top_logprobs, k, vocab_size) if measure == "arpo" else normalized_entropy(top_logprobs, k, vocab_size)
+        return (
+            arpo_entropy(top_logprobs, k, vocab_size)
+            if measure == "arpo"
+            else normalized_entropy(top_logprobs, k, vocab_size)
+        )
     if logprobs and vocab_size >= 2:
         head = logprobs[:k]
         surprisal = -sum(head) / math.log(vocab_size)
@@ -176,7 +184,9 @@ class BranchBudget:
         taken |= new
         self._used[group_id] = self._used.get(group_id, 0) + len(new)
 
-    def decide(self, group_id: str, h_t: float | None, h_initial: float | None, rng: random.Random) -> list[int]:
+    def decide(
+        self, group_id: str, h_t: float | None, h_initial: float | None, rng: random.Random
+    ) -> list[int]:
         """Sample index of each fork to create now (possibly none), reserving budget for them."""
         if h_t is None or h_initial is None:
             return []
@@ -252,8 +262,9 @@ def fork_probability(dh: float, tau: float, beta: float, branch_factor: int = 2)
     return 1.0 - (1.0 - branch_probability(dh, 0.0, tau, beta)) ** (branch_factor - 1)
 
 
-def branching_profile(decisions: Sequence[tuple[float, int]], tau: float, beta: float,
-                      branch_factor: int = 2, bins: int = 5) -> BranchingProfile:
+def branching_profile(
+    decisions: Sequence[tuple[float, int]], tau: float, beta: float, branch_factor: int = 2, bins: int = 5
+) -> BranchingProfile:
     """Profile of ``(ΔH, forks made)`` decisions (those drawn with budget left) in ``bins`` ΔH quantile bins."""
     if not decisions:
         raise ValueError("no branch decisions to profile")
@@ -265,12 +276,25 @@ def branching_profile(decisions: Sequence[tuple[float, int]], tau: float, beta: 
     for b in range(min(bins, n)):
         lo, hi = b * n // min(bins, n), (b + 1) * n // min(bins, n)
         p = sum(probs[lo:hi]) / (hi - lo)
-        out.append(BranchBin(lo=ranked[lo][0], hi=ranked[hi - 1][0], n=hi - lo, mean_dh=sum(d for d, _ in ranked[lo:hi]) / (hi - lo),
-                             predicted=p, measured=sum(hits[lo:hi]) / (hi - lo), stderr=math.sqrt(max(p * (1 - p), 1e-12) / (hi - lo))))
+        out.append(
+            BranchBin(
+                lo=ranked[lo][0],
+                hi=ranked[hi - 1][0],
+                n=hi - lo,
+                mean_dh=sum(d for d, _ in ranked[lo:hi]) / (hi - lo),
+                predicted=p,
+                measured=sum(hits[lo:hi]) / (hi - lo),
+                stderr=math.sqrt(max(p * (1 - p), 1e-12) / (hi - lo)),
+            )
+        )
     p_bar = sum(probs) / n
     var_p = sum((p - p_bar) ** 2 for p in probs) / n
-    return BranchingProfile(bins=out, rate=sum(hits) / n, corr=_pearson([d for d, _ in ranked], hits),
-                            explained=var_p / (p_bar * (1 - p_bar)) if 0 < p_bar < 1 else 0.0)
+    return BranchingProfile(
+        bins=out,
+        rate=sum(hits) / n,
+        corr=_pearson([d for d, _ in ranked], hits),
+        explained=var_p / (p_bar * (1 - p_bar)) if 0 < p_bar < 1 else 0.0,
+    )
 
 
 def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:

@@ -42,17 +42,23 @@ class ForkRefused(Exception):
     the engine drops it without a trajectory and counts it."""
 
 
-def replay_divergence(recorded: Step, observation: str, reward: float, valid: bool, ended: bool) -> str | None:
+def replay_divergence(
+    recorded: Step, observation: str, reward: float, valid: bool, ended: bool
+) -> str | None:
     """Why a replayed step disagrees with the ``recorded`` one, or None when it matches: its
     ``observation`` text, step ``reward`` and validity must be the recorded ones, and it must not
     end the episode (the parent went on after it)."""
     where = f"replaying step {recorded.index}"
     if observation != recorded.observation:
-        at = next((i for i, (a, b) in enumerate(zip(observation, recorded.observation, strict=False)) if a != b),
-                  min(len(observation), len(recorded.observation)))
-        return (f"{where} gave another observation than the parent's (first difference at character {at}: "
-                f"{recorded.observation[at:at + 40]!r} recorded, {observation[at:at + 40]!r} now): a tool or the "
-                "environment is not deterministic")
+        at = next(
+            (i for i, (a, b) in enumerate(zip(observation, recorded.observation, strict=False)) if a != b),
+            min(len(observation), len(recorded.observation)),
+        )
+        return (
+            f"{where} gave another observation than the parent's (first difference at character {at}: "
+            f"{recorded.observation[at : at + 40]!r} recorded, {observation[at : at + 40]!r} now): a tool or the "
+            "environment is not deterministic"
+        )
     if reward != recorded.step_reward:
         return f"{where} gave step reward {reward:g}, the parent's was {recorded.step_reward:g}"
     if valid != recorded.valid:
@@ -84,8 +90,16 @@ class EpisodeBranching:
     ``h_initial``: a fork inherits its parent's initial entropy.
     """
 
-    def __init__(self, budget: BranchBudget, req: EpisodeRequest, *, seed: int, fork: ForkRequest,
-                 born_at: int | None = None, h_initial: float | None = None) -> None:
+    def __init__(
+        self,
+        budget: BranchBudget,
+        req: EpisodeRequest,
+        *,
+        seed: int,
+        fork: ForkRequest,
+        born_at: int | None = None,
+        h_initial: float | None = None,
+    ) -> None:
         self.budget = budget
         self.req = req
         self.seed = seed
@@ -107,7 +121,9 @@ class EpisodeBranching:
             return False
         return after_tool_result and self.budget.used(self.req.group_id) < self.budget.config.budget
 
-    def after_generation(self, turn: int, result: GenerationResult, vocab_size: int, checkpoint: Checkpoint | None) -> None:
+    def after_generation(
+        self, turn: int, result: GenerationResult, vocab_size: int, checkpoint: Checkpoint | None
+    ) -> None:
         """Measure the turn's entropy; from a checkpoint, decide and start the forks granted."""
         cfg, req = self.budget.config, self.req
         if turn == 0 and self.h_initial is None:

@@ -97,9 +97,14 @@ class EngineConfig(BaseModel):
         warnings.warn(
             "EngineConfig(group_size=...) is deprecated: the engine never read it. Give it to the run instead: "
             "CollectOptions(group_size=...), `toolgym collect --group-size`, or plan_episodes(group_size=...)",
-            FutureWarning, stacklevel=3,
+            FutureWarning,
+            stacklevel=3,
         )
-        number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) and str(value).strip().isdigit() else 0
+        number = (
+            int(value)
+            if isinstance(value, int | str) and not isinstance(value, bool) and str(value).strip().isdigit()
+            else 0
+        )
         if number < 1:
             raise ValueError(f"group_size must be an integer of at least 1, got {value!r}")
         config = handler(data)

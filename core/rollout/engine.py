@@ -140,7 +140,9 @@ class RolloutEngine:
 
     # -- running many ----------------------------------------------------------------------------
 
-    async def run(self, requests: Iterable[EpisodeRequest], *, stored: Mapping[str, Iterable[int]] | None = None) -> EngineStats:
+    async def run(
+        self, requests: Iterable[EpisodeRequest], *, stored: Mapping[str, Iterable[int]] | None = None
+    ) -> EngineStats:
         """Run every request (and any ARPO forks), at most ``max_live_episodes`` at once.
 
         ``stored``: for a resumed ARPO collection, the sample indices of each group's trajectories
@@ -152,7 +154,9 @@ class RolloutEngine:
     async def _run(self, requests: list[EpisodeRequest], stored: Mapping[str, Iterable[int]]) -> EngineStats:
         self.stats = EngineStats(total=len(requests), count_groups=self.config.arpo.enabled)
         self._live = asyncio.Semaphore(self.config.max_live_episodes)
-        self.arpo = BranchBudget(self.config.arpo) if self.config.arpo.enabled else None  # budgets reset every batch
+        self.arpo = (
+            BranchBudget(self.config.arpo) if self.config.arpo.enabled else None
+        )  # budgets reset every batch
         self._group_live = {}
         if self.arpo is not None:
             for req in requests:
@@ -188,7 +192,9 @@ class RolloutEngine:
                     continue  # a wrong option: every episode fails with it, as without warming
             needs.extend(self._probes[name].sandbox_images(sorted(set(env_seeds))))
         if needs:
-            await self.sandbox_backend.warm_images(needs, **({"progress": self.on_warm} if self.on_warm else {}))
+            await self.sandbox_backend.warm_images(
+                needs, **({"progress": self.on_warm} if self.on_warm else {})
+            )
 
     def _launch(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -255,7 +261,9 @@ class RolloutEngine:
         if self.arpo is not None:
             self.arpo.release(ep.req.group_id)
 
-    async def run_group(self, requests: Sequence[EpisodeRequest], *, stored: Iterable[int] = ()) -> list[Trajectory]:
+    async def run_group(
+        self, requests: Sequence[EpisodeRequest], *, stored: Iterable[int] = ()
+    ) -> list[Trajectory]:
         """Run the episodes of one task group and any ARPO forks they spawn; their trajectories, in
         finishing order (``on_trajectory`` is not called). Calls for different groups may run at
         once, each with its own branch budget (``stored``: sample indices of the group's
@@ -305,16 +313,27 @@ class RolloutEngine:
 
     def _context(self, req: EpisodeRequest) -> EpisodeContext:
         return EpisodeContext(
-            episode_id=req.trajectory_id, run_id=self.run_id, group_id=req.group_id, sandbox_backend=self.sandbox_backend,
-            sandbox_slots=self._sandbox_slots, acquire_timeout_s=self.config.sandbox_acquire_timeout_s,
-            artifacts_dir=self.artifacts_dir, registry=self.registry,
+            episode_id=req.trajectory_id,
+            run_id=self.run_id,
+            group_id=req.group_id,
+            sandbox_backend=self.sandbox_backend,
+            sandbox_slots=self._sandbox_slots,
+            acquire_timeout_s=self.config.sandbox_acquire_timeout_s,
+            artifacts_dir=self.artifacts_dir,
+            registry=self.registry,
         )
 
     def _new_episode(self, req: EpisodeRequest) -> Episode:
         setup = EpisodeSetup(
-            spec=self._spec(req.env), env_kwargs=self.env_kwargs, policy=self.policy, config=self.config,
-            parser=self.registry.parser, run_id=self.run_id, stats=self.stats,
-            branch_budget=self.arpo, fork=self._spawn_fork if self.arpo is not None else None,
+            spec=self._spec(req.env),
+            env_kwargs=self.env_kwargs,
+            policy=self.policy,
+            config=self.config,
+            parser=self.registry.parser,
+            run_id=self.run_id,
+            stats=self.stats,
+            branch_budget=self.arpo,
+            fork=self._spawn_fork if self.arpo is not None else None,
         )
         return Episode(setup, req, self._context(req))
 

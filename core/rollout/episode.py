@@ -76,11 +76,15 @@ class Episode:
         self.setup = setup
         self.req = req
         self.ctx = ctx
-        self.cfg = fit_context_budget(setup.config, setup.policy)  # the model's context length, when its backend knows it
+        self.cfg = fit_context_budget(
+            setup.config, setup.policy
+        )  # the model's context length, when its backend knows it
         self._budget_reason = "context budget (max_tokens_per_trajectory) used up"
         if self.cfg is not setup.config:
-            self._budget_reason = (f"context budget used up: the model's context of {self.cfg.max_tokens_per_trajectory} tokens "
-                                   f"(below max_tokens_per_trajectory={setup.config.max_tokens_per_trajectory})")
+            self._budget_reason = (
+                f"context budget used up: the model's context of {self.cfg.max_tokens_per_trajectory} tokens "
+                f"(below max_tokens_per_trajectory={setup.config.max_tokens_per_trajectory})"
+            )
         self.env: Env | None = None
         self.steps: list[Step] = []
         self.actions: list[Action] = []
@@ -102,14 +106,18 @@ class Episode:
         """ARPO: [[parent id, branch point], [grandparent id, parent's branch point], …] up to the root."""
         self.branching: EpisodeBranching | None = None
         if setup.branch_budget is not None and setup.fork is not None:
-            self.branching = EpisodeBranching(setup.branch_budget, req, seed=self.cfg.seed, fork=self._request_fork)
+            self.branching = EpisodeBranching(
+                setup.branch_budget, req, seed=self.cfg.seed, fork=self._request_fork
+            )
         self._fork_of: tuple[Episode, Checkpoint] | None = None
         self._parser: ToolParser | None = None
         self._tools_by_name: dict[str, Any] = {}
         self._stop: tuple[str, ...] = ()
 
     @classmethod
-    def fork(cls, parent: Episode, checkpoint: Checkpoint, req: EpisodeRequest, ctx: EpisodeContext) -> Episode:
+    def fork(
+        cls, parent: Episode, checkpoint: Checkpoint, req: EpisodeRequest, ctx: EpisodeContext
+    ) -> Episode:
         child = cls(parent.setup, req, ctx)
         child._fork_of = (parent, checkpoint)
         child.parent_id = parent.req.trajectory_id
@@ -156,7 +164,9 @@ class Episode:
             return
         self.asm = TokenAssembler(policy.chat, self.tools or None, on_rewrite=self.cfg.on_rewrite)
         self.asm.start(self.prompt)
-        await self._turns(policy, env, start_turn=0, last_obs="\n".join(str(m.get("content", "")) for m in self.prompt))
+        await self._turns(
+            policy, env, start_turn=0, last_obs="\n".join(str(m.get("content", "")) for m in self.prompt)
+        )
 
     async def _resume_fork(self, env: Env) -> None:
         """Replay the parent's actions up to the checkpoint (rebuilding the environment's and the
@@ -164,12 +174,19 @@ class Episode:
         replay does not give back what the parent recorded."""
         parent, cp = self._fork_of  # type: ignore[misc]
         if self.prompt != parent.prompt:
-            raise ForkRefused("the environment's reset gave another prompt than the parent's (its reset is not deterministic)")
+            raise ForkRefused(
+                "the environment's reset gave another prompt than the parent's (its reset is not deterministic)"
+            )
         for recorded, action in zip(parent.steps[: cp.n_steps], parent.actions[: cp.n_steps], strict=True):
             async with asyncio.timeout(self.cfg.env_timeout_s):
                 outcome = await env.step(action)  # replay: rebuilds the environment's (and sandboxes') state
-            why = replay_divergence(recorded, observation_text(outcome.observation), float(outcome.reward),
-                                    outcome.valid and action.valid, outcome.terminated or outcome.truncated)
+            why = replay_divergence(
+                recorded,
+                observation_text(outcome.observation),
+                float(outcome.reward),
+                outcome.valid and action.valid,
+                outcome.terminated or outcome.truncated,
+            )
             if why is not None:
                 raise ForkRefused(why)
         self.actions = list(parent.actions[: cp.n_steps])
@@ -180,7 +197,9 @@ class Episode:
 
     # -- token path ----------------------------------------------------------------------------
 
-    async def _turns(self, policy: ModelPolicy | ScriptedPolicy, env: Env, *, start_turn: int, last_obs: str) -> None:
+    async def _turns(
+        self, policy: ModelPolicy | ScriptedPolicy, env: Env, *, start_turn: int, last_obs: str
+    ) -> None:
         cfg, req, stats, branching = self.cfg, self.req, self.setup.stats, self.branching
         asm = self.asm
         assert asm is not None and self._parser is not None
@@ -195,7 +214,9 @@ class Episode:
                 self._truncate(self._budget_reason)
                 return
             checkpoint = None
-            if branching is not None and branching.may_fork(turn, bool(self.steps and self.steps[-1].tool_calls)):
+            if branching is not None and branching.may_fork(
+                turn, bool(self.steps and self.steps[-1].tool_calls)
+            ):
                 checkpoint = Checkpoint(asm.fork(), len(self.steps), self.reward, last_obs, turn)
             prompt_len = len(asm.prompt_ids)
             prompt_hash = asm.prompt_digest
@@ -204,17 +225,23 @@ class Episode:
                 result, attempts = await policy.act(env), 1
             else:
                 seed = sampling_seed(cfg.seed, req.task_index, req.sample_index, turn)
-                sampling = cfg.sampling.params(max_new_tokens=min(cfg.max_tokens_per_turn, budget), seed=seed, stop=self._stop)
+                sampling = cfg.sampling.params(
+                    max_new_tokens=min(cfg.max_tokens_per_turn, budget), seed=seed, stop=self._stop
+                )
                 if top_k != sampling.top_logprobs:
                     sampling = sampling.replace(top_logprobs=top_k)
                 try:
-                    result, attempts = await policy.generate(asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}")
+                    result, attempts = await policy.generate(
+                        asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}"
+                    )
                 except TurnFailed as exc:
                     if not isinstance(exc.__cause__, ContextLengthError):
                         raise
                     # a limit ended the episode, not a fault (the budget missed the model's context)
-                    self._truncate(f"context budget used up: the prompt of {prompt_len} tokens does not fit the model's "
-                                   f"context of {exc.__cause__.limit} tokens")
+                    self._truncate(
+                        f"context budget used up: the prompt of {prompt_len} tokens does not fit the model's "
+                        f"context of {exc.__cause__.limit} tokens"
+                    )
                     return
                 self.weight_version = result.weight_version or self.weight_version
             self.llm_s += time.perf_counter() - t0
@@ -223,9 +250,14 @@ class Episode:
                 branching.after_generation(turn, result, len(policy.chat.tokenizer), checkpoint)
             completion = asm.add_completion(result)
             llm = LLMCall(
-                sequence=completion.sequence, prompt_len=prompt_len, prompt_sha256=prompt_hash,
-                segment=completion.segment, completion_tokens=len(result.output_ids),
-                finish_reason=result.finish_reason, latency_s=result.latency_s, attempts=attempts,
+                sequence=completion.sequence,
+                prompt_len=prompt_len,
+                prompt_sha256=prompt_hash,
+                segment=completion.segment,
+                completion_tokens=len(result.output_ids),
+                finish_reason=result.finish_reason,
+                latency_s=result.latency_s,
+                attempts=attempts,
                 weight_version=result.weight_version,
             )
             action = self._parser.parse(completion.text, self._tools_by_name)
@@ -266,16 +298,35 @@ class Episode:
             usage = result.usage.get("completion_tokens", 0)
             stats.turn(usage)
             if result.tool_calls:
-                result.tool_calls = [c if c.id else replace(c, id=f"call_{i}") for i, c in enumerate(result.tool_calls)]
+                result.tool_calls = [
+                    c if c.id else replace(c, id=f"call_{i}") for i, c in enumerate(result.tool_calls)
+                ]
                 action = _structured_action(result.text, result.tool_calls, self._tools_by_name)
-                messages.append({
-                    "role": "assistant", "content": result.text,
-                    "tool_calls": [{"type": "function", "id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in result.tool_calls],
-                })
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": result.text,
+                        "tool_calls": [
+                            {
+                                "type": "function",
+                                "id": c.id,
+                                "function": {"name": c.name, "arguments": c.arguments},
+                            }
+                            for c in result.tool_calls
+                        ],
+                    }
+                )
             else:
                 action = self._parser.parse(result.text, self._tools_by_name)
                 messages.append({"role": "assistant", "content": result.text})
-            llm = LLMCall(prompt_len=0, segment=-1, completion_tokens=usage, finish_reason=result.finish_reason, latency_s=result.latency_s, attempts=attempts)
+            llm = LLMCall(
+                prompt_len=0,
+                segment=-1,
+                completion_tokens=usage,
+                finish_reason=result.finish_reason,
+                latency_s=result.latency_s,
+                attempts=attempts,
+            )
             outcome = await self._env_step(env, action, anchor, llm)
             if outcome is None:
                 return
@@ -284,7 +335,9 @@ class Episode:
                 messages.append({"role": "user", "content": outcome.observation})
             else:
                 last_obs = "\n".join(content_text(m.get("content", "")) for m in outcome.observation)
-                messages.extend(with_tool_call_ids(outcome.observation, result.tool_calls or action.tool_calls))
+                messages.extend(
+                    with_tool_call_ids(outcome.observation, result.tool_calls or action.tool_calls)
+                )
         self._truncate(f"turn limit ({max_turns}) reached")
 
     # -- shared --------------------------------------------------------------------------------
@@ -301,16 +354,27 @@ class Episode:
         self.actions.append(action)
         self.steps.append(
             Step(
-                index=len(self.steps), action=action.text, action_kind=action.kind.value, observation=obs_text,
-                step_reward=float(outcome.reward), anchor=anchor, valid=outcome.valid and action.valid,
-                error=action.error, tool_calls=outcome.tool_calls, llm=llm, env_s=env_s, info=_jsonable(outcome.info),
+                index=len(self.steps),
+                action=action.text,
+                action_kind=action.kind.value,
+                observation=obs_text,
+                step_reward=float(outcome.reward),
+                anchor=anchor,
+                valid=outcome.valid and action.valid,
+                error=action.error,
+                tool_calls=outcome.tool_calls,
+                llm=llm,
+                env_s=env_s,
+                info=_jsonable(outcome.info),
             )
         )
         self.reward += float(outcome.reward)
         if outcome.terminated or outcome.truncated:
             self.terminated = outcome.terminated
             if outcome.truncated and not outcome.terminated:
-                self._truncate(str(outcome.info.get("truncation_reason", "environment truncated the episode")))
+                self._truncate(
+                    str(outcome.info.get("truncation_reason", "environment truncated the episode"))
+                )
             return None
         return outcome
 
@@ -341,20 +405,42 @@ class Episode:
         if self.lineage:
             metadata["arpo_lineage"] = self.lineage  # places absent ancestors in ARPO's hard attribution
         if "arpo_branch_decisions" in arpo:
-            metadata["arpo_branch_decisions"] = arpo["arpo_branch_decisions"]  # [turn, ΔH, forks made, budget left (0/1)]
+            metadata["arpo_branch_decisions"] = arpo[
+                "arpo_branch_decisions"
+            ]  # [turn, ΔH, forks made, budget left (0/1)]
         if self.error is not None:
             status, reason = Status.ERROR, self.error
         return Trajectory.model_construct(
-            schema_version=1, trajectory_id=req.trajectory_id, group_id=req.group_id, parent_id=self.parent_id,
-            branch_point=self.branch_point, task=req.env, task_index=req.task_index, sample_index=req.sample_index,
-            seed=req.seed, env=req.env, model=policy.name,
+            schema_version=1,
+            trajectory_id=req.trajectory_id,
+            group_id=req.group_id,
+            parent_id=self.parent_id,
+            branch_point=self.branch_point,
+            task=req.env,
+            task_index=req.task_index,
+            sample_index=req.sample_index,
+            seed=req.seed,
+            env=req.env,
+            model=policy.name,
             sampling=setup.config.sampling.model_dump() if policy.kind != "scripted" else {},
-            prompt=self.prompt, messages=messages, tools=self.tools, segments=segments, steps=self.steps,
-            reward=self.reward, terminated=self.terminated, truncated=self.truncated,
-            truncation_reason=self.truncation_reason, status=status, status_reason=reason,
+            prompt=self.prompt,
+            messages=messages,
+            tools=self.tools,
+            segments=segments,
+            steps=self.steps,
+            reward=self.reward,
+            terminated=self.terminated,
+            truncated=self.truncated,
+            truncation_reason=self.truncation_reason,
+            status=status,
+            status_reason=reason,
             token_faithful=policy.token_faithful,
-            timings=Timings(total_s=total_s, llm_s=self.llm_s, tool_s=self.tool_s, env_s=self.env_s, sandbox_s=sandbox_s),
-            weight_version=self.weight_version, created_at=time.time(), metadata=metadata,
+            timings=Timings(
+                total_s=total_s, llm_s=self.llm_s, tool_s=self.tool_s, env_s=self.env_s, sandbox_s=sandbox_s
+            ),
+            weight_version=self.weight_version,
+            created_at=time.time(),
+            metadata=metadata,
         )
 
 

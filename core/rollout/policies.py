@@ -15,7 +15,14 @@ from toolgym.core.rollout.policy import ChatPolicy, ModelPolicy, Policy, Scripte
 from toolgym.core.tokens.chat import ChatFormat
 
 
-def make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any] | None = None) -> Policy:
+def make_policy(
+    model: str,
+    *,
+    backend: str | None,
+    tokenizer: str | None,
+    config: EngineConfig,
+    options: dict[str, Any] | None = None,
+) -> Policy:
     """Turn ``--model`` into a policy: ``scripted``, ``sim[:LATENCY]``, ``tiny``, a directory, a URL."""
     options = dict(options or {})
     try:
@@ -25,10 +32,14 @@ def make_policy(model: str, *, backend: str | None, tokenizer: str | None, confi
         if key is None:
             raise
         which = "simulated" if model.startswith("sim") else (backend or "default")
-        raise ConfigError(f"--backend-arg {key}: the {which} model backend takes no option {key!r}; fix the spelling or drop it") from None
+        raise ConfigError(
+            f"--backend-arg {key}: the {which} model backend takes no option {key!r}; fix the spelling or drop it"
+        ) from None
 
 
-def _make_policy(model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any]) -> Policy:
+def _make_policy(
+    model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any]
+) -> Policy:
     if model == "scripted":
         return ScriptedPolicy(ChatFormat(policy_tokenizer(tokenizer)))
     if model == "sim" or model.startswith("sim:"):
@@ -37,10 +48,16 @@ def _make_policy(model: str, *, backend: str | None, tokenizer: str | None, conf
         latency = float(model.split(":", 1)[1]) if ":" in model else 0.05
         replay = options.pop("replay", None)
         if replay not in (None, "scripted"):
-            raise ConfigError(f"--backend-arg replay={replay}: the simulated model replays only the env's scripted solver (replay=scripted)")
-        if replay == "scripted":  # the env's solver turns (SWE: the gold patch through the tools), each after the latency
+            raise ConfigError(
+                f"--backend-arg replay={replay}: the simulated model replays only the env's scripted solver (replay=scripted)"
+            )
+        if (
+            replay == "scripted"
+        ):  # the env's solver turns (SWE: the gold patch through the tools), each after the latency
             return ScriptedPolicy(ChatFormat(policy_tokenizer(tokenizer)), latency_s=latency)
-        return ModelPolicy(SimulatedBackend(tokenizer=policy_tokenizer(tokenizer), latency_s=latency, **options), config)
+        return ModelPolicy(
+            SimulatedBackend(tokenizer=policy_tokenizer(tokenizer), latency_s=latency, **options), config
+        )
     try:
         from toolgym.core.llm.resolve import make_backend
     except ImportError as exc:  # pragma: no cover - only while the backends module is absent

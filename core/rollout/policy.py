@@ -40,19 +40,27 @@ class ModelPolicy:
 
     def __init__(self, backend: LLMBackend, config: EngineConfig, *, chat: ChatFormat | None = None) -> None:
         if backend.tokenizer is None:
-            raise ConfigError(f"backend {backend.name!r} has no tokenizer; give --tokenizer with the model's tokenizer")
+            raise ConfigError(
+                f"backend {backend.name!r} has no tokenizer; give --tokenizer with the model's tokenizer"
+            )
         self.backend = backend
         self.config = config
         self.chat = chat or ChatFormat(backend.tokenizer)
         self.slots = asyncio.Semaphore(config.max_llm_calls)
         self.name = backend.model_name or backend.name
 
-    async def generate(self, ids: list[int], sampling: SamplingParams, request_id: str) -> tuple[GenerationResult, int]:
+    async def generate(
+        self, ids: list[int], sampling: SamplingParams, request_id: str
+    ) -> tuple[GenerationResult, int]:
         """One model call; returns the result and how many attempts it took."""
         request = GenerationRequest(ids, sampling, request_id)
         return await with_retries(
-            lambda: self.backend.generate(request), self.slots, self.config, limiter=self.limiter,
-            tokens=len(ids) + sampling.max_new_tokens, used=lambda r: (r.prompt_tokens or len(ids)) + len(r.output_ids),
+            lambda: self.backend.generate(request),
+            self.slots,
+            self.config,
+            limiter=self.limiter,
+            tokens=len(ids) + sampling.max_new_tokens,
+            used=lambda r: (r.prompt_tokens or len(ids)) + len(r.output_ids),
         )
 
 
@@ -74,8 +82,15 @@ class ScriptedPolicy:
     token_faithful = True
     name = "scripted"
 
-    def __init__(self, chat: ChatFormat, *, latency_s: float = 0.0, noise: float = 0.0,
-                 noise_action: NoiseAction | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        chat: ChatFormat,
+        *,
+        latency_s: float = 0.0,
+        noise: float = 0.0,
+        noise_action: NoiseAction | None = None,
+        seed: int = 0,
+    ) -> None:
         if not 0.0 <= noise <= 1.0:
             raise ConfigError(f"noise is a probability per turn, between 0 and 1; got {noise}")
         if noise > 0 and noise_action is None:
@@ -101,7 +116,9 @@ class ScriptedPolicy:
             text = await env.scripted_action()
         if text is None:
             raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
-        return GenerationResult(output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop")
+        return GenerationResult(
+            output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop"
+        )
 
 
 class ChatPolicy:
@@ -118,13 +135,21 @@ class ChatPolicy:
         self.slots = asyncio.Semaphore(config.max_llm_calls)
         self.name = backend.model_name or backend.name
 
-    async def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None, sampling: SamplingParams) -> tuple[ChatResult, int]:
+    async def chat(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, sampling: SamplingParams
+    ) -> tuple[ChatResult, int]:
         if self.limiter is None:
-            return await with_retries(lambda: self.backend.chat(messages, tools=tools, sampling=sampling), self.slots, self.config)
+            return await with_retries(
+                lambda: self.backend.chat(messages, tools=tools, sampling=sampling), self.slots, self.config
+            )
         estimate = estimate_chat_tokens(messages, tools) + sampling.max_new_tokens
         return await with_retries(
-            lambda: self.backend.chat(messages, tools=tools, sampling=sampling), self.slots, self.config,
-            limiter=self.limiter, tokens=estimate, used=lambda r: _chat_usage(r, estimate),
+            lambda: self.backend.chat(messages, tools=tools, sampling=sampling),
+            self.slots,
+            self.config,
+            limiter=self.limiter,
+            tokens=estimate,
+            used=lambda r: _chat_usage(r, estimate),
         )
 
 

@@ -34,12 +34,19 @@ class EpisodeRequest:
 
     def sibling(self, sample_index: int) -> EpisodeRequest:
         """Sample ``sample_index`` of the same group (an ARPO fork or a refill)."""
-        return EpisodeRequest(self.env, self.task_index, sample_index, self.seed, self.group_id,
-                              trajectory_id(self.group_id, sample_index))
+        return EpisodeRequest(
+            self.env,
+            self.task_index,
+            sample_index,
+            self.seed,
+            self.group_id,
+            trajectory_id(self.group_id, sample_index),
+        )
 
 
-def plan_episodes(env: str, *, num_tasks: int, group_size: int, seed: int = 0, first_task: int = 0,
-                  run: str = "") -> list[EpisodeRequest]:
+def plan_episodes(
+    env: str, *, num_tasks: int, group_size: int, seed: int = 0, first_task: int = 0, run: str = ""
+) -> list[EpisodeRequest]:
     """Requests for ``num_tasks`` task instances × ``group_size`` samples; ids are deterministic so
     a resumed run recognises what it already has. ``run``: the run's key (:func:`run_key`), part of
     every group id (``env/task/seed/run``) and so of every trajectory id; "" leaves it out."""

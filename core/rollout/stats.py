@@ -42,7 +42,9 @@ class EngineStats:
         self.done += 1
         if not turns_counted:
             self.turns += len(trajectory.steps)
-            self.generated_tokens += sum(s.llm.completion_tokens for s in trajectory.steps if s.llm is not None)
+            self.generated_tokens += sum(
+                s.llm.completion_tokens for s in trajectory.steps if s.llm is not None
+            )
         if self.count_groups:
             self.group_sizes[trajectory.group_id] = self.group_sizes.get(trajectory.group_id, 0) + 1
         if trajectory.status is Status.ERROR:

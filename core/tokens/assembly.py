@@ -123,7 +123,15 @@ class TokenAssembler:
         self.messages[-1]["content"] = self._text[self._turn_start : self._content_end]
         self._in_turn = True
         self._append_ids(ids)
-        self.segments.append(_Seg(self.sequence, "assistant", ids, list(result.logprobs) if result.logprobs is not None else None, content + eos_text))
+        self.segments.append(
+            _Seg(
+                self.sequence,
+                "assistant",
+                ids,
+                list(result.logprobs) if result.logprobs is not None else None,
+                content + eos_text,
+            )
+        )
         return Completion(len(self.segments) - 1, content, self.sequence, prompt_len)
 
     def add_inline(self, text: str) -> None:
@@ -159,8 +167,14 @@ class TokenAssembler:
         if not nxt.startswith(self._text):
             sampled = self._text[: self._content_end] if self._in_turn else self._text
             if self._in_turn and nxt.startswith(sampled):
-                reason = "the chat template ends the assistant turn differently from the token the model sampled"
-            elif self._in_turn and len(self._text) > self._turn_start and not nxt.startswith(self._text[: self._turn_start]):
+                reason = (
+                    "the chat template ends the assistant turn differently from the token the model sampled"
+                )
+            elif (
+                self._in_turn
+                and len(self._text) > self._turn_start
+                and not nxt.startswith(self._text[: self._turn_start])
+            ):
                 reason = "the chat template rewrites earlier turns when a new message is added"
             elif self._in_turn:
                 reason = "the chat template re-renders the model's output differently"
@@ -198,7 +212,11 @@ class TokenAssembler:
         other._ids = list(self._ids)
         other._digest = self._digest.copy()
         other._text = self._text
-        other._turn_start, other._content_end, other._in_turn = self._turn_start, self._content_end, self._in_turn
+        other._turn_start, other._content_end, other._in_turn = (
+            self._turn_start,
+            self._content_end,
+            self._in_turn,
+        )
         return other
 
     # -- output --------------------------------------------------------------------------------

@@ -30,7 +30,13 @@ def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: Any = None,
+    sort_keys: bool = False,
+) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -89,8 +95,14 @@ class ChatFormat:
     in message contents are rendered as ``image_placeholder`` (see ``toolgym.core.tokens.images``).
     """
 
-    def __init__(self, tokenizer: Any, *, template: str | None = None, template_kwargs: dict[str, Any] | None = None,
-                 image_placeholder: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        template: str | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+        image_placeholder: str | None = None,
+    ) -> None:
         source = template or getattr(tokenizer, "chat_template", None)
         if isinstance(source, dict):  # some tokenizers carry several named templates
             source = source.get("tool_use") or source.get("default")
@@ -167,4 +179,3 @@ def with_tool_call_ids(messages: Sequence[Message], calls: Sequence[Any]) -> lis
             k += 1
         out.append(m)
     return out
-

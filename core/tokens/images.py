@@ -112,8 +112,12 @@ def content_text(content: Any, placeholder: str = GENERIC_PLACEHOLDER) -> str:
 def flatten_images(messages: Sequence[Message], placeholder: str) -> list[Message]:
     """``messages`` with every list content turned into a string (see :func:`content_text`), for
     a text chat template. Messages with string content are passed as they are (not copied)."""
-    return [m if not isinstance(m.get("content"), list) else {**m, "content": content_text(m["content"], placeholder)}
-            for m in messages]
+    return [
+        m
+        if not isinstance(m.get("content"), list)
+        else {**m, "content": content_text(m["content"], placeholder)}
+        for m in messages
+    ]
 
 
 def placeholder_for(tokenizer: Any) -> str:

@@ -31,13 +31,35 @@ CACHE_MAX_CHARS = 8192
 """Longer pieces are tokenized every time: they are rarely repeated and would crowd the cache."""
 
 _UNICODE_FORMS = frozenset({"NFC", "NFD", "NFKC", "NFKD"})
-_PROBE_TEXTS = ("", "x", " hello", "hello ", "\n", "\n\n", "  two  spaces ", "é e\u0301", "1234", "<", ">", "|", "a\tb", "日本語", "\u212a", "ｔool")
+_PROBE_TEXTS = (
+    "",
+    "x",
+    " hello",
+    "hello ",
+    "\n",
+    "\n\n",
+    "  two  spaces ",
+    "é e\u0301",
+    "1234",
+    "<",
+    ">",
+    "|",
+    "a\tb",
+    "日本語",
+    "\u212a",
+    "ｔool",
+)
 
 
 class PieceEncoder:
     """``encode(text)`` equal to ``tokenizer.encode(text, add_special_tokens=False).ids``."""
 
-    def __init__(self, encode: Callable[[str], list[int]], raw: dict[str, int], normalized: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        encode: Callable[[str], list[int]],
+        raw: dict[str, int],
+        normalized: dict[str, int] | None = None,
+    ) -> None:
         self._encode = encode
         self._added = {**raw, **(normalized or {})}
         self._split_all = _splitter(self._added)

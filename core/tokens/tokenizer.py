@@ -34,7 +34,9 @@ class LightTokenizer:
 
         path = Path(directory)
         if not (path / "tokenizer.json").exists():
-            raise ConfigError(f"{path} has no tokenizer.json; give a Hugging Face model directory with a fast tokenizer")
+            raise ConfigError(
+                f"{path} has no tokenizer.json; give a Hugging Face model directory with a fast tokenizer"
+            )
         self.name_or_path = str(path)
         self.backend_tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         config: dict[str, Any] = {}
@@ -80,8 +82,12 @@ class LightTokenizer:
         return self.backend_tokenizer.token_to_id(token)
 
     def apply_chat_template(
-        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
-        add_generation_prompt: bool = False, tokenize: bool = True,
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        tokenize: bool = True,
     ) -> Any:
         from toolgym.core.tokens.chat import ChatFormat
 

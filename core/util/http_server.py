@@ -34,7 +34,9 @@ def uvicorn_server(app: Any, *, purpose: str = "serving") -> Any:
     try:
         import uvicorn
     except ImportError as exc:
-        raise ConfigError(f"{purpose} needs uvicorn: pip install 'toolgym[dev]' (or pip install fastapi uvicorn)") from exc
+        raise ConfigError(
+            f"{purpose} needs uvicorn: pip install 'toolgym[dev]' (or pip install fastapi uvicorn)"
+        ) from exc
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30)
     return uvicorn.Server(config)
 

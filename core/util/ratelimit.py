@@ -68,8 +68,16 @@ class RateLimiter:
         self._clock = clock
         self._sleep = sleep
         now = clock()
-        self._requests = None if requests_per_s is None else _Bucket(requests_per_s, max(1.0, requests_per_s), max(1.0, requests_per_s), now)
-        self._tokens = None if tokens_per_min is None else _Bucket(tokens_per_min / 60.0, tokens_per_min, tokens_per_min, now)
+        self._requests = (
+            None
+            if requests_per_s is None
+            else _Bucket(requests_per_s, max(1.0, requests_per_s), max(1.0, requests_per_s), now)
+        )
+        self._tokens = (
+            None
+            if tokens_per_min is None
+            else _Bucket(tokens_per_min / 60.0, tokens_per_min, tokens_per_min, now)
+        )
         self._lock = asyncio.Lock()
         self.requests = 0
         """Requests let through so far."""

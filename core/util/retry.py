@@ -14,8 +14,14 @@ from collections.abc import Callable
 CAP_S = 20.0
 
 
-def backoff_delay(attempt: int, base_s: float, *, cap_s: float = CAP_S, retry_after_s: float | None = None,
-                  jitter: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int,
+    base_s: float,
+    *,
+    cap_s: float = CAP_S,
+    retry_after_s: float | None = None,
+    jitter: Callable[[], float] = random.random,
+) -> float:
     """Seconds to wait after failed try number ``attempt`` (1 for the first)."""
     if attempt < 1:
         raise ValueError(f"attempt counts from 1, not {attempt}")

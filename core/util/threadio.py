@@ -82,7 +82,9 @@ def thread_stream(name: str = "stdout") -> Any:
     return getattr(_targets, name, None) or getattr(sys, name)
 
 
-def thread_print(*args: object, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+def thread_print(
+    *args: object, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
+) -> None:
     """``print`` that looks up the current thread's capture itself, so its output stays with the
     thread even while another thread has swapped ``sys.stdout`` (``redirect_stdout``)."""
     builtins.print(*args, sep=sep, end=end, file=thread_stream() if file is None else file, flush=flush)

@@ -27,7 +27,9 @@ _SURFACE: frozenset[str] = frozenset(
     "peppershaker plate pot potato remotecontrol saltshaker soapbar soapbottle spatula spoon spraybottle statue "
     "tennisracket tissuebox toiletpaper tomato vase watch winebottle".split()
 )
-_SEATING = frozenset("basketball book cellphone cloth creditcard keychain laptop newspaper pillow remotecontrol".split())
+_SEATING = frozenset(
+    "basketball book cellphone cloth creditcard keychain laptop newspaper pillow remotecontrol".split()
+)
 _FURNITURE_TOP = frozenset(
     "alarmclock basketball book bowl cd candle cellphone cloth creditcard cup keychain laptop mug newspaper pen "
     "pencil plate remotecontrol spraybottle statue tennisracket tissuebox toiletpaper vase watch winebottle".split()
@@ -47,7 +49,9 @@ CAN_CONTAIN: dict[str, frozenset[str]] = {
         "pen pencil peppershaker remotecontrol saltshaker soapbar soapbottle spatula spoon spraybottle tissuebox "
         "toiletpaper watch".split()
     ),
-    "fridge": frozenset("apple bowl bread cup egg lettuce mug pan plate pot potato tomato winebottle".split()),
+    "fridge": frozenset(
+        "apple bowl bread cup egg lettuce mug pan plate pot potato tomato winebottle".split()
+    ),
     "microwave": frozenset("apple bowl bread cup egg mug plate potato tomato".split()),
     "sinkbasin": frozenset(
         "apple bowl butterknife cloth cup dishsponge egg fork handtowel kettle knife ladle lettuce mug pan plate pot "
@@ -141,35 +145,89 @@ class RoomKind:
 
 ROOMS: dict[str, RoomKind] = {
     "kitchen": RoomKind(
-        "kitchen", range(1, 31),
-        (("cabinet", 3, 10), ("coffeemachine", 1, 1), ("countertop", 1, 3), ("diningtable", 0, 1), ("drawer", 1, 6),
-         ("fridge", 1, 1), ("garbagecan", 1, 1), ("microwave", 1, 1), ("shelf", 0, 3), ("sinkbasin", 1, 1),
-         ("stoveburner", 2, 4), ("toaster", 0, 1)),
-        tuple("apple bowl bread butterknife cup dishsponge egg fork kettle knife ladle lettuce mug pan peppershaker "
-              "plate pot potato saltshaker soapbottle spatula spoon tomato winebottle".split()),
+        "kitchen",
+        range(1, 31),
+        (
+            ("cabinet", 3, 10),
+            ("coffeemachine", 1, 1),
+            ("countertop", 1, 3),
+            ("diningtable", 0, 1),
+            ("drawer", 1, 6),
+            ("fridge", 1, 1),
+            ("garbagecan", 1, 1),
+            ("microwave", 1, 1),
+            ("shelf", 0, 3),
+            ("sinkbasin", 1, 1),
+            ("stoveburner", 2, 4),
+            ("toaster", 0, 1),
+        ),
+        tuple(
+            "apple bowl bread butterknife cup dishsponge egg fork kettle knife ladle lettuce mug pan peppershaker "
+            "plate pot potato saltshaker soapbottle spatula spoon tomato winebottle".split()
+        ),
     ),
     "livingroom": RoomKind(
-        "livingroom", range(201, 231),
-        (("armchair", 0, 2), ("cabinet", 0, 4), ("coffeetable", 1, 1), ("diningtable", 0, 1), ("drawer", 0, 4),
-         ("garbagecan", 1, 1), ("ottoman", 0, 1), ("shelf", 0, 4), ("sidetable", 1, 2), ("sofa", 1, 1),
-         ("tvstand", 0, 1)),
-        tuple("book bowl cellphone creditcard keychain laptop newspaper pillow plate remotecontrol statue tissuebox "
-              "vase watch".split()),
+        "livingroom",
+        range(201, 231),
+        (
+            ("armchair", 0, 2),
+            ("cabinet", 0, 4),
+            ("coffeetable", 1, 1),
+            ("diningtable", 0, 1),
+            ("drawer", 0, 4),
+            ("garbagecan", 1, 1),
+            ("ottoman", 0, 1),
+            ("shelf", 0, 4),
+            ("sidetable", 1, 2),
+            ("sofa", 1, 1),
+            ("tvstand", 0, 1),
+        ),
+        tuple(
+            "book bowl cellphone creditcard keychain laptop newspaper pillow plate remotecontrol statue tissuebox "
+            "vase watch".split()
+        ),
     ),
     "bedroom": RoomKind(
-        "bedroom", range(301, 331),
-        (("armchair", 0, 1), ("bed", 1, 1), ("desk", 0, 1), ("drawer", 2, 6), ("dresser", 0, 1),
-         ("garbagecan", 1, 1), ("laundryhamper", 0, 1), ("safe", 0, 1), ("shelf", 0, 6), ("sidetable", 1, 2)),
-        tuple("alarmclock baseballbat basketball book bowl cd cellphone cloth creditcard keychain laptop mug pen "
-              "pencil pillow tennisracket".split()),
+        "bedroom",
+        range(301, 331),
+        (
+            ("armchair", 0, 1),
+            ("bed", 1, 1),
+            ("desk", 0, 1),
+            ("drawer", 2, 6),
+            ("dresser", 0, 1),
+            ("garbagecan", 1, 1),
+            ("laundryhamper", 0, 1),
+            ("safe", 0, 1),
+            ("shelf", 0, 6),
+            ("sidetable", 1, 2),
+        ),
+        tuple(
+            "alarmclock baseballbat basketball book bowl cd cellphone cloth creditcard keychain laptop mug pen "
+            "pencil pillow tennisracket".split()
+        ),
     ),
     "bathroom": RoomKind(
-        "bathroom", range(401, 431),
-        (("bathtubbasin", 0, 1), ("cabinet", 2, 4), ("cart", 0, 1), ("countertop", 1, 1), ("drawer", 0, 4),
-         ("garbagecan", 1, 1), ("handtowelholder", 0, 1), ("shelf", 0, 2), ("sinkbasin", 1, 2), ("toilet", 1, 1),
-         ("toiletpaperhanger", 1, 1), ("towelholder", 0, 1)),
-        tuple("candle cloth dishsponge handtowel plunger soapbar soapbottle spraybottle tissuebox toiletpaper "
-              "towel".split()),
+        "bathroom",
+        range(401, 431),
+        (
+            ("bathtubbasin", 0, 1),
+            ("cabinet", 2, 4),
+            ("cart", 0, 1),
+            ("countertop", 1, 1),
+            ("drawer", 0, 4),
+            ("garbagecan", 1, 1),
+            ("handtowelholder", 0, 1),
+            ("shelf", 0, 2),
+            ("sinkbasin", 1, 2),
+            ("toilet", 1, 1),
+            ("toiletpaperhanger", 1, 1),
+            ("towelholder", 0, 1),
+        ),
+        tuple(
+            "candle cloth dishsponge handtowel plunger soapbar soapbottle spraybottle tissuebox toiletpaper "
+            "towel".split()
+        ),
     ),
 }
 

@@ -65,8 +65,12 @@ class AlfworldEnv(AlfworldEpisodeEnv):
         self.goal = inst.goal
         intro = text.intro(self.world.overview(), inst.goal.description)
         info = {
-            "task_id": inst.id, "task_type": inst.goal.task_type, "split": split, "scene": inst.scene,
-            "room": inst.room, "dialect": self.dialect,
+            "task_id": inst.id,
+            "task_type": inst.goal.task_type,
+            "split": split,
+            "scene": inst.scene,
+            "room": inst.room,
+            "dialect": self.dialect,
         }
         return intro, self.world.admissible_commands(), info
 

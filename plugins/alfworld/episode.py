@@ -53,8 +53,15 @@ def as_int(value: int | str, name: str, minimum: int = 0) -> int:
 
 
 EPISODE_ARGS = (
-    "prompt", "history_length", "show_admissible", "anchor", "max_steps", "success_reward",
-    "accept_both_dialects", "template", "first_template",
+    "prompt",
+    "history_length",
+    "show_admissible",
+    "anchor",
+    "max_steps",
+    "success_reward",
+    "accept_both_dialects",
+    "template",
+    "first_template",
 )
 
 
@@ -62,7 +69,9 @@ def check_arguments(env: str, episode: Mapping[str, Any], own: tuple[str, ...]) 
     """Reject unknown ``--env-arg`` keys with the list of known ones."""
     unknown = sorted(set(episode) - set(EPISODE_ARGS))
     if unknown:
-        raise ConfigError(f"unknown argument(s) {', '.join(unknown)} for {env}; known: {', '.join([*own, *EPISODE_ARGS])}")
+        raise ConfigError(
+            f"unknown argument(s) {', '.join(unknown)} for {env}; known: {', '.join([*own, *EPISODE_ARGS])}"
+        )
 
 
 def read_template(value: str | None) -> str | None:
@@ -71,7 +80,9 @@ def read_template(value: str | None) -> str | None:
         return value
     path = Path(value[1:]).expanduser()
     if not path.is_file():
-        raise ConfigError(f"template file {path} does not exist; give the template text or @PATH to a file holding it")
+        raise ConfigError(
+            f"template file {path} does not exist; give the template text or @PATH to a file holding it"
+        )
     return path.read_text()
 
 
@@ -125,7 +136,9 @@ class AlfworldEpisodeEnv(Env):
         self.prompt = prompt
         self.parser = self.format.parser
         self.verl = VerlPrompt(
-            as_int(history_length, "history_length"), template=read_template(template), first_template=read_template(first_template)
+            as_int(history_length, "history_length"),
+            template=read_template(template),
+            first_template=read_template(first_template),
         )
         self.show_admissible = as_bool(show_admissible, "show_admissible")
         self.anchor_mode = anchor
@@ -168,7 +181,9 @@ class AlfworldEpisodeEnv(Env):
 
     # -- Env -----------------------------------------------------------------------------------
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         intro, admissible, info = await self._start(seed, options or {})
         self.task = text.task_from_observation(intro) or ""
         self.admissible, self.last_observation = admissible, intro
@@ -177,14 +192,21 @@ class AlfworldEpisodeEnv(Env):
         return self.format.first_messages(
             system=lambda: plain_system_prompt(self.dialect_hint()),
             observation=lambda: with_admissible(intro, admissible) if self.show_admissible else intro,
-            rebuilt=lambda: self.verl.render(task=self.task, observation=intro, admissible=admissible, history=[]),
+            rebuilt=lambda: self.verl.render(
+                task=self.task, observation=intro, admissible=admissible, history=[]
+            ),
         ), info
 
     async def step(self, action: Action) -> StepResult:
         if not self._started:
             raise RuntimeError("call reset() before step()")
         if self.won:
-            return StepResult(observation=self._message(text.NOTHING_HAPPENS), terminated=True, valid=False, info={"won": True})
+            return StepResult(
+                observation=self._message(text.NOTHING_HAPPENS),
+                terminated=True,
+                valid=False,
+                info={"won": True},
+            )
         command = normalize(action.command) if action.kind is ActionKind.COMMAND and action.command else None
         if command is not None and self.accept_both_dialects and command not in self.admissible:
             command = next((c for c in other_dialect_forms(command) if c in self.admissible), command)
@@ -216,8 +238,14 @@ class AlfworldEpisodeEnv(Env):
         return [{"role": "user", "content": feedback}]
 
     def step_prompt(self) -> list[Message] | None:
-        return self.format.step_prompt(lambda: self.verl.render(
-            task=self.task, observation=self.last_observation, admissible=self.admissible, history=self.history))
+        return self.format.step_prompt(
+            lambda: self.verl.render(
+                task=self.task,
+                observation=self.last_observation,
+                admissible=self.admissible,
+                history=self.history,
+            )
+        )
 
     def anchor(self) -> str:
         if not self._started:

@@ -44,18 +44,29 @@ def alfworld_searcher(env: Any, oracle: str, order: str = "natural") -> str:
         return oracle
     here = world.receptacles.get(world.at) if world.at else None
     if world.holding is None:
-        wanted = [n for n in (world.contents[here.name] if here else ())
-                  if world.items[n].otype == goal.obj and (goal.recep is None or here is None or here.rtype != goal.recep)]
+        wanted = [
+            n
+            for n in (world.contents[here.name] if here else ())
+            if world.items[n].otype == goal.obj
+            and (goal.recep is None or here is None or here.rtype != goal.recep)
+        ]
         if here is not None and wanted and (here.opened or not here.openable):
             return f"take {wanted[0]} from {here.name}"
-        if here is not None and here.openable and not here.opened and (goal.recep is None or here.rtype != goal.recep):
+        if (
+            here is not None
+            and here.openable
+            and not here.opened
+            and (goal.recep is None or here.rtype != goal.recep)
+        ):
             return f"open {here.name}"
     elif goal.toggle is None:
         return oracle  # carrying to a named appliance or receptacle: nothing hidden
     elif here is not None and any(world.items[n].otype == goal.toggle for n in world.contents[here.name]):
         return oracle
     key = place_order if order == "natural" else _listed
-    places = sorted((c[len("go to "):] for c in world.admissible_commands() if c.startswith("go to ")), key=key)
+    places = sorted(
+        (c[len("go to ") :] for c in world.admissible_commands() if c.startswith("go to ")), key=key
+    )
     if not places:
         return oracle
     after = [p for p in places if world.at is None or key(p) > key(world.at)]
@@ -106,7 +117,7 @@ def alfworld_plan(env: Any, admissible: list[str], command: str) -> str | None:
         return None
     held = world.items[world.holding] if world.holding else None
     if held is not None and held.otype == goal.obj:
-        return "to " + command[len("go to "):].rpartition(" ")[0]
+        return "to " + command[len("go to ") :].rpartition(" ")[0]
     candidate = _next_of_kind(world.at)
     if candidate is None:
         return None

@@ -24,7 +24,11 @@ from .generator import Instance
 from .tasks import STATE_OF, TASK_TYPES
 from .text import Dialect, check_dialect
 
-_SPLIT_DIRS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
+_SPLIT_DIRS = {
+    "train": "train",
+    "eval_in_distribution": "valid_seen",
+    "eval_out_of_distribution": "valid_unseen",
+}
 _STATE_FACT = {"clean": "isClean", "hot": "isHot", "cool": "isCool"}
 
 
@@ -68,7 +72,9 @@ def pddl_problem(inst: Instance) -> str:
     locs = sorted([inst.start_loc, *(r.loc for r in world.receptacles.values())])
     decl = ["agent1 - agent"]
     decl += [f"{t}type - otype" for t in otypes] + [f"{t}type - rtype" for t in rtypes]
-    decl += [f"{x} - object" for x in sorted(oid.values())] + [f"{x} - receptacle" for x in sorted(rid.values())]
+    decl += [f"{x} - object" for x in sorted(oid.values())] + [
+        f"{x} - receptacle" for x in sorted(rid.values())
+    ]
     decl += [f"{location_id(n)} - location" for n in locs]
     init = [f"(atLocation agent1 {location_id(inst.start_loc)})"]
     for r in world.receptacles.values():
@@ -79,14 +85,23 @@ def pddl_problem(inst: Instance) -> str:
     for i in world.items.values():
         k, x = object_kind(i.otype), oid[i.name]
         init.append(f"(objectType {x} {i.otype}type)")
-        flags = {"pickupable": k.pickupable, "heatable": k.heatable, "coolable": k.coolable, "cleanable": k.cleanable,
-                 "toggleable": k.toggleable, "sliceable": k.sliceable, "isReceptacleObject": k.receptacle_object,
-                 "isCool": i.cool}
+        flags = {
+            "pickupable": k.pickupable,
+            "heatable": k.heatable,
+            "coolable": k.coolable,
+            "cleanable": k.cleanable,
+            "toggleable": k.toggleable,
+            "sliceable": k.sliceable,
+            "isReceptacleObject": k.receptacle_object,
+            "isCool": i.cool,
+        }
         init += [f"({fact} {x})" for fact, on in flags.items() if on]
         if i.parent is not None:
             init.append(f"(inReceptacle {x} {rid[i.parent]})")
             init.append(f"(objectAtLocation {x} {rloc[i.parent]})")
-    init += [f"(canContain {rt}type {ot}type)" for rt in rtypes for ot in otypes if ot in CAN_CONTAIN.get(rt, ())]
+    init += [
+        f"(canContain {rt}type {ot}type)" for rt in rtypes for ot in otypes if ot in CAN_CONTAIN.get(rt, ())
+    ]
     nl = "\n        "
     return (
         f"(define (problem {inst.id.split('/')[0].replace('-', '_')})\n    (:domain alfred)\n"
@@ -125,12 +140,16 @@ def game_logic(dialect: Dialect) -> tuple[str, str]:
     grammar = Path(info.ALFRED_TWL2_PATH).read_text()
     if check_dialect(dialect) == "move":
         return domain, grammar
-    swaps = [("move {o} to {r}", "put {o} in/on {r}"),
-             ("You move the {o.name} to the {r.name}.", "You put the {o.name} in/on the {r.name}."),
-             ("You arrive at {r.name}.", "You arrive at {lend.name}.")]
+    swaps = [
+        ("move {o} to {r}", "put {o} in/on {r}"),
+        ("You move the {o.name} to the {r.name}.", "You put the {o.name} in/on the {r.name}."),
+        ("You arrive at {r.name}.", "You arrive at {lend.name}."),
+    ]
     for new, old in swaps:
         if new not in grammar:
-            raise RuntimeError(f"the installed alfworld grammar has no {new!r}; cannot derive the 'put' dialect from it")
+            raise RuntimeError(
+                f"the installed alfworld grammar has no {new!r}; cannot derive the 'put' dialect from it"
+            )
         grammar = grammar.replace(new, old)
     return _cut(domain, "(:action help", "(", ")"), _cut(grammar, "action help {", "{", "}")
 
@@ -179,8 +198,13 @@ def traj_data(inst: Instance) -> dict[str, Any]:
         "task_id": inst.id,
         "task_type": g.task_type,
         "scene": {"floor_plan": f"FloorPlan{inst.scene}", "scene_num": inst.scene},
-        "pddl_params": {"object_target": cls(g.obj), "parent_target": cls(g.recep), "toggle_target": cls(g.toggle),
-                        "mrecep_target": "", "object_sliced": False},
+        "pddl_params": {
+            "object_target": cls(g.obj),
+            "parent_target": cls(g.recep),
+            "toggle_target": cls(g.toggle),
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
         "turk_annotations": {"anns": [{"task_desc": g.description}]},
     }
 

@@ -40,8 +40,12 @@ from .world import Item, Receptacle, World
 
 SPLITS: tuple[str, ...] = ("train", "eval_in_distribution", "eval_out_of_distribution")
 SPLIT_ALIASES: dict[str, str] = {
-    "valid_seen": "eval_in_distribution", "eval_id": "eval_in_distribution", "id": "eval_in_distribution",
-    "valid_unseen": "eval_out_of_distribution", "eval_ood": "eval_out_of_distribution", "ood": "eval_out_of_distribution",
+    "valid_seen": "eval_in_distribution",
+    "eval_id": "eval_in_distribution",
+    "id": "eval_in_distribution",
+    "valid_unseen": "eval_out_of_distribution",
+    "eval_ood": "eval_out_of_distribution",
+    "ood": "eval_out_of_distribution",
 }
 
 ROOMS_FOR: dict[str, tuple[str, ...]] = {
@@ -62,7 +66,9 @@ LAMP = "desklamp"
 def check_split(split: str) -> str:
     split = SPLIT_ALIASES.get(split, split)
     if split not in SPLITS:
-        raise ValueError(f"unknown ALFWorld split {split!r}; use one of {', '.join(SPLITS)} (or valid_seen / valid_unseen)")
+        raise ValueError(
+            f"unknown ALFWorld split {split!r}; use one of {', '.join(SPLITS)} (or valid_seen / valid_unseen)"
+        )
     return split
 
 
@@ -98,7 +104,8 @@ class Instance:
 
     def world(self, dialect: Dialect = "move") -> World:
         recs = [
-            Receptacle(f"{rtype} {n}", rtype, n, loc, openable=rtype in OPENABLE) for rtype, n, loc in self.receptacles
+            Receptacle(f"{rtype} {n}", rtype, n, loc, openable=rtype in OPENABLE)
+            for rtype, n, loc in self.receptacles
         ]
         items = [Item(f"{s.otype} {s.number}", s.otype, s.number, s.parent, cool=s.cool) for s in self.items]
         return World(recs, items, start_loc=self.start_loc, dialect=dialect)
@@ -158,7 +165,9 @@ def _draw(rng: random.Random, split: str, seed: int, task_type: str, scene: int)
         if not dests:
             return None
         recep = rng.choice(dests)
-    goal = Goal(task_type, obj, recep, LAMP if task_type == TASK_TYPES[2] else None, template=rng.randrange(2))
+    goal = Goal(
+        task_type, obj, recep, LAMP if task_type == TASK_TYPES[2] else None, template=rng.randrange(2)
+    )
 
     numbered = [(rtype, n) for rtype, count in layout for n in range(1, count + 1)]
     locs = rng.sample(range(1, len(numbered) + 2), len(numbered) + 1)

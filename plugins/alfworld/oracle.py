@@ -37,7 +37,9 @@ def next_step(world: World, goal: Goal) -> tuple[str, str] | None:
     dest = _destination(world, goal, state)
     if held is None:
         target = _pick_target(world, goal, state, dest)
-        return _fetch(world, target, f"My task is to {goal.description} The {target.name} is at the {target.parent}.")
+        return _fetch(
+            world, target, f"My task is to {goal.description} The {target.name} is at the {target.parent}."
+        )
     if state is not None and not getattr(held, state):
         appliance, verb = _APPLIANCE[state]
         where = world.receptacles_of_type(appliance)[0]
@@ -50,7 +52,11 @@ def next_step(world: World, goal: Goal) -> tuple[str, str] | None:
 def _look_at(world: World, goal: Goal, held: Item | None) -> tuple[str, str]:
     if held is None:
         target = _pick_target(world, goal, None, None)
-        return _fetch(world, target, f"I must hold a {goal.obj} under a lamp. The {target.name} is at the {target.parent}.")
+        return _fetch(
+            world,
+            target,
+            f"I must hold a {goal.obj} under a lamp. The {target.name} is at the {target.parent}.",
+        )
     lamps = [lamp for lamp in world.of_type(goal.toggle or "") if lamp.parent is not None]
     lamp = lamps[0]
     assert lamp.parent is not None
@@ -64,7 +70,9 @@ def _destination(world: World, goal: Goal, state: str | None) -> Receptacle:
     if goal.task_type != TASK_TYPES[6]:
         here = [r for r in dests if r.name == world.at]
         return (here or dests)[0]
-    return max(dests, key=lambda r: sum(1 for n in world.contents[r.name] if world.items[n].otype == goal.obj))
+    return max(
+        dests, key=lambda r: sum(1 for n in world.contents[r.name] if world.items[n].otype == goal.obj)
+    )
 
 
 def _pick_target(world: World, goal: Goal, state: str | None, dest: Receptacle | None) -> Item:

@@ -59,21 +59,30 @@ def format_history(history: Sequence[tuple[str, str]], window: int) -> tuple[str
 class VerlPrompt:
     """Builds the per-turn user message of the verl-agent format."""
 
-    def __init__(self, history_length: int = 2, *, template: str | None = None, first_template: str | None = None) -> None:
+    def __init__(
+        self, history_length: int = 2, *, template: str | None = None, first_template: str | None = None
+    ) -> None:
         if history_length < 0:
             raise ValueError(f"history_length must be 0 or more, got {history_length}")
         self.history_length = history_length
         self.template = template or VERL_TEMPLATE
         self.first_template = first_template or VERL_FIRST_TEMPLATE
 
-    def render(self, *, task: str, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]]) -> str:
+    def render(
+        self, *, task: str, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]]
+    ) -> str:
         actions = format_admissible(admissible)
         if not history or self.history_length <= 0:
             return self.first_template.format(current_observation=observation, admissible_actions=actions)
         past, shown = format_history(history, self.history_length)
         return self.template.format(
-            task_description=task, step_count=len(history), history_length=shown, action_history=past,
-            current_step=len(history) + 1, current_observation=observation, admissible_actions=actions,
+            task_description=task,
+            step_count=len(history),
+            history_length=shown,
+            action_history=past,
+            current_step=len(history) + 1,
+            current_observation=observation,
+            admissible_actions=actions,
         )
 
 

@@ -33,7 +33,11 @@ from .episode import AlfworldEpisodeEnv, check_arguments
 from .generator import check_split
 from .tasks import TASK_TYPES, parse_task_types
 
-SPLIT_DIRS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
+SPLIT_DIRS = {
+    "train": "train",
+    "eval_in_distribution": "valid_seen",
+    "eval_out_of_distribution": "valid_unseen",
+}
 EXPERTS = ("handcoded", "planner", "none")
 
 _games_cache: dict[tuple[Any, ...], list[str]] = {}
@@ -72,8 +76,13 @@ def collect_games(folder: Path, split: str, task_types: Iterable[str]) -> list[s
     ids = [i for i, name in TASK_TYPES.items() if name in set(task_types)]
     config = {
         "env": {"goal_desc_human_anns_prob": 0.0, "task_types": ids},
-        "dataset": {"data_path": str(folder), "eval_id_data_path": str(folder), "eval_ood_data_path": str(folder),
-                    "num_train_games": -1, "num_eval_games": -1},
+        "dataset": {
+            "data_path": str(folder),
+            "eval_id_data_path": str(folder),
+            "eval_ood_data_path": str(folder),
+            "num_train_games": -1,
+            "num_eval_games": -1,
+        },
     }
     with capture_thread_output():  # not redirect_stdout: that would take other threads' prints too
         found = AlfredTWEnv(config, train_eval=split).game_files
@@ -90,7 +99,9 @@ def _expand(game_files: str | Iterable[str]) -> list[str]:
         elif path.is_file():
             out.append(str(path))
         else:
-            raise ConfigError(f"game file {item!r} does not exist; give game.tw-pddl files or folders holding them")
+            raise ConfigError(
+                f"game file {item!r} does not exist; give game.tw-pddl files or folders holding them"
+            )
     return out
 
 
@@ -106,7 +117,9 @@ class RealAlfworldEnv(AlfworldEpisodeEnv):
         expert: str = "none",
         **episode: Any,
     ) -> None:
-        check_arguments("alfworld-real", episode, ("data_path", "split", "task_types", "game_files", "expert"))
+        check_arguments(
+            "alfworld-real", episode, ("data_path", "split", "task_types", "game_files", "expert")
+        )
         super().__init__(**episode)
         _require()
         if expert not in EXPERTS:
@@ -158,12 +171,19 @@ class RealAlfworldEnv(AlfworldEpisodeEnv):
             if key in _env_ids:
                 return _env_ids[key]
             extras = ["gamefile"] + (["expert_plan"] if self.expert != "none" else [])
-            infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=self.anchor_mode == "state", extras=extras)
+            infos = textworld.EnvInfos(
+                won=True, admissible_commands=True, facts=self.anchor_mode == "state", extras=extras
+            )
             wrappers: list[Any] = [lambda env: AlfredDemangler(env, shuffle=False), AlfredInfos]
             if self.expert != "none":
                 wrappers.append(lambda env, kind=self.expert: AlfredExpert(env, expert_type=kind))
             env_id = textworld.gym.register_games(
-                [game], infos, batch_size=1, asynchronous=False, max_episode_steps=self.max_steps, wrappers=wrappers
+                [game],
+                infos,
+                batch_size=1,
+                asynchronous=False,
+                max_episode_steps=self.max_steps,
+                wrappers=wrappers,
             )
             _env_ids[key] = env_id
             return env_id

@@ -30,8 +30,13 @@ TASK_TYPES: dict[int, str] = {
 """ALFWorld's task-type ids (its config's ``env.task_types``)."""
 
 ALIASES: dict[str, str] = {
-    "pick": TASK_TYPES[1], "look": TASK_TYPES[2], "clean": TASK_TYPES[3],
-    "heat": TASK_TYPES[4], "cool": TASK_TYPES[5], "pick_two": TASK_TYPES[6], "two": TASK_TYPES[6],
+    "pick": TASK_TYPES[1],
+    "look": TASK_TYPES[2],
+    "clean": TASK_TYPES[3],
+    "heat": TASK_TYPES[4],
+    "cool": TASK_TYPES[5],
+    "pick_two": TASK_TYPES[6],
+    "two": TASK_TYPES[6],
 }
 
 TEMPLATES: dict[str, tuple[str, str]] = {
@@ -89,7 +94,9 @@ class Goal:
 
     @property
     def description(self) -> str:
-        return TEMPLATES[self.task_type][self.template].format(obj=self.obj, recep=self.recep, toggle=self.toggle)
+        return TEMPLATES[self.task_type][self.template].format(
+            obj=self.obj, recep=self.recep, toggle=self.toggle
+        )
 
     def satisfied(self, world: World) -> bool:
         """ALFWorld's ``won`` for this goal in ``world``."""

@@ -47,7 +47,9 @@ HELP_TEXT = (
 
 def check_dialect(dialect: str) -> Dialect:
     if dialect not in DIALECTS:
-        raise ValueError(f"unknown ALFWorld dialect {dialect!r}; use 'move' (alfworld 0.4, json_2.1.2) or 'put' (json_2.1.1)")
+        raise ValueError(
+            f"unknown ALFWorld dialect {dialect!r}; use 'move' (alfworld 0.4, json_2.1.2) or 'put' (json_2.1.1)"
+        )
     return dialect  # type: ignore[return-value]
 
 
@@ -56,7 +58,11 @@ def put_command(dialect: Dialect, obj: str, recep: str) -> str:
 
 
 def put_feedback(dialect: Dialect, obj: str, recep: str) -> str:
-    return f"You move the {obj} to the {recep}." if dialect == "move" else f"You put the {obj} in/on the {recep}."
+    return (
+        f"You move the {obj} to the {recep}."
+        if dialect == "move"
+        else f"You put the {obj} in/on the {recep}."
+    )
 
 
 def arrive_feedback(dialect: Dialect, recep: str, loc: int, contents: str) -> str:
@@ -98,8 +104,16 @@ def inventory_view(held: str | None) -> str:
 
 
 def object_view(
-    name: str, *, receptacle_object: bool, hot: bool, cool: bool, clean: bool, sliced: bool,
-    toggleable: bool, toggled: bool, sliceable: bool,
+    name: str,
+    *,
+    receptacle_object: bool,
+    hot: bool,
+    cool: bool,
+    clean: bool,
+    sliced: bool,
+    toggleable: bool,
+    toggled: bool,
+    sliceable: bool,
 ) -> str:
     """What ``examine`` shows for a held object; the first matching rule wins, in the grammar's order."""
     if receptacle_object:
@@ -135,4 +149,4 @@ def task_from_observation(text: str) -> str | None:
     at = text.find(TASK_PREFIX)
     if at < 0:
         return None
-    return text[at + len(TASK_PREFIX):].strip()
+    return text[at + len(TASK_PREFIX) :].strip()

@@ -68,10 +68,14 @@ Op = tuple[str, ...]
 class World:
     """The mutable state of one episode. ``step(command)`` is the whole dynamics."""
 
-    def __init__(self, receptacles: Iterable[Receptacle], items: Iterable[Item], *, start_loc: int, dialect: Dialect) -> None:
+    def __init__(
+        self, receptacles: Iterable[Receptacle], items: Iterable[Item], *, start_loc: int, dialect: Dialect
+    ) -> None:
         recs = sorted(receptacles, key=lambda r: order_key(r.rtype, r.number))
         self.receptacles: dict[str, Receptacle] = {r.name: r for r in recs}
-        self.items: dict[str, Item] = {i.name: i for i in sorted(items, key=lambda i: order_key(i.otype, i.number))}
+        self.items: dict[str, Item] = {
+            i.name: i for i in sorted(items, key=lambda i: order_key(i.otype, i.number))
+        }
         self.contents: dict[str, list[str]] = {r.name: [] for r in recs}
         self.at: str | None = None
         """Receptacle the agent stands at; None in the middle of the room (the start)."""
@@ -152,8 +156,15 @@ class World:
             item = self.items[op[1]]
             k = object_kind(item.otype)
             return text.object_view(
-                item.name, receptacle_object=k.receptacle_object, hot=item.hot, cool=item.cool, clean=item.clean,
-                sliced=item.sliced, toggleable=k.toggleable, toggled=item.toggled, sliceable=k.sliceable,
+                item.name,
+                receptacle_object=k.receptacle_object,
+                hot=item.hot,
+                cool=item.cool,
+                clean=item.clean,
+                sliced=item.sliced,
+                toggleable=k.toggleable,
+                toggled=item.toggled,
+                sliceable=k.sliceable,
             )
         self._ops = None  # everything below changes the state
         if kind == "goto":

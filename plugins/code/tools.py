@@ -37,8 +37,12 @@ def _cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
 
 
 def _broken(exc: SandboxBrokenError) -> ToolOutput:
-    return ToolOutput(f"Error: the sandbox stopped working ({exc}). The next call runs in a fresh sandbox: "
-                      "earlier variables and files are gone.", error=True, metadata={"sandbox_broken": True})
+    return ToolOutput(
+        f"Error: the sandbox stopped working ({exc}). The next call runs in a fresh sandbox: "
+        "earlier variables and files are gone.",
+        error=True,
+        metadata={"sandbox_broken": True},
+    )
 
 
 @tool(sandbox="python", timeout_s=CELL_TIMEOUT_S + 30.0)
@@ -54,9 +58,15 @@ async def python(code: str, *, sandbox: Sandbox) -> ToolOutput:
         result = await session.execute(code, timeout=CELL_TIMEOUT_S)
     except SandboxBrokenError as exc:
         return _broken(exc)
-    return ToolOutput(_cap(result.output) or "(no output)", error=result.error is not None,
-                      metadata={"timed_out": result.timed_out, "restarted": result.restarted,
-                                "truncated": result.truncated})
+    return ToolOutput(
+        _cap(result.output) or "(no output)",
+        error=result.error is not None,
+        metadata={
+            "timed_out": result.timed_out,
+            "restarted": result.restarted,
+            "truncated": result.truncated,
+        },
+    )
 
 
 @tool(sandbox="shell", timeout_s=CELL_TIMEOUT_S + 30.0)
@@ -75,5 +85,11 @@ async def bash(command: str, *, sandbox: Sandbox) -> ToolOutput:
     text = _cap(result.output).rstrip("\n")
     if result.exit_code != 0:
         text = f"{text}\n[exit code {result.exit_code}]".lstrip("\n")
-    return ToolOutput(text or "(no output)", metadata={"exit_code": result.exit_code, "timed_out": result.timed_out,
-                                                       "truncated": result.truncated})
+    return ToolOutput(
+        text or "(no output)",
+        metadata={
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "truncated": result.truncated,
+        },
+    )

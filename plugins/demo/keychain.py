@@ -123,7 +123,9 @@ class KeychainEnv(ToolTaskEnv):
     tools = (get_key,)
     parser = "xml"
 
-    def __init__(self, split: str = "train", min_hops: int = 1, max_hops: int = 3, max_turns: int | None = None) -> None:
+    def __init__(
+        self, split: str = "train", min_hops: int = 1, max_hops: int = 3, max_turns: int | None = None
+    ) -> None:
         super().__init__()
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
@@ -137,10 +139,16 @@ class KeychainEnv(ToolTaskEnv):
 
     def load_task(self, seed: int) -> Task:
         self.chain = make_chain(seed, self.split, min_hops=self.min_hops, max_hops=self.max_hops)
-        return Task(id=f"{self.split}-{seed}", question=f"start:{self.chain.start}", answer=str(self.chain.value),
-                    metadata={"hops": self.chain.hops})
+        return Task(
+            id=f"{self.split}-{seed}",
+            question=f"start:{self.chain.start}",
+            answer=str(self.chain.value),
+            metadata={"hops": self.chain.hops},
+        )
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         messages, info = await super().reset(seed=seed, options=options)
         assert self.chain is not None
         self._next_key = self.chain.start

@@ -23,11 +23,41 @@ MAX_NAME_CHARS = 150
 """Longer names are cut (with ``…``): a paragraph's text is not a label."""
 
 _DROPPED = frozenset({"InlineTextBox", "LineBreak", "ListMarker"})
-_WRAPPERS = frozenset({"generic", "none", "presentation", "ignored", "LayoutTable", "LayoutTableRow",
-                       "LayoutTableCell", "Section", "paragraph", "group", "list", "listitem", "strong",
-                       "emphasis", "DescriptionList", "Abbr", "time", "code", "mark", "Ruby", "subscript",
-                       "superscript", "insertion", "deletion", "LabelText", "MenuListPopup", "form", "article",
-                       "blockquote", "figure", "Pre"})
+_WRAPPERS = frozenset(
+    {
+        "generic",
+        "none",
+        "presentation",
+        "ignored",
+        "LayoutTable",
+        "LayoutTableRow",
+        "LayoutTableCell",
+        "Section",
+        "paragraph",
+        "group",
+        "list",
+        "listitem",
+        "strong",
+        "emphasis",
+        "DescriptionList",
+        "Abbr",
+        "time",
+        "code",
+        "mark",
+        "Ruby",
+        "subscript",
+        "superscript",
+        "insertion",
+        "deletion",
+        "LabelText",
+        "MenuListPopup",
+        "form",
+        "article",
+        "blockquote",
+        "figure",
+        "Pre",
+    }
+)
 """Roles shown only when they carry a name of their own; otherwise their children move up."""
 _DOCUMENTS = frozenset({"RootWebArea", "WebArea"})
 """Their name is the page title: text under them is not a repeat of it."""
@@ -52,7 +82,9 @@ def ids_from_snapshot(snapshot: Mapping[str, Any]) -> dict[int, str]:
         return ids
     for document in snapshot.get("documents", []):
         nodes = document.get("nodes", {})
-        for backend_id, attributes in zip(nodes.get("backendNodeId", []), nodes.get("attributes", []), strict=False):
+        for backend_id, attributes in zip(
+            nodes.get("backendNodeId", []), nodes.get("attributes", []), strict=False
+        ):
             for k in range(0, len(attributes) - 1, 2):
                 if attributes[k] == wanted:
                     ids[backend_id] = strings[attributes[k + 1]]
@@ -65,7 +97,9 @@ def _value(field: Any) -> Any:
 
 
 def _properties(node: Mapping[str, Any], role: str, name: str) -> list[str]:
-    props = {p.get("name"): _value(p.get("value")) for p in node.get("properties", []) if isinstance(p, Mapping)}
+    props = {
+        p.get("name"): _value(p.get("value")) for p in node.get("properties", []) if isinstance(p, Mapping)
+    }
     shown: list[str] = []
     if role in _VALUE_ROLES:
         value = clean(_value(node.get("value")))
@@ -78,8 +112,13 @@ def _properties(node: Mapping[str, Any], role: str, name: str) -> list[str]:
     return shown
 
 
-def render(ax_nodes: Iterable[Mapping[str, Any]], ids: Mapping[int, str], *, scrollable: Collection[str] = (),
-           indent: str = "  ") -> list[str]:
+def render(
+    ax_nodes: Iterable[Mapping[str, Any]],
+    ids: Mapping[int, str],
+    *,
+    scrollable: Collection[str] = (),
+    indent: str = "  ",
+) -> list[str]:
     """The tree as lines: ``[id] role 'name' properties`` (no ``[id]`` for text and the document).
     Elements whose id is in ``scrollable`` scroll on their own: they are always shown, marked so."""
     nodes = {n["nodeId"]: n for n in ax_nodes if "nodeId" in n}

@@ -36,8 +36,10 @@ PROXY_UNREACHABLE = "toolgym sandbox proxy: cannot reach"
 SHOT = ".toolgym-browser/screenshot.png"
 _LISTED = re.compile(r"^\s*\[(\d+)\]", re.MULTILINE)
 """An element line of the observation: ``[id] role 'name'``, indented by depth."""
-KEY_HINT = ("use key names such as Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, or "
-            "combinations such as Control+A")
+KEY_HINT = (
+    "use key names such as Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, or "
+    "combinations such as Control+A"
+)
 
 
 class BrowserError(Exception):
@@ -78,11 +80,21 @@ class Driver:
         self._pw = sync_playwright().start()
         proxy = os.environ.get("HTTP_PROXY")
         browser = self._pw.chromium.launch(
-            executable_path=cfg["chromium"], headless=True, args=list(cfg["args"]), timeout=cfg["launch_ms"],
-            proxy={"server": proxy} if proxy else None)
+            executable_path=cfg["chromium"],
+            headless=True,
+            args=list(cfg["args"]),
+            timeout=cfg["launch_ms"],
+            proxy={"server": proxy} if proxy else None,
+        )
         self.context = browser.new_context(
-            viewport={"width": cfg["width"], "height": cfg["height"]}, device_scale_factor=1, locale="en-US",
-            timezone_id="UTC", accept_downloads=False, service_workers="block", reduced_motion="reduce")
+            viewport={"width": cfg["width"], "height": cfg["height"]},
+            device_scale_factor=1,
+            locale="en-US",
+            timezone_id="UTC",
+            accept_downloads=False,
+            service_workers="block",
+            reduced_motion="reduce",
+        )
         self.context.add_init_script(pagejs.POPUP_HOOK_JS)
         self.context.on("page", self._on_page)
         self.context.new_page()
@@ -144,8 +156,14 @@ class Driver:
                 self._start()
             except Exception as exc:  # a missing binary, a crash at start: say so, stay usable
                 self.close()
-                return json.dumps({"ok": False, "fatal": True, "text": "", "error": f"Chromium could not start "
-                                   f"({self.config['chromium']}): {_first_line(exc)}"})
+                return json.dumps(
+                    {
+                        "ok": False,
+                        "fatal": True,
+                        "text": "",
+                        "error": f"Chromium could not start ({self.config['chromium']}): {_first_line(exc)}",
+                    }
+                )
         try:
             for page in self.pages:
                 page.set_default_timeout(limits["action_ms"])
@@ -172,16 +190,30 @@ class Driver:
             reply.update(text=f"(the page cannot be read: {_first_line(exc)})", truncated=False)
         page = self.pages[self.active] if self.pages else None
         title = axtree.clean(self._view[1]["title"], 100) if self._view and self._view[0] is page else None
-        reply.update(url=page.url if page else "", tab=self.active, tabs=len(self.pages),
-                     title=title if title is not None else self._title(page) if page else "")
+        reply.update(
+            url=page.url if page else "",
+            tab=self.active,
+            tabs=len(self.pages),
+            title=title if title is not None else self._title(page) if page else "",
+        )
         return json.dumps(reply)
 
     def _explain(self, exc: PlaywrightError) -> str:
         text = _first_line(exc)
         if "ERR_TUNNEL_CONNECTION_FAILED" in text:
-            return f"{text}: the host is not in this browser sandbox's network allowlist, or it does not answer"
-        if any(code in text for code in ("ERR_NAME_NOT_RESOLVED", "ERR_PROXY_CONNECTION_FAILED", "ERR_ADDRESS_UNREACHABLE",
-                                         "ERR_INTERNET_DISCONNECTED", "ERR_NETWORK_ACCESS_DENIED")):
+            return (
+                f"{text}: the host is not in this browser sandbox's network allowlist, or it does not answer"
+            )
+        if any(
+            code in text
+            for code in (
+                "ERR_NAME_NOT_RESOLVED",
+                "ERR_PROXY_CONNECTION_FAILED",
+                "ERR_ADDRESS_UNREACHABLE",
+                "ERR_INTERNET_DISCONNECTED",
+                "ERR_NETWORK_ACCESS_DENIED",
+            )
+        ):
             return f"{text}: this browser sandbox has no route there (only hosts in its network allowlist are reachable)"
         if "ERR_CONNECTION_REFUSED" in text:
             return f"{text}: nothing is listening at that address"
@@ -197,8 +229,10 @@ class Driver:
         where = urlsplit(page.url)
         host = f"{where.hostname}:{where.port or (443 if where.scheme == 'https' else 80)}"
         if PROXY_DENIED in body:
-            raise BrowserError(f"blocked: {host} is not in this browser sandbox's network allowlist; "
-                               "only the environment's own sites can be opened")
+            raise BrowserError(
+                f"blocked: {host} is not in this browser sandbox's network allowlist; "
+                "only the environment's own sites can be opened"
+            )
         if PROXY_UNREACHABLE in body:
             raise BrowserError(f"the server at {host} does not answer")
 
@@ -228,19 +262,31 @@ class Driver:
             self._view = (page, view)
         cdp = self._session(page)
         ids = axtree.ids_from_snapshot(cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []}))
-        lines = axtree.render(cdp.send("Accessibility.getFullAXTree")["nodes"], ids, scrollable=set(view["scrollable"]))
+        lines = axtree.render(
+            cdp.send("Accessibility.getFullAXTree")["nodes"], ids, scrollable=set(view["scrollable"])
+        )
         head = [*self.notes]
         if len(self.pages) > 1:
             titles = [axtree.clean(view["title"], 100) if p is page else self._title(p) for p in self.pages]
-            head += [f"Tab {i}{' (active)' if i == self.active else ''}: {titles[i]!r} {p.url}"
-                     for i, p in enumerate(self.pages)]
+            head += [
+                f"Tab {i}{' (active)' if i == self.active else ''}: {titles[i]!r} {p.url}"
+                for i, p in enumerate(self.pages)
+            ]
         head.append(f"URL: {page.url}")
         bottom = max(view["sh"], view["y"] + view["h"])
-        head.append(f"Scroll: showing y {view['y']}-{view['y'] + view['h']} of {bottom} px"
-                    + (f", x {view['x']}-{view['x'] + view['w']} of {view['sw']} px" if view["sw"] > view["w"] else ""))
+        head.append(
+            f"Scroll: showing y {view['y']}-{view['y'] + view['h']} of {bottom} px"
+            + (
+                f", x {view['x']}-{view['x'] + view['w']} of {view['sw']} px"
+                if view["sw"] > view["w"]
+                else ""
+            )
+        )
         return axtree.cap_lines(head + lines, max_chars)
 
-    def _screenshot(self, full_page: bool, *, marks: list[int] | None = None, selector: str | None = None) -> str:
+    def _screenshot(
+        self, full_page: bool, *, marks: list[int] | None = None, selector: str | None = None
+    ) -> str:
         path = os.path.join(self.root, SHOT)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         page = self.page
@@ -262,8 +308,10 @@ class Driver:
     def _element(self, element_id: int) -> Any:
         found = self.page.locator(f'[{axtree.ID_ATTRIBUTE}="{int(element_id)}"]')
         if found.count() == 0:
-            raise BrowserError(f"there is no element [{element_id}] on this page (ids change when the page "
-                               "changes); use an id from the latest observation")
+            raise BrowserError(
+                f"there is no element [{element_id}] on this page (ids change when the page "
+                "changes); use an id from the latest observation"
+            )
         return found.first
 
     def _settle(self) -> None:
@@ -273,8 +321,10 @@ class Driver:
             page.wait_for_load_state("load")
         except PlaywrightTimeoutError:
             self._stop_loading(page)
-            self.notes.append(f"The page did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
-                              "loading was stopped.")
+            self.notes.append(
+                f"The page did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
+                "loading was stopped."
+            )
         try:
             settled = page.evaluate(pagejs.SETTLE_JS)
             popups, self._view = settled["popups"], (page, settled["view"])
@@ -313,12 +363,18 @@ class Driver:
                 elif target.is_disabled():
                     why = "it is disabled"
                 else:
-                    log = [ln.strip("- ").strip() for ln in str(exc).splitlines() if ln.strip().startswith("-")]
-                    why = next((ln for ln in reversed(log) if "element" in ln or "intercepts" in ln),
-                               log[-1] if log else _first_line(exc))
+                    log = [
+                        ln.strip("- ").strip() for ln in str(exc).splitlines() if ln.strip().startswith("-")
+                    ]
+                    why = next(
+                        (ln for ln in reversed(log) if "element" in ln or "intercepts" in ln),
+                        log[-1] if log else _first_line(exc),
+                    )
             except PlaywrightError:
                 why = _first_line(exc)
-            raise BrowserError(f"could not {what} element [{element_id}] within {seconds:g} s: {why}") from None
+            raise BrowserError(
+                f"could not {what} element [{element_id}] within {seconds:g} s: {why}"
+            ) from None
 
     # -- operations (one per tool) --------------------------------------------------------------
 
@@ -330,8 +386,10 @@ class Driver:
             self.page.goto(url, wait_until="load")
         except PlaywrightTimeoutError:
             self._stop_loading(self.page)
-            raise BrowserError(f"{url} did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
-                               "loading was stopped and the page below is what there is") from None
+            raise BrowserError(
+                f"{url} did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
+                "loading was stopped and the page below is what there is"
+            ) from None
         self._opened.clear()
 
     def op_click(self, element_id: int) -> None:
@@ -345,8 +403,9 @@ class Driver:
             self._act(element_id, "type into", target, lambda: target.fill(text))
         except PlaywrightError as exc:
             if "not an <input>" in str(exc) or "Cannot type" in str(exc) or "not fillable" in str(exc):
-                raise BrowserError(f"element [{element_id}] is not a text field; type into a textbox, "
-                                   "searchbox or combobox") from None
+                raise BrowserError(
+                    f"element [{element_id}] is not a text field; type into a textbox, searchbox or combobox"
+                ) from None
             raise
         if submit:
             self._act(element_id, "press Enter in", target, lambda: target.press("Enter"))
@@ -362,7 +421,9 @@ class Driver:
         self._settle()
 
     def op_scroll(self, direction: str, amount: int | None, element_id: int | None = None) -> None:
-        step = amount or int(0.8 * (self.config["width"] if direction in ("left", "right") else self.config["height"]))
+        step = amount or int(
+            0.8 * (self.config["width"] if direction in ("left", "right") else self.config["height"])
+        )
         dx = {"left": -step, "right": step}.get(direction, 0)
         dy = {"up": -step, "down": step}.get(direction, 0)
         target = self._element(element_id).element_handle() if element_id is not None else None
@@ -370,22 +431,30 @@ class Driver:
         self.page.evaluate(pagejs.SCROLL_JS, [target, dx, dy])
         self._settle()
         if target is None and self.page.evaluate("() => [scrollX, scrollY]") == before:
-            self.notes.append(f"The page did not move {direction}: it is already at that end, or it does not scroll.")
+            self.notes.append(
+                f"The page did not move {direction}: it is already at that end, or it does not scroll."
+            )
 
     def op_select(self, element_id: int, option: str) -> None:
         target = self._element(element_id)
         info = target.evaluate(pagejs.SELECT_INFO_JS)
         if info["tag"] != "select":
-            raise BrowserError(f"element [{element_id}] is a <{info['tag']}>, not a drop-down list; "
-                               "use browser_click for links, buttons and radio buttons")
+            raise BrowserError(
+                f"element [{element_id}] is a <{info['tag']}>, not a drop-down list; "
+                "use browser_click for links, buttons and radio buttons"
+            )
         options = info["options"]
-        chosen = (next((o for o in options if o["label"] == option), None)
-                  or next((o for o in options if o["value"] == option), None)
-                  or next((o for o in options if o["label"].strip().lower() == option.strip().lower()), None))
+        chosen = (
+            next((o for o in options if o["label"] == option), None)
+            or next((o for o in options if o["value"] == option), None)
+            or next((o for o in options if o["label"].strip().lower() == option.strip().lower()), None)
+        )
         if chosen is None:
             listed = ", ".join(repr(o["label"]) for o in options) or "none"
             raise BrowserError(f"element [{element_id}] has no option {option!r}; its options are {listed}")
-        self._act(element_id, "select an option of", target, lambda: target.select_option(value=chosen["value"]))
+        self._act(
+            element_id, "select an option of", target, lambda: target.select_option(value=chosen["value"])
+        )
         self._settle()
 
     def op_back(self) -> None:

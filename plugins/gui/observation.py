@@ -26,8 +26,10 @@ from .tools import BrowserConfig, call_driver
 Observation = Literal["axtree", "screenshot", "both"]
 OBSERVATIONS: tuple[Observation, ...] = ("axtree", "screenshot", "both")
 _ELEMENT_LINE = re.compile(r"^\s*\[\d+\]")
-MARKS_NOTE = ("The page is shown as a screenshot; each element's [id] is drawn on it in a small yellow label. "
-              "Use those ids with the browser tools.")
+MARKS_NOTE = (
+    "The page is shown as a screenshot; each element's [id] is drawn on it in a small yellow label. "
+    "Use those ids with the browser tools."
+)
 
 
 AXTREE_NOTE = "The page is shown as an accessibility tree: each line is [id] role 'name'."
@@ -51,8 +53,10 @@ def dataset_dir(ctx: Any) -> Path:
     """Where an episode's images go: the dataset directory (the artifacts directory's parent)."""
     artifacts = getattr(ctx, "artifacts_dir", None)
     if not artifacts:
-        raise ConfigError("observation=screenshot|both stores images beside the trajectories, but this run has no "
-                          "output directory; collect with --out DIR (or give the engine an artifacts_dir)")
+        raise ConfigError(
+            "observation=screenshot|both stores images beside the trajectories, but this run has no "
+            "output directory; collect with --out DIR (or give the engine an artifacts_dir)"
+        )
     return Path(artifacts).parent
 
 
@@ -61,13 +65,16 @@ def without_elements(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not _ELEMENT_LINE.match(line))
 
 
-async def snapshot(ctx: Any, sandbox: Sandbox, config: BrowserConfig, *, marks: bool,
-                   selector: str | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+async def snapshot(
+    ctx: Any, sandbox: Sandbox, config: BrowserConfig, *, marks: bool, selector: str | None = None
+) -> tuple[dict[str, str], dict[str, Any]]:
     """Screenshot the active page and store it; (its image part, the driver's reply with ``text``)."""
     root = dataset_dir(ctx)
     reply = await call_driver(sandbox, config, "snapshot", {"marks": marks, "selector": selector})
     if not reply.get("screenshot"):
-        raise SandboxError(f"the browser could not take a screenshot: {reply.get('error') or reply.get('text', '')[:200]}")
+        raise SandboxError(
+            f"the browser could not take a screenshot: {reply.get('error') or reply.get('text', '')[:200]}"
+        )
     data = await sandbox.read_file(reply["screenshot"])
     sha = await asyncio.to_thread(store_image, root, data)
     return image_part(sha), reply
@@ -82,8 +89,15 @@ def content(mode: Observation, text: str, part: dict[str, str] | None) -> str | 
     return [{"type": "text", "text": text}, part]
 
 
-async def attach(ctx: Any, sandbox: Sandbox, config: BrowserConfig, mode: Observation, observation: list[Message],
-                 *, selector: str | None = None) -> None:
+async def attach(
+    ctx: Any,
+    sandbox: Sandbox,
+    config: BrowserConfig,
+    mode: Observation,
+    observation: list[Message],
+    *,
+    selector: str | None = None,
+) -> None:
     """Put the page's screenshot into the last tool message of ``observation`` (in place)."""
     if mode == "axtree" or not observation:
         return

@@ -48,8 +48,10 @@ SETTLE_JS = """async () => {
   const popups = window.__tgPopup || 0; window.__tgPopup = 0;
   return {popups, view: (MARK)()};
 }""".replace("MARK", MARK_JS)
-SELECT_INFO_JS = "el => ({tag: el.tagName.toLowerCase(), options: el.tagName === 'SELECT' ? " \
-                 "[...el.options].map(o => ({label: o.label, value: o.value})) : []})"
+SELECT_INFO_JS = (
+    "el => ({tag: el.tagName.toLowerCase(), options: el.tagName === 'SELECT' ? "
+    "[...el.options].map(o => ({label: o.label, value: o.value})) : []})"
+)
 SCROLL_JS = "([el, dx, dy]) => { (el || window).scrollBy({left: dx, top: dy, behavior: 'instant'}); }"
 # Set-of-marks for screenshots: each listed element that is visible gets its [id] drawn at its
 # top-left corner, in a layer outside the page's own elements (removed right after the shot).

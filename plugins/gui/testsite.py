@@ -25,11 +25,15 @@ RED_BLOCK = (400, 300)
 
 
 def _page(title: str, body: str, head: str = "") -> str:
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{head}</head>"
-            f"<body>{body}</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{head}</head>"
+        f"<body>{body}</body></html>"
+    )
 
 
-_FORM = _page("Order form", """
+_FORM = _page(
+    "Order form",
+    """
 <h1>Order form</h1>
 <form action="/result" method="get">
   <label for="q">Query</label> <input id="q" name="q" type="text" placeholder="what to find">
@@ -39,22 +43,32 @@ _FORM = _page("Order form", """
   <label><input type="checkbox" name="gift" value="yes"> Gift wrap</label>
   <button type="submit">Send</button>
   <button type="button" disabled>Not now</button>
-</form>""")
+</form>""",
+)
 
-_LINKS = _page("Links", """
+_LINKS = _page(
+    "Links",
+    """
 <h1>Links</h1>
 <p><a href="/second">Second page</a></p>
 <p><a href="/tab" target="_blank">Open in new tab</a></p>
 <p><a href="http://example.com/">Outside site</a></p>
 <p><button onclick="alert('hello from the page'); document.getElementById('said').textContent = 'alerted'">
-Alert me</button> <span id="said">quiet</span></p>""")
+Alert me</button> <span id="said">quiet</span></p>""",
+)
 
-_LONG = _page("Long list", """
+_LONG = _page(
+    "Long list",
+    """
 <h1>Long list</h1>
 <div id="box" style="height:120px; width:300px; overflow:auto; border:1px solid #000">
-""" + "".join(f"<p>Box line {i}</p>" for i in range(1, 21)) + """</div>
-<ol id="items">""" + "".join(f"<li style='height:100px'>Item {i}</li>" for i in range(1, 41)) + """</ol>""",
-                head="""<script>
+"""
+    + "".join(f"<p>Box line {i}</p>" for i in range(1, 21))
+    + """</div>
+<ol id="items">"""
+    + "".join(f"<li style='height:100px'>Item {i}</li>" for i in range(1, 41))
+    + """</ol>""",
+    head="""<script>
 let more = 40;
 window.addEventListener('scroll', () => {
   if (more < 50 && window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 200) {
@@ -63,26 +77,42 @@ window.addEventListener('scroll', () => {
       li.style.height = '100px'; list.appendChild(li); }
   }
 });
-</script>""")
+</script>""",
+)
 
-_RED = _page("Red block", f"""<div style="position:absolute; left:0; top:0; width:{RED_BLOCK[0]}px;
+_RED = _page(
+    "Red block",
+    f"""<div style="position:absolute; left:0; top:0; width:{RED_BLOCK[0]}px;
 height:{RED_BLOCK[1]}px; background:#ff0000"></div><p style="position:absolute; top:400px">Below the block</p>""",
-             head="<style>html, body {margin:0; background:#ffffff}</style>")
+    head="<style>html, body {margin:0; background:#ffffff}</style>",
+)
 
-_INDEX = _page("toolgym test site", "<h1>Test site</h1><ul>" + "".join(
-    f"<li><a href='/{p}'>{p}</a></li>" for p in ("form", "links", "long", "red")) + "</ul>")
+_INDEX = _page(
+    "toolgym test site",
+    "<h1>Test site</h1><ul>"
+    + "".join(f"<li><a href='/{p}'>{p}</a></li>" for p in ("form", "links", "long", "red"))
+    + "</ul>",
+)
 
-_STATIC = {"/": _INDEX, "/form": _FORM, "/links": _LINKS, "/long": _LONG, "/red": _RED,
-           "/second": _page("Second page", "<h1>Second page</h1><p><a href='/links'>Back to links</a></p>"),
-           "/tab": _page("Tab page", "<h1>Tab page</h1>"),
-           "/hang": _page("Hang", "<h1>Hang</h1><script>while (true) {}</script>")}
+_STATIC = {
+    "/": _INDEX,
+    "/form": _FORM,
+    "/links": _LINKS,
+    "/long": _LONG,
+    "/red": _RED,
+    "/second": _page("Second page", "<h1>Second page</h1><p><a href='/links'>Back to links</a></p>"),
+    "/tab": _page("Tab page", "<h1>Tab page</h1>"),
+    "/hang": _page("Hang", "<h1>Hang</h1><script>while (true) {}</script>"),
+}
 
 
 def _result(query: dict[str, list[str]]) -> str:
     q = query.get("q", [""])[0]
     colour = {"r": "Red", "g": "Green", "b": "Blue"}.get(query.get("colour", [""])[0], "none")
     gift = "yes" if query.get("gift") else "no"
-    return _page("Result", f"<h1>Result</h1><p id='summary'>query={html.escape(q)}; colour={colour}; gift={gift}</p>")
+    return _page(
+        "Result", f"<h1>Result</h1><p id='summary'>query={html.escape(q)}; colour={colour}; gift={gift}</p>"
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):

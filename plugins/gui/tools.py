@@ -42,9 +42,17 @@ HERE = Path(__file__).resolve().parent
 DRIVER = "_toolgym_browser"
 """The driver's name in the sandbox's Python session."""
 CHROMIUM_ARGS = (
-    "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",
-    "--disable-breakpad", "--mute-audio", "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--mute-audio",
+    "--no-sandbox",
 )
 """``--no-sandbox``: the container is the sandbox; Chromium's own needs namespaces and capabilities
 that the hardened container does not grant. /dev/shm is sized by the browser profile
@@ -83,12 +91,21 @@ class BrowserConfig:
         return self.launch_timeout_s + 2 * self.nav_timeout_s + self.action_timeout_s + 10.0
 
     def driver_config(self) -> dict[str, Any]:
-        return {"chromium": self.chromium, "args": list(self.chromium_args), "width": self.width,
-                "height": self.height, "launch_ms": int(self.launch_timeout_s * 1000)}
+        return {
+            "chromium": self.chromium,
+            "args": list(self.chromium_args),
+            "width": self.width,
+            "height": self.height,
+            "launch_ms": int(self.launch_timeout_s * 1000),
+        }
 
     def limits(self, *, screenshot: bool = False) -> dict[str, Any]:
-        return {"nav_ms": int(self.nav_timeout_s * 1000), "action_ms": int(self.action_timeout_s * 1000),
-                "max_chars": self.max_chars, "screenshot": screenshot or self.screenshot_every_step}
+        return {
+            "nav_ms": int(self.nav_timeout_s * 1000),
+            "action_ms": int(self.action_timeout_s * 1000),
+            "max_chars": self.max_chars,
+            "screenshot": screenshot or self.screenshot_every_step,
+        }
 
 
 def network_allowlist(*urls: str) -> tuple[str, ...]:
@@ -115,7 +132,10 @@ def _sources() -> tuple[str, ...]:
 def loader_code(config: BrowserConfig) -> str:
     """The cell that installs the driver in a Python session (modules under private names)."""
     *helpers, driver_source = _sources()
-    install = "".join(f"_toolgym_load('toolgym_gui_{name}', {source!r})\n" for name, source in zip(SHIPPED, helpers, strict=False))
+    install = "".join(
+        f"_toolgym_load('toolgym_gui_{name}', {source!r})\n"
+        for name, source in zip(SHIPPED, helpers, strict=False)
+    )
     return (
         "import json as _json, sys as _sys, types as _types\n"
         "def _toolgym_load(name, source):\n"
@@ -133,17 +153,22 @@ def loader_code(config: BrowserConfig) -> str:
 
 def _load_problem(result: PythonResult) -> str:
     if "No module named 'playwright'" in (result.error or ""):
-        return ("this sandbox has no Playwright: the browser tools need the toolgym/sandbox-browser image "
-                "on the Docker backend (`toolgym sandbox build browser`)")
+        return (
+            "this sandbox has no Playwright: the browser tools need the toolgym/sandbox-browser image "
+            "on the Docker backend (`toolgym sandbox build browser`)"
+        )
     return f"the browser driver could not be installed in the sandbox: {result.error}"
 
 
-async def call_driver(sandbox: Sandbox, config: BrowserConfig, op: str, args: dict[str, Any],
-                      *, screenshot: bool = False) -> dict[str, Any]:
+async def call_driver(
+    sandbox: Sandbox, config: BrowserConfig, op: str, args: dict[str, Any], *, screenshot: bool = False
+) -> dict[str, Any]:
     """One driver operation in ``sandbox``; its JSON reply as a dict, plus ``notes`` from the host.
     Raises ``ToolExecutionError`` when the driver cannot answer (its message is for the model)."""
     session = await sandbox.python()
-    code = f"{DRIVER}.call({op!r}, {json.dumps(args)!r}, {json.dumps(config.limits(screenshot=screenshot))!r})"
+    code = (
+        f"{DRIVER}.call({op!r}, {json.dumps(args)!r}, {json.dumps(config.limits(screenshot=screenshot))!r})"
+    )
     notes: list[str] = []
     for attempt in range(2):
         result = await session.execute(code, timeout=config.cell_timeout_s)
@@ -153,8 +178,10 @@ async def call_driver(sandbox: Sandbox, config: BrowserConfig, op: str, args: di
             return reply
         if result.timed_out:
             await session.restart()
-            raise ToolExecutionError(f"the browser did not answer within {config.cell_timeout_s:g} s and was "
-                                     "restarted: its tabs are gone; open the page again with browser_goto")
+            raise ToolExecutionError(
+                f"the browser did not answer within {config.cell_timeout_s:g} s and was "
+                "restarted: its tabs are gone; open the page again with browser_goto"
+            )
         if attempt == 0 and f"name '{DRIVER}' is not defined" in (result.error or ""):
             if result.restarted:
                 notes.append("The browser had stopped and was started again: earlier tabs are gone.")
@@ -187,14 +214,25 @@ async def _store_screenshot(sandbox: Sandbox, ctx: Any, path: str) -> str | None
     return await asyncio.to_thread(write)
 
 
-async def run_browser(config: BrowserConfig, sandbox: Sandbox, ctx: Any, op: str, args: dict[str, Any],
-                      *, screenshot: bool = False) -> ToolOutput:
+async def run_browser(
+    config: BrowserConfig,
+    sandbox: Sandbox,
+    ctx: Any,
+    op: str,
+    args: dict[str, Any],
+    *,
+    screenshot: bool = False,
+) -> ToolOutput:
     """Run one operation and make the tool's output: the observation, the error above it, files."""
     try:
         reply = await call_driver(sandbox, config, op, args, screenshot=screenshot)
     except SandboxBrokenError as exc:
-        return ToolOutput(f"Error: the browser sandbox stopped working ({exc}). The next call runs in a fresh "
-                          "sandbox: open the page again.", error=True, metadata={"sandbox_broken": True})
+        return ToolOutput(
+            f"Error: the browser sandbox stopped working ({exc}). The next call runs in a fresh "
+            "sandbox: open the page again.",
+            error=True,
+            metadata={"sandbox_broken": True},
+        )
     text = "\n".join([*reply.pop("notes"), reply.get("text") or ""]).strip()
     files = []
     if reply.get("screenshot"):
@@ -202,11 +240,20 @@ async def run_browser(config: BrowserConfig, sandbox: Sandbox, ctx: Any, op: str
         if stored:
             files.append(stored)
         if screenshot:
-            text = (f"Screenshot saved as {stored}." if stored else
-                    "Screenshot taken (not stored: this run has no artifacts directory).") + "\n" + text
+            text = (
+                (
+                    f"Screenshot saved as {stored}."
+                    if stored
+                    else "Screenshot taken (not stored: this run has no artifacts directory)."
+                )
+                + "\n"
+                + text
+            )
     if not reply.get("ok"):
         text = f"Error: {reply.get('error')}" + (f"\n\n{text}" if text else "")
-    metadata: dict[str, Any] = {k: reply.get(k) for k in ("url", "title", "tab", "tabs", "truncated") if k in reply}
+    metadata: dict[str, Any] = {
+        k: reply.get(k) for k in ("url", "title", "tab", "tabs", "truncated") if k in reply
+    }
     return ToolOutput(text, error=not reply.get("ok"), files=files, metadata=metadata)
 
 
@@ -236,8 +283,9 @@ def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
         return await run(sandbox, ctx, "click", {"element_id": element_id})
 
     @browser_tool
-    async def browser_type(element_id: int, text: str, submit: bool = False, *, sandbox: Sandbox,
-                           ctx: Any = None) -> ToolOutput:
+    async def browser_type(
+        element_id: int, text: str, submit: bool = False, *, sandbox: Sandbox, ctx: Any = None
+    ) -> ToolOutput:
         """Replace the text of a text field with new text, and optionally press Enter to submit it.
 
         Args:
@@ -257,8 +305,14 @@ def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
         return await run(sandbox, ctx, "press", {"key": key})
 
     @browser_tool
-    async def browser_scroll(direction: Literal["up", "down", "left", "right"] = "down", amount: int | None = None,
-                             element_id: int | None = None, *, sandbox: Sandbox, ctx: Any = None) -> ToolOutput:
+    async def browser_scroll(
+        direction: Literal["up", "down", "left", "right"] = "down",
+        amount: int | None = None,
+        element_id: int | None = None,
+        *,
+        sandbox: Sandbox,
+        ctx: Any = None,
+    ) -> ToolOutput:
         """Scroll the page, or one scrollable element of it.
 
         Args:
@@ -268,10 +322,14 @@ def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
         """
         if amount is not None and amount <= 0:
             raise ToolArgumentError(f"amount must be a positive number of pixels, got {amount}")
-        return await run(sandbox, ctx, "scroll", {"direction": direction, "amount": amount, "element_id": element_id})
+        return await run(
+            sandbox, ctx, "scroll", {"direction": direction, "amount": amount, "element_id": element_id}
+        )
 
     @browser_tool
-    async def browser_select(element_id: int, option: str, *, sandbox: Sandbox, ctx: Any = None) -> ToolOutput:
+    async def browser_select(
+        element_id: int, option: str, *, sandbox: Sandbox, ctx: Any = None
+    ) -> ToolOutput:
         """Choose an option of a drop-down list (a combobox backed by <select>).
 
         Args:
@@ -326,10 +384,21 @@ def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
         """
         return await run(sandbox, ctx, "screenshot", {"full_page": full_page}, screenshot=True)
 
-    return [browser_goto, browser_click, browser_type, browser_press, browser_scroll, browser_select, browser_back,
-            browser_tabs, browser_switch_tab, browser_new_tab, browser_close_tab, browser_screenshot]
+    return [
+        browser_goto,
+        browser_click,
+        browser_type,
+        browser_press,
+        browser_scroll,
+        browser_select,
+        browser_back,
+        browser_tabs,
+        browser_switch_tab,
+        browser_new_tab,
+        browser_close_tab,
+        browser_screenshot,
+    ]
 
 
 BROWSER_TOOLS = browser_tools()
 """The registered tools, with the default ``BrowserConfig``."""
-

@@ -104,9 +104,15 @@ class MiniWoBEnv(ToolTaskEnv):
     max_turns = 12
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, task: str | None = None, tasks: str = "all", reward: str = "raw",
-                 time_limit: str | float | None = "task", max_turns: int | str = 12,
-                 observation: str = "axtree") -> None:
+    def __init__(
+        self,
+        task: str | None = None,
+        tasks: str = "all",
+        reward: str = "raw",
+        time_limit: str | float | None = "task",
+        max_turns: int | str = 12,
+        observation: str = "axtree",
+    ) -> None:
         super().__init__()
         self.observation = parse_observation(observation)
         self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
@@ -120,7 +126,9 @@ class MiniWoBEnv(ToolTaskEnv):
             try:
                 seconds = float(time_limit)  # type: ignore[arg-type]
             except ValueError:
-                raise ConfigError(f"time_limit must be 'task' or a number of seconds, got {time_limit!r}") from None
+                raise ConfigError(
+                    f"time_limit must be 'task' or a number of seconds, got {time_limit!r}"
+                ) from None
             if seconds <= 0:
                 raise ConfigError(f"time_limit must be positive, got {time_limit!r}")
             self.time_limit_ms = int(seconds * 1000)
@@ -141,14 +149,18 @@ class MiniWoBEnv(ToolTaskEnv):
         return Task(id=f"{name}/{seed}", question="", metadata={"task": name, "seed": seed})
 
     def unscripted_task(self, seeds: Sequence[int]) -> str | None:
-        return next((t for t in (self.task_names[s % len(self.task_names)] for s in seeds) if t not in SOLVERS), None)
+        return next(
+            (t for t in (self.task_names[s % len(self.task_names)] for s in seeds) if t not in SOLVERS), None
+        )
 
     # -- the page -------------------------------------------------------------------------------
 
     async def _evaluate(self, script: str, *, pin: bool = False) -> dict[str, Any]:
         """Run a JavaScript function in the episode's task page (never a tool: the model cannot)."""
         session = await (await self.ctx.sandbox(SANDBOX_KIND)).python()
-        result = await session.execute(f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s)
+        result = await session.execute(
+            f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s
+        )
         if result.error is not None or result.value is None:
             return {"ok": False, "closed": True, "error": result.error or "the browser gave no answer"}
         reply: dict[str, Any] = json.loads(ast.literal_eval(result.value))
@@ -177,7 +189,9 @@ class MiniWoBEnv(ToolTaskEnv):
 
     # -- the episode ----------------------------------------------------------------------------
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self.task = self.load_task(seed)
         self._history: list[str] = []
         self._state = RunningDigest(self.task.id)
@@ -188,9 +202,14 @@ class MiniWoBEnv(ToolTaskEnv):
         sandbox = await self.ctx.sandbox(SANDBOX_KIND)
         opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.task_url(name)})
         if not opened.get("ok"):
-            raise SandboxError(f"the MiniWoB++ page {name!r} did not open in the browser sandbox: {opened.get('error')}")
-        start = (_START.replace("SEED", json.dumps(seed)).replace("NONCE", json.dumps(self._nonce))
-                 .replace("LIMIT", json.dumps(self.time_limit_ms)))
+            raise SandboxError(
+                f"the MiniWoB++ page {name!r} did not open in the browser sandbox: {opened.get('error')}"
+            )
+        start = (
+            _START.replace("SEED", json.dumps(seed))
+            .replace("NONCE", json.dumps(self._nonce))
+            .replace("LIMIT", json.dumps(self.time_limit_ms))
+        )
         started = await self._evaluate(start, pin=True)
         if not started.get("ok"):
             raise SandboxError(f"the MiniWoB++ task {name!r} did not start: {started.get('error')}")
@@ -209,17 +228,24 @@ class MiniWoBEnv(ToolTaskEnv):
         if self.observation == "axtree":
             page = await call_driver(sandbox, BROWSER, "observe", {})
         else:
-            part, page = await snapshot(self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot",
-                                        selector=TASK_AREA)
+            part, page = await snapshot(
+                self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot", selector=TASK_AREA
+            )
         await self._probe()
         self.task.question = instruction
-        first = observation_content(self.observation, f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}", part)
+        first = observation_content(
+            self.observation, f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}", part
+        )
         messages: list[Message] = [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": first},
         ]
-        return messages, {"task_id": self.task.id, "miniwob_task": name, "instruction": instruction,
-                          "time_limit_ms": started["value"]["limit_ms"]}
+        return messages, {
+            "task_id": self.task.id,
+            "miniwob_task": name,
+            "instruction": instruction,
+            "time_limit_ms": started["value"]["limit_ms"],
+        }
 
     def anchor(self) -> str:
         assert self.task is not None
@@ -253,8 +279,14 @@ class MiniWoBEnv(ToolTaskEnv):
         if self._turn >= self.max_turns:
             return self._end(result, {}, "turn limit (counted as the task's time-out)")
         if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
-            await attach(self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation,
-                         selector=TASK_AREA)
+            await attach(
+                self.ctx,
+                await self.ctx.sandbox(SANDBOX_KIND),
+                BROWSER,
+                self.observation,
+                result.observation,
+                selector=TASK_AREA,
+            )
         return result
 
     async def scripted_action(self) -> str | None:

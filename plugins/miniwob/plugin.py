@@ -12,7 +12,7 @@ def toolgym_envs() -> list[EnvSpec]:
             "miniwob",
             "toolgym.plugins.miniwob.env:MiniWoBEnv",
             description="MiniWoB++ web tasks (the benchmark's own pages and core.js reward) in a real browser, "
-                        "through the browser tools; --env-arg task=click-button or tasks=reported.",
+            "through the browser tools; --env-arg task=click-button or tasks=reported.",
             tags=("gui", "browser"),
             scripted_kwargs={"tasks": "solvable"},  # `all` has tasks without a solver
         ),

@@ -32,7 +32,9 @@ def html_dir() -> Path:
         raise ConfigError("the MiniWoB++ environment needs the `miniwob` package: pip install 'toolgym[gui]'")
     root = Path(next(iter(spec.submodule_search_locations))) / "html"
     if not (root / "core" / "core.js").is_file():
-        raise ConfigError(f"the installed miniwob package has no html/core/core.js under {root}; reinstall it")
+        raise ConfigError(
+            f"the installed miniwob package has no html/core/core.js under {root}; reinstall it"
+        )
     return root
 
 
@@ -84,6 +86,10 @@ def shared_site() -> MiniWoBSite:
         if _shared is None:
             _shared = MiniWoBSite()
             browser = DEFAULT_PROFILES["browser"]
-            register_profile(SANDBOX_KIND, dataclasses.replace(
-                browser, image=browser.image_for("browser"), network=network_allowlist(_shared.url)))
+            register_profile(
+                SANDBOX_KIND,
+                dataclasses.replace(
+                    browser, image=browser.image_for("browser"), network=network_allowlist(_shared.url)
+                ),
+            )
         return _shared

@@ -19,10 +19,30 @@ from .site import html_dir
 NEEDS_POINTER: dict[str, str] = {
     name: "it needs pointer coordinates or a drag gesture, which element-level tools cannot express"
     for name in (
-        "bisect-angle", "chase-circle", "circle-center", "drag-box", "drag-circle", "drag-cube", "drag-items",
-        "drag-items-grid", "drag-shapes", "drag-shapes-2", "drag-single-shape", "drag-sort-numbers", "draw-circle",
-        "draw-line", "find-midpoint", "grid-coordinate", "moving-items", "resize-textarea", "right-angle",
-        "use-colorwheel", "use-colorwheel-2", "use-slider", "use-slider-2", "hot-cold",
+        "bisect-angle",
+        "chase-circle",
+        "circle-center",
+        "drag-box",
+        "drag-circle",
+        "drag-cube",
+        "drag-items",
+        "drag-items-grid",
+        "drag-shapes",
+        "drag-shapes-2",
+        "drag-single-shape",
+        "drag-sort-numbers",
+        "draw-circle",
+        "draw-line",
+        "find-midpoint",
+        "grid-coordinate",
+        "moving-items",
+        "resize-textarea",
+        "right-angle",
+        "use-colorwheel",
+        "use-colorwheel-2",
+        "use-slider",
+        "use-slider-2",
+        "hot-cold",
     )
 }
 NEEDS_SELECTION: dict[str, str] = {
@@ -31,23 +51,74 @@ NEEDS_SELECTION: dict[str, str] = {
 }
 NEEDS_PIXELS: dict[str, str] = {
     name: "what matters in it is drawn (colours or shapes without text), invisible in the accessibility tree; "
-          "try observation screenshots with a vision model"
-    for name in ("click-color", "click-shades", "click-shape", "count-shape", "count-sides", "identify-shape",
-                 "hover-shape", "click-pie", "click-pie-nodelay", "visual-addition", "simon-says", "generate-number")
+    "try observation screenshots with a vision model"
+    for name in (
+        "click-color",
+        "click-shades",
+        "click-shape",
+        "count-shape",
+        "count-sides",
+        "identify-shape",
+        "hover-shape",
+        "click-pie",
+        "click-pie-nodelay",
+        "visual-addition",
+        "simon-says",
+        "generate-number",
+    )
 }
 UNSUPPORTED: dict[str, str] = {**NEEDS_POINTER, **NEEDS_SELECTION, **NEEDS_PIXELS}
 """Shipped tasks the environment refuses, with the reason (also in the plugin's README)."""
 
 REPORTED = (
-    "choose-list", "click-button", "click-button-sequence", "click-checkboxes", "click-checkboxes-large",
-    "click-checkboxes-soft", "click-checkboxes-transfer", "click-collapsible", "click-collapsible-2",
-    "click-dialog", "click-dialog-2", "click-link", "click-menu", "click-option", "click-scroll-list",
-    "click-tab", "click-tab-2", "click-tab-2-hard", "click-test", "click-test-2", "click-widget",
-    "email-inbox", "email-inbox-forward-nl", "email-inbox-forward-nl-turk", "email-inbox-nl-turk", "enter-date",
-    "enter-password", "enter-text", "enter-text-dynamic", "enter-time", "focus-text", "focus-text-2",
-    "guess-number", "login-user", "login-user-popup", "multi-layouts", "multi-orderings", "navigate-tree",
-    "search-engine", "simple-algebra", "simple-arithmetic", "social-media", "social-media-all",
-    "social-media-some", "terminal", "tic-tac-toe", "use-autocomplete", "use-spinner",
+    "choose-list",
+    "click-button",
+    "click-button-sequence",
+    "click-checkboxes",
+    "click-checkboxes-large",
+    "click-checkboxes-soft",
+    "click-checkboxes-transfer",
+    "click-collapsible",
+    "click-collapsible-2",
+    "click-dialog",
+    "click-dialog-2",
+    "click-link",
+    "click-menu",
+    "click-option",
+    "click-scroll-list",
+    "click-tab",
+    "click-tab-2",
+    "click-tab-2-hard",
+    "click-test",
+    "click-test-2",
+    "click-widget",
+    "email-inbox",
+    "email-inbox-forward-nl",
+    "email-inbox-forward-nl-turk",
+    "email-inbox-nl-turk",
+    "enter-date",
+    "enter-password",
+    "enter-text",
+    "enter-text-dynamic",
+    "enter-time",
+    "focus-text",
+    "focus-text-2",
+    "guess-number",
+    "login-user",
+    "login-user-popup",
+    "multi-layouts",
+    "multi-orderings",
+    "navigate-tree",
+    "search-engine",
+    "simple-algebra",
+    "simple-arithmetic",
+    "social-media",
+    "social-media-all",
+    "social-media-some",
+    "terminal",
+    "tic-tac-toe",
+    "use-autocomplete",
+    "use-spinner",
 )
 """The element-level subset LLM web-agent papers usually report (the RCI-era task list, as we
 read it), less the tasks above that need pixels or pointer gestures."""
@@ -79,11 +150,15 @@ def task_list(spec: str) -> tuple[str, ...]:
         return tuple(t for t in sorted(SOLVERS) if t in supported_tasks())
     names = tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
-        raise ConfigError("tasks is empty: give 'all', 'reported', 'solvable' or task names separated by commas")
+        raise ConfigError(
+            "tasks is empty: give 'all', 'reported', 'solvable' or task names separated by commas"
+        )
     for name in names:
         if name in UNSUPPORTED:
             raise ConfigError(f"MiniWoB++ task {name!r} is not offered: {UNSUPPORTED[name]}")
         if name not in shipped_tasks():
-            raise ConfigError(f"unknown MiniWoB++ task {name!r}; see `toolgym envs` or "
-                              "toolgym.plugins.miniwob.tasks.supported_tasks() for the list")
+            raise ConfigError(
+                f"unknown MiniWoB++ task {name!r}; see `toolgym envs` or "
+                "toolgym.plugins.miniwob.tasks.supported_tasks() for the list"
+            )
     return names

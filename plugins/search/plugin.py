@@ -18,7 +18,7 @@ def toolgym_envs() -> list[EnvSpec]:
             "search-qa",
             "toolgym.plugins.search.qa.env:SearchQAEnv",
             description="Questions over an invented archipelago corpus, answered by searching it (Search-R1 "
-                        "<search>/<answer> tags or tool calls); exact-match or F1 reward.",
+            "<search>/<answer> tags or tool calls); exact-match or F1 reward.",
             tags=("task", "qa", "search"),
         ),
     ]
@@ -26,4 +26,10 @@ def toolgym_envs() -> list[EnvSpec]:
 
 @hookimpl
 def toolgym_cli_commands() -> list[CliCommand]:
-    return [CliCommand("index", "toolgym.plugins.search.cli:app", "Build, serve and query search indexes (BM25, dense, hybrid).")]
+    return [
+        CliCommand(
+            "index",
+            "toolgym.plugins.search.cli:app",
+            "Build, serve and query search indexes (BM25, dense, hybrid).",
+        )
+    ]

@@ -28,8 +28,10 @@ def _fastapi() -> Any:
     try:
         import fastapi
     except ImportError as exc:
-        raise ConfigError("the retrieval server needs FastAPI and uvicorn: pip install 'toolgym[search]' "
-                          "(or pip install fastapi uvicorn)") from exc
+        raise ConfigError(
+            "the retrieval server needs FastAPI and uvicorn: pip install 'toolgym[search]' "
+            "(or pip install fastapi uvicorn)"
+        ) from exc
     return fastapi
 
 
@@ -40,7 +42,9 @@ def create_app(index: SearchIndex, *, default_topk: int = 3, default_method: str
     from pydantic import BaseModel
 
     if default_method not in index.methods:
-        raise ConfigError(f"default method {default_method!r} is not available; this index has {', '.join(index.methods)}")
+        raise ConfigError(
+            f"default method {default_method!r} is not available; this index has {', '.join(index.methods)}"
+        )
 
     class RetrieveRequest(BaseModel):
         queries: list[str]
@@ -55,8 +59,13 @@ def create_app(index: SearchIndex, *, default_topk: int = 3, default_method: str
 
     @app.get("/health")
     async def health() -> Any:
-        return {"status": "ok", "documents": len(index.docs), "methods": list(index.methods),
-                "default_topk": default_topk, "default_method": default_method}
+        return {
+            "status": "ok",
+            "documents": len(index.docs),
+            "methods": list(index.methods),
+            "default_topk": default_topk,
+            "default_method": default_method,
+        }
 
     @app.post("/retrieve")
     async def retrieve(request: RetrieveRequest) -> Any:
@@ -76,8 +85,15 @@ def create_app(index: SearchIndex, *, default_topk: int = 3, default_method: str
     return app
 
 
-
-def serve_index(index: SearchIndex, *, host: str = "127.0.0.1", port: int = 0, default_topk: int = 3,
-                default_method: str = "bm25") -> BackgroundServer:
+def serve_index(
+    index: SearchIndex,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    default_topk: int = 3,
+    default_method: str = "bm25",
+) -> BackgroundServer:
     """A retrieval server for ``index`` (not yet started: use it as a context manager)."""
-    return BackgroundServer(create_app(index, default_topk=default_topk, default_method=default_method), host=host, port=port)
+    return BackgroundServer(
+        create_app(index, default_topk=default_topk, default_method=default_method), host=host, port=port
+    )

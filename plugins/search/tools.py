@@ -61,8 +61,10 @@ def resolve_retriever(spec: str | None = None, method: str = "bm25") -> Retrieve
         elif Path(spec).is_file():
             retriever = LocalRetriever(SearchIndex.build(load_corpus(spec), dense=method != "bm25"), method)
         else:
-            raise ConfigError(f"search source {spec!r} is not 'shipped', an http(s) URL, an index directory "
-                              "or a .jsonl corpus file")
+            raise ConfigError(
+                f"search source {spec!r} is not 'shipped', an http(s) URL, an index directory "
+                "or a .jsonl corpus file"
+            )
         _retrievers[key] = retriever
         return retriever
 
@@ -72,15 +74,24 @@ def _check_query(query: str, k: int, max_k: int) -> str:
     if not query:
         raise ToolArgumentError("the search query is empty; write the words to search for")
     if len(query) > MAX_QUERY_CHARS:
-        raise ToolArgumentError(f"the search query is {len(query)} characters long; keep it under {MAX_QUERY_CHARS}")
+        raise ToolArgumentError(
+            f"the search query is {len(query)} characters long; keep it under {MAX_QUERY_CHARS}"
+        )
     if not 1 <= k <= max_k:
         raise ToolArgumentError(f"k must be between 1 and {max_k}, got {k}")
     return query
 
 
-def make_search_tool(retriever: Retriever | Callable[[], Retriever], *, name: str = "search", default_k: int = 3,
-                     max_k: int = 10, per_result: int = PER_RESULT_CHARS, total: int = TOTAL_CHARS,
-                     timeout_s: float = SEARCH_TIMEOUT_S) -> Tool:
+def make_search_tool(
+    retriever: Retriever | Callable[[], Retriever],
+    *,
+    name: str = "search",
+    default_k: int = 3,
+    max_k: int = 10,
+    per_result: int = PER_RESULT_CHARS,
+    total: int = TOTAL_CHARS,
+    timeout_s: float = SEARCH_TIMEOUT_S,
+) -> Tool:
     """A search tool over ``retriever`` (or a function giving it, resolved at each call).
 
     The tool takes ``query`` (first, so tag parsers pass ``<search>…</search>`` into it) and ``k``;
@@ -95,8 +106,10 @@ def make_search_tool(retriever: Retriever | Callable[[], Retriever], *, name: st
         else:
             source = retriever  # type: ignore[assignment]
         hits = (await source.search([q], k))[0]
-        return ToolOutput(format_hits(hits, per_result=per_result, total=total),
-                          metadata={"ids": [h.document.id for h in hits], "scores": [h.score for h in hits]})
+        return ToolOutput(
+            format_hits(hits, per_result=per_result, total=total),
+            metadata={"ids": [h.document.id for h in hits], "scores": [h.score for h in hits]},
+        )
 
     search.__doc__ = f"""Search the knowledge base and return the best matching passages, best first.
 
@@ -108,7 +121,9 @@ def make_search_tool(retriever: Retriever | Callable[[], Retriever], *, name: st
 
 
 def _default_retriever() -> Retriever:
-    return resolve_retriever(os.environ.get("TOOLGYM_SEARCH"), os.environ.get("TOOLGYM_SEARCH_METHOD", "bm25"))
+    return resolve_retriever(
+        os.environ.get("TOOLGYM_SEARCH"), os.environ.get("TOOLGYM_SEARCH_METHOD", "bm25")
+    )
 
 
 search = make_search_tool(_default_retriever)
@@ -126,7 +141,11 @@ async def web_search(query: str, k: int = 5) -> ToolOutput:
     q = _check_query(query, k, 10)
     provider = provider_from_env()
     if provider is None:
-        raise ToolExecutionError("web search is off here; an operator can enable it with TOOLGYM_WEB_SEARCH "
-                                 "(searxng or brave); use the search tool instead")
+        raise ToolExecutionError(
+            "web search is off here; an operator can enable it with TOOLGYM_WEB_SEARCH "
+            "(searxng or brave); use the search tool instead"
+        )
     results = await provider.search(q, k)
-    return ToolOutput(format_web_results(results), metadata={"urls": [r.url for r in results], "provider": provider.name})
+    return ToolOutput(
+        format_web_results(results), metadata={"urls": [r.url for r in results], "provider": provider.name}
+    )

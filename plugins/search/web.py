@@ -54,19 +54,27 @@ class WebSearchProvider(ABC):
             async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport) as client:
                 response = await client.get(url, params=params, headers=headers)
         except httpx.TimeoutException:
-            raise ToolExecutionError(f"web search ({self.name}) got no answer within {self.timeout_s:g}s; try again") from None
+            raise ToolExecutionError(
+                f"web search ({self.name}) got no answer within {self.timeout_s:g}s; try again"
+            ) from None
         except httpx.TransportError as exc:
             raise ToolExecutionError(f"web search ({self.name}) cannot reach {url}: {exc}") from None
         if response.status_code in (401, 403):
-            raise ToolExecutionError(f"web search ({self.name}) was refused (HTTP {response.status_code}): check the API key")
+            raise ToolExecutionError(
+                f"web search ({self.name}) was refused (HTTP {response.status_code}): check the API key"
+            )
         if response.status_code == 429:
-            raise ToolExecutionError(f"web search ({self.name}) is rate-limited (HTTP 429); wait before searching again")
+            raise ToolExecutionError(
+                f"web search ({self.name}) is rate-limited (HTTP 429); wait before searching again"
+            )
         if response.status_code != 200:
             raise ToolExecutionError(f"web search ({self.name}) failed with HTTP {response.status_code}")
         try:
             return response.json()
         except ValueError:
-            raise ToolExecutionError(f"web search ({self.name}) answered with something that is not JSON") from None
+            raise ToolExecutionError(
+                f"web search ({self.name}) answered with something that is not JSON"
+            ) from None
 
 
 class SearxngProvider(WebSearchProvider):
@@ -78,14 +86,19 @@ class SearxngProvider(WebSearchProvider):
         super().__init__(**kw)
         base_url = base_url or os.environ.get("TOOLGYM_SEARXNG_URL")
         if not base_url:
-            raise ConfigError("the searxng web search provider needs TOOLGYM_SEARXNG_URL (the instance's address)")
+            raise ConfigError(
+                "the searxng web search provider needs TOOLGYM_SEARXNG_URL (the instance's address)"
+            )
         self.base_url = base_url.rstrip("/")
 
     async def search(self, query: str, k: int) -> list[WebResult]:
         body = await self._get(f"{self.base_url}/search", params={"q": query, "format": "json"})
         results = body.get("results", []) if isinstance(body, dict) else []
-        return [WebResult(_text(r.get("title")), str(r.get("url", "")), _text(r.get("content")))
-                for r in results[:k] if isinstance(r, dict)]
+        return [
+            WebResult(_text(r.get("title")), str(r.get("url", "")), _text(r.get("content")))
+            for r in results[:k]
+            if isinstance(r, dict)
+        ]
 
 
 class BraveProvider(WebSearchProvider):
@@ -104,8 +117,11 @@ class BraveProvider(WebSearchProvider):
         headers = {"Accept": "application/json", "X-Subscription-Token": str(self.api_key)}
         body = await self._get(self.endpoint, params={"q": query, "count": min(k, 20)}, headers=headers)
         results = (body.get("web") or {}).get("results", []) if isinstance(body, dict) else []
-        return [WebResult(_text(r.get("title")), str(r.get("url", "")), _text(r.get("description")))
-                for r in results[:k] if isinstance(r, dict)]
+        return [
+            WebResult(_text(r.get("title")), str(r.get("url", "")), _text(r.get("description")))
+            for r in results[:k]
+            if isinstance(r, dict)
+        ]
 
 
 PROVIDERS: dict[str, type[WebSearchProvider]] = {"searxng": SearxngProvider, "brave": BraveProvider}
@@ -123,8 +139,10 @@ def provider_from_env() -> WebSearchProvider | None:
         if not (isinstance(cls, type) and issubclass(cls, WebSearchProvider)):
             raise ConfigError(f"TOOLGYM_WEB_SEARCH={choice!r} is not a WebSearchProvider subclass")
         return cls()
-    raise ConfigError(f"unknown web search provider {choice!r} in TOOLGYM_WEB_SEARCH; use "
-                      f"{', '.join(PROVIDERS)}, 'package.module:Class', or 'off'")
+    raise ConfigError(
+        f"unknown web search provider {choice!r} in TOOLGYM_WEB_SEARCH; use "
+        f"{', '.join(PROVIDERS)}, 'package.module:Class', or 'off'"
+    )
 
 
 def format_web_results(results: list[WebResult], *, per_result: int = 500, total: int = 3000) -> str:

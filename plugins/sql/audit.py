@@ -45,8 +45,10 @@ NO_DSN = "no PostgreSQL DSN configured (--sql-dsn)"
 CTE_TIMEOUT_S = 1.0
 """The statement time limit the runaway CTE is given; it must stop within ``CTE_TIMEOUT_S + CTE_MARGIN_S``."""
 CTE_MARGIN_S = 4.0
-RUNAWAY_CTE = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) "
-               "SELECT count(*) FROM c")
+RUNAWAY_CTE = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) "
+    "SELECT count(*) FROM c"
+)
 LOCK_PROBE = "SELECT pg_advisory_lock(4242)"
 
 OpenSQLite = Callable[[Path], SQLBackend]
@@ -65,6 +67,7 @@ def configured_dsn(given: str | None = None) -> str | None:
 
 # -- SQLite ----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SQLitePlace:
     """Where the SQLite checks run: the tool's backend, a folder its statements could write into
@@ -77,6 +80,7 @@ class SQLitePlace:
 
 async def _host_exists(path: str) -> bool:
     return await asyncio.to_thread(os.path.exists, path)
+
 
 async def _refused(db: SQLBackend, sql: str, what: str, *, words: Sequence[str] = ()) -> str:
     """Pass when ``sql`` raises a ``SQLError`` (whose text holds one of ``words``, if given)."""
@@ -91,8 +95,12 @@ async def _refused(db: SQLBackend, sql: str, what: str, *, words: Sequence[str] 
 
 
 async def sqlite_fts3_tokenizer(place: SQLitePlace) -> str:
-    return await _refused(place.db, "SELECT hex(fts3_tokenizer('simple'))", "fts3_tokenizer('simple') (a memory address)",
-                          words=("not allowed", "not authorized", "no such function"))
+    return await _refused(
+        place.db,
+        "SELECT hex(fts3_tokenizer('simple'))",
+        "fts3_tokenizer('simple') (a memory address)",
+        words=("not allowed", "not authorized", "no such function"),
+    )
 
 
 async def sqlite_attach(place: SQLitePlace) -> str:
@@ -105,8 +113,12 @@ async def sqlite_attach(place: SQLitePlace) -> str:
 
 async def sqlite_load_extension(place: SQLitePlace) -> str:
     # a missing file: the error says "not authorized" when loading is off, a dlopen error when it is on
-    return await _refused(place.db, f"SELECT load_extension('{place.folder}/nothing')", "load_extension",
-                          words=("not authorized", "not allowed", "no such function"))
+    return await _refused(
+        place.db,
+        f"SELECT load_extension('{place.folder}/nothing')",
+        "load_extension",
+        words=("not authorized", "not allowed", "no such function"),
+    )
 
 
 async def sqlite_vacuum_into(place: SQLitePlace) -> str:
@@ -121,22 +133,31 @@ async def sqlite_vacuum_into(place: SQLitePlace) -> str:
 
 
 async def sqlite_readfile(place: SQLitePlace) -> str:
-    return await _refused(place.db, "SELECT readfile('/etc/hostname')", "readfile('/etc/hostname')",
-                          words=("not allowed", "not authorized", "no such function"))
+    return await _refused(
+        place.db,
+        "SELECT readfile('/etc/hostname')",
+        "readfile('/etc/hostname')",
+        words=("not allowed", "not authorized", "no such function"),
+    )
 
 
 async def sqlite_runaway_cte(place: SQLitePlace) -> str:
     started = time.monotonic()
     try:
-        result = await asyncio.wait_for(place.db.query(RUNAWAY_CTE, max_rows=1, timeout_s=CTE_TIMEOUT_S),
-                                        CTE_TIMEOUT_S + CTE_MARGIN_S)
+        result = await asyncio.wait_for(
+            place.db.query(RUNAWAY_CTE, max_rows=1, timeout_s=CTE_TIMEOUT_S), CTE_TIMEOUT_S + CTE_MARGIN_S
+        )
     except QueryTimeout:
         return f"stopped after {time.monotonic() - started:.1f}s (limit {CTE_TIMEOUT_S:g}s)"
     except TimeoutError:
-        raise Fail(f"a runaway recursive CTE still ran {CTE_TIMEOUT_S + CTE_MARGIN_S:g}s after its "
-                   f"{CTE_TIMEOUT_S:g}s limit") from None
-    raise Fail(f"a runaway recursive CTE ran to its end ({result.rows}) in {time.monotonic() - started:.1f}s, "
-               f"past its {CTE_TIMEOUT_S:g}s limit")
+        raise Fail(
+            f"a runaway recursive CTE still ran {CTE_TIMEOUT_S + CTE_MARGIN_S:g}s after its "
+            f"{CTE_TIMEOUT_S:g}s limit"
+        ) from None
+    raise Fail(
+        f"a runaway recursive CTE ran to its end ({result.rows}) in {time.monotonic() - started:.1f}s, "
+        f"past its {CTE_TIMEOUT_S:g}s limit"
+    )
 
 
 SQLITE_CHECKS: list[tuple[str, SQLiteCheck]] = [
@@ -173,11 +194,15 @@ def _audit_database(folder: Path) -> Path:
 
 
 async def _place_rows(place: SQLitePlace, backend: str, kind: str, progress: Progress | None) -> list[Row]:
-    return [_seen(await _timed(name, backend, functools.partial(check, place), kind), progress)
-            for name, check in SQLITE_CHECKS]
+    return [
+        _seen(await _timed(name, backend, functools.partial(check, place), kind), progress)
+        for name, check in SQLITE_CHECKS
+    ]
 
 
-async def sqlite_rows(open_sqlite: OpenSQLite = SQLiteBackend, *, progress: Progress | None = None) -> list[Row]:
+async def sqlite_rows(
+    open_sqlite: OpenSQLite = SQLiteBackend, *, progress: Progress | None = None
+) -> list[Row]:
     """The SQLite rows on the host path (backend ``sqlite``, kind ``host``), on a small database made
     for the audit and opened by ``open_sqlite`` (the tool's own opener by default; tests pass a weakened one)."""
     with tempfile.TemporaryDirectory(prefix="toolgym-sql-audit-") as tmp:
@@ -188,7 +213,9 @@ async def sqlite_rows(open_sqlite: OpenSQLite = SQLiteBackend, *, progress: Prog
             await db.aclose()
 
 
-async def sandbox_sqlite_rows(sandbox: Sandbox, backend_name: str, *, progress: Progress | None = None) -> list[Row]:
+async def sandbox_sqlite_rows(
+    sandbox: Sandbox, backend_name: str, *, progress: Progress | None = None
+) -> list[Row]:
     """The SQLite rows inside ``sandbox`` (an ``sql`` sandbox of backend ``backend_name``), through
     the tool's sandboxed path (:class:`.sandboxed.SandboxSQLiteBackend`); rows of kind ``sql``."""
     from .sandboxed import SANDBOX_DIR, SandboxSQLiteBackend
@@ -207,6 +234,7 @@ async def sandbox_sqlite_rows(sandbox: Sandbox, backend_name: str, *, progress: 
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------
+
 
 def _psycopg() -> Any:
     from .postgres import _psycopg as load
@@ -229,8 +257,10 @@ async def postgres_role(dsn: str) -> str:
     reason = pg_guard.unsafe_role_reason(row)
     if reason:
         raise Fail(reason)
-    return (f"role '{row[0]}': no superuser or CREATEROLE, in none of {', '.join(pg_guard.REFUSED_MEMBERSHIPS)}; "
-            "track_activities off")
+    return (
+        f"role '{row[0]}': no superuser or CREATEROLE, in none of {', '.join(pg_guard.REFUSED_MEMBERSHIPS)}; "
+        "track_activities off"
+    )
 
 
 async def postgres_advisory_filter(dsn: str) -> str:
@@ -269,7 +299,9 @@ async def postgres_other_sessions(dsn: str) -> str:
     psycopg = _psycopg()
     async with await _connect(dsn) as neighbour, await _connect(dsn) as spy:
         await neighbour.execute("BEGIN READ ONLY")
-        await neighbour.execute("SELECT 'toolgym-audit-neighbour'")  # holds its virtualxid lock until ROLLBACK
+        await neighbour.execute(
+            "SELECT 'toolgym-audit-neighbour'"
+        )  # holds its virtualxid lock until ROLLBACK
         pid = (await (await neighbour.execute("SELECT pg_backend_pid()")).fetchone())[0]
         seen, answers = [], []
         for view in ("pg_locks", "pg_stat_activity"):
@@ -284,7 +316,9 @@ async def postgres_other_sessions(dsn: str) -> str:
                 seen.append(f"{view} ({count} row{'s' if count > 1 else ''})")
         await neighbour.execute("ROLLBACK")
     if seen:
-        raise Fail(f"another session of the role (pid {pid}, a transaction open) shows in {' and '.join(seen)}")
+        raise Fail(
+            f"another session of the role (pid {pid}, a transaction open) shows in {' and '.join(seen)}"
+        )
     return f"another session of the role (a transaction open) is hidden: {'; '.join(answers)}"
 
 
@@ -309,7 +343,9 @@ async def postgres_reset(dsn: str) -> str:
             "SELECT pg_backend_pid(), current_setting('application_name'), "
             "current_setting('toolgym_audit.planted', true) IS NOT NULL, "
             "to_regclass('pg_temp.toolgym_audit_planted') IS NOT NULL, "
-            "(SELECT count(*) FROM pg_prepared_statements WHERE name = 'toolgym_audit_planted'), random()", timeout_s=5.0)
+            "(SELECT count(*) FROM pg_prepared_statements WHERE name = 'toolgym_audit_planted'), random()",
+            timeout_s=5.0,
+        )
         async with await _connect(dsn) as conn:
             await conn.execute("SELECT setseed(%s)", (seed,))
             seeded = (await (await conn.execute("SELECT random()")).fetchone())[0]
@@ -318,9 +354,17 @@ async def postgres_reset(dsn: str) -> str:
     finally:
         await backend.aclose()
     next_pid, app, placeholder, temp, prepared, drawn = after.rows[0]
-    left = [what for what, there in (("the SET", app == "toolgym-audit-dirty"), ("the custom setting's placeholder", placeholder),
-                                     ("the temp table", temp), ("the prepared statement", prepared),
-                                     ("the random() seed", drawn == seeded)) if there]
+    left = [
+        what
+        for what, there in (
+            ("the SET", app == "toolgym-audit-dirty"),
+            ("the custom setting's placeholder", placeholder),
+            ("the temp table", temp),
+            ("the prepared statement", prepared),
+            ("the random() seed", drawn == seeded),
+        )
+        if there
+    ]
     if left:
         raise Fail(f"the next call on the pooled connection still saw {', '.join(left)}")
     return f"SET, custom setting, random() seed, temp table, prepared statement gone on the next call (backend {pid} -> {next_pid})"
@@ -342,7 +386,9 @@ async def postgres_rows(dsn: str | None, *, progress: Progress | None = None) ->
         if not dsn:
             rows.append(_seen(await _timed(name, "postgresql", _skip), progress))
         else:
-            rows.append(_seen(await _timed(name, "postgresql", functools.partial(_bounded, check, dsn)), progress))
+            rows.append(
+                _seen(await _timed(name, "postgresql", functools.partial(_bounded, check, dsn)), progress)
+            )
     return rows
 
 
@@ -354,8 +400,9 @@ async def _skip() -> str:
     raise Skip(NO_DSN)
 
 
-async def in_sandbox_rows(backend_name: str, factory: Callable[..., Any], *,
-                         progress: Progress | None = None) -> list[Row]:
+async def in_sandbox_rows(
+    backend_name: str, factory: Callable[..., Any], *, progress: Progress | None = None
+) -> list[Row]:
     """The SQLite rows in an ``sql`` sandbox of the backend ``factory(max_idle=1)`` makes (kind ``sql``);
     one failed ``sql.sqlite-sandbox`` row if none can be had."""
     started = time.perf_counter()
@@ -365,7 +412,14 @@ async def in_sandbox_rows(backend_name: str, factory: Callable[..., Any], *,
             sandbox = await asyncio.wait_for(backend.acquire("sql", episode_id="audit-sql"), 120)
         except Exception as exc:
             result, detail = outcome(exc)
-            row = Row("sql.sqlite-sandbox", backend_name, "sql", result, detail, round(time.perf_counter() - started, 2))
+            row = Row(
+                "sql.sqlite-sandbox",
+                backend_name,
+                "sql",
+                result,
+                detail,
+                round(time.perf_counter() - started, 2),
+            )
             return [_seen(row, progress)]
         return await sandbox_sqlite_rows(sandbox, backend_name, progress=progress)
     finally:
@@ -373,9 +427,13 @@ async def in_sandbox_rows(backend_name: str, factory: Callable[..., Any], *,
             await asyncio.wait_for(backend.aclose(), 60)
 
 
-async def run_sql_audit(dsn: str | None = None, *, progress: Progress | None = None,
-                        open_sqlite: OpenSQLite = SQLiteBackend,
-                        sandbox_backend: tuple[str, Callable[..., Any]] | None = None) -> list[Row]:
+async def run_sql_audit(
+    dsn: str | None = None,
+    *,
+    progress: Progress | None = None,
+    open_sqlite: OpenSQLite = SQLiteBackend,
+    sandbox_backend: tuple[str, Callable[..., Any]] | None = None,
+) -> list[Row]:
     """The SQLite rows on the host path, then in an ``sql`` sandbox of ``sandbox_backend`` (``(name,
     factory)``, as :func:`toolgym.sandboxes.audit.resolve` gives) if one is given, then the
     PostgreSQL rows for ``dsn`` (or :func:`configured_dsn`)."""

@@ -123,8 +123,14 @@ class SQLBackend(ABC):
     name: str = ""
 
     @abstractmethod
-    async def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                    cell_chars: int | None = None) -> QueryResult:
+    async def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cell_chars: int | None = None,
+    ) -> QueryResult:
         """Run one read-only statement; SQLError (QueryTimeout, ReadOnlyViolation) on failure.
 
         ``cell_chars`` says the rows are only for display, each cell cut to that many characters
@@ -141,7 +147,10 @@ class SQLBackend(ABC):
 
 # -- SQLite ----------------------------------------------------------------------------------------
 
-def runner_answer(result: ExecResult, timeout_s: float, *, where: str, hint: str, memory_where: str = "") -> dict[str, Any]:
+
+def runner_answer(
+    result: ExecResult, timeout_s: float, *, where: str, hint: str, memory_where: str = ""
+) -> dict[str, Any]:
     """The JSON answer of :mod:`.readonly_sqlite` run as a process (``result``: how it ended);
     raises the ``SQLError`` it stands for. ``where``: the place, for messages ("in the sql
     sandbox"; ``memory_where`` for running out of memory, default the same); ``hint``: what to do
@@ -149,7 +158,9 @@ def runner_answer(result: ExecResult, timeout_s: float, *, where: str, hint: str
     if result.timed_out:
         raise QueryTimeout(readonly_sqlite.timeout_message(timeout_s))
     if result.oom_killed or (result.exit_code != 0 and "MemoryError" in result.stderr):
-        raise SQLError(f"the query ran out of memory {memory_where or where}; select fewer rows or columns, or aggregate")
+        raise SQLError(
+            f"the query ran out of memory {memory_where or where}; select fewer rows or columns, or aggregate"
+        )
     try:
         answer = json.loads(result.stdout) if result.exit_code == 0 and not result.truncated else None
     except ValueError:
@@ -157,11 +168,15 @@ def runner_answer(result: ExecResult, timeout_s: float, *, where: str, hint: str
     if not isinstance(answer, dict):
         tail = result.stderr.strip()
         tail = tail if len(tail) <= 600 else "…" + tail[-600:]
-        raise SQLError(f"the SQL runner failed {where} (exit {result.exit_code}"
-                       f"{', output cut' if result.truncated else ''}): {tail or 'no error output'}; {hint}")
+        raise SQLError(
+            f"the SQL runner failed {where} (exit {result.exit_code}"
+            f"{', output cut' if result.truncated else ''}): {tail or 'no error output'}; {hint}"
+        )
     if not answer.get("ok"):
         kind, message = answer.get("kind"), str(answer.get("message"))
-        raise (ReadOnlyViolation if kind == "readonly" else QueryTimeout if kind == "timeout" else SQLError)(message)
+        raise (ReadOnlyViolation if kind == "readonly" else QueryTimeout if kind == "timeout" else SQLError)(
+            message
+        )
     return answer
 
 
@@ -182,22 +197,36 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, b
     return bytes(kept), more
 
 
-async def run_on_host(request: dict[str, Any], *, call_timeout_s: float, max_output: int,
-                      script: str = readonly_sqlite.__file__, isolated: bool = True) -> ExecResult:
+async def run_on_host(
+    request: dict[str, Any],
+    *,
+    call_timeout_s: float,
+    max_output: int,
+    script: str = readonly_sqlite.__file__,
+    isolated: bool = True,
+) -> ExecResult:
     """A runner ``script`` (default :mod:`.readonly_sqlite`) run once as a process of its own on this
     host, ``request`` as JSON on its stdin; at most ``max_output`` bytes of its answer are kept, and
     it is killed past ``call_timeout_s``. ``isolated``: ``python -I -S`` (no site-packages)."""
     start = time.perf_counter()
     flags = ["-I", "-S"] if isolated else []
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, *flags, script, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        sys.executable,
+        *flags,
+        script,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     timed_out = False
     try:
         proc.stdin.write(json.dumps(request).encode())
         proc.stdin.close()
-        reading = asyncio.gather(_read_capped(proc.stdout, max_output), _read_capped(proc.stderr, 64 * 1024), proc.wait())
+        reading = asyncio.gather(
+            _read_capped(proc.stdout, max_output), _read_capped(proc.stderr, 64 * 1024), proc.wait()
+        )
         try:
             (out, cut), (err, _), code = await asyncio.wait_for(reading, call_timeout_s)
         except TimeoutError:
@@ -208,8 +237,14 @@ async def run_on_host(request: dict[str, Any], *, call_timeout_s: float, max_out
                 proc.kill()
             with contextlib.suppress(Exception):
                 await asyncio.shield(proc.wait())
-    return ExecResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out=timed_out,
-                      truncated=cut, duration_s=time.perf_counter() - start)
+    return ExecResult(
+        code,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        timed_out=timed_out,
+        truncated=cut,
+        duration_s=time.perf_counter() - start,
+    )
 
 
 def _sql_error(exc: Refused) -> SQLError:
@@ -239,10 +274,14 @@ class SQLiteBackend(SQLBackend):
 
     dialect = "sqlite"
 
-    def __init__(self, path: str | Path, *, name: str | None = None, memory_bytes: int = RUNNER_MEMORY_BYTES) -> None:
+    def __init__(
+        self, path: str | Path, *, name: str | None = None, memory_bytes: int = RUNNER_MEMORY_BYTES
+    ) -> None:
         self.path = Path(path).resolve()
         if not self.path.is_file():
-            raise ConfigError(f"SQLite database {str(self.path)!r} does not exist; give the path of a database file")
+            raise ConfigError(
+                f"SQLite database {str(self.path)!r} does not exist; give the path of a database file"
+            )
         self.name = name or self.path.stem
         self.memory_bytes = memory_bytes
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
@@ -269,17 +308,37 @@ class SQLiteBackend(SQLBackend):
             else:
                 conn.close()
 
-    async def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                    cell_chars: int | None = None) -> QueryResult:
+    async def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cell_chars: int | None = None,
+    ) -> QueryResult:
         start = time.perf_counter()
         budget = EXACT_RESULT_BYTES if cell_chars is None else DISPLAY_RESULT_BYTES
-        request = {"op": "query", "db": str(self.path), "uri": f"{self.path.as_uri()}?mode=ro", "sql": sql,
-                   "max_rows": max_rows, "timeout_s": timeout_s, "cell_chars": cell_chars, "max_bytes": budget,
-                   "memory_bytes": self.memory_bytes}
-        result = await run_on_host(request, call_timeout_s=timeout_s + START_MARGIN_S, max_output=budget + 4096)
-        answer = runner_answer(result, timeout_s, where="in its process", hint="check that this Python has sqlite3")
+        request = {
+            "op": "query",
+            "db": str(self.path),
+            "uri": f"{self.path.as_uri()}?mode=ro",
+            "sql": sql,
+            "max_rows": max_rows,
+            "timeout_s": timeout_s,
+            "cell_chars": cell_chars,
+            "max_bytes": budget,
+            "memory_bytes": self.memory_bytes,
+        }
+        result = await run_on_host(
+            request, call_timeout_s=timeout_s + START_MARGIN_S, max_output=budget + 4096
+        )
+        answer = runner_answer(
+            result, timeout_s, where="in its process", hint="check that this Python has sqlite3"
+        )
         rows = [tuple(decode_value(v) for v in row) for row in answer["rows"]]
-        return QueryResult(list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start)
+        return QueryResult(
+            list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start
+        )
 
     def _tables(self, timeout_s: float) -> list[Table]:
         described = self._with_connection(lambda c: readonly_sqlite.describe(c, timeout_s))

@@ -93,8 +93,10 @@ def open_database(spec: str) -> SQLBackend:
         elif Path(spec).expanduser().is_file():
             backend = SQLiteBackend(Path(spec).expanduser())
         else:
-            raise ConfigError(f"database {spec!r} is not 'shipped:NAME', a postgresql:// URL or a SQLite file; "
-                              f"shipped databases: {', '.join(shipped_names())}")
+            raise ConfigError(
+                f"database {spec!r} is not 'shipped:NAME', a postgresql:// URL or a SQLite file; "
+                f"shipped databases: {', '.join(shipped_names())}"
+            )
         _backends[spec] = backend
         return backend
 
@@ -102,14 +104,18 @@ def open_database(spec: str) -> SQLBackend:
 _pg_ready: dict[tuple[str, str], str] = {}
 
 
-async def shipped_postgres(name: str, admin_dsn: str | None = None, *, dbname: str | None = None) -> SQLBackend:
+async def shipped_postgres(
+    name: str, admin_dsn: str | None = None, *, dbname: str | None = None
+) -> SQLBackend:
     """Shipped database ``name`` on PostgreSQL (created on first use), read through the read-only role."""
     from .postgres import PostgresBackend, create_database
 
     admin = admin_dsn or os.environ.get(ADMIN_DSN_ENV)
     if not admin:
-        raise ConfigError(f"the PostgreSQL backend needs an admin DSN: set {ADMIN_DSN_ENV} (scripts/ensure-postgres.sh "
-                          "starts a local server and prints one) or pass dsn=...")
+        raise ConfigError(
+            f"the PostgreSQL backend needs an admin DSN: set {ADMIN_DSN_ENV} (scripts/ensure-postgres.sh "
+            "starts a local server and prints one) or pass dsn=..."
+        )
     target = dbname or postgres_name(name)
     key = (admin, target)
     if key not in _pg_ready:

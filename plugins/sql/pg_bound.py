@@ -62,7 +62,9 @@ from .pg_guard import skip_block_comment
 
 WRAPPED_FIRST_WORDS = frozenset({"select", "with", "values", "table"})
 """Statements run as a derived table (all that may return rows of the model's choosing)."""
-FIXED_SIZE_TYPES = frozenset({16, 18, 20, 21, 23, 26, 700, 701, 790, 1082, 1083, 1114, 1184, 1186, 1266, 2950})
+FIXED_SIZE_TYPES = frozenset(
+    {16, 18, 20, 21, 23, 26, 700, 701, 790, 1082, 1083, 1114, 1184, 1186, 1266, 2950}
+)
 """Type OIDs whose values are small by construction: bool, "char", int8, int2, int4, oid, float4,
 float8, money, date, time, timestamp, timestamptz, interval, timetz, uuid. They are not wrapped."""
 BYTEA = 17
@@ -181,8 +183,7 @@ def parse(sql: str) -> Statement:
 
 
 _TOP_LEVEL_ONLY = {
-    "WITH clause containing a data-modifying statement must be at the top level":
-        "a WITH clause that changes data (INSERT, UPDATE, DELETE) cannot execute in a read-only transaction",
+    "WITH clause containing a data-modifying statement must be at the top level": "a WITH clause that changes data (INSERT, UPDATE, DELETE) cannot execute in a read-only transaction",
     "SELECT ... INTO is not allowed here": "SELECT INTO makes a table, which cannot execute in a read-only transaction",
 }
 
@@ -250,8 +251,10 @@ class BoundedResult:
         if not self.columns:
             return f"SELECT FROM (\n{body}\n) AS toolgym_q0"
         aliases = ", ".join(f"c{i}" for i in range(1, len(self.columns) + 1))
-        return (f"SELECT {', '.join(self.exprs)} FROM (SELECT * FROM (\n{body}\n) AS toolgym_q0 OFFSET 0) "
-                f"AS toolgym_q({aliases})")
+        return (
+            f"SELECT {', '.join(self.exprs)} FROM (SELECT * FROM (\n{body}\n) AS toolgym_q0 OFFSET 0) "
+            f"AS toolgym_q({aliases})"
+        )
 
     def row(self, raw: Sequence[Any], number: int) -> tuple[Any, ...]:
         """One row as the statement alone would have given it (cut values as their stand-ins)."""
@@ -270,9 +273,11 @@ class BoundedResult:
                 if stand_in is None:
                     out.append(value)
                 elif self.cell_chars is None:
-                    raise SQLError(f"a value in column {column.name!r} of row {number} is {int(stand_in)} bytes, more "
-                                   f"than the {self.cell_bytes} a value of this result may have; select part of it "
-                                   "(left(), substr()) or its length, or aggregate")
+                    raise SQLError(
+                        f"a value in column {column.name!r} of row {number} is {int(stand_in)} bytes, more "
+                        f"than the {self.cell_bytes} a value of this result may have; select part of it "
+                        "(left(), substr()) or its length, or aggregate"
+                    )
                 else:
                     out.append(_cut(str(stand_in), self.cell_chars))
         return tuple(out)
@@ -289,15 +294,29 @@ EXPLAIN_MEMORY_BYTES = 1024 * 1024 * 1024
 """Address space of the process an EXPLAIN runs in (psycopg and libpq take about 50 MB of it)."""
 
 
-async def explain_apart(dsn: str, sql: str, *, max_rows: int, timeout_s: float, cell_chars: int | None,
-                        connect_timeout_s: float) -> QueryResult:
+async def explain_apart(
+    dsn: str, sql: str, *, max_rows: int, timeout_s: float, cell_chars: int | None, connect_timeout_s: float
+) -> QueryResult:
     """An EXPLAIN run by :mod:`.pg_explain` in a process of its own: its rows, cut there."""
     start = time.perf_counter()
     budget = EXACT_RESULT_BYTES if cell_chars is None else DISPLAY_RESULT_BYTES
-    request = {"dsn": dsn, "sql": sql, "max_rows": max_rows, "timeout_s": timeout_s, "cell_chars": cell_chars,
-               "max_bytes": budget, "memory_bytes": EXPLAIN_MEMORY_BYTES, "connect_timeout_s": connect_timeout_s}
-    result = await run_on_host(request, call_timeout_s=timeout_s + connect_timeout_s + 15.0, max_output=budget + 16384,
-                               script=EXPLAIN_SCRIPT, isolated=False)
+    request = {
+        "dsn": dsn,
+        "sql": sql,
+        "max_rows": max_rows,
+        "timeout_s": timeout_s,
+        "cell_chars": cell_chars,
+        "max_bytes": budget,
+        "memory_bytes": EXPLAIN_MEMORY_BYTES,
+        "connect_timeout_s": connect_timeout_s,
+    }
+    result = await run_on_host(
+        request,
+        call_timeout_s=timeout_s + connect_timeout_s + 15.0,
+        max_output=budget + 16384,
+        script=EXPLAIN_SCRIPT,
+        isolated=False,
+    )
     stopped = f"the query ran past the {timeout_s:g}s time limit and was stopped"
     if result.timed_out:
         raise QueryTimeout(stopped)
@@ -323,13 +342,22 @@ async def explain_apart(dsn: str, sql: str, *, max_rows: int, timeout_s: float, 
         if kind == "connect":
             raise SQLError(f"cannot connect to the PostgreSQL database: {message}")
         if "out of memory" in message:
-            raise SQLError(f"the plan is too large to read ({message}); EXPLAIN a statement without such large constants")
+            raise SQLError(
+                f"the plan is too large to read ({message}); EXPLAIN a statement without such large constants"
+            )
         raise SQLError(message)
     rows = []
     for row in answer["rows"]:
-        rows.append(tuple(ElidedBlob(int(v["blob_size"])) if isinstance(v, dict) and "blob_size" in v and len(v) == 1
-                          else _cut(v, cell_chars) if isinstance(v, str) and cell_chars is not None
-                          and len(v) > 2 * cell_chars else v for v in row))
+        rows.append(
+            tuple(
+                ElidedBlob(int(v["blob_size"]))
+                if isinstance(v, dict) and "blob_size" in v and len(v) == 1
+                else _cut(v, cell_chars)
+                if isinstance(v, str) and cell_chars is not None and len(v) > 2 * cell_chars
+                else v
+                for v in row
+            )
+        )
     return QueryResult(list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start)
 
 

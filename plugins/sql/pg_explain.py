@@ -51,8 +51,12 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     budget = int(request["max_bytes"]) - 8192
     max_rows = int(request["max_rows"])
     try:
-        conn = psycopg.connect(request["dsn"], autocommit=True, prepare_threshold=None,
-                               connect_timeout=max(1, round(float(request["connect_timeout_s"]))))
+        conn = psycopg.connect(
+            request["dsn"],
+            autocommit=True,
+            prepare_threshold=None,
+            connect_timeout=max(1, round(float(request["connect_timeout_s"]))),
+        )
     except psycopg.Error as exc:
         return {"ok": False, "kind": "connect", "message": str(exc).strip()}
     try:
@@ -60,7 +64,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         reason = unsafe_role_reason(tuple(row or ()))
         if reason:
             return {"ok": False, "kind": "role", "message": reason}
-        conn.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(float(request['timeout_s']) * 1000))}")
+        conn.execute(
+            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(float(request['timeout_s']) * 1000))}"
+        )
         cur = conn.cursor()
         rows: list[list[Any]] = []
         used, more = 0, False
@@ -72,9 +78,14 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
                 used += len(json.dumps(out)) + 2
                 if used > budget:
                     if cell_chars is None:
-                        return {"ok": False, "kind": "too_large", "message": (
-                            f"the result is larger than the {request['max_bytes']} bytes a result of exact values "
-                            "may have; select fewer rows or columns, or aggregate")}
+                        return {
+                            "ok": False,
+                            "kind": "too_large",
+                            "message": (
+                                f"the result is larger than the {request['max_bytes']} bytes a result of exact values "
+                                "may have; select fewer rows or columns, or aggregate"
+                            ),
+                        }
                     more = True
                     break
                 rows.append(out)
@@ -89,7 +100,12 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "kind": "error", "sqlstate": getattr(exc, "sqlstate", None), "message": message}
     finally:
         conn.close()  # the statement's transaction and session end with it
-    return {"ok": True, "columns": columns, "rows": rows[:max_rows], "truncated": more or len(rows) > max_rows}
+    return {
+        "ok": True,
+        "columns": columns,
+        "rows": rows[:max_rows],
+        "truncated": more or len(rows) > max_rows,
+    }
 
 
 def main() -> None:
@@ -99,9 +115,14 @@ def main() -> None:
     try:
         reply = answer(request)
     except MemoryError:
-        reply = {"ok": False, "kind": "memory", "message": (
-            f"the plan needed more than the {limit // (1024 * 1024)} MiB of memory a statement may use on the way "
-            "here; EXPLAIN a statement without such large constants")}
+        reply = {
+            "ok": False,
+            "kind": "memory",
+            "message": (
+                f"the plan needed more than the {limit // (1024 * 1024)} MiB of memory a statement may use on the way "
+                "here; EXPLAIN a statement without such large constants"
+            ),
+        }
     sys.stdout.write(json.dumps(reply))
 
 

@@ -37,8 +37,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-REFUSED_MEMBERSHIPS = ("pg_execute_server_program", "pg_read_server_files", "pg_write_server_files",
-                       "pg_read_all_stats", "pg_signal_backend")
+REFUSED_MEMBERSHIPS = (
+    "pg_execute_server_program",
+    "pg_read_server_files",
+    "pg_write_server_files",
+    "pg_read_all_stats",
+    "pg_signal_backend",
+)
 """Predefined roles whose members the SQL tool never runs as (membership counted through any chain)."""
 
 ROLE_CHECK_SQL = """
@@ -70,21 +75,30 @@ END $$"""
 sessions' locks and statistics, nor call the functions beneath them (a function is checked against
 the caller even inside a view). ``pg_stats`` (column statistics of tables one may read) stays."""
 
-LOCK_FUNCTIONS = ("pg_advisory_lock", "pg_advisory_lock_shared", "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared",
-                  "pg_try_advisory_lock", "pg_try_advisory_lock_shared", "pg_try_advisory_xact_lock",
-                  "pg_try_advisory_xact_lock_shared")
+LOCK_FUNCTIONS = (
+    "pg_advisory_lock",
+    "pg_advisory_lock_shared",
+    "pg_advisory_xact_lock",
+    "pg_advisory_xact_lock_shared",
+    "pg_try_advisory_lock",
+    "pg_try_advisory_lock_shared",
+    "pg_try_advisory_xact_lock",
+    "pg_try_advisory_xact_lock_shared",
+)
 """Functions that take advisory locks; :func:`.postgres.create_database` revokes them from PUBLIC."""
 
 REFUSED_FIRST_WORDS = frozenset(
     "abort alter analyse analyze begin call checkpoint close cluster comment commit copy create deallocate declare "
     "delete discard do drop end execute fetch grant import insert listen load lock merge move notify prepare "
     "reassign refresh reindex release reset revoke rollback savepoint security set start truncate unlisten update "
-    "vacuum".split())
+    "vacuum".split()
+)
 """PostgreSQL commands other than SELECT, WITH, EXPLAIN, VALUES, TABLE and SHOW (a word that is no
 command at all is left to the server, whose syntax error then reaches the model as it is)."""
 _FIRST_WORD = re.compile(r"[A-Za-z_]+")
-_REFUSED_NAME = re.compile(r"\b(pg_(?:try_)?advisory_\w*|query_to_xml\w*|cursor_to_xml\w*|ts_stat|ts_rewrite|dblink\w*)\b",
-                           re.I)
+_REFUSED_NAME = re.compile(
+    r"\b(pg_(?:try_)?advisory_\w*|query_to_xml\w*|cursor_to_xml\w*|ts_stat|ts_rewrite|dblink\w*)\b", re.I
+)
 _UNICODE_IDENTIFIER = re.compile(r"\bU&\"", re.I)
 
 
@@ -93,12 +107,16 @@ def refusal(sql: str) -> tuple[str, str] | None:
     word = _FIRST_WORD.match(sql, _first_token(sql))
     first = word.group(0).lower() if word else ""
     if first in REFUSED_FIRST_WORDS:
-        return "readonly", (f"the database is read-only: {first.upper()} is not allowed "
-                            "(only SELECT, WITH … SELECT, EXPLAIN, VALUES, TABLE and SHOW run)")
+        return "readonly", (
+            f"the database is read-only: {first.upper()} is not allowed "
+            "(only SELECT, WITH … SELECT, EXPLAIN, VALUES, TABLE and SHOW run)"
+        )
     name = _REFUSED_NAME.search(sql)
     if name:
-        return "refused", (f"{name.group(1).lower()} is not allowed: it holds locks or runs SQL text beyond this one "
-                           "read-only query; write a plain query instead")
+        return "refused", (
+            f"{name.group(1).lower()} is not allowed: it holds locks or runs SQL text beyond this one "
+            "read-only query; write a plain query instead"
+        )
     if _UNICODE_IDENTIFIER.search(sql):
         return "refused", 'U&"…" identifiers are not allowed: write names plainly or in double quotes'
     return None
@@ -140,15 +158,21 @@ def unsafe_role_reason(row: tuple[Any, ...]) -> str | None:
 
     The message names the role and says how to get a read-only one (one sentence)."""
     role, track_activities, dangerous = row[:3]
-    how = ("connect the SQL tool as a read-only role instead: `bash scripts/ensure-postgres.sh --reader DBNAME` "
-           "prints the DSN of one (toolgym_reader), and toolgym.plugins.sql.postgres.create_database sets one up")
+    how = (
+        "connect the SQL tool as a read-only role instead: `bash scripts/ensure-postgres.sh --reader DBNAME` "
+        "prints the DSN of one (toolgym_reader), and toolgym.plugins.sql.postgres.create_database sets one up"
+    )
     if dangerous:
-        return (f"the PostgreSQL role '{role}' may run programs, read files or watch other sessions on the server "
-                f"(it is or acts as {', '.join(dangerous)}), so the SQL tool will not run as it: {how}")
+        return (
+            f"the PostgreSQL role '{role}' may run programs, read files or watch other sessions on the server "
+            f"(it is or acts as {', '.join(dangerous)}), so the SQL tool will not run as it: {how}"
+        )
     if track_activities != "off":
-        return (f"sessions of the PostgreSQL role '{role}' show their SQL in pg_stat_activity, where concurrent "
-                f"episodes reading as '{role}' could copy it: run `ALTER ROLE \"{role}\" SET track_activities = off` "
-                f"as a superuser, or {how}")
+        return (
+            f"sessions of the PostgreSQL role '{role}' show their SQL in pg_stat_activity, where concurrent "
+            f"episodes reading as '{role}' could copy it: run `ALTER ROLE \"{role}\" SET track_activities = off` "
+            f"as a superuser, or {how}"
+        )
     return None
 
 
@@ -159,6 +183,8 @@ def filter_only_warning(row: tuple[Any, ...]) -> str | None:
     if not may_lock:
         return None
     seen = " and read pg_locks and the pg_stat_* views of other sessions" if may_see_locks else ""
-    return (f"the PostgreSQL role '{role}' may execute pg_advisory_lock{seen}: on this database the SQL tool's "
-            "statement filter is the only guard against one episode holding locks or watching another; for a "
-            "provisioned database run `bash scripts/ensure-postgres.sh --reader DBNAME` (or create_database)")
+    return (
+        f"the PostgreSQL role '{role}' may execute pg_advisory_lock{seen}: on this database the SQL tool's "
+        "statement filter is the only guard against one episode holding locks or watching another; for a "
+        "provisioned database run `bash scripts/ensure-postgres.sh --reader DBNAME` (or create_database)"
+    )

@@ -20,7 +20,7 @@ def toolgym_envs() -> list[EnvSpec]:
             "text2sql",
             "toolgym.plugins.sql.text2sql.env:Text2SQLEnv",
             description="Questions about small shipped databases answered with SQL (SQLite or PostgreSQL); "
-                        "execution-match reward.",
+            "execution-match reward.",
             tags=("task", "sql"),
         ),
     ]

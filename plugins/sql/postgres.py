@@ -79,7 +79,9 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:
-        raise ConfigError("PostgreSQL support needs psycopg: pip install 'toolgym[sql]' (or pip install 'psycopg[binary]')") from exc
+        raise ConfigError(
+            "PostgreSQL support needs psycopg: pip install 'toolgym[sql]' (or pip install 'psycopg[binary]')"
+        ) from exc
     return psycopg
 
 
@@ -137,7 +139,11 @@ class _Pool:
         try:
             # prepare_threshold None: psycopg prepares nothing of its own on the server
             conn = await psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, prepare_threshold=None, connect_timeout=max(1, round(self.connect_timeout_s)))
+                self.dsn,
+                autocommit=True,
+                prepare_threshold=None,
+                connect_timeout=max(1, round(self.connect_timeout_s)),
+            )
         except psycopg.OperationalError as exc:
             raise SQLError(f"cannot connect to the PostgreSQL database: {str(exc).strip()}") from None
         try:
@@ -197,7 +203,9 @@ class PostgresBackend(SQLBackend):
 
     dialect = "postgresql"
 
-    def __init__(self, dsn: str, *, name: str | None = None, max_connections: int = 4, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, dsn: str, *, name: str | None = None, max_connections: int = 4, connect_timeout_s: float = 5.0
+    ) -> None:
         self.dsn = dsn
         self.name = name or str(_psycopg().conninfo.conninfo_to_dict(dsn).get("dbname") or "postgres")
         self.max_connections = max_connections
@@ -211,8 +219,14 @@ class PostgresBackend(SQLBackend):
             pool = self._pools[loop] = _Pool(self.dsn, self.max_connections, self.connect_timeout_s)
         return pool
 
-    async def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                    cell_chars: int | None = None) -> QueryResult:
+    async def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cell_chars: int | None = None,
+    ) -> QueryResult:
         psycopg = _psycopg()
         errors = psycopg.errors
         refused = pg_guard.refusal(sql)
@@ -221,8 +235,14 @@ class PostgresBackend(SQLBackend):
             raise (ReadOnlyViolation if kind == "readonly" else SQLError)(message)
         statement = pg_bound.parse(sql)  # raises MultipleStatements
         if statement.first_word == "explain":  # a plan line may be huge: read in a process of its own
-            return await pg_bound.explain_apart(self.dsn, sql, max_rows=max_rows, timeout_s=timeout_s,
-                                                cell_chars=cell_chars, connect_timeout_s=self.connect_timeout_s)
+            return await pg_bound.explain_apart(
+                self.dsn,
+                sql,
+                max_rows=max_rows,
+                timeout_s=timeout_s,
+                cell_chars=cell_chars,
+                connect_timeout_s=self.connect_timeout_s,
+            )
         start = time.perf_counter()
         async with self._pool().connection() as conn:
             columns: list[str] = []
@@ -232,23 +252,37 @@ class PostgresBackend(SQLBackend):
                 # the backstop covers a server that ignores statement_timeout (or a dead network)
                 async with asyncio.timeout(timeout_s + 5.0):
                     # one round trip (simple protocol); the model's statement then goes alone
-                    await conn.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}; "
-                                       f"{pg_bound.SETTINGS_SQL}")
+                    await conn.execute(
+                        f"BEGIN READ ONLY; SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}; "
+                        f"{pg_bound.SETTINGS_SQL}"
+                    )
                     bounded, text = await _bounded(conn, statement, sql, cell_chars)
-                    budget = bounded.budget if bounded else EXACT_RESULT_BYTES if cell_chars is None else DISPLAY_RESULT_BYTES
+                    budget = (
+                        bounded.budget
+                        if bounded
+                        else EXACT_RESULT_BYTES
+                        if cell_chars is None
+                        else DISPLAY_RESULT_BYTES
+                    )
                     used = 0
                     cur = conn.cursor()
                     try:
                         # closed explicitly: psycopg then cancels the rest of the result at once
                         async with aclosing(cur.stream(text)) as stream:
                             async for raw in stream:
-                                row = bounded.row(raw, len(rows) + 1) if bounded else pg_bound.raw_row(raw, cell_chars)
+                                row = (
+                                    bounded.row(raw, len(rows) + 1)
+                                    if bounded
+                                    else pg_bound.raw_row(raw, cell_chars)
+                                )
                                 del raw
                                 used += pg_bound.row_bytes(row)
                                 if used > budget:  # issue 42: rows stop at the result's byte budget
                                     if cell_chars is None:
-                                        raise SQLError(f"the result is larger than the {budget} bytes a result of exact "
-                                                       "values may have; select fewer rows or columns, or aggregate")
+                                        raise SQLError(
+                                            f"the result is larger than the {budget} bytes a result of exact "
+                                            "values may have; select fewer rows or columns, or aggregate"
+                                        )
                                     more = True
                                     break
                                 rows.append(row)
@@ -263,11 +297,14 @@ class PostgresBackend(SQLBackend):
                         columns = [c.name for c in cur.description]
             except TimeoutError:
                 await conn.close()
-                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped"
-                                   f"{_after(rows)}") from None
+                raise QueryTimeout(
+                    f"the query ran past the {timeout_s:g}s time limit and was stopped{_after(rows)}"
+                ) from None
             except errors.QueryCanceled:
-                raise QueryTimeout(f"the query ran past the {timeout_s:g}s time limit and was stopped{_after(rows)}; "
-                                   "simplify it or add a LIMIT") from None
+                raise QueryTimeout(
+                    f"the query ran past the {timeout_s:g}s time limit and was stopped{_after(rows)}; "
+                    "simplify it or add a LIMIT"
+                ) from None
             except errors.ReadOnlySqlTransaction as exc:
                 raise ReadOnlyViolation(f"the database is read-only: {_message(exc)}") from None
             except errors.SyntaxError as exc:
@@ -277,7 +314,9 @@ class PostgresBackend(SQLBackend):
             except psycopg.Error as exc:
                 raise SQLError(_message(exc)) from None
             # the pool closes the connection: its backend, and whatever its session held, are gone
-        return QueryResult(columns, rows[:max_rows], more or len(rows) > max_rows, time.perf_counter() - start)
+        return QueryResult(
+            columns, rows[:max_rows], more or len(rows) > max_rows, time.perf_counter() - start
+        )
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:
         cols = await self.query(_COLUMNS_SQL, max_rows=1_000_000, timeout_s=timeout_s)
@@ -289,11 +328,15 @@ class PostgresBackend(SQLBackend):
             if kind == "p":
                 primary.update((name, c) for c in columns)
             else:
-                foreign.setdefault(name, []).append(ForeignKey(list(columns), _qualified(ref_schema, ref_table), list(ref_columns)))
+                foreign.setdefault(name, []).append(
+                    ForeignKey(list(columns), _qualified(ref_schema, ref_table), list(ref_columns))
+                )
         tables: dict[str, Table] = {}
         for schema, table, relkind, column, type_name, not_null in cols.rows:
             name = _qualified(schema, table)
-            entry = tables.setdefault(name, Table(name, [], foreign.get(name, []), "view" if relkind in ("v", "m") else "table"))
+            entry = tables.setdefault(
+                name, Table(name, [], foreign.get(name, []), "view" if relkind in ("v", "m") else "table")
+            )
             is_pk = (name, column) in primary
             entry.columns.append(Column(column, str(type_name).upper(), not not_null and not is_pk, is_pk))
         return sorted(tables.values(), key=lambda t: t.name)
@@ -304,8 +347,9 @@ class PostgresBackend(SQLBackend):
             await pool.aclose()
 
 
-async def _bounded(conn: Any, statement: pg_bound.Statement, sql: str,
-                   cell_chars: int | None) -> tuple[pg_bound.BoundedResult | None, str]:
+async def _bounded(
+    conn: Any, statement: pg_bound.Statement, sql: str, cell_chars: int | None
+) -> tuple[pg_bound.BoundedResult | None, str]:
     """(how to read the rows, the SQL to run) of ``sql``: wrapped so that the server cuts every
     cell (:mod:`.pg_bound`), or as it is when it cannot return rows of the model's choosing."""
     if not statement.wrapped:
@@ -314,8 +358,10 @@ async def _bounded(conn: Any, statement: pg_bound.Statement, sql: str,
     # binary: psycopg then sends it through the extended protocol, which runs exactly one statement
     if statement.body is None:  # unreadable quoting or parentheses: the server's error, or a refusal
         await cur.execute(pg_bound.describe_sql(sql), binary=True)  # no row whatever the text holds
-        raise SQLError("the statement's quotes, comments or parentheses do not close where PostgreSQL's do as "
-                       "toolgym reads them; write it without unusual quoting")
+        raise SQLError(
+            "the statement's quotes, comments or parentheses do not close where PostgreSQL's do as "
+            "toolgym reads them; write it without unusual quoting"
+        )
     try:
         await cur.execute(pg_bound.describe_sql(statement.body), binary=True)
     except _psycopg().Error as exc:
@@ -341,19 +387,28 @@ def _message(exc: Any) -> str:
 
 # -- provisioning ----------------------------------------------------------------------------------
 
-def reader_dsn(admin_dsn: str, dbname: str, *, role: str = READER_ROLE, password: str = READER_PASSWORD) -> str:
+
+def reader_dsn(
+    admin_dsn: str, dbname: str, *, role: str = READER_ROLE, password: str = READER_PASSWORD
+) -> str:
     """The DSN of ``dbname`` as the read-only role, on the server ``admin_dsn`` points at."""
     return _psycopg().conninfo.make_conninfo(admin_dsn, dbname=dbname, user=role, password=password)
 
 
-READER_SETTINGS = {"default_transaction_read_only": "on", "track_activities": "off", "statement_timeout": "60s",
-                   "idle_in_transaction_session_timeout": "60s", "lock_timeout": "10s"}
+READER_SETTINGS = {
+    "default_transaction_read_only": "on",
+    "track_activities": "off",
+    "statement_timeout": "60s",
+    "idle_in_transaction_session_timeout": "60s",
+    "lock_timeout": "10s",
+}
 """Session defaults of the reader role: read-only; its SQL not shown to other sessions of the role in
 ``pg_stat_activity`` (concurrent episodes share the role); backstop timeouts behind each call's own."""
 
 
-async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str = READER_ROLE,
-                          password: str = READER_PASSWORD) -> str:
+async def create_database(
+    admin_dsn: str, dbname: str, script: str, *, role: str = READER_ROLE, password: str = READER_PASSWORD
+) -> str:
     """Create ``dbname`` from ``script`` unless it exists, grant ``role`` read access, return its DSN.
 
     ``admin_dsn`` must be a superuser (only a superuser may set ``track_activities`` for a role).
@@ -374,35 +429,58 @@ async def create_database(admin_dsn: str, dbname: str, script: str, *, role: str
             cur = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,))
             if await cur.fetchone() is None:
                 tmp = f"{dbname[:50]}_tmp"
-                await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(tmp)))
+                await admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(tmp))
+                )
                 await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(tmp)))
                 target = psycopg.conninfo.make_conninfo(admin_dsn, dbname=tmp)
                 async with await psycopg.AsyncConnection.connect(target, autocommit=True) as conn:
                     await conn.execute(script)
-                await admin.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(tmp), sql.Identifier(dbname)))
-            await admin.execute(sql.SQL(
-                "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN "
-                "CREATE ROLE {role} LOGIN; END IF; END $$").format(name=sql.Literal(role), role=sql.Identifier(role)))
+                await admin.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(tmp), sql.Identifier(dbname)
+                    )
+                )
+            await admin.execute(
+                sql.SQL(
+                    "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN "
+                    "CREATE ROLE {role} LOGIN; END IF; END $$"
+                ).format(name=sql.Literal(role), role=sql.Identifier(role))
+            )
             await _harden_role(admin, role, password)
-            await admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(role)))
+            await admin.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(dbname), sql.Identifier(role)
+                )
+            )
         finally:
             await admin.execute("SELECT pg_advisory_unlock(hashtext('toolgym-provision'))")
     target = psycopg.conninfo.make_conninfo(admin_dsn, dbname=dbname)
     async with await psycopg.AsyncConnection.connect(target, autocommit=True) as conn:
         await conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
         # roles may signal their own other sessions: keep one episode from ending another's
-        await conn.execute("REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), "
-                           "pg_cancel_backend(integer) FROM PUBLIC")
+        await conn.execute(
+            "REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint), "
+            "pg_cancel_backend(integer) FROM PUBLIC"
+        )
         # nor hold advisory locks: the lock table is shared by every database of the server
-        cur = await conn.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY(%s) "
-                                 "AND pronamespace = 'pg_catalog'::regnamespace", (list(pg_guard.LOCK_FUNCTIONS),))
+        cur = await conn.execute(
+            "SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY(%s) "
+            "AND pronamespace = 'pg_catalog'::regnamespace",
+            (list(pg_guard.LOCK_FUNCTIONS),),
+        )
         signatures = [row[0] for row in await cur.fetchall()]
-        await conn.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(
-            sql.SQL(", ").join(sql.SQL(s) for s in signatures)))
+        await conn.execute(
+            sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(
+                sql.SQL(", ").join(sql.SQL(s) for s in signatures)
+            )
+        )
         # nor read other sessions' locks and statistics (server-wide: other episodes, other databases)
         await conn.execute(pg_guard.STATS_REVOKE_SQL)
         await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
-        await conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(role)))
+        await conn.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(role))
+        )
     return reader_dsn(admin_dsn, dbname, role=role, password=password)
 
 
@@ -414,16 +492,24 @@ async def _harden_role(admin: Any, role: str, password: str) -> None:
     ident = sql.Identifier(role)
     cur = await admin.execute("SELECT current_setting('max_connections')::int")
     limit = max(1, (await cur.fetchone())[0] // 2)
-    await admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
-                                "CONNECTION LIMIT {} PASSWORD {}").format(ident, sql.Literal(limit), sql.Literal(password)))
+    await admin.execute(
+        sql.SQL(
+            "ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+            "CONNECTION LIMIT {} PASSWORD {}"
+        ).format(ident, sql.Literal(limit), sql.Literal(password))
+    )
     for granted in pg_guard.REFUSED_MEMBERSHIPS:
         await admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), ident))
     try:
         for name, value in READER_SETTINGS.items():
-            await admin.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(ident, sql.Identifier(name), sql.Literal(value)))
+            await admin.execute(
+                sql.SQL("ALTER ROLE {} SET {} = {}").format(ident, sql.Identifier(name), sql.Literal(value))
+            )
     except psycopg.errors.InsufficientPrivilege:
-        raise ConfigError("the admin DSN must be a PostgreSQL superuser, to set track_activities off for the reader "
-                          "role; use the DSN scripts/ensure-postgres.sh prints") from None
+        raise ConfigError(
+            "the admin DSN must be a PostgreSQL superuser, to set track_activities off for the reader "
+            "role; use the DSN scripts/ensure-postgres.sh prints"
+        ) from None
 
 
 async def drop_database(admin_dsn: str, dbname: str) -> None:

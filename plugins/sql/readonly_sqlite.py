@@ -52,17 +52,35 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-_READ_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-                           "foreign_key_list", "collation_list", "function_list", "database_list"})
+_READ_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "collation_list",
+        "function_list",
+        "database_list",
+    }
+)
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _REFUSED_FUNCTIONS = frozenset({"fts3_tokenizer"})
 """Functions no query may call: ``fts3_tokenizer('simple')`` returns a memory address of the process
 running SQLite (an address leak; Python before 3.12 cannot turn it off with ``sqlite3_db_config``)."""
-_ACTIONS = ("CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW "
-            "CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER "
-            "DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH DETACH "
-            "ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE").split()
-_ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{a}"): a.lower().replace("_", " ") for a in _ACTIONS if hasattr(sqlite3, f"SQLITE_{a}")}
+_ACTIONS = (
+    "CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW "
+    "CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER "
+    "DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH DETACH "
+    "ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE"
+).split()
+_ACTION_NAMES = {
+    getattr(sqlite3, f"SQLITE_{a}"): a.lower().replace("_", " ")
+    for a in _ACTIONS
+    if hasattr(sqlite3, f"SQLITE_{a}")
+}
 SCHEMA_ROWS = 100_000
 """Rows read from each schema statement (tables, columns, keys)."""
 
@@ -97,16 +115,22 @@ def connect_uri(uri: str) -> sqlite3.Connection:
     return conn
 
 
-def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float,
-            convert: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None,
-            ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+def execute(
+    conn: sqlite3.Connection,
+    sql: str,
+    max_rows: int,
+    timeout_s: float,
+    convert: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None,
+) -> tuple[list[str], list[tuple[Any, ...]], bool]:
     """(columns, at most ``max_rows`` rows, whether there were more) of one read-only statement;
     raises ``Refused``. ``convert``, when given, is applied to each row as it is fetched (one row
     at a time), so that what it drops (a BLOB's bytes) is never held for more than one row; when
     it returns None the rows so far are all that is kept, as if ``max_rows`` had been reached."""
     refused: list[str] = []
 
-    def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+    def authorize(
+        action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
+    ) -> int:
         if action in _ALLOWED:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
@@ -150,11 +174,19 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float,
     except sqlite3.Error as exc:
         message = str(exc)
         if refused and refused[0].startswith("the function "):
-            raise Refused("readonly", f"{refused[0].removeprefix('the function ')} is not allowed: it reveals memory "
-                          "addresses of the process running SQLite", reusable=reusable) from None
+            raise Refused(
+                "readonly",
+                f"{refused[0].removeprefix('the function ')} is not allowed: it reveals memory "
+                "addresses of the process running SQLite",
+                reusable=reusable,
+            ) from None
         if refused:
-            raise Refused("readonly", f"the database is read-only: {refused[0]} is not allowed "
-                          "(only SELECT, WITH … SELECT, EXPLAIN and read-only PRAGMAs run)", reusable=reusable) from None
+            raise Refused(
+                "readonly",
+                f"the database is read-only: {refused[0]} is not allowed "
+                "(only SELECT, WITH … SELECT, EXPLAIN and read-only PRAGMAs run)",
+                reusable=reusable,
+            ) from None
         if "interrupted" in message:
             raise Refused("timeout", timeout_message(timeout_s), reusable=reusable) from None
         if "one statement at a time" in message:
@@ -166,11 +198,18 @@ def execute(conn: sqlite3.Connection, sql: str, max_rows: int, timeout_s: float,
     return columns, [tuple(r) for r in rows[:max_rows]], stopped or len(rows) > max_rows
 
 
-def describe(conn: sqlite3.Connection, timeout_s: float) -> list[tuple[str, str, list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+def describe(
+    conn: sqlite3.Connection, timeout_s: float
+) -> list[tuple[str, str, list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
     """(name, kind, ``PRAGMA table_info`` rows, ``PRAGMA foreign_key_list`` rows) of every table and
     view, by name; each statement under ``timeout_s``."""
-    _, listing, _ = execute(conn, "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
-                                  "AND name NOT LIKE 'sqlite_%' ORDER BY name", SCHEMA_ROWS, timeout_s)
+    _, listing, _ = execute(
+        conn,
+        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        SCHEMA_ROWS,
+        timeout_s,
+    )
     out = []
     for name, kind in listing:
         quoted = '"' + str(name).replace('"', '""') + '"'
@@ -181,6 +220,7 @@ def describe(conn: sqlite3.Connection, timeout_s: float) -> list[tuple[str, str,
 
 
 # -- values on the wire ----------------------------------------------------------------------------
+
 
 def encode_value(value: Any, cell_chars: int | None = None) -> Any:
     """A JSON-ready form of one SQLite value (see the module docstring)."""
@@ -196,8 +236,10 @@ def encode_value(value: Any, cell_chars: int | None = None) -> Any:
 
 
 def memory_message(limit: int) -> str:
-    return (f"the query needed more than the {limit // (1024 * 1024)} MiB of memory a query may use and was stopped; "
-            "select fewer or smaller values (length(x) instead of x), or aggregate")
+    return (
+        f"the query needed more than the {limit // (1024 * 1024)} MiB of memory a query may use and was stopped; "
+        "select fewer or smaller values (length(x) instead of x), or aggregate"
+    )
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -207,10 +249,17 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     try:
         conn = connect_uri(request.get("uri") or f"file:{request['db']}?mode=ro")
     except sqlite3.Error as exc:
-        return {"ok": False, "kind": "error", "message": f"cannot open the database copy in the sandbox: {exc}"}
+        return {
+            "ok": False,
+            "kind": "error",
+            "message": f"cannot open the database copy in the sandbox: {exc}",
+        }
     try:
         if request["op"] == "tables":
-            tables = [[n, k, [list(r) for r in info], [list(r) for r in fks]] for n, k, info, fks in describe(conn, timeout_s)]
+            tables = [
+                [n, k, [list(r) for r in info], [list(r) for r in fks]]
+                for n, k, info, fks in describe(conn, timeout_s)
+            ]
             return {"ok": True, "tables": tables, "db_s": time.perf_counter() - start}
         cell_chars = request.get("cell_chars")
         budget = int(request.get("max_bytes") or 0) - 8192 if cell_chars is not None else 0
@@ -225,13 +274,24 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
                     return None
             return out
 
-        columns, rows, truncated = execute(conn, request["sql"], int(request["max_rows"]), timeout_s, convert=convert)
-        return {"ok": True, "columns": columns, "rows": [list(r) for r in rows],
-                "truncated": truncated, "db_s": time.perf_counter() - start}
+        columns, rows, truncated = execute(
+            conn, request["sql"], int(request["max_rows"]), timeout_s, convert=convert
+        )
+        return {
+            "ok": True,
+            "columns": columns,
+            "rows": [list(r) for r in rows],
+            "truncated": truncated,
+            "db_s": time.perf_counter() - start,
+        }
     except Refused as exc:
         return {"ok": False, "kind": exc.kind, "message": exc.message}
     except MemoryError:  # SQLite's own allocations fail as MemoryError too (SQLITE_NOMEM)
-        return {"ok": False, "kind": "memory", "message": memory_message(int(request.get("memory_bytes") or 0))}
+        return {
+            "ok": False,
+            "kind": "memory",
+            "message": memory_message(int(request.get("memory_bytes") or 0)),
+        }
     finally:
         conn.close()
 
@@ -247,9 +307,16 @@ def main() -> None:
     limit = int(request.get("max_bytes") or 0)
     if limit and len(text) > limit:
         cap = "a result may have" if request.get("uri") else "the sandbox returns"  # "uri": the host path
-        text = json.dumps({"ok": False, "kind": "too_large", "message": (
-            f"the result is {len(text)} bytes, more than the {limit} bytes {cap}; "
-            "select fewer rows or columns, or aggregate")})
+        text = json.dumps(
+            {
+                "ok": False,
+                "kind": "too_large",
+                "message": (
+                    f"the result is {len(text)} bytes, more than the {limit} bytes {cap}; "
+                    "select fewer rows or columns, or aggregate"
+                ),
+            }
+        )
     sys.stdout.write(text)
 
 

@@ -54,8 +54,10 @@ def render_result(result: QueryResult, *, max_chars: int = MAX_CHARS, cell_chars
         shown += 1
     n = len(result.rows)
     if shown < n:
-        lines.append(f"({shown} of {n}{'+' if result.truncated else ''} rows shown: output limit; "
-                     "select fewer columns or add a LIMIT)")
+        lines.append(
+            f"({shown} of {n}{'+' if result.truncated else ''} rows shown: output limit; "
+            "select fewer columns or add a LIMIT)"
+        )
     elif result.truncated:
         lines.append(f"(first {n} rows shown; the query returned more: aggregate or add a LIMIT)")
     else:
@@ -76,7 +78,9 @@ def render_table(table: Table) -> str:
     if len(pk) > 1:
         parts.append(f"PRIMARY KEY ({', '.join(pk)})")
     for fk in table.foreign_keys:
-        parts.append(f"FOREIGN KEY ({', '.join(fk.columns)}) REFERENCES {fk.ref_table}({', '.join(fk.ref_columns)})")
+        parts.append(
+            f"FOREIGN KEY ({', '.join(fk.columns)}) REFERENCES {fk.ref_table}({', '.join(fk.ref_columns)})"
+        )
     keyword = "CREATE VIEW" if table.kind == "view" else "CREATE TABLE"
     return f"{keyword} {table.name} (\n  " + ",\n  ".join(parts) + "\n);"
 

@@ -124,8 +124,14 @@ class SandboxSQLiteBackend(SQLBackend):
 
     dialect = "sqlite"
 
-    def __init__(self, source: SQLiteBackend, sandbox: SandboxSource, *, python: str = "python3",
-                 max_output_bytes: int = EXACT_OUTPUT_BYTES) -> None:
+    def __init__(
+        self,
+        source: SQLiteBackend,
+        sandbox: SandboxSource,
+        *,
+        python: str = "python3",
+        max_output_bytes: int = EXACT_OUTPUT_BYTES,
+    ) -> None:
         self.source = source
         self.name = source.name
         self.python = python
@@ -151,41 +157,77 @@ class SandboxSQLiteBackend(SQLBackend):
                 try:
                     await sb.write_file(RUNNER, runner_source())
                     for offset in range(0, max(len(data), 1), COPY_CHUNK_BYTES):
-                        chunk = data[offset: offset + COPY_CHUNK_BYTES]
+                        chunk = data[offset : offset + COPY_CHUNK_BYTES]
                         if offset:
                             await sb.write_file(self.db_path, chunk, append=True)
                         else:
                             await sb.write_file(self.db_path, chunk)
                 except SandboxError as exc:
-                    raise SandboxError(f"could not copy the {len(data)}-byte database {self.name!r} into the "
-                                       f"{SANDBOX_KIND} sandbox ({exc}); give the sandbox a larger work directory "
-                                       "(profile workdir_bytes) or run the SQL tools on the host (sql_sandbox=false)") from exc
+                    raise SandboxError(
+                        f"could not copy the {len(data)}-byte database {self.name!r} into the "
+                        f"{SANDBOX_KIND} sandbox ({exc}); give the sandbox a larger work directory "
+                        "(profile workdir_bytes) or run the SQL tools on the host (sql_sandbox=false)"
+                    ) from exc
                 self._ready = sb
         return sb
 
-    async def _call(self, request: dict[str, Any], *, call_timeout_s: float, max_bytes: int) -> dict[str, Any]:
+    async def _call(
+        self, request: dict[str, Any], *, call_timeout_s: float, max_bytes: int
+    ) -> dict[str, Any]:
         sb = await self.prepare()
         request = {**request, "db": self.db_path, "max_bytes": max_bytes}
-        result = await sb.run([self.python, "-I", "-S", RUNNER], stdin=json.dumps(request), timeout=call_timeout_s,
-                              max_output=max_bytes + 4096)
-        hint = ("the sandbox image needs python3 (toolgym sandbox build sql)" if result.exit_code == 127
-                else "run the SQL tools on the host (sql_sandbox=false) if this persists")
-        return runner_answer(result, float(request["timeout_s"]), where=f"in the {SANDBOX_KIND} sandbox", hint=hint,
-                             memory_where="in the sandbox")
+        result = await sb.run(
+            [self.python, "-I", "-S", RUNNER],
+            stdin=json.dumps(request),
+            timeout=call_timeout_s,
+            max_output=max_bytes + 4096,
+        )
+        hint = (
+            "the sandbox image needs python3 (toolgym sandbox build sql)"
+            if result.exit_code == 127
+            else "run the SQL tools on the host (sql_sandbox=false) if this persists"
+        )
+        return runner_answer(
+            result,
+            float(request["timeout_s"]),
+            where=f"in the {SANDBOX_KIND} sandbox",
+            hint=hint,
+            memory_where="in the sandbox",
+        )
 
-    async def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                    cell_chars: int | None = None) -> QueryResult:
+    async def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cell_chars: int | None = None,
+    ) -> QueryResult:
         start = time.perf_counter()
         answer = await self._call(
-            {"op": "query", "sql": sql, "max_rows": max_rows, "timeout_s": timeout_s, "cell_chars": cell_chars},
+            {
+                "op": "query",
+                "sql": sql,
+                "max_rows": max_rows,
+                "timeout_s": timeout_s,
+                "cell_chars": cell_chars,
+            },
             call_timeout_s=timeout_s + START_MARGIN_S,
-            max_bytes=self.max_output_bytes if cell_chars is None else min(self.max_output_bytes, DISPLAY_OUTPUT_BYTES))
+            max_bytes=self.max_output_bytes
+            if cell_chars is None
+            else min(self.max_output_bytes, DISPLAY_OUTPUT_BYTES),
+        )
         rows = [tuple(decode_value(v) for v in row) for row in answer["rows"]]
-        return QueryResult(list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start)
+        return QueryResult(
+            list(answer["columns"]), rows, bool(answer["truncated"]), time.perf_counter() - start
+        )
 
     async def tables(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Table]:
-        answer = await self._call({"op": "tables", "timeout_s": timeout_s}, call_timeout_s=3 * timeout_s + START_MARGIN_S,
-                                  max_bytes=self.max_output_bytes)
+        answer = await self._call(
+            {"op": "tables", "timeout_s": timeout_s},
+            call_timeout_s=3 * timeout_s + START_MARGIN_S,
+            max_bytes=self.max_output_bytes,
+        )
         return [table_of(name, kind, info, fks) for name, kind, info, fks in answer["tables"]]
 
 
@@ -199,7 +241,12 @@ async def episode_backend(ctx: Any, database: SQLBackend, *, enabled: bool = Tru
     sandbox when ``enabled``, ``database`` is a SQLite file and the episode context ``ctx`` has a
     sandbox backend that works; otherwise ``database`` itself, from the host. One sandboxed
     backend per database and episode (a ``ctx`` resource)."""
-    if not enabled or not isinstance(database, SQLiteBackend) or ctx is None or not getattr(ctx, "has_sandboxes", False):
+    if (
+        not enabled
+        or not isinstance(database, SQLiteBackend)
+        or ctx is None
+        or not getattr(ctx, "has_sandboxes", False)
+    ):
         return database
     state: dict[str, str] = await ctx.resource("toolgym.sql.sandbox-state", lambda _ctx: {})
     if "host" in state:
@@ -214,4 +261,5 @@ async def episode_backend(ctx: Any, database: SQLBackend, *, enabled: bool = Tru
         return database
     return await ctx.resource(  # type: ignore[no-any-return]
         f"toolgym.sql.sandboxed:{database.path}",
-        lambda c: SandboxSQLiteBackend(database, lambda: c.sandbox(SANDBOX_KIND)))
+        lambda c: SandboxSQLiteBackend(database, lambda: c.sandbox(SANDBOX_KIND)),
+    )

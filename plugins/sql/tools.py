@@ -47,9 +47,16 @@ def _quote(name: str) -> str:
     return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
 
 
-def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS, max_chars: int = MAX_CHARS,
-                   timeout_s: float = DEFAULT_TIMEOUT_S, query_name: str = "sql_query",
-                   schema_name: str = "sql_schema", sandbox: bool | Callable[[], bool] = True) -> list[Tool]:
+def make_sql_tools(
+    database: DatabaseSource,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_chars: int = MAX_CHARS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    query_name: str = "sql_query",
+    schema_name: str = "sql_schema",
+    sandbox: bool | Callable[[], bool] = True,
+) -> list[Tool]:
     """A query tool and a schema tool over ``database`` (a backend, or a function giving one).
 
     Each statement runs read-only under a ``timeout_s`` statement timeout; the model reads at most
@@ -64,12 +71,20 @@ def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS
         if not sql:
             raise ToolArgumentError("the query is empty; write one SQL statement")
         if len(sql) > MAX_QUERY_CHARS:
-            raise ToolArgumentError(f"the query is {len(sql)} characters long; keep it under {MAX_QUERY_CHARS}")
+            raise ToolArgumentError(
+                f"the query is {len(sql)} characters long; keep it under {MAX_QUERY_CHARS}"
+            )
         backend = await _resolve(database, ctx, sandbox)
         result = await backend.query(sql, max_rows=max_rows, timeout_s=timeout_s, cell_chars=CELL_CHARS)
-        return ToolOutput(render_result(result, max_chars=max_chars),
-                          metadata={"rows": len(result.rows), "truncated": result.truncated, "db_s": result.duration_s,
-                                    "where": _where(backend)})
+        return ToolOutput(
+            render_result(result, max_chars=max_chars),
+            metadata={
+                "rows": len(result.rows),
+                "truncated": result.truncated,
+                "db_s": result.duration_s,
+                "where": _where(backend),
+            },
+        )
 
     async def sql_schema(table: str = "", sample_rows: int = 0, *, ctx: Any = None) -> ToolOutput:
         if not 0 <= sample_rows <= MAX_SAMPLE_ROWS:
@@ -80,7 +95,9 @@ def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS
         if not table.strip():
             if sample_rows:
                 raise ToolArgumentError("sample_rows needs a table: give one table name")
-            return ToolOutput(render_schema(tables, dialect=backend.dialect, max_chars=max_chars), metadata=where)
+            return ToolOutput(
+                render_schema(tables, dialect=backend.dialect, max_chars=max_chars), metadata=where
+            )
         wanted = table.strip().strip('"').lower()
         match = next((t for t in tables if t.name.lower() == wanted), None)
         if match is None:
@@ -88,9 +105,15 @@ def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS
             raise ToolArgumentError(f"there is no table {table.strip()!r}; the tables are: {known}")
         text = render_table(match)
         if sample_rows:
-            rows = await backend.query(f"SELECT * FROM {_quote(match.name)} LIMIT {sample_rows}",
-                                       max_rows=sample_rows, timeout_s=timeout_s, cell_chars=CELL_CHARS)
-            text += f"\n\nFirst {len(rows.rows)} row(s):\n" + render_result(rows, max_chars=max(200, max_chars - len(text)))
+            rows = await backend.query(
+                f"SELECT * FROM {_quote(match.name)} LIMIT {sample_rows}",
+                max_rows=sample_rows,
+                timeout_s=timeout_s,
+                cell_chars=CELL_CHARS,
+            )
+            text += f"\n\nFirst {len(rows.rows)} row(s):\n" + render_result(
+                rows, max_chars=max(200, max_chars - len(text))
+            )
         return ToolOutput(text[:max_chars], metadata=where)
 
     sql_query.__doc__ = f"""Run one read-only SQL statement (SELECT, WITH … SELECT, EXPLAIN) on the database and
@@ -107,14 +130,19 @@ def make_sql_tools(database: DatabaseSource, *, max_rows: int = DEFAULT_MAX_ROWS
         sample_rows: How many example rows of that table to show (0 to {MAX_SAMPLE_ROWS}).
     """
     limit = 3 * timeout_s + 10.0  # the schema tool runs a few statements, each under timeout_s
-    return [tool(sql_query, name=query_name, timeout_s=limit), tool(sql_schema, name=schema_name, timeout_s=limit)]
+    return [
+        tool(sql_query, name=query_name, timeout_s=limit),
+        tool(sql_schema, name=schema_name, timeout_s=limit),
+    ]
 
 
 def _configured_database() -> SQLBackend:
     spec = os.environ.get("TOOLGYM_SQL_DATABASE", "").strip()
     if not spec:
-        raise ToolExecutionError("no database is configured for the SQL tools: set TOOLGYM_SQL_DATABASE to "
-                                 f"shipped:NAME ({', '.join(shipped_names())}), a postgresql:// URL or a SQLite file")
+        raise ToolExecutionError(
+            "no database is configured for the SQL tools: set TOOLGYM_SQL_DATABASE to "
+            f"shipped:NAME ({', '.join(shipped_names())}), a postgresql:// URL or a SQLite file"
+        )
     return open_database(spec)
 
 

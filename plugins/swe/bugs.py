@@ -29,7 +29,9 @@ class Bug:
 
 BUGS: tuple[Bug, ...] = (
     Bug(
-        "toolgym__textkit-1", "textkit", "string handling",
+        "toolgym__textkit-1",
+        "textkit",
+        "string handling",
         """slugify leaves doubled separators between words
 
 `slugify` is documented to turn every run of non-alphanumeric characters into a single
@@ -48,7 +50,9 @@ Expected `'hello-world'`. Same with `slugify("rock & roll -- live")`, which shou
         {"tests/test_slug.py": ("test_runs_of_punctuation_become_one_separator",)},
     ),
     Bug(
-        "toolgym__textkit-2", "textkit", "off-by-one",
+        "toolgym__textkit-2",
+        "textkit",
+        "off-by-one",
         """truncate returns one character more than the width
 
 ```python
@@ -63,12 +67,19 @@ The docstring promises a result of exactly `width` characters when the text is c
 should be `'The quick...'`. With a one-character placeholder the result is also one too long:
 `truncate("abcdefghij", 5, placeholder="~")` gives `'abcde~'` instead of `'abcd~'`.
 """,
-        (("textkit/wrap.py", "text[: width - len(placeholder)] + placeholder",
-          "text[: width - len(placeholder) + 1] + placeholder"),),
+        (
+            (
+                "textkit/wrap.py",
+                "text[: width - len(placeholder)] + placeholder",
+                "text[: width - len(placeholder) + 1] + placeholder",
+            ),
+        ),
         {"tests/test_wrap.py": ("test_long_text_is_cut_to_the_width", "test_custom_placeholder")},
     ),
     Bug(
-        "toolgym__textkit-3", "textkit", "missing edge case",
+        "toolgym__textkit-3",
+        "textkit",
+        "missing edge case",
         """camel_to_snake glues acronyms to the next word
 
 ```python
@@ -82,11 +93,19 @@ should be `'The quick...'`. With a one-character placeholder the result is also 
 An acronym should stay one word and be separated from the word after it: `'http_server'` and
 `'parse_http_response'`.
 """,
-        (("textkit/case.py", 'r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"', 'r"(?<=[a-z0-9])(?=[A-Z])"'),),
+        (
+            (
+                "textkit/case.py",
+                'r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"',
+                'r"(?<=[a-z0-9])(?=[A-Z])"',
+            ),
+        ),
         {"tests/test_case.py": ("test_acronyms_are_kept_together",)},
     ),
     Bug(
-        "toolgym__ledger-1", "ledger", "float rounding",
+        "toolgym__ledger-1",
+        "ledger",
+        "float rounding",
         """split_evenly loses a cent
 
 Splitting a bill three ways does not add up:
@@ -102,18 +121,24 @@ Splitting a bill three ways does not add up:
 The parts must sum exactly to the total, differing by at most one cent, with the extra cents
 on the first parts: `[33.34, 33.33, 33.33]`.
 """,
-        (("ledger/money.py",
-          """    cents = int(Decimal(total).quantize(CENT, rounding=ROUND_HALF_UP) * 100)
+        (
+            (
+                "ledger/money.py",
+                """    cents = int(Decimal(total).quantize(CENT, rounding=ROUND_HALF_UP) * 100)
     base, extra = divmod(cents, parts)
     return [(Decimal(base + (1 if i < extra else 0)) / 100).quantize(CENT) for i in range(parts)]
 """,
-          """    share = round(float(total) / parts, 2)
+                """    share = round(float(total) / parts, 2)
     return [Decimal(str(share)).quantize(CENT) for _ in range(parts)]
-"""),),
+""",
+            ),
+        ),
         {"tests/test_money.py": ("test_split_evenly_sums_to_the_total",)},
     ),
     Bug(
-        "toolgym__ledger-2", "ledger", "wrong comparison operator",
+        "toolgym__ledger-2",
+        "ledger",
+        "wrong comparison operator",
         """Cannot withdraw the whole balance
 
 ```python
@@ -128,12 +153,19 @@ ledger.account.InsufficientFunds: cannot withdraw 25.00: balance 25.00, overdraf
 Emptying an account is allowed: the balance may go down to `-overdraft_limit` inclusive. The
 same happens when using an overdraft exactly up to its limit.
 """,
-        (("ledger/account.py", "if self.balance - amount < -self.overdraft_limit:",
-          "if self.balance - amount <= -self.overdraft_limit:"),),
+        (
+            (
+                "ledger/account.py",
+                "if self.balance - amount < -self.overdraft_limit:",
+                "if self.balance - amount <= -self.overdraft_limit:",
+            ),
+        ),
         {"tests/test_account.py": ("test_withdrawing_the_whole_balance_is_allowed",)},
     ),
     Bug(
-        "toolgym__ledger-3", "ledger", "exception handling",
+        "toolgym__ledger-3",
+        "ledger",
+        "exception handling",
         """parse_amount raises decimal.InvalidOperation on malformed input
 
 ```python
@@ -148,20 +180,34 @@ Callers catch `ledger.ParseError` (a `ValueError`) for bad input, as the docstri
 this exception is neither, so it escapes their error handling. Empty strings and words fail
 the same way.
 """,
-        (("ledger/money.py",
-          """    try:
+        (
+            (
+                "ledger/money.py",
+                """    try:
         value = Decimal(cleaned)
     except InvalidOperation:
         raise ParseError(f"not an amount of money: {text!r}") from None
 """,
-          """    value = Decimal(cleaned)
-"""),
-         ("ledger/money.py", "from decimal import ROUND_HALF_UP, Decimal, InvalidOperation",
-          "from decimal import ROUND_HALF_UP, Decimal")),
-        {"tests/test_money.py": ("test_parse_rejects_garbage_with_parse_error", "test_parse_error_is_a_value_error")},
+                """    value = Decimal(cleaned)
+""",
+            ),
+            (
+                "ledger/money.py",
+                "from decimal import ROUND_HALF_UP, Decimal, InvalidOperation",
+                "from decimal import ROUND_HALF_UP, Decimal",
+            ),
+        ),
+        {
+            "tests/test_money.py": (
+                "test_parse_rejects_garbage_with_parse_error",
+                "test_parse_error_is_a_value_error",
+            )
+        },
     ),
     Bug(
-        "toolgym__minicache-1", "minicache", "ordering",
+        "toolgym__minicache-1",
+        "minicache",
+        "ordering",
         """LRUCache evicts an entry that was just read
 
 `get` should count as a use, but the cache evicts in insertion order:
@@ -179,14 +225,22 @@ the same way.
 
 Expected `(True, False)`: `"b"` is the least recently used entry.
 """,
-        (("minicache/lru.py", """        self.hits += 1
+        (
+            (
+                "minicache/lru.py",
+                """        self.hits += 1
         self._items.move_to_end(key)
-""", """        self.hits += 1
-"""),),
+""",
+                """        self.hits += 1
+""",
+            ),
+        ),
         {"tests/test_lru.py": ("test_get_counts_as_a_use",)},
     ),
     Bug(
-        "toolgym__minicache-2", "minicache", "mutable default argument",
+        "toolgym__minicache-2",
+        "minicache",
+        "mutable default argument",
         """Two memoized functions return each other's results
 
 ```python
@@ -201,12 +255,20 @@ Expected `(True, False)`: `"b"` is the least recently used entry.
 
 Every function decorated without an explicit `cache=` should get its own cache.
 """,
-        (("minicache/memo.py", "def memoize(func=None, *, cache=None):", "def memoize(func=None, *, cache={}):"),
-         ("minicache/memo.py", "store = {} if cache is None else cache", "store = cache")),
+        (
+            (
+                "minicache/memo.py",
+                "def memoize(func=None, *, cache=None):",
+                "def memoize(func=None, *, cache={}):",
+            ),
+            ("minicache/memo.py", "store = {} if cache is None else cache", "store = cache"),
+        ),
         {"tests/test_memo.py": ("test_each_function_has_its_own_cache",)},
     ),
     Bug(
-        "toolgym__minicache-3", "minicache", "mutation during iteration",
+        "toolgym__minicache-3",
+        "minicache",
+        "mutation during iteration",
         """TTLCache.purge crashes when several entries have expired
 
 ```python
@@ -223,23 +285,29 @@ RuntimeError: dictionary changed size during iteration
 
 `purge` should drop every expired entry and return how many it dropped (2 here).
 """,
-        (("minicache/ttl.py",
-          """        expired = [key for key, (_, expires_at) in self._entries.items() if now >= expires_at]
+        (
+            (
+                "minicache/ttl.py",
+                """        expired = [key for key, (_, expires_at) in self._entries.items() if now >= expires_at]
         for key in expired:
             del self._entries[key]
         return len(expired)
 """,
-          """        dropped = 0
+                """        dropped = 0
         for key, (_, expires_at) in self._entries.items():
             if now >= expires_at:
                 del self._entries[key]
                 dropped += 1
         return dropped
-"""),),
+""",
+            ),
+        ),
         {"tests/test_ttl.py": ("test_purge_drops_every_expired_entry",)},
     ),
     Bug(
-        "toolgym__confparse-1", "confparse", "string handling",
+        "toolgym__confparse-1",
+        "confparse",
+        "string handling",
         """Option values are cut at the second `=`
 
 ```ini
@@ -259,7 +327,9 @@ The value is everything after the first `=`.
         {"tests/test_parser.py": ("test_values_may_contain_equals_signs",)},
     ),
     Bug(
-        "toolgym__confparse-2", "confparse", "missing edge case",
+        "toolgym__confparse-2",
+        "confparse",
+        "missing edge case",
         """get_bool rejects "True" and "YES"
 
 ```python
@@ -276,7 +346,9 @@ The docstring says the boolean words are accepted in any letter case (`True`, `Y
         {"tests/test_config.py": ("test_get_bool_ignores_letter_case",)},
     ),
     Bug(
-        "toolgym__confparse-3", "confparse", "exception handling",
+        "toolgym__confparse-3",
+        "confparse",
+        "exception handling",
         """Config.get raises KeyError for a missing section, even with a default
 
 ```python
@@ -292,10 +364,17 @@ A missing section should behave like a missing option: return the default when o
 and raise `MissingOption` (naming the section) otherwise.
 """,
         (("confparse/config.py", "options = self._data.get(section, {})", "options = self._data[section]"),),
-        {"tests/test_config.py": ("test_missing_section_uses_the_default", "test_missing_section_raises_missing_option")},
+        {
+            "tests/test_config.py": (
+                "test_missing_section_uses_the_default",
+                "test_missing_section_raises_missing_option",
+            )
+        },
     ),
     Bug(
-        "toolgym__seqtools-1", "seqtools", "off-by-one",
+        "toolgym__seqtools-1",
+        "seqtools",
+        "off-by-one",
         """windowed drops the last window
 
 ```python
@@ -310,11 +389,18 @@ Expected `[(1, 2), (2, 3), (3, 4)]` and `[('a', 'b', 'c')]`: every run of `size`
 items is a window, including the one that ends at the last item.
 """,
         (("seqtools/iterate.py", "range(len(seq) - size + 1)", "range(len(seq) - size)"),),
-        {"tests/test_iterate.py": ("test_windowed_pairs", "test_windowed_whole_sequence_is_one_window",
-                                   "test_windowed_size_one")},
+        {
+            "tests/test_iterate.py": (
+                "test_windowed_pairs",
+                "test_windowed_whole_sequence_is_one_window",
+                "test_windowed_size_one",
+            )
+        },
     ),
     Bug(
-        "toolgym__seqtools-2", "seqtools", "wrong value",
+        "toolgym__seqtools-2",
+        "seqtools",
+        "wrong value",
         """merge_intervals shrinks an interval that contains the next one
 
 ```python
@@ -325,11 +411,19 @@ items is a window, including the one that ends at the last item.
 
 `(2, 3)` lies inside `(1, 10)`, so the union is `[(1, 10)]`.
 """,
-        (("seqtools/intervals.py", "merged[-1] = (last_start, max(last_end, end))", "merged[-1] = (last_start, end)"),),
+        (
+            (
+                "seqtools/intervals.py",
+                "merged[-1] = (last_start, max(last_end, end))",
+                "merged[-1] = (last_start, end)",
+            ),
+        ),
         {"tests/test_intervals.py": ("test_contained_interval_does_not_shrink_the_outer_one",)},
     ),
     Bug(
-        "toolgym__seqtools-3", "seqtools", "ordering",
+        "toolgym__seqtools-3",
+        "seqtools",
+        "ordering",
         """most_frequent breaks ties in the wrong order
 
 ```python
@@ -341,12 +435,19 @@ items is a window, including the one that ends at the last item.
 5 and 1 both occur twice; ties must keep the order in which the items first appear, so the
 result is `[5, 1]`.
 """,
-        (("seqtools/rank.py", "    return [item for item, _ in counts.most_common(k)]\n",
-          "    ranked = sorted(set(items), key=lambda item: counts[item], reverse=True)\n    return ranked[:k]\n"),),
+        (
+            (
+                "seqtools/rank.py",
+                "    return [item for item, _ in counts.most_common(k)]\n",
+                "    ranked = sorted(set(items), key=lambda item: counts[item], reverse=True)\n    return ranked[:k]\n",
+            ),
+        ),
         {"tests/test_rank.py": ("test_ties_keep_first_appearance_order",)},
     ),
     Bug(
-        "toolgym__seqtools-4", "seqtools", "infinite recursion",
+        "toolgym__seqtools-4",
+        "seqtools",
+        "infinite recursion",
         """flatten never returns on strings
 
 ```python
@@ -359,10 +460,16 @@ RecursionError: maximum recursion depth exceeded
 
 Strings (and bytes) are leaves: the result should be `['ab', 'cd']`.
 """,
-        (("seqtools/iterate.py", """        if isinstance(item, (str, bytes)):
+        (
+            (
+                "seqtools/iterate.py",
+                """        if isinstance(item, (str, bytes)):
             yield item
             continue
-""", ""),),
+""",
+                "",
+            ),
+        ),
         {"tests/test_iterate.py": ("test_flatten_keeps_strings_whole",)},
     ),
 )

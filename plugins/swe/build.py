@@ -62,7 +62,9 @@ def bug_files(bug: Bug) -> tuple[dict[str, str], dict[str, str], dict[str, str]]
     for path, good, bad in bug.edits:
         count = buggy_src[path].count(good)
         if count != 1:
-            raise SystemExit(f"{bug.instance_id}: the fixed snippet occurs {count} times in {path}; it must occur once")
+            raise SystemExit(
+                f"{bug.instance_id}: the fixed snippet occurs {count} times in {path}; it must occur once"
+            )
         buggy_src[path] = buggy_src[path].replace(good, bad)
     base = dict(buggy_src)
     for path, names in bug.hidden.items():
@@ -91,7 +93,9 @@ def base_commit(files: dict[str, str], message: str) -> str:
             target.write_text(text, encoding="utf-8")
             target.chmod(0o644)
         env = {**os.environ, **GIT_ENV, "TOOLGYM_COMMIT_MESSAGE": message}
-        done = subprocess.run(["bash", "-c", INIT_AND_COMMIT], cwd=tmp, capture_output=True, text=True, env=env, check=True)
+        done = subprocess.run(
+            ["bash", "-c", INIT_AND_COMMIT], cwd=tmp, capture_output=True, text=True, env=env, check=True
+        )
         return done.stdout.strip().splitlines()[-1]
 
 
@@ -111,12 +115,23 @@ def build_row(bug: Bug) -> dict[str, Any]:
     p2p = sorted(t for t in after if before.get(t) == TestStatus.PASSED)
     hidden = {f"{path}::{name}" for path, names in bug.hidden.items() for name in names}
     if not hidden <= set(f2p):
-        raise SystemExit(f"{bug.instance_id}: added tests that pass without the fix: {sorted(hidden - set(f2p))}")
+        raise SystemExit(
+            f"{bug.instance_id}: added tests that pass without the fix: {sorted(hidden - set(f2p))}"
+        )
     commit = base_commit(base, commit_message(repo, bug.instance_id))
     return {
-        "repo": repo, "instance_id": bug.instance_id, "base_commit": commit, "patch": patch, "test_patch": test_patch,
-        "problem_statement": bug.problem_statement, "hints_text": "", "created_at": CREATED_AT, "version": VERSION,
-        "FAIL_TO_PASS": json.dumps(f2p), "PASS_TO_PASS": json.dumps(p2p), "environment_setup_commit": commit,
+        "repo": repo,
+        "instance_id": bug.instance_id,
+        "base_commit": commit,
+        "patch": patch,
+        "test_patch": test_patch,
+        "problem_statement": bug.problem_statement,
+        "hints_text": "",
+        "created_at": CREATED_AT,
+        "version": VERSION,
+        "FAIL_TO_PASS": json.dumps(f2p),
+        "PASS_TO_PASS": json.dumps(p2p),
+        "environment_setup_commit": commit,
         "category": bug.category,
     }
 
@@ -127,13 +142,18 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="compare with data/tasks.jsonl instead of writing it")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with data/tasks.jsonl instead of writing it"
+    )
     args = parser.parse_args(argv)
     rows = []
     for bug in BUGS:
         rows.append(build_row(bug))
-        print(f"{bug.instance_id}: {len(json.loads(rows[-1]['FAIL_TO_PASS']))} fail-to-pass, "
-              f"{len(json.loads(rows[-1]['PASS_TO_PASS']))} pass-to-pass", file=sys.stderr)
+        print(
+            f"{bug.instance_id}: {len(json.loads(rows[-1]['FAIL_TO_PASS']))} fail-to-pass, "
+            f"{len(json.loads(rows[-1]['PASS_TO_PASS']))} pass-to-pass",
+            file=sys.stderr,
+        )
     text = render(rows)
     if args.check:
         current = TASKS_FILE.read_text(encoding="utf-8") if TASKS_FILE.exists() else ""

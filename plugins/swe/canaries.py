@@ -24,9 +24,39 @@ from dataclasses import dataclass
 from toolgym.plugins.swe.guard import log_key
 from toolgym.plugins.swe.logs import FAILING
 
-WORDS = ("empty", "input", "default", "values", "handles", "returns", "unicode", "edge", "case", "roundtrip",
-         "negative", "zero", "large", "nested", "order", "keeps", "raises", "error", "none", "strips", "mixed",
-         "single", "multiple", "repeated", "long", "short", "boundary", "whitespace", "format", "parse", "limit")
+WORDS = (
+    "empty",
+    "input",
+    "default",
+    "values",
+    "handles",
+    "returns",
+    "unicode",
+    "edge",
+    "case",
+    "roundtrip",
+    "negative",
+    "zero",
+    "large",
+    "nested",
+    "order",
+    "keeps",
+    "raises",
+    "error",
+    "none",
+    "strips",
+    "mixed",
+    "single",
+    "multiple",
+    "repeated",
+    "long",
+    "short",
+    "boundary",
+    "whitespace",
+    "format",
+    "parse",
+    "limit",
+)
 PER_FILE = 2
 _rng = secrets.SystemRandom()
 
@@ -80,8 +110,9 @@ def append_script(canaries: Iterable[Canary]) -> str:
     return "\n".join(lines)
 
 
-def outcomes(canaries: Iterable[Canary], statuses: Mapping[str, str],
-             parser: Callable[[str], dict[str, str]]) -> dict[str, str]:
+def outcomes(
+    canaries: Iterable[Canary], statuses: Mapping[str, str], parser: Callable[[str], dict[str, str]]
+) -> dict[str, str]:
     """Each canary's status in the log (``MISSING`` when the log gives it none)."""
     out = {}
     for canary in canaries:

@@ -44,7 +44,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a ``.json``, ``.jsonl`` or ``.parquet`` file."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise ConfigError(f"dataset file {str(p)!r} does not exist; give a .json, .jsonl or .parquet file of task rows")
+        raise ConfigError(
+            f"dataset file {str(p)!r} does not exist; give a .json, .jsonl or .parquet file of task rows"
+        )
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -58,7 +60,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}); JSON Lines files must end in .jsonl") from None
+        raise ConfigError(
+            f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}); JSON Lines files must end in .jsonl"
+        ) from None
     if isinstance(data, dict):
         data = data.get("instances", data.get("data", [data]))
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
@@ -82,14 +86,17 @@ def _test_list(row: Mapping[str, Any], key: str) -> tuple[str, ...]:
         try:
             value = json.loads(value) if value.strip() else []
         except json.JSONDecodeError:
-            raise ConfigError(f"instance {row.get('instance_id')!r}: {key} is a string but not a JSON list") from None
+            raise ConfigError(
+                f"instance {row.get('instance_id')!r}: {key} is a string but not a JSON list"
+            ) from None
     if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
         raise ConfigError(f"instance {row.get('instance_id')!r}: {key} must be a list of test ids")
     return tuple(value)
 
 
-def task_from_row(row: Mapping[str, Any], family: Family, *, image_namespace: str | None = None,
-                  test_cmd: str | None = None) -> SWETask:
+def task_from_row(
+    row: Mapping[str, Any], family: Family, *, image_namespace: str | None = None, test_cmd: str | None = None
+) -> SWETask:
     """One dataset row as a task. ``image_namespace`` replaces the family's Docker Hub namespace
     (``""`` for SWE-bench's locally built names); ``test_cmd`` replaces the test command."""
     missing = [k for k in _REQUIRED if k not in row]
@@ -98,41 +105,80 @@ def task_from_row(row: Mapping[str, Any], family: Family, *, image_namespace: st
     if family not in ("swesmith", "toolgym") and "base_commit" not in row:
         missing.append("base_commit")
     if missing:
-        raise ConfigError(f"instance {row.get('instance_id', '?')!r} lacks the fields {missing} of the {family} format")
-    known = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",
-             "PASS_TO_PASS", "version", "hints_text", "created_at", "environment_setup_commit", "image_name", "install"}
+        raise ConfigError(
+            f"instance {row.get('instance_id', '?')!r} lacks the fields {missing} of the {family} format"
+        )
+    known = {
+        "instance_id",
+        "repo",
+        "base_commit",
+        "problem_statement",
+        "patch",
+        "test_patch",
+        "FAIL_TO_PASS",
+        "PASS_TO_PASS",
+        "version",
+        "hints_text",
+        "created_at",
+        "environment_setup_commit",
+        "image_name",
+        "install",
+    }
     iid, repo = str(row["instance_id"]), str(row["repo"])
     common: dict[str, Any] = dict(
-        instance_id=iid, repo=repo, base_commit=str(row.get("base_commit") or ""),
-        problem_statement=str(row["problem_statement"]), test_patch=str(row.get("test_patch") or ""),
-        fail_to_pass=_test_list(row, "FAIL_TO_PASS"), pass_to_pass=_test_list(row, "PASS_TO_PASS"),
-        family=family, version=str(row.get("version") or ""), hints_text=str(row.get("hints_text") or ""),
-        created_at=str(row.get("created_at") or ""), environment_setup_commit=str(row.get("environment_setup_commit") or ""),
+        instance_id=iid,
+        repo=repo,
+        base_commit=str(row.get("base_commit") or ""),
+        problem_statement=str(row["problem_statement"]),
+        test_patch=str(row.get("test_patch") or ""),
+        fail_to_pass=_test_list(row, "FAIL_TO_PASS"),
+        pass_to_pass=_test_list(row, "PASS_TO_PASS"),
+        family=family,
+        version=str(row.get("version") or ""),
+        hints_text=str(row.get("hints_text") or ""),
+        created_at=str(row.get("created_at") or ""),
+        environment_setup_commit=str(row.get("environment_setup_commit") or ""),
         extra={k: v for k, v in row.items() if k not in known},
     )
     install = row.get("install")
     if isinstance(install, str):
         common["install_cmd"] = install
     if family == "toolgym":
-        return SWETask(patch=str(row["patch"]), test_cmd=test_cmd or SHIPPED_TEST_CMD, log_parser="pytest", **common)
+        return SWETask(
+            patch=str(row["patch"]), test_cmd=test_cmd or SHIPPED_TEST_CMD, log_parser="pytest", **common
+        )
     if family == "swesmith":
         ns = {} if image_namespace is None else {"namespace": image_namespace}
         image = str(row.get("image_name") or swesmith_image(repo, **ns))
         if "/" not in image.split(":")[0] and image_namespace is None:
             image = f"swebench/{image}"  # some rows name the image without its Docker Hub namespace
-        return SWETask(patch=reverse_patch(str(row["patch"])), bug_patch=str(row["patch"]), image=image,
-                       test_cmd=test_cmd or TEST_SWESMITH, log_parser="pytest_verbose", **common)
+        return SWETask(
+            patch=reverse_patch(str(row["patch"])),
+            bug_patch=str(row["patch"]),
+            image=image,
+            test_cmd=test_cmd or TEST_SWESMITH,
+            log_parser="pytest_verbose",
+            **common,
+        )
     if family == "swegym":
         image = swegym_image(iid, **({} if image_namespace is None else {"namespace": image_namespace}))
     else:
         image = swebench_image(iid, **({} if image_namespace is None else {"namespace": image_namespace}))
     cmd, parser = REPO_SPECS.get(repo, (TEST_PYTEST, "pytest"))
     common.setdefault("install_cmd", REPO_INSTALL.get(repo, ""))
-    return SWETask(patch=str(row["patch"]), image=image, test_cmd=test_cmd or cmd, log_parser=parser, **common)
+    return SWETask(
+        patch=str(row["patch"]), image=image, test_cmd=test_cmd or cmd, log_parser=parser, **common
+    )
 
 
-def load_tasks(path: str | Path, family: str = "auto", *, instance_ids: Iterable[str] | None = None,
-               image_namespace: str | None = None, test_cmd: str | None = None) -> list[SWETask]:
+def load_tasks(
+    path: str | Path,
+    family: str = "auto",
+    *,
+    instance_ids: Iterable[str] | None = None,
+    image_namespace: str | None = None,
+    test_cmd: str | None = None,
+) -> list[SWETask]:
     """Tasks of a dataset file, in file order (``instance_ids`` keeps those, in the given order)."""
     if family not in FAMILIES:
         raise ConfigError(f"unknown dataset family {family!r}; use one of {', '.join(FAMILIES)}")
@@ -161,7 +207,9 @@ def select(tasks: list[SWETask], instance_ids: Iterable[str] | None) -> list[SWE
     wanted = list(instance_ids)
     unknown = [i for i in wanted if i not in by_id]
     if unknown:
-        raise ConfigError(f"instance ids not in the dataset: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        raise ConfigError(
+            f"instance ids not in the dataset: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}"
+        )
     return [by_id[i] for i in wanted]
 
 

@@ -63,10 +63,21 @@ class Editor:
         self.sandbox = sandbox
         self.history: History = history if history is not None else {}
 
-    async def run(self, command: str, path: str, *, file_text: str | None = None, view_range: list[int] | None = None,
-                  old_str: str | None = None, new_str: str | None = None, insert_line: int | None = None) -> str:
+    async def run(
+        self,
+        command: str,
+        path: str,
+        *,
+        file_text: str | None = None,
+        view_range: list[int] | None = None,
+        old_str: str | None = None,
+        new_str: str | None = None,
+        insert_line: int | None = None,
+    ) -> str:
         if not path.startswith("/"):
-            raise EditorError(f"the path {path!r} is not absolute; give it from the root, e.g. {WORKDIR}/{path.lstrip('./')}")
+            raise EditorError(
+                f"the path {path!r} is not absolute; give it from the root, e.g. {WORKDIR}/{path.lstrip('./')}"
+            )
         path = _normalize(path)
         if command == "view":
             return await self.view(path, view_range)
@@ -80,7 +91,9 @@ class Editor:
             return await self.str_replace(path, old_str, new_str or "")
         if command == "insert":
             if insert_line is None or new_str is None:
-                raise EditorError("`insert` needs `insert_line` (insert after this line; 0 for the top) and `new_str`")
+                raise EditorError(
+                    "`insert` needs `insert_line` (insert after this line; 0 for the top) and `new_str`"
+                )
             return await self.insert(path, insert_line, new_str)
         if command == "undo_edit":
             return await self.undo(path)
@@ -90,8 +103,11 @@ class Editor:
 
     async def _kind(self, path: str) -> str:
         q = shlex.quote(path)
-        result = await self.sandbox.run(f"if [ -d {q} ]; then echo dir; elif [ -f {q} ]; then echo file; "
-                                        f"elif [ -e {q} ]; then echo other; else echo missing; fi", timeout=30)
+        result = await self.sandbox.run(
+            f"if [ -d {q} ]; then echo dir; elif [ -f {q} ]; then echo file; "
+            f"elif [ -e {q} ]; then echo other; else echo missing; fi",
+            timeout=30,
+        )
         return result.stdout.strip() or "missing"
 
     async def _read(self, path: str) -> str:
@@ -99,14 +115,18 @@ class Editor:
         try:
             data = await self.sandbox.read_file(path, max_bytes=EDIT_READ_BYTES)
         except FileNotFoundError:
-            raise EditorError(f"the path {path} does not exist; check it with `view` on its directory") from None
+            raise EditorError(
+                f"the path {path} does not exist; check it with `view` on its directory"
+            ) from None
         except IsADirectoryError:
             raise EditorError(f"{path} is a directory; only `view` works on directories") from None
         except PathOutsideSandboxError:
             raise EditorError(f"only files under {WORKDIR} can be changed, not {path}") from None
         except SandboxError:  # over EDIT_READ_BYTES (the sandbox refuses to send more)
-            raise EditorError(f"{path} is larger than {EDIT_READ_BYTES // 2**20} MiB, the most the editor changes; "
-                              "view parts of it with view_range and edit it with sed or a script in bash") from None
+            raise EditorError(
+                f"{path} is larger than {EDIT_READ_BYTES // 2**20} MiB, the most the editor changes; "
+                "view parts of it with view_range and edit it with sed or a script in bash"
+            ) from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -129,7 +149,9 @@ class Editor:
             data = await self.sandbox.read_file(path, max_bytes=VIEW_READ_BYTES)
         except (FileNotFoundError, IsADirectoryError):
             if await self._kind(path) != "dir":
-                raise EditorError(f"the path {path} does not exist; check it with `view` on its directory") from None
+                raise EditorError(
+                    f"the path {path} does not exist; check it with `view` on its directory"
+                ) from None
             return await self._view_directory(path, view_range)
         except SandboxBrokenError:
             raise
@@ -149,7 +171,9 @@ class Editor:
     async def _view_directory(self, path: str, view_range: list[int] | None) -> str:
         if view_range:
             raise EditorError("`view_range` only applies to files, and this path is a directory")
-        listing = await self.sandbox.run(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort", timeout=30)
+        listing = await self.sandbox.run(
+            f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort", timeout=30
+        )
         return f"Files and directories up to 2 levels below {path} (hidden ones left out):\n{listing.stdout.rstrip()}"
 
     @staticmethod
@@ -167,8 +191,10 @@ class Editor:
         if len(body) > MAX_VIEW_CHARS:
             cut = body[:MAX_VIEW_CHARS].rsplit("\n", 1)[0]
             shown = cut.count("\n") + first
-            body = (f"{cut}\n[... cut at line {shown} of {n_lines}{size_note}: "
-                    f"view the rest with view_range=[{shown + 1}, -1] ...]")
+            body = (
+                f"{cut}\n[... cut at line {shown} of {n_lines}{size_note}: "
+                f"view the rest with view_range=[{shown + 1}, -1] ...]"
+            )
         return f"Here is {path} with line numbers (cat -n):\n{body}"
 
     async def _view_excerpt(self, path: str, view_range: list[int] | None) -> str:
@@ -176,12 +202,16 @@ class Editor:
         counts its bytes and lines and sends at most ``EXCERPT_BYTES`` of the lines asked for."""
         first, last = view_range if view_range is not None else (1, -1)
         if not (isinstance(first, int) and isinstance(last, int)) or first < 1 or last < -1:
-            raise EditorError(f"`view_range` must be line numbers from 1 (last = -1 for the end), got {view_range}")
+            raise EditorError(
+                f"`view_range` must be line numbers from 1 (last = -1 for the end), got {view_range}"
+            )
         span = f"{first},$p" if last == -1 else f"{first},{max(first, last)}p;{max(first, last)}q"
         q = shlex.quote(path)
-        script = (f"if [ -d {q} ]; then echo dir; elif [ ! -e {q} ]; then echo missing; elif [ ! -f {q} ]; then echo other; "
-                  f"elif [ ! -r {q} ]; then echo unreadable; else echo file; wc -c < {q}; wc -l < {q}; "
-                  f"sed -n '{span}' {q} | head -c {EXCERPT_BYTES}; fi")
+        script = (
+            f"if [ -d {q} ]; then echo dir; elif [ ! -e {q} ]; then echo missing; elif [ ! -f {q} ]; then echo other; "
+            f"elif [ ! -r {q} ]; then echo unreadable; else echo file; wc -c < {q}; wc -l < {q}; "
+            f"sed -n '{span}' {q} | head -c {EXCERPT_BYTES}; fi"
+        )
         result = await self.sandbox.run(script, timeout=30, max_output=2 * (EXCERPT_BYTES + 4096))
         kind, _, rest = result.stdout.partition("\n")
         if kind == "dir":
@@ -189,7 +219,9 @@ class Editor:
         if kind == "missing":
             raise EditorError(f"the path {path} does not exist; check it with `view` on its directory")
         if kind != "file":
-            why = {"other": "it is not a regular file", "unreadable": "permission denied"}.get(kind, result.stderr.strip())
+            why = {"other": "it is not a regular file", "unreadable": "permission denied"}.get(
+                kind, result.stderr.strip()
+            )
             raise EditorError(f"cannot read {path}: {why}")
         size_text, _, rest = rest.partition("\n")
         count_text, _, excerpt = rest.partition("\n")
@@ -217,26 +249,34 @@ class Editor:
 
     async def create(self, path: str, file_text: str) -> str:
         if await self._kind(path) != "missing":
-            raise EditorError(f"{path} already exists; `create` makes new files only: edit it with str_replace or insert")
+            raise EditorError(
+                f"{path} already exists; `create` makes new files only: edit it with str_replace or insert"
+            )
         await self._write(path, file_text)
         self._remember(path, None)
         return f"Created {path}."
 
     async def str_replace(self, path: str, old: str, new: str) -> str:
         if not old:
-            raise EditorError("`old_str` is empty; give the exact text to replace, with enough lines to be unique")
+            raise EditorError(
+                "`old_str` is empty; give the exact text to replace, with enough lines to be unique"
+            )
         text = await self._read(path)
         count = text.count(old)
         if count == 0:
-            raise EditorError(f"no replacement made: old_str does not occur verbatim in {path} "
-                              "(check whitespace and indentation; view the file to copy it exactly)")
+            raise EditorError(
+                f"no replacement made: old_str does not occur verbatim in {path} "
+                "(check whitespace and indentation; view the file to copy it exactly)"
+            )
         if count > 1:
             starts, pos = [], text.find(old)
             while pos != -1:
                 starts.append(text.count("\n", 0, pos) + 1)
                 pos = text.find(old, pos + 1)
-            raise EditorError(f"no replacement made: old_str occurs {count} times in {path} (at lines "
-                              f"{', '.join(map(str, starts))}); include more surrounding lines to make it unique")
+            raise EditorError(
+                f"no replacement made: old_str occurs {count} times in {path} (at lines "
+                f"{', '.join(map(str, starts))}); include more surrounding lines to make it unique"
+            )
         at = text.find(old)
         updated = text[:at] + new + text[at + len(old) :]
         await self._write(path, updated)
@@ -248,7 +288,9 @@ class Editor:
         text = await self._read(path)
         lines = text.splitlines(keepends=True)
         if not 0 <= line <= len(lines):
-            raise EditorError(f"`insert_line` {line} is outside the file: use 0 to {len(lines)} (insert after that line)")
+            raise EditorError(
+                f"`insert_line` {line} is outside the file: use 0 to {len(lines)} (insert after that line)"
+            )
         block = new if new.endswith("\n") else new + "\n"
         if line == len(lines) and lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
@@ -280,7 +322,9 @@ class Editor:
         body = numbered("\n".join(lines[lo - 1 : hi]), lo)
         if len(body) > MAX_VIEW_CHARS:
             body = body[:MAX_VIEW_CHARS] + "\n[...]"
-        tail = "" if undo else "\nCheck the change (indentation, no duplicated lines) and edit again if needed."
+        tail = (
+            "" if undo else "\nCheck the change (indentation, no duplicated lines) and edit again if needed."
+        )
         return f"{head}\n{body}{tail}"
 
 

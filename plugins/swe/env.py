@@ -68,8 +68,10 @@ Tools:
 Find the code involved, reproduce the problem if you can, make a minimal fix to the non-test code, check it, \
 then call submit. Call one tool per turn."""
 
-NO_CALL = ("No tool call found. Work on the repository with the tools (bash, str_replace_editor, search) and call "
-           "submit when the issue is fixed.")
+NO_CALL = (
+    "No tool call found. Work on the repository with the tools (bash, str_replace_editor, search) and call "
+    "submit when the issue is fixed."
+)
 EDITING_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
 FILE_TOOLS = {"str_replace_editor", "search", "submit"}
 """Tools that change the repository only through an editing command (anything else may change it)."""
@@ -94,17 +96,35 @@ class SWEEnv(Env):
 
     parser = "hermes"
 
-    def __init__(self, dataset: str = "shipped", family: str = "auto", instance_ids: str | Sequence[str] | None = None,
-                 max_turns: int | str = 30, autosubmit: bool | str = True, bash_tool: str = "bash",
-                 image_namespace: str | None = None, test_cmd: str | None = None, test_timeout_s: float | str = 900.0,
-                 show_hints: bool | str = False, test_timeout: float | str | None = None) -> None:
-        ids = [i.strip() for i in instance_ids.split(",") if i.strip()] if isinstance(instance_ids, str) else instance_ids
+    def __init__(
+        self,
+        dataset: str = "shipped",
+        family: str = "auto",
+        instance_ids: str | Sequence[str] | None = None,
+        max_turns: int | str = 30,
+        autosubmit: bool | str = True,
+        bash_tool: str = "bash",
+        image_namespace: str | None = None,
+        test_cmd: str | None = None,
+        test_timeout_s: float | str = 900.0,
+        show_hints: bool | str = False,
+        test_timeout: float | str | None = None,
+    ) -> None:
+        ids = (
+            [i.strip() for i in instance_ids.split(",") if i.strip()]
+            if isinstance(instance_ids, str)
+            else instance_ids
+        )
         if dataset == "shipped":
             if test_cmd:
-                raise ConfigError("test_cmd applies to dataset files; the shipped tasks have their own command")
+                raise ConfigError(
+                    "test_cmd applies to dataset files; the shipped tasks have their own command"
+                )
             self.tasks: list[SWETask] = select(list(shipped_tasks()), ids)
         else:
-            self.tasks = load_tasks(dataset, family, instance_ids=ids, image_namespace=image_namespace, test_cmd=test_cmd)
+            self.tasks = load_tasks(
+                dataset, family, instance_ids=ids, image_namespace=image_namespace, test_cmd=test_cmd
+            )
         self.images_command = images_command(dataset, family, image_namespace)
         if not self.tasks:
             raise ConfigError(f"the dataset {dataset!r} holds no tasks")
@@ -112,7 +132,9 @@ class SWEEnv(Env):
         self.autosubmit = parse_flag(autosubmit, "autosubmit", default=True)
         self.show_hints = parse_flag(show_hints, "show_hints", default=False)
         if test_timeout is not None:
-            warnings.warn("the swe option test_timeout is deprecated: write test_timeout_s", FutureWarning, stacklevel=2)
+            warnings.warn(
+                "the swe option test_timeout is deprecated: write test_timeout_s", FutureWarning, stacklevel=2
+            )
             test_timeout_s = test_timeout
         self.test_timeout_s = _number(test_timeout_s, "test_timeout_s", float)
         self.bash_tool = bash_tool
@@ -140,8 +162,10 @@ class SWEEnv(Env):
     def bind(self, ctx: EpisodeContext) -> None:
         super().bind(ctx)
         if ctx.registry is None or self.bash_tool not in ctx.registry.tools:
-            raise ConfigError(f"the swe environment needs the {self.bash_tool!r} tool (toolgym's code plugin); "
-                              "install toolgym with its built-in plugins or give bash_tool=<another shell tool>")
+            raise ConfigError(
+                f"the swe environment needs the {self.bash_tool!r} tool (toolgym's code plugin); "
+                "install toolgym with its built-in plugins or give bash_tool=<another shell tool>"
+            )
         self.tools = [ctx.registry.tools[self.bash_tool], *SWE_TOOLS]
 
     # -- episode -------------------------------------------------------------------------------
@@ -154,11 +178,23 @@ class SWEEnv(Env):
         from toolgym import DEFAULT_PROFILES, GiB, SandboxProfile, register_profile
 
         if kind not in DEFAULT_PROFILES:
-            register_profile(kind, SandboxProfile(image=task.image, memory_bytes=8 * GiB, cpus=2.0, pids=1024,
-                                                  workdir_bytes=8 * GiB, tmp_bytes=2 * GiB, default_timeout_s=600.0))
+            register_profile(
+                kind,
+                SandboxProfile(
+                    image=task.image,
+                    memory_bytes=8 * GiB,
+                    cpus=2.0,
+                    pids=1024,
+                    workdir_bytes=8 * GiB,
+                    tmp_bytes=2 * GiB,
+                    default_timeout_s=600.0,
+                ),
+            )
         return kind
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self.task = task = self.tasks[seed % len(self.tasks)]
         self.sandbox = sb = await self.ctx.sandbox(self._kind(task))
         self.base = await harness.checkout(sb, task, timeout=self.test_timeout_s)
@@ -169,13 +205,25 @@ class SWEEnv(Env):
             setup += f"; {scripts.CONDA}"
         await (await sb.shell()).run(setup, timeout=120)
         self.turns, self._diff, self._plan, self._planned = 0, CLEAN_DIFF, None, 0
-        hints = f"\n\nHints from the issue's discussion:\n{task.hints_text}" if self.show_hints and task.hints_text else ""
-        user = (f"<issue>\n{task.problem_statement.strip()}\n</issue>{hints}\n\nThe repository {task.repo} is checked "
-                f"out at {harness.WORKDIR}. Change its non-test code so that the issue is resolved; tests you cannot "
-                "see will check the fix. Call submit when you are done.")
+        hints = (
+            f"\n\nHints from the issue's discussion:\n{task.hints_text}"
+            if self.show_hints and task.hints_text
+            else ""
+        )
+        user = (
+            f"<issue>\n{task.problem_statement.strip()}\n</issue>{hints}\n\nThe repository {task.repo} is checked "
+            f"out at {harness.WORKDIR}. Change its non-test code so that the issue is resolved; tests you cannot "
+            "see will check the fix. Call submit when you are done."
+        )
         self._last_obs = user
-        info = {"task_id": task.instance_id, "repo": task.repo, "base_commit": self.base, "family": task.family,
-                "fail_to_pass": len(task.fail_to_pass), "pass_to_pass": len(task.pass_to_pass)}
+        info = {
+            "task_id": task.instance_id,
+            "repo": task.repo,
+            "base_commit": self.base,
+            "family": task.family,
+            "fail_to_pass": len(task.fail_to_pass),
+            "pass_to_pass": len(task.pass_to_pass),
+        }
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}], info
 
     def anchor(self) -> str:
@@ -189,11 +237,17 @@ class SWEEnv(Env):
         messages: list[Message] = []
         valid = True
         info: dict[str, Any] = {}
-        if action.kind is ActionKind.INVALID or action.kind is not ActionKind.TOOL_CALLS or not action.tool_calls:
+        if (
+            action.kind is ActionKind.INVALID
+            or action.kind is not ActionKind.TOOL_CALLS
+            or not action.tool_calls
+        ):
             valid = False
             error = action.error if action.kind is ActionKind.INVALID else NO_CALL
             info["error"] = error
-            messages.append({"role": "user", "content": f"Error: {error}" if action.kind is ActionKind.INVALID else error})
+            messages.append(
+                {"role": "user", "content": f"Error: {error}" if action.kind is ActionKind.INVALID else error}
+            )
         else:
             by_name = {t.name: t for t in self.tools}
             changed = False
@@ -208,12 +262,24 @@ class SWEEnv(Env):
                     else:
                         return await self._finish(records, messages, submitted=True, valid=valid)
                 elif tool is None:
-                    out = ToolOutput(f"Error: unknown tool {call.name!r}; available: {', '.join(by_name)}", error=True)
+                    out = ToolOutput(
+                        f"Error: unknown tool {call.name!r}; available: {', '.join(by_name)}", error=True
+                    )
                 else:
                     out = await tool.call(call.arguments, sandbox=self.sandbox, ctx=self.ctx)
-                    changed |= call.name not in FILE_TOOLS or call.arguments.get("command") in EDITING_COMMANDS
-                records.append(ToolCallRecord(name=call.name, arguments=call.arguments, output=out.text, error=out.error,
-                                              duration_s=out.duration_s, files=out.files))
+                    changed |= (
+                        call.name not in FILE_TOOLS or call.arguments.get("command") in EDITING_COMMANDS
+                    )
+                records.append(
+                    ToolCallRecord(
+                        name=call.name,
+                        arguments=call.arguments,
+                        output=out.text,
+                        error=out.error,
+                        duration_s=out.duration_s,
+                        files=out.files,
+                    )
+                )
                 messages.append({"role": "tool", "name": call.name, "content": out.text})
                 valid = valid and not out.error
             if changed:
@@ -223,8 +289,15 @@ class SWEEnv(Env):
         self._last_obs = "\n".join(str(m["content"]) for m in messages)
         return StepResult(observation=messages, tool_calls=records, valid=valid, info=info)
 
-    async def _finish(self, records: list[ToolCallRecord], messages: list[Message], *, submitted: bool, valid: bool = True,
-                      info: dict[str, Any] | None = None) -> StepResult:
+    async def _finish(
+        self,
+        records: list[ToolCallRecord],
+        messages: list[Message],
+        *,
+        submitted: bool,
+        valid: bool = True,
+        info: dict[str, Any] | None = None,
+    ) -> StepResult:
         """Grade the work tree's diff and end the episode (terminated on submit, else truncated).
         ``valid`` and ``info`` carry what the rest of the step found."""
         assert self.task is not None and self.sandbox is not None
@@ -243,15 +316,37 @@ class SWEEnv(Env):
             info.update(evaluation.summary())
         else:
             info.update(status="no_patch", error=error)
-        text = (f"Submitted. The patch {'resolves' if reward else 'does not resolve'} the issue "
-                f"({info['status']}).") if submitted else f"Turn limit reached: the current diff was graded ({info['status']})."
-        records.append(ToolCallRecord(name="submit", arguments={}, output=text, error=False,
-                                      duration_s=evaluation.duration_s if evaluation else 0.0))
+        text = (
+            (
+                f"Submitted. The patch {'resolves' if reward else 'does not resolve'} the issue "
+                f"({info['status']})."
+            )
+            if submitted
+            else f"Turn limit reached: the current diff was graded ({info['status']})."
+        )
+        records.append(
+            ToolCallRecord(
+                name="submit",
+                arguments={},
+                output=text,
+                error=False,
+                duration_s=evaluation.duration_s if evaluation else 0.0,
+            )
+        )
         messages.append({"role": "tool", "name": "submit", "content": text})
         if not submitted:
-            info["truncation_reason"] = f"turn limit ({self.max_turns}) reached; the diff was graded (autosubmit)"
-        return StepResult(observation=messages, reward=reward, terminated=submitted, truncated=not submitted,
-                          info=info, tool_calls=records, valid=valid)
+            info["truncation_reason"] = (
+                f"turn limit ({self.max_turns}) reached; the diff was graded (autosubmit)"
+            )
+        return StepResult(
+            observation=messages,
+            reward=reward,
+            terminated=submitted,
+            truncated=not submitted,
+            info=info,
+            tool_calls=records,
+            valid=valid,
+        )
 
     async def scripted_action(self) -> str | None:
         """The oracle's next turn (see ``oracle``): gold patch through the editor, tests, submit."""
@@ -264,11 +359,12 @@ class SWEEnv(Env):
                 base = {}
                 for path in oracle.touched_files(self.task):
                     try:
-                        base[path] = (await self.sandbox.read_file(f"{harness.WORKDIR}/{path}")).decode("utf-8")
+                        base[path] = (await self.sandbox.read_file(f"{harness.WORKDIR}/{path}")).decode(
+                            "utf-8"
+                        )
                     except (FileNotFoundError, UnicodeDecodeError):
                         base[path] = None
             self._plan = oracle.plan(self.task, base, bash_tool=self.bash_tool)
         turn = self._plan[min(self._planned, len(self._plan) - 1)]
         self._planned += 1
         return turn
-

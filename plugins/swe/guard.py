@@ -40,8 +40,9 @@ they get no reporter (graded from log and exit code, as Django's runner)."""
 GRADE_DIR = "/tmp/.toolgym-grade"
 """Where the reporter, its settings and its result live during a test run (outside the repository)."""
 RESULT_FILE = f"{GRADE_DIR}/result.json"
-PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py",
-                             "usercustomize.py"})
+PROTECTED_NAMES = frozenset(
+    {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py"}
+)
 PROTECTED_SUFFIXES = (".pth",)
 PROTECTED_DIR_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
 CONFIG_SECTIONS = {"setup.cfg": r"^\[(tool:pytest|pytest)\]", "pyproject.toml": r"^\[tool\.pytest"}
@@ -65,7 +66,7 @@ def git_unquote(name: str) -> str:
             out += ch.encode("utf-8")
             i += 1
         elif body[i + 1] in "01234567":
-            digits = re.match(r"[0-7]{1,3}", body[i + 1:i + 4])
+            digits = re.match(r"[0-7]{1,3}", body[i + 1 : i + 4])
             assert digits is not None
             out.append(int(digits.group(), 8) & 0xFF)
             i += 1 + len(digits.group())
@@ -89,7 +90,7 @@ def _git_line_paths(rest: str) -> list[str]:
     if len(tokens) == 2 or any(t.startswith('"') for t in tokens):
         return [_strip_side(git_unquote(t)) for t in tokens]
     for at in (m.start() for m in re.finditer(" b/", rest)):
-        old, new = rest[:at], rest[at + 1:]
+        old, new = rest[:at], rest[at + 1 :]
         if _strip_side(old) == _strip_side(new):
             return [_strip_side(old)]
     return [_strip_side(t) for t in tokens]
@@ -99,11 +100,11 @@ def _block_paths(block: str) -> set[str]:
     paths: set[str] = set()
     first = block.split("\n", 1)[0]
     if first.startswith("diff --git "):
-        paths.update(_git_line_paths(first[len("diff --git "):].rstrip("\r")))
+        paths.update(_git_line_paths(first[len("diff --git ") :].rstrip("\r")))
     for line in block.split("\n"):
         for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ", "Index: "):
             if line.startswith(prefix):
-                raw = line[len(prefix):].rstrip("\r")
+                raw = line[len(prefix) :].rstrip("\r")
                 raw = raw if raw.startswith('"') else raw.split("\t", 1)[0].rstrip()
                 path = git_unquote(raw.strip())
                 if prefix in ("--- ", "+++ "):
@@ -124,8 +125,11 @@ def protected(path: str) -> bool:
     p = PurePosixPath(path)
     if p.is_absolute() or any(part in ("..", ".git") for part in p.parts):
         return True
-    return (p.name in PROTECTED_NAMES or p.name.endswith(PROTECTED_SUFFIXES)
-            or any(part.endswith(PROTECTED_DIR_SUFFIXES) for part in p.parts))
+    return (
+        p.name in PROTECTED_NAMES
+        or p.name.endswith(PROTECTED_SUFFIXES)
+        or any(part.endswith(PROTECTED_DIR_SUFFIXES) for part in p.parts)
+    )
 
 
 def split_patch(patch: str) -> list[str]:
@@ -163,7 +167,9 @@ def filter_patch(patch: str) -> FilteredPatch:
     for block in split_patch(patch):
         paths = _block_paths(block)
         header = block.split("\n@@", 1)[0]
-        symlink = re.search(r"^(new file mode|new mode|old mode|deleted file mode) 120000", header, re.MULTILINE)
+        symlink = re.search(
+            r"^(new file mode|new mode|old mode|deleted file mode) 120000", header, re.MULTILINE
+        )
         if any(protected(p) for p in paths) or symlink:
             result.dropped.extend(sorted(paths))
             continue
@@ -181,9 +187,10 @@ def config_guard_script(files: Iterable[str], base: str) -> str:
         section = f"awk 'BEGIN{{p=0}} /^\\[/{{p=($0 ~ /{pattern}/)}} p'"
         q, ref = shlex.quote(path), shlex.quote(f"{base}:{path}")
         lines.append(
-            f"if [ \"$(git show {ref} 2>/dev/null | {section})\" != \"$( ([ -f {q} ] && cat {q}) | {section})\" ]; then "
+            f'if [ "$(git show {ref} 2>/dev/null | {section})" != "$( ([ -f {q} ] && cat {q}) | {section})" ]; then '
             f"echo '>>>>> Dropped the patch to the pytest configuration in {path}'; "
-            f"git checkout -q {shlex.quote(base)} -- {q} 2>/dev/null || rm -f {q}; fi")
+            f"git checkout -q {shlex.quote(base)} -- {q} 2>/dev/null || rm -f {q}; fi"
+        )
     return "\n".join(lines)
 
 
@@ -208,7 +215,12 @@ def inject_reporter(test_cmd: str, module: str) -> str | None:
         i += 1
     if i < len(tokens) and _PYTEST.match(tokens[i]):
         at = i + 1
-    elif i + 2 < len(tokens) and _PYTHON.match(tokens[i]) and tokens[i + 1] == "-m" and tokens[i + 2] in ("pytest", "py.test"):
+    elif (
+        i + 2 < len(tokens)
+        and _PYTHON.match(tokens[i])
+        and tokens[i + 1] == "-m"
+        and tokens[i + 2] in ("pytest", "py.test")
+    ):
         at = i + 3
     else:
         return None
@@ -232,16 +244,26 @@ class ReporterSetup:
     files: dict[str, str]
 
 
-def reporter_setup(root: str, *, trusted: Iterable[str] = (), out: str = RESULT_FILE,
-                   patched: Iterable[str] = ()) -> ReporterSetup:
+def reporter_setup(
+    root: str, *, trusted: Iterable[str] = (), out: str = RESULT_FILE, patched: Iterable[str] = ()
+) -> ReporterSetup:
     """A fresh reporter for a run in repository ``root``; ``trusted``: path prefixes whose code may
     be writable and still trusted (pytest's zip that toolgym copies in); ``out``: its result file;
     ``patched``: the files the candidate patch touched (a plugin module among them is tampering)."""
     module = f"_toolgym_reporter_{secrets.token_hex(6)}"
     nonce = secrets.token_hex(16)
-    settings = {"nonce": nonce, "root": root, "out": out, "trusted": list(trusted), "patched": sorted(patched)}
-    return ReporterSetup(module, nonce, {f"{module}.py": REPORTER_SOURCE.read_text(encoding="utf-8"),
-                                         "settings.json": json.dumps(settings)})
+    settings = {
+        "nonce": nonce,
+        "root": root,
+        "out": out,
+        "trusted": list(trusted),
+        "patched": sorted(patched),
+    }
+    return ReporterSetup(
+        module,
+        nonce,
+        {f"{module}.py": REPORTER_SOURCE.read_text(encoding="utf-8"), "settings.json": json.dumps(settings)},
+    )
 
 
 @dataclass(slots=True)
@@ -278,8 +300,12 @@ def log_key(parser: Callable[[str], dict[str, str]], nodeid: str) -> str | None:
     return None
 
 
-def unbacked_claims(log_statuses: Mapping[str, str], result: ReporterResult,
-                    parser: Callable[[str], dict[str, str]], graded: Iterable[str]) -> list[str]:
+def unbacked_claims(
+    log_statuses: Mapping[str, str],
+    result: ReporterResult,
+    parser: Callable[[str], dict[str, str]],
+    graded: Iterable[str],
+) -> list[str]:
     """Graded tests whose status in the log (other than a failure) the reporter did not see."""
     seen: dict[str, set[str]] = {}
     for nodeid, statuses in result.tests.items():

@@ -59,13 +59,20 @@ from toolgym.plugins.swe.scripts import (
 from toolgym.plugins.swe.task import SWETask
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "toolgym", "GIT_AUTHOR_EMAIL": "tasks@toolgym.invalid", "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
-    "GIT_COMMITTER_NAME": "toolgym", "GIT_COMMITTER_EMAIL": "tasks@toolgym.invalid",
-    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "toolgym",
+    "GIT_AUTHOR_EMAIL": "tasks@toolgym.invalid",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_COMMITTER_NAME": "toolgym",
+    "GIT_COMMITTER_EMAIL": "tasks@toolgym.invalid",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
 }
 """Makes the base commit reproducible: same files → same commit id on every machine."""
-INIT_AND_COMMIT = ('git -c init.defaultBranch=main init -q && git add -A && '
-                   'git commit -q --no-verify -m "$TOOLGYM_COMMIT_MESSAGE" && git rev-parse HEAD')
+INIT_AND_COMMIT = (
+    "git -c init.defaultBranch=main init -q && git add -A && "
+    'git commit -q --no-verify -m "$TOOLGYM_COMMIT_MESSAGE" && git rev-parse HEAD'
+)
 
 
 class HarnessError(SandboxError):
@@ -87,8 +94,15 @@ def _tar(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-async def _bash(sb: Sandbox, script: str, *, timeout: float, stdin: bytes | None = None,
-                env: dict[str, str] | None = None, what: str) -> str:
+async def _bash(
+    sb: Sandbox,
+    script: str,
+    *,
+    timeout: float,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    what: str,
+) -> str:
     result = await sb.run(["bash", "-c", script], timeout=timeout, stdin=stdin, env=env, cwd=WORKDIR)
     if result.timed_out or result.exit_code != 0:
         reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
@@ -101,26 +115,44 @@ async def checkout(sb: Sandbox, task: SWETask, *, timeout: float = 600.0) -> str
     wipe = f"find {WORKDIR} -mindepth 1 -delete"
     env = {**GIT_ENV, "TOOLGYM_COMMIT_MESSAGE": commit_message(task.repo, task.instance_id)}
     if task.shipped:
-        out = await _bash(sb, f"set -e; {wipe}; tar -xf - -C {WORKDIR}; {INIT_AND_COMMIT}", stdin=_tar(base_files(task)),
-                          env=env, timeout=timeout, what=f"checking out {task.instance_id}")
+        out = await _bash(
+            sb,
+            f"set -e; {wipe}; tar -xf - -C {WORKDIR}; {INIT_AND_COMMIT}",
+            stdin=_tar(base_files(task)),
+            env=env,
+            timeout=timeout,
+            what=f"checking out {task.instance_id}",
+        )
         head = out.strip().splitlines()[-1] if out.strip() else ""
         if head != task.base_commit:
-            raise HarnessError(f"{task.instance_id}: the checked-out base is commit {head or '?'} but the task says "
-                               f"{task.base_commit}; the shipped data is out of sync (python -m toolgym.plugins.swe.build)")
+            raise HarnessError(
+                f"{task.instance_id}: the checked-out base is commit {head or '?'} but the task says "
+                f"{task.base_commit}; the shipped data is out of sync (python -m toolgym.plugins.swe.build)"
+            )
         if await provision.needs_pytest(sb):
             await provision.install_pytest(sb)
         return head
-    copy = (f"set -e; if [ ! -d {task.repo_dir}/.git ]; then echo 'no git repository at {task.repo_dir} in this image' >&2; "
-            f"exit 3; fi; {wipe}; cp -a {task.repo_dir}/. {WORKDIR}/; git rev-parse HEAD")
-    head = (await _bash(sb, copy, env=GIT_ENV, timeout=timeout, what=f"copying {task.repo_dir} of {task.image}")).strip()
+    copy = (
+        f"set -e; if [ ! -d {task.repo_dir}/.git ]; then echo 'no git repository at {task.repo_dir} in this image' >&2; "
+        f"exit 3; fi; {wipe}; cp -a {task.repo_dir}/. {WORKDIR}/; git rev-parse HEAD"
+    )
+    head = (
+        await _bash(sb, copy, env=GIT_ENV, timeout=timeout, what=f"copying {task.repo_dir} of {task.image}")
+    ).strip()
     if task.bug_patch:
         await sb.write_file(f"{STATE}/bug.patch", task.bug_patch)
-        script = (f"set -e; git apply {STATE}/bug.patch; git add -A; "
-                  'git commit -q --no-verify -m "$TOOLGYM_COMMIT_MESSAGE"; git rev-parse HEAD')
-        return (await _bash(sb, script, env=env, timeout=timeout, what=f"applying the bug of {task.instance_id}")).strip()
+        script = (
+            f"set -e; git apply {STATE}/bug.patch; git add -A; "
+            'git commit -q --no-verify -m "$TOOLGYM_COMMIT_MESSAGE"; git rev-parse HEAD'
+        )
+        return (
+            await _bash(sb, script, env=env, timeout=timeout, what=f"applying the bug of {task.instance_id}")
+        ).strip()
     if task.base_commit and head != task.base_commit:
-        raise HarnessError(f"{task.instance_id}: the repository in image {task.image} is at {head}, not at the task's "
-                           f"base_commit {task.base_commit}; is this the instance's image?")
+        raise HarnessError(
+            f"{task.instance_id}: the repository in image {task.image} is at {head}, not at the task's "
+            f"base_commit {task.base_commit}; is this the instance's image?"
+        )
     return head
 
 
@@ -137,13 +169,19 @@ async def candidate_patch(sb: Sandbox, base: str, *, timeout: float = 120.0) -> 
 
     The diff comes back on the command's own output, which the sandbox agent reads: it never passes
     through a file in the sandbox, where a process the agent left running could swap it."""
-    script = (f"set -e; tmp=$(mktemp -d); trap 'rm -rf \"$tmp\"' EXIT; [ -f .git/index ] && cp .git/index \"$tmp/index\"; "
-              f"GIT_INDEX_FILE=$tmp/index git add -A >/dev/null; GIT_INDEX_FILE=$tmp/index git diff --cached --no-color "
-              f"--no-ext-diff --no-textconv {shlex.quote(base)}")
-    result = await sb.run(["bash", "-c", script], timeout=timeout, env=GIT_ENV, cwd=WORKDIR, max_output=PATCH_CAP)
+    script = (
+        f'set -e; tmp=$(mktemp -d); trap \'rm -rf "$tmp"\' EXIT; [ -f .git/index ] && cp .git/index "$tmp/index"; '
+        f"GIT_INDEX_FILE=$tmp/index git add -A >/dev/null; GIT_INDEX_FILE=$tmp/index git diff --cached --no-color "
+        f"--no-ext-diff --no-textconv {shlex.quote(base)}"
+    )
+    result = await sb.run(
+        ["bash", "-c", script], timeout=timeout, env=GIT_ENV, cwd=WORKDIR, max_output=PATCH_CAP
+    )
     if result.timed_out or result.exit_code != 0:
         reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-        raise HarnessError(f"reading the repository diff failed in sandbox {sb.id} ({reason}): {result.stderr[-2000:]}")
+        raise HarnessError(
+            f"reading the repository diff failed in sandbox {sb.id} ({reason}): {result.stderr[-2000:]}"
+        )
     if result.truncated:
         raise HarnessError(f"the repository diff is over {PATCH_CAP // 2**20} MiB; it is not graded")
     return result.stdout
@@ -151,9 +189,11 @@ async def candidate_patch(sb: Sandbox, base: str, *, timeout: float = 120.0) -> 
 
 async def diff_digest(sb: Sandbox, base: str, *, timeout: float = 60.0) -> str:
     """A short digest of the work tree's changes against ``base`` (for anchors); ``?`` when unreadable."""
-    script = (f"idx=/tmp/.toolgym-anchor-index; rm -f $idx; [ -f .git/index ] && cp .git/index $idx; "
-              f"GIT_INDEX_FILE=$idx git add -A 2>/dev/null; GIT_INDEX_FILE=$idx git diff --cached --no-color "
-              f"--no-ext-diff {shlex.quote(base)} 2>/dev/null | sha1sum; rm -f $idx")
+    script = (
+        f"idx=/tmp/.toolgym-anchor-index; rm -f $idx; [ -f .git/index ] && cp .git/index $idx; "
+        f"GIT_INDEX_FILE=$idx git add -A 2>/dev/null; GIT_INDEX_FILE=$idx git diff --cached --no-color "
+        f"--no-ext-diff {shlex.quote(base)} 2>/dev/null | sha1sum; rm -f $idx"
+    )
     result = await sb.run(["bash", "-c", script], timeout=timeout, env=GIT_ENV, cwd=WORKDIR)
     return result.stdout.split()[0][:16] if result.ok and result.stdout.strip() else "?"
 
@@ -188,8 +228,13 @@ class Evaluation:
     counted as FAILED (``reference.py``)."""
 
     def summary(self) -> dict[str, Any]:
-        out = {"resolved": self.resolved, "status": self.status, "tests_status": self.report.as_dict(),
-               "duration_s": round(self.duration_s, 3), "test_exit_code": self.exit_code}
+        out = {
+            "resolved": self.resolved,
+            "status": self.status,
+            "tests_status": self.report.as_dict(),
+            "duration_s": round(self.duration_s, 3),
+            "test_exit_code": self.exit_code,
+        }
         for name in ("dropped", "tampered", "demoted"):
             if getattr(self, name):
                 out["dropped_files" if name == "dropped" else name] = getattr(self, name)
@@ -215,8 +260,12 @@ async def sweep_changes(sb: Sandbox, base: str, *, timeout: float = 120.0) -> tu
     (``guard.protected``) or is a symbolic link is put back to ``base`` or removed, by the names git
     itself reports (NUL-separated bytes), whatever the patch's text called them. Returns the paths
     dropped and the changed ``setup.cfg``/``pyproject.toml`` files (their pytest section is checked)."""
-    listing = await sb.run(["bash", "-c", f"{{ bash {STATE}/changes.sh; }} | base64 -w0"], timeout=timeout,
-                           cwd=WORKDIR, max_output=PATCH_CAP)
+    listing = await sb.run(
+        ["bash", "-c", f"{{ bash {STATE}/changes.sh; }} | base64 -w0"],
+        timeout=timeout,
+        cwd=WORKDIR,
+        max_output=PATCH_CAP,
+    )
     if listing.timed_out or listing.exit_code != 0 or listing.truncated:
         raise HarnessError(f"listing the patch's changes failed in sandbox {sb.id}: {listing.stderr[-2000:]}")
     sections: list[list[bytes]] = [[]]
@@ -226,7 +275,9 @@ async def sweep_changes(sb: Sandbox, base: str, *, timeout: float = 120.0) -> tu
         elif token:
             sections[-1].append(token)
     if len(sections) != 3:
-        raise HarnessError(f"listing the patch's changes in sandbox {sb.id} gave {len(sections)} parts, not 3")
+        raise HarnessError(
+            f"listing the patch's changes in sandbox {sb.id} gave {len(sections)} parts, not 3"
+        )
     tracked, untracked, links = sections
     link_set = set(links)
 
@@ -238,17 +289,29 @@ async def sweep_changes(sb: Sandbox, base: str, *, timeout: float = 120.0) -> tu
     if restore or remove:
         await sb.write_file(f"{STATE}/restore.lst", b"".join(p + b"\0" for p in restore))
         await sb.write_file(f"{STATE}/remove.lst", b"".join(p + b"\0" for p in remove))
-        script = "\n".join([
-            "set -u", GIT_SAFE,
-            f"xargs -0 -r rm -rf -- < {STATE}/restore.lst; xargs -0 -r rm -rf -- < {STATE}/remove.lst",
-            f"if [ -s {STATE}/restore.lst ]; then git --literal-pathspecs checkout -q {shlex.quote(base)} "
-            f"--pathspec-from-file={STATE}/restore.lst --pathspec-file-nul 2>/dev/null; fi; true"])
+        script = "\n".join(
+            [
+                "set -u",
+                GIT_SAFE,
+                f"xargs -0 -r rm -rf -- < {STATE}/restore.lst; xargs -0 -r rm -rf -- < {STATE}/remove.lst",
+                f"if [ -s {STATE}/restore.lst ]; then git --literal-pathspecs checkout -q {shlex.quote(base)} "
+                f"--pathspec-from-file={STATE}/restore.lst --pathspec-file-nul 2>/dev/null; fi; true",
+            ]
+        )
         done = await sb.run(["bash", "-c", script], timeout=timeout, cwd=WORKDIR)
         if done.timed_out or done.exit_code != 0:
-            raise HarnessError(f"dropping files of the patch failed in sandbox {sb.id}: {done.output[-2000:]}")
+            raise HarnessError(
+                f"dropping files of the patch failed in sandbox {sb.id}: {done.output[-2000:]}"
+            )
     dropped = sorted(p.decode("utf-8", "surrogateescape") for p in restore + remove)
-    config = sorted({p.decode("utf-8", "surrogateescape") for p in tracked + untracked
-                     if PurePosixPath(p.decode("utf-8", "surrogateescape")).name in guard.CONFIG_SECTIONS} - set(dropped))
+    config = sorted(
+        {
+            p.decode("utf-8", "surrogateescape")
+            for p in tracked + untracked
+            if PurePosixPath(p.decode("utf-8", "surrogateescape")).name in guard.CONFIG_SECTIONS
+        }
+        - set(dropped)
+    )
     return dropped, config
 
 
@@ -257,8 +320,18 @@ async def file_digests(sb: Sandbox, paths: list[str]) -> dict[str, str]:
     command of its own: the test process can change a test file, not this view of it."""
     if not paths:
         return {}
-    result = await sb.run(["bash", "-c", 'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$(sha256sum < "$f")" '
-                           '"$f"; done; true', "digests", *paths], timeout=60, cwd=WORKDIR, max_output=PATCH_CAP)
+    result = await sb.run(
+        [
+            "bash",
+            "-c",
+            'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$(sha256sum < "$f")" "$f"; done; true',
+            "digests",
+            *paths,
+        ],
+        timeout=60,
+        cwd=WORKDIR,
+        max_output=PATCH_CAP,
+    )
     parts = result.stdout.split("\0")
     return {parts[i + 1]: parts[i].split()[0] for i in range(0, len(parts) - 1, 2) if parts[i].strip()}
 
@@ -268,8 +341,15 @@ async def kill_leftovers(sb: Sandbox) -> None:
     await sb.run(["bash", "-c", KILL_OTHERS], timeout=30)
 
 
-async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 900.0, fresh: bool = True,
-                   use_reference: bool = True) -> Evaluation:
+async def evaluate(
+    sb: Sandbox,
+    task: SWETask,
+    patch: str,
+    *,
+    timeout: float = 900.0,
+    fresh: bool = True,
+    use_reference: bool = True,
+) -> Evaluation:
     """Grade ``patch`` as SWE-bench does (see the module doc), with the agent's means of steering
     the test run taken away (``guard``, ``canaries``, ``reference``). With ``fresh`` the sandbox is
     reset first, so nothing the agent left behind outside the patch can change the result. With
@@ -288,8 +368,14 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     dropped = list(filtered.dropped)
 
     def done(status: str, log: str, **kw: Any) -> Evaluation:
-        return Evaluation(False, status, log=_shorten(log), duration_s=time.perf_counter() - start,
-                          dropped=sorted(set(dropped)), **kw)
+        return Evaluation(
+            False,
+            status,
+            log=_shorten(log),
+            duration_s=time.perf_counter() - start,
+            dropped=sorted(set(dropped)),
+            **kw,
+        )
 
     await sb.write_file(f"{STATE}/model.patch", filtered.patch)
     await sb.write_file(f"{STATE}/test.patch", task.test_patch)
@@ -311,8 +397,12 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     pytest_run = guard.inject_reporter(task.test_cmd, "x") is not None
     graded = (*task.fail_to_pass, *task.pass_to_pass)
     planted = canaries.make(task.test_directives(), avoid=graded) if pytest_run else []
-    await sb.write_file(f"{STATE}/prepare.sh", prepare_script(task, base, sorted({*filtered.config_files, *config_files}),
-                                                              canaries.append_script(planted)))
+    await sb.write_file(
+        f"{STATE}/prepare.sh",
+        prepare_script(
+            task, base, sorted({*filtered.config_files, *config_files}), canaries.append_script(planted)
+        ),
+    )
     prepared = await sb.run(["bash", f"{STATE}/prepare.sh"], timeout=left(), env=env, cwd=WORKDIR)
     log = f"{log}\n{prepared.output}"
     await kill_leftovers(sb)
@@ -326,18 +416,29 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
         return done("setup_failed", log)
     watched = sorted({*task.test_directives(), *task.test_files()})
     before = await file_digests(sb, watched)
-    reporter = guard.reporter_setup(WORKDIR, trusted=[provision.PYTEST_ZIP] if task.shipped else [],
-                                    patched=guard.touched_paths(filtered.patch))
+    reporter = guard.reporter_setup(
+        WORKDIR,
+        trusted=[provision.PYTEST_ZIP] if task.shipped else [],
+        patched=guard.touched_paths(filtered.patch),
+    )
     module = reporter.module if pytest_run and task.repo not in guard.SELF_HOSTED else None
     if module is not None:
-        await sb.run(["bash", "-c", f"mkdir -p {guard.GRADE_DIR} && tar -xf - -C {guard.GRADE_DIR}"],
-                     stdin=_tar(reporter.files), timeout=60)
+        await sb.run(
+            ["bash", "-c", f"mkdir -p {guard.GRADE_DIR} && tar -xf - -C {guard.GRADE_DIR}"],
+            stdin=_tar(reporter.files),
+            timeout=60,
+        )
     await sb.write_file(f"{STATE}/tests.sh", test_script(task, module))
-    ran = await sb.run(["bash", f"{STATE}/tests.sh"], timeout=left(), env=env, cwd=WORKDIR, max_output=LOG_CAP)
+    ran = await sb.run(
+        ["bash", f"{STATE}/tests.sh"], timeout=left(), env=env, cwd=WORKDIR, max_output=LOG_CAP
+    )
     await kill_leftovers(sb)
     after = await file_digests(sb, watched)
-    changed = [f"test file {path} changed while the tests ran (seen from outside the test process)"
-               for path in watched if before.get(path) != after.get(path)]
+    changed = [
+        f"test file {path} changed while the tests ran (seen from outside the test process)"
+        for path in watched
+        if before.get(path) != after.get(path)
+    ]
     test_log = ran.stdout
     log = f"{log}\n{test_log}"
     if ran.timed_out:
@@ -350,9 +451,16 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     if exit_code == PYTEST_TESTS_FAILED and planted:  # the status the run had without the canaries' failures
         own = {k: s for k, s in PARSERS[task.log_parser](test_log).items() if k not in canary_keys}
         exit_code = exit_code if any(s in FAILING for s in own.values()) else 0
-    tests, report, rejection = grade_log(test_log, task.log_parser, task.fail_to_pass, task.pass_to_pass,
-                                         exit_code=exit_code, rule=task.grading_rule, test_files=files,
-                                         ignore=canary_keys)
+    tests, report, rejection = grade_log(
+        test_log,
+        task.log_parser,
+        task.fail_to_pass,
+        task.pass_to_pass,
+        exit_code=exit_code,
+        rule=task.grading_rule,
+        test_files=files,
+        ignore=canary_keys,
+    )
     seen = canaries.outcomes(planted, tests, parser)
     tampered = changed + canaries.violations(seen)
     if tampered and not changed and all(s == "MISSING" for s in seen.values()) and use_reference:
@@ -370,16 +478,27 @@ async def evaluate(sb: Sandbox, task: SWETask, patch: str, *, timeout: float = 9
     if tampered:
         return done("tampered", log, tests=tests, exit_code=exit_code, tampered=tampered, canaries=seen)
     if report is None:
-        return done("log_rejected", log, tests=tests, exit_code=exit_code, tampered=[str(rejection)], canaries=seen)
+        return done(
+            "log_rejected", log, tests=tests, exit_code=exit_code, tampered=[str(rejection)], canaries=seen
+        )
     demoted: list[str] = []
     if use_reference and reference.chosen(graded, tests, rule=task.grading_rule):
         ref = await reference_run(sb, task, timeout=left())
         held, demoted = reference.hold(graded, tests, ref.outcomes, rule=task.grading_rule)
         report = grade(held, task.fail_to_pass, task.pass_to_pass, rule=task.grading_rule, test_files=files)
     status = "resolved" if report.resolved else ("empty_patch" if not patch.strip() else "unresolved")
-    return Evaluation(report.resolved, status, report=report, tests=tests, log=_shorten(log),
-                      duration_s=time.perf_counter() - start, exit_code=exit_code, dropped=sorted(set(dropped)),
-                      canaries=seen, demoted=demoted)
+    return Evaluation(
+        report.resolved,
+        status,
+        report=report,
+        tests=tests,
+        log=_shorten(log),
+        duration_s=time.perf_counter() - start,
+        exit_code=exit_code,
+        dropped=sorted(set(dropped)),
+        canaries=seen,
+        demoted=demoted,
+    )
 
 
 @dataclass(slots=True)
@@ -396,10 +515,14 @@ async def reference_run(sb: Sandbox, task: SWETask, *, timeout: float) -> Refere
     if got is None:
         gold = await evaluate(sb, task, task.patch, timeout=timeout, use_reference=False)
         graded = (*task.fail_to_pass, *task.pass_to_pass)
-        got = {**reference.outcomes(graded, gold.tests),
-               CANARIES_SEEN: str(any(s != "MISSING" for s in gold.canaries.values()))}
+        got = {
+            **reference.outcomes(graded, gold.tests),
+            CANARIES_SEEN: str(any(s != "MISSING" for s in gold.canaries.values())),
+        }
         reference.remember(task, got)
-    return ReferenceRun({k: v for k, v in got.items() if k != CANARIES_SEEN}, got.get(CANARIES_SEEN) == "True")
+    return ReferenceRun(
+        {k: v for k, v in got.items() if k != CANARIES_SEEN}, got.get(CANARIES_SEEN) == "True"
+    )
 
 
 CANARIES_SEEN = "\0canaries"

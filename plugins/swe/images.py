@@ -34,7 +34,12 @@ LABEL = "toolgym.swe-image"
 """On every image ``build`` makes (value: the instance ids, comma-separated, cut to 200 characters)."""
 DEFAULT_BASE = "toolgym/sandbox-shell:latest"
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
-_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin"}
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_TERMINAL_PROMPT": "0",
+    "PATH": "/usr/bin:/bin",
+}
 
 
 @dataclass
@@ -113,8 +118,15 @@ def image_rows(api: Any, plans: Sequence[ImagePlan]) -> list[ImageRow]:
             rows.append(ImageRow(plan, present=False, last_used=used.get(plan.image)))
             continue
         labels = (info.get("Config") or {}).get("Labels") or {}
-        rows.append(ImageRow(plan, present=True, size=int(info.get("Size") or 0), built_here=LABEL in labels,
-                             last_used=used.get(plan.image)))
+        rows.append(
+            ImageRow(
+                plan,
+                present=True,
+                size=int(info.get("Size") or 0),
+                built_here=LABEL in labels,
+                last_used=used.get(plan.image),
+            )
+        )
     return rows
 
 
@@ -124,7 +136,11 @@ def image_rows(api: Any, plans: Sequence[ImagePlan]) -> list[ImageRow]:
 def find_clone(repo_dir: Path, repo: str) -> Path:
     """The clone of ``repo`` under ``repo_dir`` (``owner/name``, ``owner__name`` or ``name``)."""
     owner_name = repo.strip("/")
-    candidates = [repo_dir / owner_name, repo_dir / owner_name.replace("/", "__"), repo_dir / owner_name.split("/")[-1]]
+    candidates = [
+        repo_dir / owner_name,
+        repo_dir / owner_name.replace("/", "__"),
+        repo_dir / owner_name.split("/")[-1],
+    ]
     for path in candidates:
         if (path / ".git").exists() or (path / "HEAD").is_file():
             return path
@@ -140,11 +156,16 @@ def checkout_at(clone: Path, commit: str, into: Path) -> None:
     """A repository at ``into`` holding only ``commit`` of ``clone`` (same commit id), checked out."""
     found = _git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], clone)
     if found.returncode != 0:
-        raise ConfigError(f"cannot check out {commit} of the clone {clone}: no such commit there (fetch its history first)")
+        raise ConfigError(
+            f"cannot check out {commit} of the clone {clone}: no such commit there (fetch its history first)"
+        )
     commit = found.stdout.strip()  # a full id: fetch takes no abbreviation (SWE-smith names carry 8 digits)
     into.mkdir(parents=True)
-    steps = [["init", "-q"], ["fetch", "-q", "--depth", "1", str(clone.resolve()), commit],
-             ["checkout", "-q", "--detach", "FETCH_HEAD"]]
+    steps = [
+        ["init", "-q"],
+        ["fetch", "-q", "--depth", "1", str(clone.resolve()), commit],
+        ["checkout", "-q", "--detach", "FETCH_HEAD"],
+    ]
     for args in steps:
         done = _git(args, into)
         if done.returncode != 0:
@@ -164,19 +185,36 @@ def build_image(api: Any, plan: ImagePlan, repo_dir: Path, *, base: str = DEFAUL
     try:
         api.inspect_image(base)
     except docker.errors.ImageNotFound:
-        raise SandboxError(f"the base image {base} is missing; build it with `toolgym sandbox build shell` or give --base") from None
+        raise SandboxError(
+            f"the base image {base} is missing; build it with `toolgym sandbox build shell` or give --base"
+        ) from None
     clone = find_clone(repo_dir, plan.repo)
     with tempfile.TemporaryDirectory(prefix="toolgym-swe-image-") as tmp:
         ctx = Path(tmp)
         checkout_at(clone, plan.commit, ctx / "testbed")
         (ctx / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nCOPY testbed /testbed\n")
-        labels = {LABEL: ",".join(plan.instance_ids)[:200], "toolgym.swe.repo": plan.repo, "toolgym.swe.commit": plan.commit,
-                  "toolgym.swe.base": base}
+        labels = {
+            LABEL: ",".join(plan.instance_ids)[:200],
+            "toolgym.swe.repo": plan.repo,
+            "toolgym.swe.commit": plan.commit,
+            "toolgym.swe.base": base,
+        }
         log: list[str] = []
-        for chunk in api.build(path=str(ctx), tag=plan.image, labels=labels, buildargs={"BASE": base}, rm=True, forcerm=True,
-                               decode=True, pull=False, network_mode="none"):
+        for chunk in api.build(
+            path=str(ctx),
+            tag=plan.image,
+            labels=labels,
+            buildargs={"BASE": base},
+            rm=True,
+            forcerm=True,
+            decode=True,
+            pull=False,
+            network_mode="none",
+        ):
             if "error" in chunk:
-                raise SandboxError(f"building {plan.image} failed: {chunk['error'].strip()}\n" + "\n".join(log[-10:]))
+                raise SandboxError(
+                    f"building {plan.image} failed: {chunk['error'].strip()}\n" + "\n".join(log[-10:])
+                )
             if text := (chunk.get("stream") or "").rstrip():
                 log.append(text)
     warm.record_use([plan.image])
@@ -191,8 +229,15 @@ class BuildResult:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def build_missing(api: Any, plans: Sequence[ImagePlan], *, repo_dir: Path | None, base: str = DEFAULT_BASE,
-                  pull: bool = True, progress: Callable[[str], None] = print) -> BuildResult:
+def build_missing(
+    api: Any,
+    plans: Sequence[ImagePlan],
+    *,
+    repo_dir: Path | None,
+    base: str = DEFAULT_BASE,
+    pull: bool = True,
+    progress: Callable[[str], None] = print,
+) -> BuildResult:
     """Make every planned image present: kept when there, pulled when a registry answers (``pull``),
     else built from ``repo_dir``'s clones. One progress line per image; failures are collected."""
     import docker
@@ -230,8 +275,10 @@ def build_missing(api: Any, plans: Sequence[ImagePlan], *, repo_dir: Path | None
             continue
         out.built.append(plan.image)
         size = int(api.inspect_image(plan.image).get("Size") or 0)
-        progress(f"{head}: built from {plan.repo}@{plan.commit[:12]} in {time.monotonic() - started:.1f} s "
-                 f"({size / 1e6:.0f} MB with its base)")
+        progress(
+            f"{head}: built from {plan.repo}@{plan.commit[:12]} in {time.monotonic() - started:.1f} s "
+            f"({size / 1e6:.0f} MB with its base)"
+        )
     return out
 
 

@@ -159,7 +159,9 @@ def parse_django(log: str) -> dict[str, str]:
         for suffix in (" ... ok", " ... OK", " ...  OK"):
             if line.endswith(suffix):
                 if line.startswith("Applying sites.0002_alter_domain_unique...test_no_migrations"):
-                    line = line.split("...", 1)[-1].strip()  # django__django-7188: a migration line runs into the test's
+                    line = line.split("...", 1)[
+                        -1
+                    ].strip()  # django__django-7188: a migration line runs into the test's
                 statuses[line.rsplit(suffix, 1)[0]] = TestStatus.PASSED
                 break
         if " ... skipped" in line:
@@ -268,8 +270,10 @@ class Report:
         return self.status == "RESOLVED_FULL"
 
     def as_dict(self) -> dict[str, dict[str, list[str]]]:
-        return {"FAIL_TO_PASS": {"success": self.f2p_success, "failure": self.f2p_failure},
-                "PASS_TO_PASS": {"success": self.p2p_success, "failure": self.p2p_failure}}
+        return {
+            "FAIL_TO_PASS": {"success": self.f2p_success, "failure": self.f2p_failure},
+            "PASS_TO_PASS": {"success": self.p2p_success, "failure": self.p2p_failure},
+        }
 
 
 PASSING = (TestStatus.PASSED, TestStatus.XFAIL)
@@ -322,8 +326,14 @@ def log_rejection(statuses: Mapping[str, str], exit_code: int | None) -> str | N
     return None
 
 
-def grade(statuses: Mapping[str, str], fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], *,
-          rule: str = "swebench", test_files: Iterable[str] = ()) -> Report:
+def grade(
+    statuses: Mapping[str, str],
+    fail_to_pass: Iterable[str],
+    pass_to_pass: Iterable[str],
+    *,
+    rule: str = "swebench",
+    test_files: Iterable[str] = (),
+) -> Report:
     """The report of one evaluation under ``rule`` (``swebench`` or ``swesmith``; see the module doc).
     ``test_files``: for ``swesmith``, the files that were run (tests elsewhere are not graded)."""
     if rule not in ("swebench", "swesmith"):
@@ -361,9 +371,17 @@ def grade(statuses: Mapping[str, str], fail_to_pass: Iterable[str], pass_to_pass
     return report
 
 
-def grade_log(log: str, parser: str, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], *,
-              exit_code: int | None = None, rule: str = "swebench", test_files: Iterable[str] = (),
-              ignore: Iterable[str] = ()) -> tuple[dict[str, str], Report | None, str | None]:
+def grade_log(
+    log: str,
+    parser: str,
+    fail_to_pass: Iterable[str],
+    pass_to_pass: Iterable[str],
+    *,
+    exit_code: int | None = None,
+    rule: str = "swebench",
+    test_files: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+) -> tuple[dict[str, str], Report | None, str | None]:
     """A whole evaluation log graded as SWE-bench 5.0.2's ``get_logs_eval`` + report do:
     ``(statuses, report, None)``, or ``(statuses, None, why)`` when the log is not graded (a
     failure marker, no test output markers, no results, or ``log_rejection``). The statuses come

@@ -18,8 +18,12 @@ from typing import Any
 from toolgym.plugins.swe.datasets import base_files
 from toolgym.plugins.swe.oracle import WORKDIR, call
 
-LOOK = ("cd /workspace && git status --short", "cd /workspace && ls", "cd /workspace && git diff",
-        "cd /workspace && python3 -m pytest -q -x -p no:cacheprovider 2>&1 | tail -n 5")
+LOOK = (
+    "cd /workspace && git status --short",
+    "cd /workspace && ls",
+    "cd /workspace && git diff",
+    "cd /workspace && python3 -m pytest -q -x -p no:cacheprovider 2>&1 | tail -n 5",
+)
 """Shell commands that change nothing."""
 STRAY = "# TODO: check this\n"
 
@@ -38,12 +42,17 @@ async def noise_turn(env: Any, rng: random.Random) -> str | None:
     kind = rng.choice(("view", "look", "search", "edit") if files else ("look", "search"))
     if kind == "view":
         path = rng.choice(files)
-        return call("str_replace_editor", {"command": "view", "path": f"{WORKDIR}/{path}"}, "Let me read this file.")
+        return call(
+            "str_replace_editor", {"command": "view", "path": f"{WORKDIR}/{path}"}, "Let me read this file."
+        )
     if kind == "look":
         return call(env.bash_tool, {"command": rng.choice(LOOK)}, "Let me look at the repository.")
     if kind == "search":
         words = re.findall(r"\b[a-z_]{5,}\b", env.task.problem_statement if env.task else "") or ["def"]
         return call("search", {"pattern": rng.choice(sorted(set(words)))}, "Let me find where this is used.")
     path = rng.choice(files)
-    return call(env.bash_tool, {"command": f"cd {WORKDIR} && printf '{STRAY.strip()}\\n' >> {path}"},
-                "I will leave a note here.")
+    return call(
+        env.bash_tool,
+        {"command": f"cd {WORKDIR} && printf '{STRAY.strip()}\\n' >> {path}"},
+        "I will leave a note here.",
+    )

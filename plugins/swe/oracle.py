@@ -31,7 +31,11 @@ def editor_edits(fp: FilePatch, text: str | None) -> list[dict[str, Any]] | None
     if fp.binary or fp.is_rename or fp.is_deleted:
         return None
     if fp.is_new:
-        return None if text is not None else [{"command": "create", "path": path, "file_text": apply_file_patch(None, fp)}]
+        return (
+            None
+            if text is not None
+            else [{"command": "create", "path": path, "file_text": apply_file_patch(None, fp)}]
+        )
     if text is None:
         return None
     try:
@@ -55,14 +59,24 @@ def plan(task: SWETask, base: dict[str, str | None], *, bash_tool: str = "bash")
     turns: list[str] = []
     existing = [fp for fp in files if not fp.is_new and fp.old_path]
     if existing:
-        turns.append(call("str_replace_editor", {"command": "view", "path": f"{WORKDIR}/{existing[0].old_path}"},
-                          "Let me look at the code the issue is about."))
+        turns.append(
+            call(
+                "str_replace_editor",
+                {"command": "view", "path": f"{WORKDIR}/{existing[0].old_path}"},
+                "Let me look at the code the issue is about.",
+            )
+        )
     for fp in files:
         edits = editor_edits(fp, base.get(fp.old_path) if fp.old_path else None)
         if edits is None:
             patch = format_patch([fp])
-            turns.append(call(bash_tool, {"command": f"cd {WORKDIR} && git apply -v <<'{HEREDOC}'\n{patch}{HEREDOC}"},
-                              f"I will change {fp.path} by applying a patch."))
+            turns.append(
+                call(
+                    bash_tool,
+                    {"command": f"cd {WORKDIR} && git apply -v <<'{HEREDOC}'\n{patch}{HEREDOC}"},
+                    f"I will change {fp.path} by applying a patch.",
+                )
+            )
             continue
         for edit in edits:
             verb = "Creating" if edit["command"] == "create" else "Fixing"

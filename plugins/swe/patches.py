@@ -54,8 +54,15 @@ class Hunk:
             lines += [r for r in run if r[:1] == "-"] + [r for r in run if r[:1] == "+"]
             run = []
             lines.append(ln)
-        return Hunk(self.new_start, self.new_len, self.old_start, self.old_len, lines[:-1],
-                    self.no_newline_new, self.no_newline_old)
+        return Hunk(
+            self.new_start,
+            self.new_len,
+            self.old_start,
+            self.old_len,
+            lines[:-1],
+            self.no_newline_new,
+            self.no_newline_old,
+        )
 
 
 @dataclass(slots=True)
@@ -116,8 +123,11 @@ def parse_patch(text: str) -> list[FilePatch]:
             old, new = (_strip_prefix(m.group(1)), _strip_prefix(m.group(2))) if m else (None, None)
             current, hunk = FilePatch(old, new), None
             files.append(current)
-        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ") and (
-            hunk is None or hunk_complete(hunk)
+        elif (
+            line.startswith("--- ")
+            and i + 1 < len(lines)
+            and lines[i + 1].startswith("+++ ")
+            and (hunk is None or hunk_complete(hunk))
         ):
             old, new = _strip_prefix(line[4:]), _strip_prefix(lines[i + 1][4:])
             if current is None or current.hunks:
@@ -134,9 +144,9 @@ def parse_patch(text: str) -> list[FilePatch]:
                 current.new_path = None
         elif current is not None and line.startswith(("rename from ", "rename to ")):
             if line.startswith("rename from "):
-                current.old_path = line[len("rename from "):]
+                current.old_path = line[len("rename from ") :]
             else:
-                current.new_path = line[len("rename to "):]
+                current.new_path = line[len("rename to ") :]
         elif current is not None and line.startswith(("Binary files ", "GIT binary patch")):
             current.binary = True
         elif (m := _HUNK.match(line)) is not None:
@@ -156,7 +166,9 @@ def parse_patch(text: str) -> list[FilePatch]:
     for fp in files:
         for h in fp.hunks:
             if not hunk_complete(h):
-                raise PatchError(f"{fp.path}: hunk at line {h.old_start} is truncated (fewer lines than its header says)")
+                raise PatchError(
+                    f"{fp.path}: hunk at line {h.old_start} is truncated (fewer lines than its header says)"
+                )
     return files
 
 
@@ -220,9 +232,11 @@ def make_patch(before: dict[str, str], after: dict[str, str], *, context: int = 
         elif new is None:
             header += "deleted file mode 100644\n"
         diff = difflib.unified_diff(
-            (old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True),
+            (old or "").splitlines(keepends=True),
+            (new or "").splitlines(keepends=True),
             fromfile=f"a/{path}" if old is not None else "/dev/null",
-            tofile=f"b/{path}" if new is not None else "/dev/null", n=context,
+            tofile=f"b/{path}" if new is not None else "/dev/null",
+            n=context,
         )
         body = []
         for line in diff:
@@ -255,7 +269,9 @@ def format_patch(files: list[FilePatch]) -> str:
             last_new = max((i for i, ln in enumerate(h.lines) if ln[:1] in (" ", "+")), default=-1)
             for i, ln in enumerate(h.lines):
                 out.append(f"{ln}\n")
-                if (i == last_old and h.no_newline_old) or (i == last_new and h.no_newline_new and i != last_old):
+                if (i == last_old and h.no_newline_old) or (
+                    i == last_new and h.no_newline_new and i != last_old
+                ):
                     out.append(f"{NO_NEWLINE}\n")
     return "".join(out)
 

@@ -12,7 +12,7 @@ def toolgym_envs() -> list[EnvSpec]:
             "swe",
             "toolgym.plugins.swe.env:SWEEnv",
             description="Fix an issue in a repository in a sandbox (bash, editor, search, submit); graded by the "
-                        "FAIL_TO_PASS/PASS_TO_PASS tests as SWE-bench does. Shipped bugs, or dataset=<SWE-bench/Gym/smith file>.",
+            "FAIL_TO_PASS/PASS_TO_PASS tests as SWE-bench does. Shipped bugs, or dataset=<SWE-bench/Gym/smith file>.",
             tags=("env", "swe", "code", "sandbox"),
         ),
     ]
@@ -20,4 +20,10 @@ def toolgym_envs() -> list[EnvSpec]:
 
 @hookimpl
 def toolgym_cli_commands() -> list[CliCommand]:
-    return [CliCommand("swe", "toolgym.plugins.swe.cli:app", "SWE tasks: list, build and prune the per-instance images a task file needs.")]
+    return [
+        CliCommand(
+            "swe",
+            "toolgym.plugins.swe.cli:app",
+            "SWE tasks: list, build and prune the per-instance images a task file needs.",
+        )
+    ]

@@ -20,11 +20,16 @@ from toolgym import Sandbox, SandboxError
 
 PYTEST_ZIP = "/tmp/.toolgym/pytest.zip"
 DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
-PYGMENTS_PARTS = {"lexers": {"__init__", "_mapping", "python", "diff"}, "formatters": {"__init__", "_mapping", "terminal"},
-                  "styles": {"__init__", "_mapping", "default"}}
+PYGMENTS_PARTS = {
+    "lexers": {"__init__", "_mapping", "python", "diff"},
+    "formatters": {"__init__", "_mapping", "terminal"},
+    "styles": {"__init__", "_mapping", "default"},
+}
 """Of pygments' lexers, formatters and styles, what pytest's terminal writer imports."""
-CHECK = ("python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(\"pytest\") is None)' "
-         ">/dev/null 2>&1 && echo has-pytest || echo no-pytest")
+CHECK = (
+    "python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(\"pytest\") is None)' "
+    ">/dev/null 2>&1 && echo has-pytest || echo no-pytest"
+)
 """Finds pytest without importing it (a few milliseconds instead of a few hundred)."""
 _needs: dict[str, bool] = {}
 """Sandbox id → whether its own Python lacks pytest (fixed for a sandbox's life; its /tmp is not)."""
@@ -39,13 +44,19 @@ def pytest_zip() -> bytes:
             try:
                 dist = importlib.metadata.distribution(name)
             except importlib.metadata.PackageNotFoundError:
-                raise SandboxError(f"cannot give the sandbox pytest: {name} is not installed here (pip install pytest)") from None
+                raise SandboxError(
+                    f"cannot give the sandbox pytest: {name} is not installed here (pip install pytest)"
+                ) from None
             for file in dist.files or ():
                 path = str(file)
                 if not path.endswith(".py") or ".dist-info" in path or ".." in path or "__pycache__" in path:
                     continue
                 parts = path[:-3].split("/")
-                if parts[0] == "pygments" and len(parts) == 3 and parts[2] not in PYGMENTS_PARTS.get(parts[1], {parts[2]}):
+                if (
+                    parts[0] == "pygments"
+                    and len(parts) == 3
+                    and parts[2] not in PYGMENTS_PARTS.get(parts[1], {parts[2]})
+                ):
                     continue
                 source = file.read_binary()
                 zf.writestr(path, source)
@@ -71,10 +82,16 @@ async def needs_pytest(sb: Sandbox) -> bool:
 
 async def install_pytest(sb: Sandbox) -> None:
     """Put the zip at ``PYTEST_ZIP`` (commands then need ``test_env()``)."""
-    result = await sb.run(["bash", "-c", f"mkdir -p /tmp/.toolgym && cat > {PYTEST_ZIP} && {CHECK}"],
-                          stdin=pytest_zip(), timeout=60, env=test_env())
+    result = await sb.run(
+        ["bash", "-c", f"mkdir -p /tmp/.toolgym && cat > {PYTEST_ZIP} && {CHECK}"],
+        stdin=pytest_zip(),
+        timeout=60,
+        env=test_env(),
+    )
     if "has-pytest" not in result.stdout:
-        raise SandboxError(f"pytest does not import in sandbox {sb.id} even from {PYTEST_ZIP}: {result.output[-1000:]}")
+        raise SandboxError(
+            f"pytest does not import in sandbox {sb.id} even from {PYTEST_ZIP}: {result.output[-1000:]}"
+        )
 
 
 def test_env(shipped: bool = True) -> dict[str, str]:

@@ -27,8 +27,18 @@ _cache: dict[str, dict[str, str]] = {}
 
 def task_key(task: SWETask) -> str:
     """What makes two reference runs the same: the task's tests, gold patch, command and image."""
-    parts = (task.instance_id, task.base_commit, task.patch, task.test_patch, task.test_cmd, task.image or "",
-             task.install_cmd, task.bug_patch, *task.fail_to_pass, *task.pass_to_pass)
+    parts = (
+        task.instance_id,
+        task.base_commit,
+        task.patch,
+        task.test_patch,
+        task.test_cmd,
+        task.image or "",
+        task.install_cmd,
+        task.bug_patch,
+        *task.fail_to_pass,
+        *task.pass_to_pass,
+    )
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -56,8 +66,9 @@ def chosen(tests: Iterable[str], statuses: Mapping[str, str], *, rule: str) -> l
     return [t for t in tests if outcome(t, statuses) in choosable]
 
 
-def hold(tests: Iterable[str], statuses: Mapping[str, str], reference: Mapping[str, str], *,
-         rule: str) -> tuple[dict[str, str], list[str]]:
+def hold(
+    tests: Iterable[str], statuses: Mapping[str, str], reference: Mapping[str, str], *, rule: str
+) -> tuple[dict[str, str], list[str]]:
     """``statuses`` with each chosen outcome that the reference run did not share made FAILED, and
     one line per such test."""
     out = dict(statuses)

@@ -43,7 +43,14 @@ _OUT = _SETTINGS["out"]
 # what the checks use, taken before any code of the repository runs (which may replace the originals)
 _open, _dumps, _replace, _realpath, _exit = open, json.dumps, os.replace, os.path.realpath, os._exit
 _sha256, _walk, _listdir, _access, _exists, _isfile, _kill = (
-    hashlib.sha256, os.walk, os.listdir, os.access, os.path.exists, os.path.isfile, os.kill)
+    hashlib.sha256,
+    os.walk,
+    os.listdir,
+    os.access,
+    os.path.exists,
+    os.path.isfile,
+    os.kill,
+)
 _UID = os.geteuid()
 _WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "os", "posixpath", "hashlib", "json")
 _INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py")
@@ -51,7 +58,14 @@ _SKIP_DIRS = {".git", "__pycache__", ".tox", "node_modules", ".eggs", ".pytest_c
 
 _tests = {}  # type: dict[str, list[str]]  # nodeid -> statuses seen (PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS)
 _tampered = []  # type: list[str]
-_state = {"snapshot": None, "trusted_ids": set(), "hashes": {}, "conftests": set(), "plugins": set(), "hooks": None}  # type: dict[str, Any]
+_state = {
+    "snapshot": None,
+    "trusted_ids": set(),
+    "hashes": {},
+    "conftests": set(),
+    "plugins": set(),
+    "hooks": None,
+}  # type: dict[str, Any]
 
 
 def _flag(reason):
@@ -141,8 +155,11 @@ def _repository_functions():
         if _inside_root(getattr(module, "__file__", None)):
             _flag(f"{name} is loaded from the repository")
         for attr, value in _members(module):
-            if _inside_root(_source_file(value) if not isinstance(value, type) else getattr(
-                    sys.modules.get(value.__module__), "__file__", None)):
+            if _inside_root(
+                _source_file(value)
+                if not isinstance(value, type)
+                else getattr(sys.modules.get(value.__module__), "__file__", None)
+            ):
                 _flag(f"{name}.{attr} is defined in the repository")
 
 
@@ -205,8 +222,9 @@ def _check(config, when):
     while True:
         before = len(named)
         for plugin in plugins:
-            if isinstance(plugin, module_type) and (id(plugin) in _state["plugins"] or conftest(plugin)
-                                                    or plugin.__name__ in named):
+            if isinstance(plugin, module_type) and (
+                id(plugin) in _state["plugins"] or conftest(plugin) or plugin.__name__ in named
+            ):
                 wanted = getattr(plugin, "pytest_plugins", ())
                 named.update([wanted] if isinstance(wanted, str) else list(wanted or ()))
         if len(named) == before:
@@ -217,7 +235,10 @@ def _check(config, when):
             source = getattr(plugin, "__file__", None)
             if conftest(plugin):
                 continue
-            if _inside_root(source) and os.path.relpath(_realpath(source), _ROOT).replace(".pyc", ".py") in patched:
+            if (
+                _inside_root(source)
+                and os.path.relpath(_realpath(source), _ROOT).replace(".pyc", ".py") in patched
+            ):
                 _flag(f"plugin module {plugin.__name__} was changed by the patch")
             if id(plugin) in _state["plugins"] or plugin.__name__ in named:
                 continue
@@ -262,9 +283,13 @@ def pytest_collection_finish(session):
         if module is None or id(module) in seen:
             continue
         seen.add(id(module))
-        loader = getattr(getattr(module, "__spec__", None), "loader", None) or getattr(module, "__loader__", None)
+        loader = getattr(getattr(module, "__spec__", None), "loader", None) or getattr(
+            module, "__loader__", None
+        )
         if loader is None or not _trusted_type(type(loader)):
-            _flag(f"test module {module.__name__} was loaded by {type(loader).__name__}, not by Python or pytest")
+            _flag(
+                f"test module {module.__name__} was loaded by {type(loader).__name__}, not by Python or pytest"
+            )
 
 
 def _status(report):
@@ -340,15 +365,24 @@ def pytest_unconfigure(config):
             _kill(pid, 9)
         except OSError:
             pass
-    result = {"nonce": _SETTINGS["nonce"], "tests": _tests, "tampered": _tampered,
-              "exitstatus": _state["exitstatus"]}
+    result = {
+        "nonce": _SETTINGS["nonce"],
+        "tests": _tests,
+        "tampered": _tampered,
+        "exitstatus": _state["exitstatus"],
+    }
     tmp = _OUT + ".tmp"
     with _open(tmp, "w") as f:
         f.write(_dumps(result))
     _replace(tmp, _OUT)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for stream in (getattr(getattr(reporter, "_tw", None), "_file", None), sys.stdout, sys.stderr,
-                   sys.__stdout__, sys.__stderr__):
+    for stream in (
+        getattr(getattr(reporter, "_tw", None), "_file", None),
+        sys.stdout,
+        sys.stderr,
+        sys.__stdout__,
+        sys.__stderr__,
+    ):
         try:
             stream.flush()
         except Exception:

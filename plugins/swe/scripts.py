@@ -38,11 +38,14 @@ CONDA = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/acti
 """SWE-bench images keep the repository's environment in the conda env ``testbed``."""
 
 
-GIT_SAFE = ('git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor=false '
-            '-c protocol.allow=never "$@"; }')
+GIT_SAFE = (
+    'git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never "$@"; }'
+)
 """Every git call of the grading scripts: no hook, no fsmonitor, no fetch runs code of the patch's."""
-GIT_ADMIN_SUM = ("git_admin_sum() { (cd .git && find . \\( -path ./objects -o -path ./toolgym -o -path ./logs \\) -prune "
-                 "-o -type f ! -name index -print0 | LC_ALL=C sort -z | xargs -0 -r sha1sum) | sha1sum; }")
+GIT_ADMIN_SUM = (
+    "git_admin_sum() { (cd .git && find . \\( -path ./objects -o -path ./toolgym -o -path ./logs \\) -prune "
+    "-o -type f ! -name index -print0 | LC_ALL=C sort -z | xargs -0 -r sha1sum) | sha1sum; }"
+)
 """A digest of ``.git``'s configuration, hooks, refs and info (objects, logs, the index and toolgym's
 scratch files left out): the patch and the install step may not change them."""
 GIT_TOUCHED = 92
@@ -54,24 +57,49 @@ def apply_script() -> str:
     """The bash that applies the candidate (swebench's three tries; GNU patch only after a dry run
     shows it would write nothing in ``.git``), and stops with ``GIT_TOUCHED`` if ``.git`` changed."""
     model = f"{STATE}/model.patch"
-    fuzz = (f'{{ out=$(patch --dry-run --batch --fuzz=5 -p1 -i {model} 2>&1) && '
-            f'! printf "%s\\n" "$out" | grep -E "^(checking|patching) file " | grep -qE "{_DOT_GIT}" && '
-            f'patch --batch --fuzz=5 -p1 -i {model}; }}')
+    fuzz = (
+        f"{{ out=$(patch --dry-run --batch --fuzz=5 -p1 -i {model} 2>&1) && "
+        f'! printf "%s\\n" "$out" | grep -E "^(checking|patching) file " | grep -qE "{_DOT_GIT}" && '
+        f"patch --batch --fuzz=5 -p1 -i {model}; }}"
+    )
     tries = f"git apply --verbose {model} || git apply --verbose --reject {model} || {fuzz}"
-    return "\n".join(["set -uo pipefail", CONDA, f"cd {WORKDIR}", GIT_SAFE, GIT_ADMIN_SUM, "before=$(git_admin_sum)",
-                      f'if [ -s {model} ]; then {{ {tries}; }} || {{ echo "{APPLY_PATCH_FAIL}"; exit 90; }}; fi',
-                      f'[ "$(git_admin_sum)" = "$before" ] || {{ echo ">>>>> The patch changed .git"; exit {GIT_TOUCHED}; }}',
-                      f'echo "{APPLY_PATCH_PASS} (pred)"']) + "\n"
+    return (
+        "\n".join(
+            [
+                "set -uo pipefail",
+                CONDA,
+                f"cd {WORKDIR}",
+                GIT_SAFE,
+                GIT_ADMIN_SUM,
+                "before=$(git_admin_sum)",
+                f'if [ -s {model} ]; then {{ {tries}; }} || {{ echo "{APPLY_PATCH_FAIL}"; exit 90; }}; fi',
+                f'[ "$(git_admin_sum)" = "$before" ] || {{ echo ">>>>> The patch changed .git"; exit {GIT_TOUCHED}; }}',
+                f'echo "{APPLY_PATCH_PASS} (pred)"',
+            ]
+        )
+        + "\n"
+    )
 
 
 def changes_script(base: str) -> str:
     """Bash that prints what the applied patch changed, as git sees it, NUL-separated in three
     parts split by a lone ``/`` (no path is that): tracked paths that differ from ``base``,
     untracked paths (ignored ones too), symbolic links."""
-    return "\n".join(["set -uo pipefail", f"cd {WORKDIR}", GIT_SAFE,
-                      f"git diff --name-only -z --no-renames {shlex.quote(base)} --", "printf '\\0/\\0'",
-                      "git ls-files -o -z", "printf '\\0/\\0'",
-                      "find . -path ./.git -prune -o -type l -printf '%P\\0'"]) + "\n"
+    return (
+        "\n".join(
+            [
+                "set -uo pipefail",
+                f"cd {WORKDIR}",
+                GIT_SAFE,
+                f"git diff --name-only -z --no-renames {shlex.quote(base)} --",
+                "printf '\\0/\\0'",
+                "git ls-files -o -z",
+                "printf '\\0/\\0'",
+                "find . -path ./.git -prune -o -type l -printf '%P\\0'",
+            ]
+        )
+        + "\n"
+    )
 
 
 def prepare_script(task: SWETask, base: str, config_files: list[str], canary_lines: str = "") -> str:
@@ -81,13 +109,19 @@ def prepare_script(task: SWETask, base: str, config_files: list[str], canary_lin
     lines = ["set -uo pipefail", CONDA, f"cd {WORKDIR}", GIT_SAFE, GIT_ADMIN_SUM, "before=$(git_admin_sum)"]
     if task.install_cmd:  # as SWE-bench's eval script: run after the patch, its failure does not stop grading
         lines += [f"( {task.install_cmd} ) </dev/null", 'echo ">>>>> Install Exit Code: $?"']
-    lines.append(f'[ "$(git_admin_sum)" = "$before" ] || {{ echo ">>>>> The install step changed .git"; exit {GIT_TOUCHED}; }}')
+    lines.append(
+        f'[ "$(git_admin_sum)" = "$before" ] || {{ echo ">>>>> The install step changed .git"; exit {GIT_TOUCHED}; }}'
+    )
     if config_files:
         lines.append(guard.config_guard_script(config_files, base))
     if task.test_files():
-        lines.append(f"git checkout -q {shlex.quote(base)} -- {' '.join(shlex.quote(f) for f in task.test_files())}")
+        lines.append(
+            f"git checkout -q {shlex.quote(base)} -- {' '.join(shlex.quote(f) for f in task.test_files())}"
+        )
     if task.test_patch.strip():
-        lines.append(f'git apply --verbose {STATE}/test.patch || {{ echo ">>>>> Test Patch Apply Failed"; exit 91; }}')
+        lines.append(
+            f'git apply --verbose {STATE}/test.patch || {{ echo ">>>>> Test Patch Apply Failed"; exit 91; }}'
+        )
     if canary_lines:
         lines.append(canary_lines)
     lines.append(f"rm -rf {guard.GRADE_DIR}")
@@ -125,11 +159,24 @@ def test_script(task: SWETask, reporter: str | None) -> str:
         command = guard.inject_reporter(command, reporter) or command
         command = f'PYTHONPATH="{guard.GRADE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 {command}'
     command = " ".join([command, *(shlex.quote(d) for d in task.test_directives())])
-    return "\n".join(["set -uo pipefail", "exec 2>&1", CONDA, f"cd {WORKDIR}", f'echo "{START_TEST_OUTPUT}"',
-                      f"{command} </dev/null",
-                      f"{TEST_EXIT_CODE_VAR}=$?", f'echo "{END_TEST_OUTPUT}"',
-                      f"cp {guard.RESULT_FILE} {STATE}/result.json 2>/dev/null",
-                      f'echo "{TEST_EXIT_CODE}: ${TEST_EXIT_CODE_VAR}"', f"exit ${TEST_EXIT_CODE_VAR}"]) + "\n"
+    return (
+        "\n".join(
+            [
+                "set -uo pipefail",
+                "exec 2>&1",
+                CONDA,
+                f"cd {WORKDIR}",
+                f'echo "{START_TEST_OUTPUT}"',
+                f"{command} </dev/null",
+                f"{TEST_EXIT_CODE_VAR}=$?",
+                f'echo "{END_TEST_OUTPUT}"',
+                f"cp {guard.RESULT_FILE} {STATE}/result.json 2>/dev/null",
+                f'echo "{TEST_EXIT_CODE}: ${TEST_EXIT_CODE_VAR}"',
+                f"exit ${TEST_EXIT_CODE_VAR}",
+            ]
+        )
+        + "\n"
+    )
 
 
 test_script.__test__ = False  # type: ignore[attr-defined]

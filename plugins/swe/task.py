@@ -56,7 +56,10 @@ REPO_SPECS: dict[str, tuple[str, str]] = {
     "scikit-learn/scikit-learn": (TEST_PYTEST, "pytest_v2"),
     "sphinx-doc/sphinx": ("tox --current-env -epy39 -v --", "pytest_v2"),
     "sqlfluff/sqlfluff": (TEST_PYTEST, "pytest"),
-    "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose", "sympy"),
+    "sympy/sympy": (
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose",
+        "sympy",
+    ),
 }
 """SWE-bench's test command and log parser per repository (the command of its recent versions;
 a few old versions used another one: give ``test_cmd=`` to override). Other repositories (SWE-Gym's,
@@ -141,10 +144,17 @@ class SWETask:
     def to_row(self) -> dict[str, Any]:
         """The instance as a SWE-bench dataset row (FAIL_TO_PASS / PASS_TO_PASS JSON-encoded)."""
         row = {
-            "repo": self.repo, "instance_id": self.instance_id, "base_commit": self.base_commit,
-            "patch": self.patch, "test_patch": self.test_patch, "problem_statement": self.problem_statement,
-            "hints_text": self.hints_text, "created_at": self.created_at, "version": self.version,
-            "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)), "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),
+            "repo": self.repo,
+            "instance_id": self.instance_id,
+            "base_commit": self.base_commit,
+            "patch": self.patch,
+            "test_patch": self.test_patch,
+            "problem_statement": self.problem_statement,
+            "hints_text": self.hints_text,
+            "created_at": self.created_at,
+            "version": self.version,
+            "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)),
+            "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),
             "environment_setup_commit": self.environment_setup_commit,
         }
         if self.install_cmd and self.install_cmd != REPO_INSTALL.get(self.repo):
@@ -155,15 +165,18 @@ class SWETask:
 def test_directives(repo: str, test_patch: str) -> list[str]:
     """SWE-bench's rule: the ``b/`` paths of ``test_patch`` minus data files; Django's become
     dotted module names relative to ``tests/``."""
-    paths = [p for p in re.findall(r"^diff --git a/.* b/(.*)$", test_patch, flags=re.MULTILINE)
-             if not any(p.endswith(ext) for ext in NON_TEST_EXTS)]
+    paths = [
+        p
+        for p in re.findall(r"^diff --git a/.* b/(.*)$", test_patch, flags=re.MULTILINE)
+        if not any(p.endswith(ext) for ext in NON_TEST_EXTS)
+    ]
     if not paths and test_patch.strip():
         paths = [fp.path for fp in parse_patch(test_patch) if not fp.path.endswith(NON_TEST_EXTS)]
     if repo == "django/django":
         out = []
         for p in paths:
             p = p[: -len(".py")] if p.endswith(".py") else p
-            p = p[len("tests/"):] if p.startswith("tests/") else p
+            p = p[len("tests/") :] if p.startswith("tests/") else p
             out.append(p.replace("/", "."))
         return out
     return paths
@@ -175,7 +188,9 @@ test_directives.__test__ = False  # type: ignore[attr-defined]  # not a pytest t
 # -- image names --------------------------------------------------------------------------------
 
 
-def swebench_image(instance_id: str, *, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest") -> str:
+def swebench_image(
+    instance_id: str, *, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest"
+) -> str:
     """SWE-bench's instance image: on Docker Hub under ``namespace`` (``"__"`` written ``_1776_``,
     as repository names there cannot hold it), or as the harness tags a local build when
     ``namespace`` is empty. Lower-cased, as Docker requires."""
@@ -184,12 +199,16 @@ def swebench_image(instance_id: str, *, namespace: str = "swebench", arch: str =
     return f"sweb.eval.{arch}.{instance_id}:{tag}".lower()
 
 
-def swegym_image(instance_id: str, *, namespace: str = "xingyaoww", arch: str = "x86_64", tag: str = "latest") -> str:
+def swegym_image(
+    instance_id: str, *, namespace: str = "xingyaoww", arch: str = "x86_64", tag: str = "latest"
+) -> str:
     """SWE-Gym's instance image (``"__"`` written ``_s_``)."""
     return f"{namespace}/sweb.eval.{arch}.{instance_id.replace('__', '_s_')}:{tag}".lower()
 
 
-def swesmith_image(repo: str, *, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest") -> str:
+def swesmith_image(
+    repo: str, *, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest"
+) -> str:
     """SWE-smith's image of a repository snapshot (``swesmith/<owner>__<name>.<commit8>``), for rows
     without ``image_name``."""
     snapshot = repo.split("/", 1)[-1]

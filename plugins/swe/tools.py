@@ -55,18 +55,33 @@ async def str_replace_editor(
     """
     editor = Editor(sandbox, await _history(ctx))
     try:
-        text = await editor.run(command, path, file_text=file_text, view_range=view_range, old_str=old_str,
-                                new_str=new_str, insert_line=insert_line)
+        text = await editor.run(
+            command,
+            path,
+            file_text=file_text,
+            view_range=view_range,
+            old_str=old_str,
+            new_str=new_str,
+            insert_line=insert_line,
+        )
     except EditorError as exc:
         return ToolOutput(f"Error: {exc}", error=True)
     except SandboxBrokenError as exc:
-        return ToolOutput(f"Error: the sandbox stopped working ({exc}).", error=True, metadata={"sandbox_broken": True})
+        return ToolOutput(
+            f"Error: the sandbox stopped working ({exc}).", error=True, metadata={"sandbox_broken": True}
+        )
     return ToolOutput(text, metadata={"command": command})
 
 
 @tool(name="search", sandbox="shell", timeout_s=60)
-async def search(pattern: str, path: str = "/workspace", regex: bool = False, include: str | None = None, *,
-                 sandbox: Sandbox) -> ToolOutput:
+async def search(
+    pattern: str,
+    path: str = "/workspace",
+    regex: bool = False,
+    include: str | None = None,
+    *,
+    sandbox: Sandbox,
+) -> ToolOutput:
     """Search files for a text (like grep -rn): every matching line with its file and line number.
 
     Args:
@@ -80,12 +95,16 @@ async def search(pattern: str, path: str = "/workspace", regex: bool = False, in
     flags = "-rnIE" if regex else "-rnIF"
     include_opt = f"--include={shlex.quote(include)} " if include else ""
     out = "/tmp/.toolgym-search"
-    script = (f"grep {flags} --exclude-dir=.git {include_opt}-e {shlex.quote(pattern)} -- {shlex.quote(path)} > {out}; "
-              f"rc=$?; echo \"$(wc -l < {out})\"; head -n {MAX_MATCHES} {out}; rm -f {out}; exit $rc")
+    script = (
+        f"grep {flags} --exclude-dir=.git {include_opt}-e {shlex.quote(pattern)} -- {shlex.quote(path)} > {out}; "
+        f'rc=$?; echo "$(wc -l < {out})"; head -n {MAX_MATCHES} {out}; rm -f {out}; exit $rc'
+    )
     try:
         result = await sandbox.run(["bash", "-c", script], timeout=50)
     except SandboxBrokenError as exc:
-        return ToolOutput(f"Error: the sandbox stopped working ({exc}).", error=True, metadata={"sandbox_broken": True})
+        return ToolOutput(
+            f"Error: the sandbox stopped working ({exc}).", error=True, metadata={"sandbox_broken": True}
+        )
     if result.exit_code == 2 or result.timed_out:
         reason = "it took too long; search a smaller directory" if result.timed_out else result.stderr.strip()
         return ToolOutput(f"Error: search failed: {reason}", error=True)
@@ -93,8 +112,15 @@ async def search(pattern: str, path: str = "/workspace", regex: bool = False, in
     total = int(total_line.strip() or 0)
     if total == 0:
         return ToolOutput(f"No matches for {pattern!r} in {path}.", metadata={"matches": 0})
-    lines = [ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + " [...]" for ln in body.rstrip("\n").split("\n")]
-    more = f"\n[{total - MAX_MATCHES} more matching lines not shown: narrow the search]" if total > MAX_MATCHES else ""
+    lines = [
+        ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + " [...]"
+        for ln in body.rstrip("\n").split("\n")
+    ]
+    more = (
+        f"\n[{total - MAX_MATCHES} more matching lines not shown: narrow the search]"
+        if total > MAX_MATCHES
+        else ""
+    )
     head = f"{total} matching line{'s' if total != 1 else ''} for {pattern!r} in {path}:"
     return ToolOutput("\n".join([head, *lines]) + more, metadata={"matches": total})
 

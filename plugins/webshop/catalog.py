@@ -105,7 +105,13 @@ def _reviews(rng: random.Random, asin: str) -> dict[str, Any]:
     for _ in range(rng.randint(0, 3)):
         stars = rng.choices([5, 4, 3, 2, 1], weights=[5, 4, 2, 1, 1])[0]
         stars_given.append(stars)
-        reviews.append({"title": rng.choice(REVIEW_TITLES[stars]), "stars": stars, "review": rng.choice(REVIEW_BODIES[stars])})
+        reviews.append(
+            {
+                "title": rng.choice(REVIEW_TITLES[stars]),
+                "stars": stars,
+                "review": rng.choice(REVIEW_BODIES[stars]),
+            }
+        )
     average: float | str = round(sum(stars_given) / len(stars_given), 1) if stars_given else "N.A."
     return {"asin": asin, "reviews": reviews, "average_rating": average}
 
@@ -127,11 +133,20 @@ def generate(seed: int = SEED) -> dict[str, Any]:
             title = _title(rng, kind, brand, attrs)
             description, bullets = _describe(kind, brand, attrs)
             options = _options(rng, kind)
-            products.append({
-                "asin": asin, "name": title, "full_description": description, "small_description": bullets,
-                "pricing": _pricing(rng, *kind["price"]), "customization_options": options, "images": [""],
-                "category": kind["department"], "query": kind["query"], "product_category": kind["path"],
-            })
+            products.append(
+                {
+                    "asin": asin,
+                    "name": title,
+                    "full_description": description,
+                    "small_description": bullets,
+                    "pricing": _pricing(rng, *kind["price"]),
+                    "customization_options": options,
+                    "images": [""],
+                    "category": kind["department"],
+                    "query": kind["query"],
+                    "product_category": kind["path"],
+                }
+            )
             wanted = rng.sample(attrs, min(len(attrs), rng.randint(2, 3)))
             attributes[asin] = {
                 "attributes": attrs,
@@ -143,15 +158,22 @@ def generate(seed: int = SEED) -> dict[str, Any]:
                 wanted = rng.sample(attrs, min(len(attrs), rng.randint(1, 2)))
                 chosen = [rng.choice(vals)["value"].lower() for vals in options.values()]
                 chosen = chosen[: rng.randint(1, len(chosen))] if chosen else []
-                human[asin].append({
-                    "instruction": _fill(rng.choice(HUMAN_TEMPLATES), noun, wanted, chosen),
-                    "instruction_attributes": wanted,
-                    "instruction_options": chosen,
-                    "assignment_id": f"{asin}-{k}",
-                })
+                human[asin].append(
+                    {
+                        "instruction": _fill(rng.choice(HUMAN_TEMPLATES), noun, wanted, chosen),
+                        "instruction_attributes": wanted,
+                        "instruction_options": chosen,
+                        "assignment_id": f"{asin}-{k}",
+                    }
+                )
             reviews.append(_reviews(rng, asin))
     rng.shuffle(products)
-    return {"items_shuffle": products, "items_ins_v2": attributes, "items_human_ins": human, "reviews": reviews}
+    return {
+        "items_shuffle": products,
+        "items_ins_v2": attributes,
+        "items_human_ins": human,
+        "reviews": reviews,
+    }
 
 
 def write(out_dir: str | Path, seed: int = SEED) -> list[Path]:
@@ -162,7 +184,10 @@ def write(out_dir: str | Path, seed: int = SEED) -> list[Path]:
     for name, content in generate(seed).items():
         path = out / f"{name}.json.gz"
         data = json.dumps(content, indent=None, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+        with (
+            path.open("wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f,
+        ):
             f.write(data)
         paths.append(path)
     return paths

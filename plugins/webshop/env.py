@@ -84,8 +84,13 @@ class WebShopEnv(Env):
             raise ConfigError(f"reward {reward!r} is not one of {', '.join(REWARD_VARIANTS)}")
         if reward_mode not in ("score", "success"):
             raise ConfigError(f"reward_mode {reward_mode!r} is not one of score, success")
-        self.config = ShopConfig(data=data, human_goals=human_goals, num_products=num_products,
-                                 noun_tagger=noun_tagger, price_seed=price_seed)
+        self.config = ShopConfig(
+            data=data,
+            human_goals=human_goals,
+            num_products=num_products,
+            noun_tagger=noun_tagger,
+            price_seed=price_seed,
+        )
         self.observation_mode = observation_mode
         self.split = split
         self.prompt_format = prompt_format
@@ -140,7 +145,9 @@ class WebShopEnv(Env):
 
     # -- episode -------------------------------------------------------------------------------
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         shop = cached_shop(self.config)
         if shop is None:
             shop = await asyncio.to_thread(get_shop, self.config)
@@ -151,9 +158,15 @@ class WebShopEnv(Env):
         self.session = ShopSession(shop, index, show_attrs=self.show_attrs, reward=self.reward)
         self._history = []
         goal = self.session.goal
-        info = {"goal_index": index, "split": self.split, "instruction": self.session.instruction, "goal_asin": goal["asin"]}
-        self._prompt = self.format.first_messages(system=lambda: PLAIN_SYSTEM, observation=self._plain_message,
-                                                  rebuilt=self._verl_message)
+        info = {
+            "goal_index": index,
+            "split": self.split,
+            "instruction": self.session.instruction,
+            "goal_asin": goal["asin"],
+        }
+        self._prompt = self.format.first_messages(
+            system=lambda: PLAIN_SYSTEM, observation=self._plain_message, rebuilt=self._verl_message
+        )
         return list(self._prompt), info
 
     def _observation(self) -> str:
@@ -174,7 +187,9 @@ class WebShopEnv(Env):
     def _verl_message(self) -> str:
         assert self.session is not None
         actions = admissible_actions(self.session.available_actions())
-        return verl_prompt(self.session.instruction, self._verl_observation(), actions, self._history, self.history_length)
+        return verl_prompt(
+            self.session.instruction, self._verl_observation(), actions, self._history, self.history_length
+        )
 
     def anchor(self) -> str:
         assert self.session is not None, "reset() first"
@@ -199,7 +214,9 @@ class WebShopEnv(Env):
                 outcome = session.step(command)
         else:
             command = action.text.lower()[-20:]
-            outcome = Outcome(valid=False, info={"error": action.error or "no search[...] or click[...] action found"})
+            outcome = Outcome(
+                valid=False, info={"error": action.error or "no search[...] or click[...] action found"}
+            )
         reward = 0.0
         info: dict[str, Any] = {"page": session.view.kind, **outcome.info}
         if outcome.done:

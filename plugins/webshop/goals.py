@@ -31,7 +31,10 @@ PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 NO_LIMIT = 1_000_000.0
 SHUFFLE_SEED = 233
 SPLITS: dict[str, tuple[int, int | None]] = {
-    "test": (0, 500), "eval": (500, 1500), "train": (1500, None), "all": (0, None),
+    "test": (0, 500),
+    "eval": (500, 1500),
+    "train": (1500, None),
+    "all": (0, None),
     "trainval": (500, None),  # verl-agent trains on every goal after the test split
 }
 
@@ -55,18 +58,20 @@ def human_goals(catalog: Catalog, rng: random.Random) -> list[Goal]:
             if not attributes:
                 continue
             upper, price_text = price_limit(catalog.prices.get(product["asin"]), rng)
-            goals.append({
-                "asin": product["asin"],
-                "category": product["category"],
-                "query": product["query"],
-                "name": product["name"],
-                "product_category": product["product_category"],
-                "instruction_text": str(ins["instruction"]).strip(".") + price_text,
-                "attributes": attributes,
-                "price_upper": upper,
-                "goal_options": list(ins.get("instruction_options") or []),
-                "weight": 1.0,
-            })
+            goals.append(
+                {
+                    "asin": product["asin"],
+                    "category": product["category"],
+                    "query": product["query"],
+                    "name": product["name"],
+                    "product_category": product["product_category"],
+                    "instruction_text": str(ins["instruction"]).strip(".") + price_text,
+                    "attributes": attributes,
+                    "price_upper": upper,
+                    "goal_options": list(ins.get("instruction_options") or []),
+                    "weight": 1.0,
+                }
+            )
     return goals
 
 
@@ -87,17 +92,19 @@ def synthetic_goals(catalog: Catalog, rng: random.Random) -> list[Goal]:
             chosen = dict(zip(names, combination, strict=True))
             option_text = ", and ".join(f"{k}: {v}" for k, v in chosen.items())
             option_text = f" with {option_text}" if option_text else ""
-            goals.append({
-                "asin": product["asin"],
-                "category": product["category"],
-                "query": product["query"],
-                "name": product["Title"],
-                "product_category": product["product_category"],
-                "instruction_text": f"{text}{option_text}{price_text}",
-                "attributes": attributes,
-                "price_upper": upper,
-                "goal_options": chosen,
-            })
+            goals.append(
+                {
+                    "asin": product["asin"],
+                    "category": product["category"],
+                    "query": product["query"],
+                    "name": product["Title"],
+                    "product_category": product["product_category"],
+                    "instruction_text": f"{text}{option_text}{price_text}",
+                    "attributes": attributes,
+                    "price_upper": upper,
+                    "goal_options": chosen,
+                }
+            )
             for att in attributes:
                 attribute_counts[att] += 1
     for goal in goals:
@@ -105,11 +112,17 @@ def synthetic_goals(catalog: Catalog, rng: random.Random) -> list[Goal]:
     return goals
 
 
-def make_goals(catalog: Catalog, *, human: bool, rng: random.Random, shuffle_seed: int = SHUFFLE_SEED) -> list[Goal]:
+def make_goals(
+    catalog: Catalog, *, human: bool, rng: random.Random, shuffle_seed: int = SHUFFLE_SEED
+) -> list[Goal]:
     """All goals of a catalog, shuffled with ``shuffle_seed`` (the published order uses 233)."""
     goals = human_goals(catalog, rng) if human else synthetic_goals(catalog, rng)
     if not goals:
-        kind = "human instructions (items_human_ins.json)" if human else "synthetic instructions (items_ins_v2*.json)"
+        kind = (
+            "human instructions (items_human_ins.json)"
+            if human
+            else "synthetic instructions (items_ins_v2*.json)"
+        )
         raise ConfigError(f"the catalog has no {kind}; load that file or switch human_goals")
     random.Random(shuffle_seed).shuffle(goals)
     return goals

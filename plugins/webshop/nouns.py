@@ -139,16 +139,22 @@ class SpacyNounTagger:
         try:
             import spacy  # type: ignore[import-not-found]
         except ImportError as exc:
-            raise ImportError("noun_tagger='spacy' needs spaCy: pip install spacy and a model such as en_core_web_sm") from exc
+            raise ImportError(
+                "noun_tagger='spacy' needs spaCy: pip install spacy and a model such as en_core_web_sm"
+            ) from exc
         try:
             self._nlp = spacy.load(model, disable=["parser", "ner", "lemmatizer"])
         except OSError as exc:
-            raise ImportError(f"spaCy model {model!r} is not installed; install it or use noun_tagger='rules'") from exc
+            raise ImportError(
+                f"spaCy model {model!r} is not installed; install it or use noun_tagger='rules'"
+            ) from exc
         self._cache: dict[str, list[str]] = {}
 
     def __call__(self, text: str) -> list[str]:
         if text not in self._cache:
-            self._cache[text] = [t.text.lower() for t in self._nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
+            self._cache[text] = [
+                t.text.lower() for t in self._nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")
+            ]
         return list(self._cache[text])
 
 

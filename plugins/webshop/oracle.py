@@ -33,8 +33,12 @@ def wanted_options(product: Mapping[str, Any], goal: Mapping[str, Any]) -> dict[
                 chosen[name] = wanted
                 break
         else:
-            best = [v for v in values for w in goal_options
-                    if token_set_ratio(normalize_color(w), normalize_color(v)) > FUZZY_THRESHOLD]
+            best = [
+                v
+                for v in values
+                for w in goal_options
+                if token_set_ratio(normalize_color(w), normalize_color(v)) > FUZZY_THRESHOLD
+            ]
             if best:
                 chosen[name] = best[0]
     # A value shown in two groups is ambiguous as a click; leave it out rather than loop.
@@ -53,7 +57,10 @@ def oracle_query(session: ShopSession) -> str:
     """The first of (instruction, title) whose search returns the goal's product."""
     goal = session.goal
     target = goal["asin"]
-    candidates = [_clean(_PRICE_CLAUSE.sub("", str(goal["instruction_text"]))), _clean(session.shop.product(target)["Title"])]
+    candidates = [
+        _clean(_PRICE_CLAUSE.sub("", str(goal["instruction_text"]))),
+        _clean(session.shop.product(target)["Title"]),
+    ]
     for query in candidates:
         if query and target in session.results(tuple(query.split(" "))):
             return query
@@ -70,7 +77,10 @@ def oracle_step(session: ShopSession) -> tuple[str, str] | None:
         for name, value in wanted_options(session.shop.product(target), goal).items():
             if view.option_dict.get(name) != value:
                 return f"click[{value}]", f"The instruction asks for {name} {value}, so I select it."
-        return "click[Buy Now]", "This product and its options match the instruction within the budget, so I buy it."
+        return (
+            "click[Buy Now]",
+            "This product and its options match the instruction within the budget, so I buy it.",
+        )
     if view.kind == "sub" and view.asin == target:
         return "click[< Prev]", "I have read enough here; I go back to the product page."
     query = oracle_query(session)
@@ -108,12 +118,17 @@ def shopper_step(session: ShopSession) -> tuple[str, str] | None:
         return "click[< Prev]", "I have read enough here; I go back to the product page."
     if view.kind == "results" and view.keywords == tuple(query.split(" ")):
         results = session.results(view.keywords)
-        shown = results[(view.page - 1) * PRODUCTS_PER_PAGE:view.page * PRODUCTS_PER_PAGE]
+        shown = results[(view.page - 1) * PRODUCTS_PER_PAGE : view.page * PRODUCTS_PER_PAGE]
         limit = float(goal.get("price_upper") or 0) or float("inf")
         for asin in shown:
-            pricing = session.shop.product(asin)["pricing"]  # as the page shows it: one price, or the low end of a range
+            pricing = session.shop.product(asin)[
+                "pricing"
+            ]  # as the page shows it: one price, or the low end of a range
             if pricing and pricing[0] < limit:
-                return f"click[{asin}]", f"Result {asin} is the first priced under {limit:g} dollars, so I open it."
+                return (
+                    f"click[{asin}]",
+                    f"Result {asin} is the first priced under {limit:g} dollars, so I open it.",
+                )
         if view.page * PRODUCTS_PER_PAGE < len(results):
             return "click[Next >]", "Nothing on this page is under the price limit; I look at the next one."
     return f"search[{query}]", "I search the store for the product the instruction describes."

@@ -109,7 +109,11 @@ class Page:
                 else:
                     line = f"  [button] {t} [button_]"
             elif node.kind == "product":
-                line = f"\n[clicked button] {t} [clicked button_]" if node.selected else f"\n[button] {t} [button_]"
+                line = (
+                    f"\n[clicked button] {t} [clicked button_]"
+                    if node.selected
+                    else f"\n[button] {t} [button_]"
+                )
             else:
                 line = t
             out += line + "\n"
@@ -136,14 +140,22 @@ def start_page(view: View, instruction: str) -> Page:
     return Page(view, nodes, has_search_bar=True)
 
 
-def results_page(view: View, instruction: str, products: Sequence[Product], total: int, visited: set[str]) -> Page:
-    nodes = [_instruction(instruction), _button(BACK_TO_SEARCH), Node("text", f"Page {view.page} (Total results: {total})")]
+def results_page(
+    view: View, instruction: str, products: Sequence[Product], total: int, visited: set[str]
+) -> Page:
+    nodes = [
+        _instruction(instruction),
+        _button(BACK_TO_SEARCH),
+        Node("text", f"Page {view.page} (Total results: {total})"),
+    ]
     if view.page > 1:
         nodes.append(_button(PREV_PAGE))
     nodes.append(_button(NEXT_PAGE))
     for p in products:
         asin = p["asin"]
-        nodes.append(Node("product", asin, click=asin.lower(), selected=asin in visited, element_id=f"product-{asin}"))
+        nodes.append(
+            Node("product", asin, click=asin.lower(), selected=asin in visited, element_id=f"product-{asin}")
+        )
         nodes.append(Node("text", str(p["Title"])))
         nodes.append(Node("text", str(p["Price"])))
     return Page(view, nodes)
@@ -155,8 +167,16 @@ def item_page(view: View, instruction: str, product: Product, *, show_attrs: boo
     for name, values in product["options"].items():
         nodes.append(Node("option_name", name))
         for i, value in enumerate(values):
-            nodes.append(Node("option", value, click=value, option=name, selected=chosen.get(name) == value,
-                              element_id=f"option-{_slug(name)}-{i}"))
+            nodes.append(
+                Node(
+                    "option",
+                    value,
+                    click=value,
+                    option=name,
+                    selected=chosen.get(name) == value,
+                    element_id=f"option-{_slug(name)}-{i}",
+                )
+            )
     nodes += [
         Node("heading", str(product["Title"])),
         Node("text", f"Price: {product['Price']}"),
@@ -175,7 +195,11 @@ def sub_page(view: View, instruction: str, product: Product) -> Page:
         nodes += [Node("text", f" {b}") for b in product["BulletPoints"]]
     elif view.sub == "Reviews":
         for r in product["Reviews"]:
-            nodes += [Node("heading", f'"{r["title"]}"'), Node("text", str(r["score"])), Node("text", str(r["body"]))]
+            nodes += [
+                Node("heading", f'"{r["title"]}"'),
+                Node("text", str(r["score"])),
+                Node("text", str(r["body"])),
+            ]
     elif view.sub == "Attributes":
         nodes += [Node("text", f" {a}") for a in product["Attributes"]]
         nodes += [Node("text", str(product[k])) for k in ("category", "query", "product_category")]
@@ -183,7 +207,11 @@ def sub_page(view: View, instruction: str, product: Product) -> Page:
 
 
 def done_page(view: View, score: float) -> Page:
-    nodes = [Node("heading", "Thank you for shopping with us!"), Node("text", "Your score (min 0.0, max 1.0)"), Node("text", str(score))]
+    nodes = [
+        Node("heading", "Thank you for shopping with us!"),
+        Node("text", "Your score (min 0.0, max 1.0)"),
+        Node("text", str(score)),
+    ]
     return Page(view, nodes)
 
 
@@ -238,7 +266,7 @@ def render_html(page: Page, href: Callable[[Node], str] | None = None, search_ac
         body.append("</div>")
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>WebShop</title>'
-        f"<style>{_CSS}</style></head>\n<body><div class=\"container\" id=\"page-{page.view.kind}\">\n"
+        f'<style>{_CSS}</style></head>\n<body><div class="container" id="page-{page.view.kind}">\n'
         + "\n".join(body)
         + "\n</div></body></html>\n"
     )
@@ -273,5 +301,11 @@ def page_for(
 
 def describe(view: View) -> dict[str, Any]:
     """A JSON-friendly description of a view (for ``info`` and the server's state endpoint)."""
-    return {"page": view.kind, "keywords": list(view.keywords), "page_number": view.page, "asin": view.asin,
-            "options": dict(view.options), "sub_page": view.sub}
+    return {
+        "page": view.kind,
+        "keywords": list(view.keywords),
+        "page_number": view.page,
+        "asin": view.asin,
+        "options": dict(view.options),
+        "sub_page": view.sub,
+    }

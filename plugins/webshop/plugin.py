@@ -27,7 +27,7 @@ def toolgym_envs() -> list[EnvSpec]:
             name="webshop-web",
             entry="toolgym.plugins.webshop.web:WebShopWebEnv",
             description="WebShop in a real browser through the browser tools (the paper's HTML mode): same shop, "
-                        "goals and reward as `webshop`, accessibility-tree observations.",
+            "goals and reward as `webshop`, accessibility-tree observations.",
             tags=("web", "shopping", "multi-turn", "gui", "browser"),
         ),
     ]

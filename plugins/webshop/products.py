@@ -67,7 +67,9 @@ class DataFiles:
         """Locate the files in ``directory``; ``small`` prefers the ``*_1000`` subsets."""
         root = Path(directory).expanduser()
         if not root.is_dir():
-            raise ConfigError(f"WebShop data directory {str(root)!r} does not exist; give the folder holding items_shuffle*.json")
+            raise ConfigError(
+                f"WebShop data directory {str(root)!r} does not exist; give the folder holding items_shuffle*.json"
+            )
 
         def pick(names: tuple[str, ...], what: str) -> Path:
             order = names if small else tuple(reversed(names))
@@ -146,11 +148,13 @@ def normalize_product(raw: dict[str, Any], attributes: dict[str, Any], reviews: 
     review_entry = reviews.get(asin) or {}
     product_reviews = []
     for r in review_entry.get("reviews") or []:
-        product_reviews.append({
-            "title": r.get("title", ""),
-            "score": r.get("score", r.get("stars", 0)),
-            "body": r.get("body", r.get("review", "")) or "",
-        })
+        product_reviews.append(
+            {
+                "title": r.get("title", ""),
+                "score": r.get("score", r.get("stars", 0)),
+                "body": r.get("body", r.get("review", "")) or "",
+            }
+        )
     attrs = attributes.get(asin) or {}
     images = raw.get("images") or [""]
     return {
@@ -206,7 +210,9 @@ def load_catalog(
     human: dict[str, Any] = {}
     if human_goals:
         if files.human is None:
-            raise ConfigError(f"human goals need {HUMAN_FILE} next to {files.items.name}; add it or set human_goals=False")
+            raise ConfigError(
+                f"human goals need {HUMAN_FILE} next to {files.items.name}; add it or set human_goals=False"
+            )
         human = read_json(files.human)
     reviews: dict[str, Any] = {}
     if files.reviews is not None:

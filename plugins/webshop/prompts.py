@@ -26,7 +26,9 @@ PLAIN_SYSTEM = (
     "Click[Buy Now] on a product page buys it and ends the task."
 )
 
-VERL_INTRO = "You are an expert shopping agent working in the WebShop online store.\nYour task is to: {task}.\n"
+VERL_INTRO = (
+    "You are an expert shopping agent working in the WebShop online store.\nYour task is to: {task}.\n"
+)
 VERL_FIRST = "Your current observation is: {observation}.\n"
 VERL_HISTORY = (
     "Before this step you already took {step_count} step(s). Here are the last {history_length} observations "
@@ -66,7 +68,9 @@ class Turn:
     action: str
 
 
-def verl_prompt(task: str, observation: str, actions: Sequence[str], history: Sequence[Turn], history_length: int) -> str:
+def verl_prompt(
+    task: str, observation: str, actions: Sequence[str], history: Sequence[Turn], history_length: int
+) -> str:
     """The whole user message for one verl-agent-format turn (``history``: every earlier turn)."""
     listed = "\n".join(f"'{a}'," for a in actions)
     tail = VERL_ACTIONS.format(actions=listed)
@@ -76,8 +80,13 @@ def verl_prompt(task: str, observation: str, actions: Sequence[str], history: Se
     lines, shown = history_window([(t.observation, t.action) for t in history], history_length)
     prompt = (
         VERL_INTRO.format(task=task)
-        + VERL_HISTORY.format(step_count=len(history), history_length=shown, history=lines,
-                              current_step=len(history) + 1, observation=observation)
+        + VERL_HISTORY.format(
+            step_count=len(history),
+            history_length=shown,
+            history=lines,
+            current_step=len(history) + 1,
+            observation=observation,
+        )
         + tail
     )
     return first if len(prompt) > MAX_PROMPT_CHARS else prompt

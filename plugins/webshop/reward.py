@@ -115,7 +115,9 @@ def _in_text(needle: str, product: Mapping[str, Any]) -> bool:
     )
 
 
-def type_reward(purchased: Mapping[str, Any], goal: Mapping[str, Any], nouns: NounTagger = rule_nouns) -> dict[str, Any]:
+def type_reward(
+    purchased: Mapping[str, Any], goal: Mapping[str, Any], nouns: NounTagger = rule_nouns
+) -> dict[str, Any]:
     """``r_type`` and its parts: query match, category match, title noun score."""
     query_match = purchased["query"] == goal["query"]
     bought_cats = {x.strip() for x in str(purchased["product_category"]).split("›")}
@@ -131,7 +133,12 @@ def type_reward(purchased: Mapping[str, Any], goal: Mapping[str, Any], nouns: No
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return {"r_type": r_type, "query_match": query_match, "category_match": category_match, "title_score": title_score}
+    return {
+        "r_type": r_type,
+        "query_match": query_match,
+        "category_match": category_match,
+        "title_score": title_score,
+    }
 
 
 def attribute_reward(purchased: Mapping[str, Any], goal_attributes: Sequence[str]) -> tuple[float, int]:
@@ -139,7 +146,9 @@ def attribute_reward(purchased: Mapping[str, Any], goal_attributes: Sequence[str
     bought = list(purchased.get("Attributes") or [])
     matches = 0
     for wanted in goal_attributes:
-        if any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in bought) or _in_text(wanted, purchased):
+        if any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in bought) or _in_text(
+            wanted, purchased
+        ):
             matches += 1
     return (matches / len(goal_attributes) if goal_attributes else 0.0), matches
 
@@ -157,7 +166,9 @@ def _exact(value: str) -> str:
     return " ".join(str(value).lower().split())
 
 
-def strict_option_reward(goal_options: Sequence[GoalOption], chosen: Mapping[str, str]) -> tuple[float | None, int]:
+def strict_option_reward(
+    goal_options: Sequence[GoalOption], chosen: Mapping[str, str]
+) -> tuple[float | None, int]:
     """The ``strict`` rule: a pair counts when the value chosen for its name equals its value; a bare
     value when some not yet used choice equals it (case and spacing aside)."""
     by_name = {_exact(k): _exact(v) for k, v in chosen.items()}

@@ -53,7 +53,9 @@ def document_text(product: Product) -> str:
     """The indexed text of a product, as the published index builds it."""
     option_texts = [f"{name}: {', '.join(values)}" for name, values in product.get("options", {}).items()]
     bullets = product.get("BulletPoints") or [""]
-    return " ".join([product["Title"], product["Description"], bullets[0] if bullets else "", ", and ".join(option_texts)]).lower()
+    return " ".join(
+        [product["Title"], product["Description"], bullets[0] if bullets else "", ", and ".join(option_texts)]
+    ).lower()
 
 
 class ProductSearch:
@@ -63,7 +65,9 @@ class ProductSearch:
     keyed by a digest of the documents.
     """
 
-    def __init__(self, products: Sequence[Product], *, cache_dir: str | Path | None = None, cache_size: int = 4096) -> None:
+    def __init__(
+        self, products: Sequence[Product], *, cache_dir: str | Path | None = None, cache_size: int = 4096
+    ) -> None:
         self.asins = [p["asin"] for p in products]
         docs = [document_text(p) for p in products]
         self.retriever = self._load_or_build(docs, cache_dir)

@@ -52,7 +52,9 @@ def view_url(session_id: str, view: View) -> str:
 
 def parse_view(parts: list[str], query: dict[str, list[str]]) -> View | None:
     """URL path parts after ``/s/<session>`` and its query → the view, or None if malformed."""
-    keywords = tuple((query.get("keywords", [""])[0]).lower().split(" ")) if query.get("keywords", [""])[0] else ()
+    keywords = (
+        tuple((query.get("keywords", [""])[0]).lower().split(" ")) if query.get("keywords", [""])[0] else ()
+    )
     try:
         page = max(1, int(query.get("page", ["1"])[0]))
         options = json.loads(query.get("options", ["{}"])[0] or "{}")
@@ -94,7 +96,11 @@ class WebShopServer:
 
     def goal_for(self, session_id: str) -> int:
         """Goal index of a session: numbers as episode seeds, other names by hash."""
-        n = int(session_id) if session_id.isdigit() else int.from_bytes(hashlib.blake2b(session_id.encode(), digest_size=8).digest(), "big")
+        n = (
+            int(session_id)
+            if session_id.isdigit()
+            else int.from_bytes(hashlib.blake2b(session_id.encode(), digest_size=8).digest(), "big")
+        )
         return self.indices[n % len(self.indices)]
 
     def session(self, session_id: str, *, restart: bool = False) -> ShopSession:
@@ -133,12 +139,22 @@ class WebShopServer:
         if not parts:
             return HTTPStatus.OK, "text/html; charset=utf-8", _index(self)
         if parts[0] != "s" or len(parts) < 2:
-            return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", "not found: pages live under /s/<session>/\n"
+            return (
+                HTTPStatus.NOT_FOUND,
+                "text/plain; charset=utf-8",
+                "not found: pages live under /s/<session>/\n",
+            )
         sid, rest = parts[1], parts[2:]
         if rest == ["state"]:
             session = self.session(sid)
             with self._lock:
-                body = json.dumps({**session.describe(), "goal_asin": session.goal["asin"], "reward_info": session.reward_info})
+                body = json.dumps(
+                    {
+                        **session.describe(),
+                        "goal_asin": session.goal["asin"],
+                        "reward_info": session.reward_info,
+                    }
+                )
             return HTTPStatus.OK, "application/json", body
         view = parse_view(rest, parse_qs(split.query))
         if view is None:
@@ -171,7 +187,7 @@ class WebShopServer:
 def _index(server: WebShopServer) -> str:
     links = "".join(f'<li><a id="session-{i}" href="/s/{i}/">session {i}</a></li>' for i in range(5))
     return (
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>WebShop</title></head><body>"
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>WebShop</title></head><body>'
         f"<h1>WebShop</h1><p>{len(server.shop.catalog)} products, {len(server.indices)} goals in split "
         f"{server.split!r}. Open /s/&lt;session&gt;/ to shop; a numeric session N gets the goal of seed N.</p>"
         f"<ul>{links}</ul></body></html>"
@@ -184,7 +200,11 @@ def _handler_for(server: WebShopServer) -> Callable[..., BaseHTTPRequestHandler]
             try:
                 status, ctype, body = server.handle(self.path)
             except Exception as exc:  # keep serving; report the failure to this client
-                status, ctype, body = HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8", f"error: {exc}\n"
+                status, ctype, body = (
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    "text/plain; charset=utf-8",
+                    f"error: {exc}\n",
+                )
             data = body.encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", ctype)
@@ -203,7 +223,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
     parser.add_argument("--split", default="test", help="goals to serve: train, eval, test or all")
-    parser.add_argument("--data", default="builtin", help="'builtin', 'env' or a folder with the published files")
+    parser.add_argument(
+        "--data", default="builtin", help="'builtin', 'env' or a folder with the published files"
+    )
     parser.add_argument("--synthetic-goals", action="store_true", help="use synthetic instead of human goals")
     args = parser.parse_args(argv)
     shop = get_shop(ShopConfig(data=args.data, human_goals=not args.synthetic_goals))

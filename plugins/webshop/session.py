@@ -85,7 +85,9 @@ class Outcome:
 class ShopSession:
     """A session on one goal. Not thread-safe: one session per episode or per browser user."""
 
-    def __init__(self, shop: Shop, goal_index: int, *, show_attrs: bool = False, reward: RewardVariant = "original") -> None:
+    def __init__(
+        self, shop: Shop, goal_index: int, *, show_attrs: bool = False, reward: RewardVariant = "original"
+    ) -> None:
         self.shop = shop
         self.reward = reward
         self.goal_index = goal_index
@@ -114,10 +116,17 @@ class ShopSession:
         if view.kind == "results":
             found = self.shop.search(view.keywords)
             start = (view.page - 1) * PRODUCTS_PER_PAGE
-            return page_for(view, instruction=self.instruction, results=found[start : start + PRODUCTS_PER_PAGE],
-                            total=len(found), visited=self.visited)
+            return page_for(
+                view,
+                instruction=self.instruction,
+                results=found[start : start + PRODUCTS_PER_PAGE],
+                total=len(found),
+                visited=self.visited,
+            )
         product = self.shop.product(view.asin) if view.asin and view.kind in ("item", "sub") else None
-        return page_for(view, instruction=self.instruction, product=product, score=self.score, show_attrs=self.show_attrs)
+        return page_for(
+            view, instruction=self.instruction, product=product, score=self.score, show_attrs=self.show_attrs
+        )
 
     @property
     def page(self) -> Page:
@@ -187,10 +196,20 @@ class ShopSession:
         score, parts = self.shop.score(self.goal, view.asin, view.option_dict, self.reward)
         self.score, self.reward_info, self.done = score, parts, True
         self.view = View("done", view.keywords, view.page, view.asin, view.options)
-        info = {"asin": view.asin, "options": view.option_dict, "price": self.shop.catalog.prices[view.asin],
-                "reward_parts": parts, "goal_asin": self.goal["asin"]}
+        info = {
+            "asin": view.asin,
+            "options": view.option_dict,
+            "price": self.shop.catalog.prices[view.asin],
+            "reward_parts": parts,
+            "goal_asin": self.goal["asin"],
+        }
         return Outcome(valid=True, done=True, score=score, info=info)
 
     def describe(self) -> dict[str, Any]:
-        return {"goal_index": self.goal_index, "instruction": self.instruction, "done": self.done, "score": self.score,
-                **describe(self.view)}
+        return {
+            "goal_index": self.goal_index,
+            "instruction": self.instruction,
+            "done": self.done,
+            "score": self.score,
+            **describe(self.view),
+        }

@@ -65,11 +65,17 @@ class Shop:
         self.config = config
         files = config.data_files()
         rng = random.Random(config.price_seed)
-        self.catalog: Catalog = load_catalog(files, num_products=config.num_products, human_goals=config.human_goals, rng=rng)
-        self.goals: list[Goal] = make_goals(self.catalog, human=config.human_goals, rng=rng, shuffle_seed=config.shuffle_seed)
+        self.catalog: Catalog = load_catalog(
+            files, num_products=config.num_products, human_goals=config.human_goals, rng=rng
+        )
+        self.goals: list[Goal] = make_goals(
+            self.catalog, human=config.human_goals, rng=rng, shuffle_seed=config.shuffle_seed
+        )
         cache_dir = None
         if len(self.catalog) > 20_000:
-            cache_dir = config.index_cache or os.path.join(os.environ.get("TOOLGYM_CACHE", "~/.cache/toolgym"), "webshop")
+            cache_dir = config.index_cache or os.path.join(
+                os.environ.get("TOOLGYM_CACHE", "~/.cache/toolgym"), "webshop"
+            )
         self.search_index = ProductSearch(self.catalog.products, cache_dir=cache_dir)
         self.nouns: NounTagger = make_noun_tagger(config.noun_tagger)
 
@@ -88,10 +94,14 @@ class Shop:
     def split(self, name: str) -> range:
         return split_indices(len(self.goals), name)
 
-    def score(self, goal: Goal, asin: str, options: dict[str, str], variant: RewardVariant = "original") -> tuple[float, dict]:
+    def score(
+        self, goal: Goal, asin: str, options: dict[str, str], variant: RewardVariant = "original"
+    ) -> tuple[float, dict]:
         """The reward (``original`` as published, or ``strict``) for buying ``asin`` with ``options`` for ``goal``."""
         product = self.product(asin)
-        return get_reward(product, goal, price=self.catalog.prices[asin], options=options, nouns=self.nouns, variant=variant)
+        return get_reward(
+            product, goal, price=self.catalog.prices[asin], options=options, nouns=self.nouns, variant=variant
+        )
 
 
 _shops: dict[ShopConfig, Shop] = {}

@@ -98,7 +98,9 @@ class EpisodeSite:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))  # type: ignore[arg-type]
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="webshop-web-site", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="webshop-web-site", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -147,9 +149,14 @@ class EpisodeSite:
                 return HTTPStatus.NOT_FOUND, _TEXT, problem + "\n"
             if view.kind == "done":
                 here = session.view
-                if not (here.kind == "item" and here.asin == view.asin and here.option_dict == view.option_dict):
-                    return (HTTPStatus.FORBIDDEN, _TEXT,
-                            "not bought: buy with the Buy Now button of the product page you are on\n")
+                if not (
+                    here.kind == "item" and here.asin == view.asin and here.option_dict == view.option_dict
+                ):
+                    return (
+                        HTTPStatus.FORBIDDEN,
+                        _TEXT,
+                        "not bought: buy with the Buy Now button of the product page you are on\n",
+                    )
                 session.buy()
                 return HTTPStatus.OK, _HTML, self._html(sid, session, session.view)
             if view.kind == "start":
@@ -196,8 +203,12 @@ def shared_site() -> EpisodeSite:
         if _shared is None:
             _shared = EpisodeSite()
             browser = DEFAULT_PROFILES["browser"]
-            register_profile(SANDBOX_KIND, dataclasses.replace(
-                browser, image=browser.image_for("browser"), network=network_allowlist(_shared.url)))
+            register_profile(
+                SANDBOX_KIND,
+                dataclasses.replace(
+                    browser, image=browser.image_for("browser"), network=network_allowlist(_shared.url)
+                ),
+            )
         return _shared
 
 
@@ -253,8 +264,13 @@ class WebShopWebEnv(ToolTaskEnv):
         self.max_turns = int(max_turns)
         if self.max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, got {max_turns!r}")
-        self.config = ShopConfig(data=data, human_goals=human_goals, num_products=num_products,
-                                 noun_tagger=noun_tagger, price_seed=price_seed)
+        self.config = ShopConfig(
+            data=data,
+            human_goals=human_goals,
+            num_products=num_products,
+            noun_tagger=noun_tagger,
+            price_seed=price_seed,
+        )
         self.split = split
         self.reward_variant: RewardVariant = reward
         self.reward_mode = reward_mode
@@ -269,7 +285,9 @@ class WebShopWebEnv(ToolTaskEnv):
 
     # -- the episode ----------------------------------------------------------------------------
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         await self.close()
         shop = cached_shop(self.config)
         if shop is None:
@@ -282,12 +300,16 @@ class WebShopWebEnv(ToolTaskEnv):
         self.session = ShopSession(shop, index, reward=self.reward_variant)
         site = shared_site()
         self.session_id = site.register(self.session)
-        self.task = Task(id=f"webshop/{index}", question=self.session.instruction, metadata={"goal_index": index})
+        self.task = Task(
+            id=f"webshop/{index}", question=self.session.instruction, metadata={"goal_index": index}
+        )
         self._history: list[str] = []
         sandbox = await self.ctx.sandbox(SANDBOX_KIND)
         opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.start_url(self.session_id)})
         if not opened.get("ok"):
-            raise SandboxError(f"the WebShop start page did not open in the browser sandbox: {opened.get('error')}")
+            raise SandboxError(
+                f"the WebShop start page did not open in the browser sandbox: {opened.get('error')}"
+            )
         pinned = await self._evaluate("() => location.pathname", pin=True)
         if not pinned.get("ok"):
             raise SandboxError(f"the WebShop start page could not be read: {pinned.get('error')}")
@@ -299,8 +321,12 @@ class WebShopWebEnv(ToolTaskEnv):
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": observation_content(self.observation, first, part)},
         ]
-        info = {"goal_index": index, "split": self.split, "instruction": self.session.instruction,
-                "goal_asin": self.session.goal["asin"]}
+        info = {
+            "goal_index": index,
+            "split": self.split,
+            "instruction": self.session.instruction,
+            "goal_asin": self.session.goal["asin"],
+        }
         return messages, info
 
     async def close(self) -> None:
@@ -321,8 +347,14 @@ class WebShopWebEnv(ToolTaskEnv):
             won = score == 1.0
             result.reward = self.reward_scale * (float(won) if self.reward_mode == "success" else score)
             view = self.session.view
-            result.info.update(task_score=score, won=won, asin=view.asin, options=view.option_dict,
-                               goal_asin=self.session.goal["asin"], reward_parts=self.session.reward_info)
+            result.info.update(
+                task_score=score,
+                won=won,
+                asin=view.asin,
+                options=view.option_dict,
+                goal_asin=self.session.goal["asin"],
+                reward_parts=self.session.reward_info,
+            )
         else:
             result.reward = 0.0
             result.info.update(task_score=0.0, won=False)
@@ -337,14 +369,18 @@ class WebShopWebEnv(ToolTaskEnv):
         if self.session.done:
             return self._end(result, "bought")
         if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
-            await attach(self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation)
+            await attach(
+                self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation
+            )
         return result  # at ``max_turns`` the engine truncates the episode (reward 0), as for ``webshop``
 
     # -- the environment's own reads of the page (never tools) ------------------------------------
 
     async def _evaluate(self, script: str, *, pin: bool = False) -> dict[str, Any]:
         session = await (await self.ctx.sandbox(SANDBOX_KIND)).python()
-        result = await session.execute(f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s)
+        result = await session.execute(
+            f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s
+        )
         if result.error is not None or result.value is None:
             return {"ok": False, "error": result.error or "the browser gave no answer"}
         reply: dict[str, Any] = json.loads(ast.literal_eval(result.value))
@@ -361,7 +397,9 @@ class WebShopWebEnv(ToolTaskEnv):
         call = reply.get("value") if reply.get("ok") else None
         if not call or call["args"].get("element_id") is None:
             return None
-        return "<tool_call>\n" + json.dumps({"name": call["tool"], "arguments": call["args"]}) + "\n</tool_call>"
+        return (
+            "<tool_call>\n" + json.dumps({"name": call["tool"], "arguments": call["args"]}) + "\n</tool_call>"
+        )
 
     async def scripted_action(self) -> str | None:
         """The oracle's next step (``oracle.py``, from the server-side session), as a browser call."""
@@ -371,4 +409,3 @@ class WebShopWebEnv(ToolTaskEnv):
         else:
             step = oracle_step(self.session)
         return None if step is None else await self.command_action(step[0])
-

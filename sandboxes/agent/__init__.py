@@ -9,5 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 AGENT_DIR = Path(__file__).resolve().parent
-AGENT_FILES = ("main.py", "protocol.py", "procs.py", "files.py", "sessions.py", "pyworker.py", "netfwd.py", "harden.py", "wipe.py")
+AGENT_FILES = (
+    "main.py",
+    "protocol.py",
+    "procs.py",
+    "files.py",
+    "sessions.py",
+    "pyworker.py",
+    "netfwd.py",
+    "harden.py",
+    "wipe.py",
+)
 """What a sandbox needs; ``main.py`` is the entry point."""

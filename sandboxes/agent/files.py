@@ -52,7 +52,9 @@ def write_file(workdir: str, path: str, data: bytes, *, mode: int = 0o644, appen
         fd = os.open(real, flags, mode)
     except OSError as exc:
         if exc.errno == 40:  # ELOOP: the last component became a symlink
-            raise Outside(f"path {path!r} is a symlink; write to its target inside the work directory") from None
+            raise Outside(
+                f"path {path!r} is a symlink; write to its target inside the work directory"
+            ) from None
         raise
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -68,14 +70,18 @@ def read_file(workdir: str, path: str, *, max_bytes: int) -> bytes:
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(21, "is a directory", path)
         if st.st_size > max_bytes:
-            raise ValueError(f"file {path!r} has {st.st_size} bytes, more than the {max_bytes} allowed; "
-                             "read it in parts with a command")
+            raise ValueError(
+                f"file {path!r} has {st.st_size} bytes, more than the {max_bytes} allowed; "
+                "read it in parts with a command"
+            )
         chunks, total = [], 0
         while chunk := f.read(1 << 20):  # sizes of special files are not known in advance
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                raise ValueError(f"file {path!r} is larger than {max_bytes} bytes; read it in parts with a command")
+                raise ValueError(
+                    f"file {path!r} is larger than {max_bytes} bytes; read it in parts with a command"
+                )
     return b"".join(chunks)
 
 

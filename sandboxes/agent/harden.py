@@ -47,19 +47,55 @@ RET_ERRNO = 0x00050000
 
 # (audit arch, {name: number}) per machine; the names are those the filter refuses or inspects
 SYSCALLS: dict[str, tuple[int, dict[str, int]]] = {
-    "x86_64": (0xC000003E, {
-        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "kcmp": 312,
-        "add_key": 248, "request_key": 249, "keyctl": 250, "perf_event_open": 298, "userfaultfd": 323,
-        "clone": 56, "clone3": 435, "unshare": 272,
-    }),
-    "aarch64": (0xC00000B7, {
-        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "kcmp": 272,
-        "add_key": 217, "request_key": 218, "keyctl": 219, "perf_event_open": 241, "userfaultfd": 282,
-        "clone": 220, "clone3": 435, "unshare": 97,
-    }),
+    "x86_64": (
+        0xC000003E,
+        {
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "pidfd_getfd": 438,
+            "kcmp": 312,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "clone": 56,
+            "clone3": 435,
+            "unshare": 272,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "pidfd_getfd": 438,
+            "kcmp": 272,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "clone": 220,
+            "clone3": 435,
+            "unshare": 97,
+        },
+    ),
 }
-DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "add_key", "request_key",
-          "keyctl", "perf_event_open", "userfaultfd")
+DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "perf_event_open",
+    "userfaultfd",
+)
 
 # classic BPF opcodes
 LD_W_ABS = 0x20
@@ -78,8 +114,12 @@ def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     if machine == "x86_64":
         prog.append(("deny", JGE_K, 0x40000000, True))  # the x32 ABI
     prog += [("deny", JEQ_K, nr[name], True) for name in DENIED]
-    prog += [("nosys", JEQ_K, nr["clone3"], True), ("flags", JEQ_K, nr["clone"], True),
-             ("flags", JEQ_K, nr["unshare"], True), (RET_K, 0, 0, RET_ALLOW)]
+    prog += [
+        ("nosys", JEQ_K, nr["clone3"], True),
+        ("flags", JEQ_K, nr["clone"], True),
+        ("flags", JEQ_K, nr["unshare"], True),
+        (RET_K, 0, 0, RET_ALLOW),
+    ]
     labels = {"flags": len(prog)}
     prog += [(LD_W_ABS, 0, 0, OFF_ARG0), ("deny", JSET_K, CLONE_NEWUSER, True), (RET_K, 0, 0, RET_ALLOW)]
     labels["deny"] = len(prog)

@@ -49,7 +49,11 @@ class Agent:
         self.sock = sock
         self.workdir: str = config["workdir"]
         # defaults, then what the image set (the agent inherits its ENV lines), then the forced
-        self.env: dict[str, str] = {**(config.get("env_defaults") or {}), **os.environ, **(config.get("env") or {})}
+        self.env: dict[str, str] = {
+            **(config.get("env_defaults") or {}),
+            **os.environ,
+            **(config.get("env") or {}),
+        }
         self.max_output = int(config.get("max_output", 256 * 1024))
         self.max_file = int(config.get("max_file_bytes", 64 * 1024 * 1024))
         self.probe = CgroupProbe()
@@ -64,8 +68,11 @@ class Agent:
         off the path of the first cell (in the background at start-up, before returning with
         ``wait``)."""
         common = {"cwd": self.workdir, "env": self.env, "probe": self.probe}
-        self.python = PythonSession(python=self.config.get("python", sys.executable),
-                                    worker=os.path.join(HERE, "pyworker.py"), **common)
+        self.python = PythonSession(
+            python=self.config.get("python", sys.executable),
+            worker=os.path.join(HERE, "pyworker.py"),
+            **common,
+        )
         self.shell = ShellSession(bash=self.config.get("bash", "/bin/bash"), **common)
         if prestart:
             self._prestart(wait=wait)
@@ -123,8 +130,11 @@ class Agent:
         except OSError as exc:
             reply = _error(protocol.E_OS, f"{exc.strerror or exc} ({request.get('path', '')})".strip())
         except MemoryError:
-            reply = _error(protocol.E_OS, f"the agent ran out of memory handling {op!r}: the request is too large "
-                                          "for the sandbox's memory limit")
+            reply = _error(
+                protocol.E_OS,
+                f"the agent ran out of memory handling {op!r}: the request is too large "
+                "for the sandbox's memory limit",
+            )
         except Exception as exc:  # a bug here must answer, not hang the host
             reply = _error(protocol.E_INTERNAL, f"{type(exc).__name__}: {exc}")
         reply["id"] = request.get("id")
@@ -140,23 +150,35 @@ class Agent:
         cwd = req.get("cwd") or self.workdir
         cwd = cwd if os.path.isabs(cwd) else os.path.join(self.workdir, cwd)
         stdin = base64.b64decode(req["stdin_b64"]) if req.get("stdin_b64") is not None else None
-        return run_command([str(a) for a in argv], cwd=cwd, env={**self.env, **(req.get("env") or {})}, stdin=stdin,
-                           timeout=float(req["timeout"]), max_output=int(req.get("max_output") or self.max_output),
-                           probe=self.probe)
+        return run_command(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env={**self.env, **(req.get("env") or {})},
+            stdin=stdin,
+            timeout=float(req["timeout"]),
+            max_output=int(req.get("max_output") or self.max_output),
+            probe=self.probe,
+        )
 
     def op_write_file(self, req: dict[str, Any]) -> dict[str, Any]:
         data = base64.b64decode(req["data_b64"])
-        size = files.write_file(self.workdir, req["path"], data, mode=int(req.get("mode", 0o644)),
-                                append=bool(req.get("append")))
+        size = files.write_file(
+            self.workdir, req["path"], data, mode=int(req.get("mode", 0o644)), append=bool(req.get("append"))
+        )
         return {"bytes": size}
 
     def op_read_file(self, req: dict[str, Any]) -> dict[str, Any]:
-        data = files.read_file(self.workdir, req["path"], max_bytes=int(req.get("max_bytes") or self.max_file))
+        data = files.read_file(
+            self.workdir, req["path"], max_bytes=int(req.get("max_bytes") or self.max_file)
+        )
         return {"data_b64": base64.b64encode(data).decode("ascii")}
 
     def op_py_exec(self, req: dict[str, Any]) -> dict[str, Any]:
-        return self.python.execute(req["code"], timeout=float(req["timeout"]),
-                                   max_output=int(req.get("max_output") or self.max_output))
+        return self.python.execute(
+            req["code"],
+            timeout=float(req["timeout"]),
+            max_output=int(req.get("max_output") or self.max_output),
+        )
 
     def op_py_restart(self, req: dict[str, Any]) -> dict[str, Any]:
         with self.python.lock:
@@ -164,8 +186,11 @@ class Agent:
         return {}
 
     def op_sh_run(self, req: dict[str, Any]) -> dict[str, Any]:
-        return self.shell.run(req["command"], timeout=float(req["timeout"]),
-                              max_output=int(req.get("max_output") or self.max_output))
+        return self.shell.run(
+            req["command"],
+            timeout=float(req["timeout"]),
+            max_output=int(req.get("max_output") or self.max_output),
+        )
 
     def op_stats(self, req: dict[str, Any]) -> dict[str, Any]:
         """``processes``: how many processes run besides the agent, init and the sessions."""
@@ -175,7 +200,10 @@ class Agent:
         for path in {self.workdir, "/tmp", self.env.get("HOME", "")} - {""}:
             try:
                 st = os.statvfs(path)
-                disk[path] = {"used": (st.f_blocks - st.f_bfree) * st.f_frsize, "size": st.f_blocks * st.f_frsize}
+                disk[path] = {
+                    "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
+                    "size": st.f_blocks * st.f_frsize,
+                }
             except OSError:
                 pass
         return {"processes": len(others), "disk": disk, **self.probe.stats()}
@@ -303,7 +331,7 @@ class StdioChannel:
     def sendall(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self.wfd, view):]
+            view = view[os.write(self.wfd, view) :]
 
 
 def connect(path: str, *, within_s: float) -> socket.socket:
@@ -328,10 +356,23 @@ def main() -> None:
     hardening = harden.apply()  # before any thread: the filter covers the threads and every child
     threading.stack_size(512 * 1024)  # per-request threads: little address space under RLIMIT_AS
     apply_rlimits(config.get("rlimits") or {})
-    sock: Any = StdioChannel() if config["socket"] == STDIO else connect(config["socket"], within_s=float(config.get("connect_within_s", 30.0)))
-    sock.sendall(protocol.encode({"op": "hello", "token": token, "pid": os.getpid(),
-                                  "version": protocol.VERSION, "python": sys.version.split()[0],
-                                  "hardening": hardening}))
+    sock: Any = (
+        StdioChannel()
+        if config["socket"] == STDIO
+        else connect(config["socket"], within_s=float(config.get("connect_within_s", 30.0)))
+    )
+    sock.sendall(
+        protocol.encode(
+            {
+                "op": "hello",
+                "token": token,
+                "pid": os.getpid(),
+                "version": protocol.VERSION,
+                "python": sys.version.split()[0],
+                "hardening": hardening,
+            }
+        )
+    )
     agent = Agent(config, sock)
     if config.get("proxy_socket"):
         import netfwd

@@ -61,7 +61,9 @@ def _accept_loop(server: socket.socket, unix_path: str) -> None:
             return
         try:
             threading.Thread(target=_serve_one, args=(client, unix_path), daemon=True).start()
-        except RuntimeError:  # no thread to be had (pids or memory limit): this connection fails, not the port
+        except (
+            RuntimeError
+        ):  # no thread to be had (pids or memory limit): this connection fails, not the port
             client.close()
 
 
@@ -178,7 +180,9 @@ class TunnelHub:
 
     def __init__(self, send: Send, send_frame: Callable[[bytes], None] | None = None) -> None:
         self.send = send
-        self.send_frame = send_frame or (lambda frame: send(protocol.decode_body(frame[protocol.HEADER.size:])))
+        self.send_frame = send_frame or (
+            lambda frame: send(protocol.decode_body(frame[protocol.HEADER.size :]))
+        )
         self.tunnels: dict[int, _Tunnel] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count(1)

@@ -58,8 +58,10 @@ class Capture:
         if omitted <= 0:
             return (bytes(self.head) + tail).decode("utf-8", "replace")
         head = bytes(self.head).decode("utf-8", "replace")
-        return (f"{head}\n[... {omitted} bytes of output omitted: output truncated, {self.total} bytes in all, "
-                f"the first {len(self.head)} and the last {len(tail)} shown ...]\n{tail.decode('utf-8', 'replace')}")
+        return (
+            f"{head}\n[... {omitted} bytes of output omitted: output truncated, {self.total} bytes in all, "
+            f"the first {len(self.head)} and the last {len(tail)} shown ...]\n{tail.decode('utf-8', 'replace')}"
+        )
 
 
 def process_table() -> list[tuple[int, int, str]]:
@@ -247,15 +249,29 @@ def run_command(
     oom_before = probe.oom_kills()
     try:
         proc = popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
         )
     except OSError as exc:
         where = "working directory" if exc.filename == cwd else "command"
         code = 127 if isinstance(exc, FileNotFoundError) and where == "command" else 126
         message = f"cannot run {argv[0]!r}: {where} {exc.filename!r}: {exc.strerror}\n"
-        return {"exit_code": code, "stdout": "", "stderr": message, "timed_out": False, "truncated": False,
-                "duration": time.monotonic() - start, "oom_killed": False, "signal": None}
+        return {
+            "exit_code": code,
+            "stdout": "",
+            "stderr": message,
+            "timed_out": False,
+            "truncated": False,
+            "duration": time.monotonic() - start,
+            "oom_killed": False,
+            "signal": None,
+        }
     prefer_as_oom_victim(proc.pid)
     if stdin is not None:
         threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin), daemon=True).start()
@@ -319,7 +335,12 @@ def run_command(
     else:
         oom = looks_out_of_memory(exit_code, err)
     return {
-        "exit_code": exit_code, "stdout": out.text(), "stderr": err.text(), "timed_out": timed_out,
-        "truncated": out.truncated or err.truncated, "duration": time.monotonic() - start,
-        "oom_killed": oom, "signal": sig,
+        "exit_code": exit_code,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "timed_out": timed_out,
+        "truncated": out.truncated or err.truncated,
+        "duration": time.monotonic() - start,
+        "oom_killed": oom,
+        "signal": sig,
     }

@@ -104,8 +104,10 @@ def cap_text(text: str, limit: int) -> tuple[str, bool]:
         return text, False
 
     def line(half: int) -> str:
-        return (f"\n[... {len(text) - 2 * half} characters omitted: output truncated to {2 * half} of {len(text)} "
-                f"characters (the first and last {half} shown) ...]\n")
+        return (
+            f"\n[... {len(text) - 2 * half} characters omitted: output truncated to {2 * half} of {len(text)} "
+            f"characters (the first and last {half} shown) ...]\n"
+        )
 
     half = max(limit // 2, 1)
     for _ in range(3):  # the numbers' widths change with the halves: settles in two steps

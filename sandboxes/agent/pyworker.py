@@ -84,7 +84,9 @@ def main() -> None:
                 reply["value"], reply["value_truncated"] = protocol.cap_text(shown, limit)
         except BaseException as exc:  # the cell's error, KeyboardInterrupt and SystemExit included
             signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-            reply["error"], reply["traceback"], cut = protocol.capped_exception(exc, _user_traceback(exc), limit)
+            reply["error"], reply["traceback"], cut = protocol.capped_exception(
+                exc, _user_traceback(exc), limit
+            )
             reply["value_truncated"] = reply["value_truncated"] or cut
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -48,8 +48,14 @@ class _Child:
 
     def _spawn(self, argv: list[str], pass_fds: tuple[int, ...], stdin: Any) -> subprocess.Popen[bytes]:
         proc = popen(
-            argv, cwd=self.cwd, env=self.env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=pass_fds, start_new_session=True,
+            argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=pass_fds,
+            start_new_session=True,
         )
         prefer_as_oom_victim(proc.pid)
         for f in (proc.stdout, proc.stderr):
@@ -122,7 +128,9 @@ class PythonSession(_Child):
     def _start(self) -> None:
         mine, theirs = socket.socketpair()
         try:
-            self.proc = self._spawn([self.python, "-u", self.worker, str(theirs.fileno())], (theirs.fileno(),), subprocess.DEVNULL)
+            self.proc = self._spawn(
+                [self.python, "-u", self.worker, str(theirs.fileno())], (theirs.fileno(),), subprocess.DEVNULL
+            )
         finally:
             theirs.close()
         mine.settimeout(30.0)  # a reply frame, once it starts, arrives at once
@@ -185,10 +193,17 @@ class PythonSession(_Child):
                     done = self._pump(ctrl.fileno(), out, err, time.monotonic() + GRACE_S, on_reply)
             except OSError:
                 reply["dead"] = True
-            result = {"stdout": out.text(), "stderr": err.text(), "value": reply.get("value"),
-                      "error": reply.get("error"), "traceback": reply.get("traceback"), "timed_out": timed_out,
-                      "restarted": restarted, "truncated": out.truncated or err.truncated or bool(reply.get("value_truncated")),
-                      "oom_killed": False}
+            result = {
+                "stdout": out.text(),
+                "stderr": err.text(),
+                "value": reply.get("value"),
+                "error": reply.get("error"),
+                "traceback": reply.get("traceback"),
+                "timed_out": timed_out,
+                "restarted": restarted,
+                "truncated": out.truncated or err.truncated or bool(reply.get("value_truncated")),
+                "oom_killed": False,
+            }
             if reply.get("dead") or not reply:
                 status = self.close()
                 oom_after = self.probe.oom_kills()
@@ -201,10 +216,16 @@ class PythonSession(_Child):
                     why = f"the cell wrote a reply frame of more than {limit} bytes on the interpreter's own channel"
                 else:
                     why = f"its interpreter exited (status {status})"
-                result.update(error=f"SessionRestarted: the Python session was restarted because {why}; every variable is lost",
-                              traceback=None, restarted=True, oom_killed=oom)
+                result.update(
+                    error=f"SessionRestarted: the Python session was restarted because {why}; every variable is lost",
+                    traceback=None,
+                    restarted=True,
+                    oom_killed=oom,
+                )
             elif timed_out:
-                result["error"] = f"TimeoutError: the cell ran past its {timeout:g} s limit and was interrupted"
+                result["error"] = (
+                    f"TimeoutError: the cell ran past its {timeout:g} s limit and was interrupted"
+                )
             result["duration"] = time.monotonic() - start
             return result
 
@@ -273,8 +294,10 @@ class ShellSession(_Child):
             status.extend(data)
             return not data or status.count(b"\0") >= 3
 
-        line = (f"eval {ansi_c_quote(command)} </dev/null; __tg_rc=$?; "
-                f"{{ printf '%d\\0%s\\0' \"$__tg_rc\" \"$PWD\"; export -p; printf '\\0'; }} >&{self.status_w}\n")
+        line = (
+            f"eval {ansi_c_quote(command)} </dev/null; __tg_rc=$?; "
+            f"{{ printf '%d\\0%s\\0' \"$__tg_rc\" \"$PWD\"; export -p; printf '\\0'; }} >&{self.status_w}\n"
+        )
         try:
             self.proc.stdin.write(line.encode())
             self.proc.stdin.flush()
@@ -291,8 +314,16 @@ class ShellSession(_Child):
 
     def run(self, command: str, *, timeout: float, max_output: int) -> dict[str, Any]:
         if "\0" in command:
-            return {"exit_code": 2, "stdout": "", "stderr": "the command holds a NUL byte, which a shell cannot take\n",
-                    "timed_out": False, "truncated": False, "duration": 0.0, "restarted": False, "oom_killed": False}
+            return {
+                "exit_code": 2,
+                "stdout": "",
+                "stderr": "the command holds a NUL byte, which a shell cannot take\n",
+                "timed_out": False,
+                "truncated": False,
+                "duration": 0.0,
+                "restarted": False,
+                "oom_killed": False,
+            }
         with self.lock:
             start = time.monotonic()
             note = ""
@@ -311,14 +342,22 @@ class ShellSession(_Child):
                 code = self.close()
                 if fields is None:
                     exit_code = TIMEOUT_EXIT
-                    note += (f"[timed out after {timeout:g} s: the shell and its jobs were killed; a new one was "
-                             "started in the same directory with the same exported variables]\n")
+                    note += (
+                        f"[timed out after {timeout:g} s: the shell and its jobs were killed; a new one was "
+                        "started in the same directory with the same exported variables]\n"
+                    )
                 else:  # bash exited (``exit N``, ``set -e``): its status is the command's
                     exit_code = code if code is not None else 1
                     note += f"[the shell exited with status {exit_code}; a new one was started in the same directory]\n"
                 self._start()
             oom_after = self.probe.oom_kills()
-            return {"exit_code": exit_code, "stdout": out.text(), "stderr": err.text() + note,
-                    "timed_out": fields is None, "truncated": out.truncated or err.truncated,
-                    "duration": time.monotonic() - start, "restarted": restarted,
-                    "oom_killed": oom_before is not None and oom_after is not None and oom_after > oom_before}
+            return {
+                "exit_code": exit_code,
+                "stdout": out.text(),
+                "stderr": err.text() + note,
+                "timed_out": fields is None,
+                "truncated": out.truncated or err.truncated,
+                "duration": time.monotonic() - start,
+                "restarted": restarted,
+                "oom_killed": oom_before is not None and oom_after is not None and oom_after > oom_before,
+            }

@@ -37,8 +37,24 @@ from typing import Any
 
 import files
 
-VOLATILE = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs", "bpf", "pstore",
-            "fusectl", "configfs", "binfmt_misc", "autofs", "nsfs", "devtmpfs"}
+VOLATILE = {
+    "proc",
+    "sysfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "bpf",
+    "pstore",
+    "fusectl",
+    "configfs",
+    "binfmt_misc",
+    "autofs",
+    "nsfs",
+    "devtmpfs",
+}
 """File systems whose contents are not files a process leaves behind (or that it cannot write)."""
 IPC_RMID = 0
 
@@ -217,7 +233,9 @@ def wipe_all(extra: list[str], fresh: Fresh) -> None:
     walked, _ = walk_places()
     points = {p for p, _ in writable_mounts()} | set(extra) | (set(walked) & clean)
     for point in sorted(points, key=len, reverse=True):  # inner mounts first
-        if point != "/" and os.path.isdir(point) and not os.path.islink(point):  # a writable root: see leftovers
+        if (
+            point != "/" and os.path.isdir(point) and not os.path.islink(point)
+        ):  # a writable root: see leftovers
             files.wipe(point)
     for point in sorted(clean, key=len, reverse=True):
         _restore_root(point, fresh[point])
@@ -241,7 +259,9 @@ def leftovers(fresh: Fresh) -> dict[str, Any]:
             unwipeable.append(f"{point} (appeared after start)")
             continue
         if fresh[point][3]:
-            unwipeable.append(f"{point} (held files before the sandbox started: not wiped, so as not to destroy them)")
+            unwipeable.append(
+                f"{point} (held files before the sandbox started: not wiped, so as not to destroy them)"
+            )
             continue
         try:
             names = [n for n in os.listdir(point) if os.path.join(point, n) not in nested]

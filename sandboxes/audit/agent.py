@@ -41,7 +41,9 @@ async def pid1(t: Target) -> str:
     procs = seen["procs"]
     if sb.channel.agent_pid != 1 or not re.search(r" /opt/toolgym/(\S+/)?main\.py ", procs.get("1", "")):
         raise Fail(f"the agent is PID {sb.channel.agent_pid}; PID 1 is {procs.get('1', 'absent')!r}")
-    others = {p: c for p, c in procs.items() if p != "1" and "/opt/toolgym/" not in c}  # the agent's own sessions
+    others = {
+        p: c for p, c in procs.items() if p != "1" and "/opt/toolgym/" not in c
+    }  # the agent's own sessions
     if others:
         raise Fail(f"processes besides the agent: {others}")
     readable = [n for n, v in seen["access"].items() if v == "readable"]
@@ -83,8 +85,10 @@ async def host_view(t: Target) -> str:
         problems.append(f"/proc/{pid}/mem belongs to uid {view['proc_owner']}: the agent is dumpable")
     if problems:
         raise Fail(f"host pid {pid}: " + "; ".join(problems))
-    return (f"host pid {pid} (uid {uid}): seccomp filters {status.get('Seccomp_filters', '?')}, no_new_privs, "
-            "no capabilities, not dumpable")
+    return (
+        f"host pid {pid} (uid {uid}): seccomp filters {status.get('Seccomp_filters', '?')}, no_new_privs, "
+        "no capabilities, not dumpable"
+    )
 
 
 async def hijack(t: Target) -> str:

@@ -106,8 +106,10 @@ print(json.dumps({'done': True}))
 """
 """Touch ``argv[1]`` MiB of memory, then exit."""
 
-MITIGATION = ("mitigated: the pool never hands a sandbox to another episode of a group it has served "
-              "(reset.group-separation)")
+MITIGATION = (
+    "mitigated: the pool never hands a sandbox to another episode of a group it has served "
+    "(reset.group-separation)"
+)
 LO_MIB, FILES, FORKS, SEGMENTS, PEAK_MIB = 4, 300, 40, 50, 120
 
 
@@ -158,12 +160,16 @@ async def memory_peak(t: Target) -> str:
     if fresh is None and dirty is None:
         return "closed: not visible in the sandbox (no memory cgroup file, no /sys/fs/cgroup)"
     if dirty is None or dirty < PEAK_MIB << 20:
-        raise Fail(f"the probe did not see its own {PEAK_MIB} MiB in the peak ({dirty}); it cannot vouch for the reset")
+        raise Fail(
+            f"the probe did not see its own {PEAK_MIB} MiB in the peak ({dirty}); it cannot vouch for the reset"
+        )
     again, same = await t.recycle()
     if not same:
         return "closed: the pool made a new sandbox instead of reusing this one"
     after = (await _read(again))["memory_peak"] or 0
-    claim = (again.handle.get("counters") or {}).get("memory_peak", f"the {t.backend_name} backend does not reset it")
+    claim = (again.handle.get("counters") or {}).get(
+        "memory_peak", f"the {t.backend_name} backend does not reset it"
+    )
     mib = f"{fresh >> 20 if fresh else '?'} MiB fresh, {dirty >> 20} MiB after {PEAK_MIB} MiB, {after >> 20} MiB in the next episode"
     if after >= PEAK_MIB << 20:
         if claim == counters.RESET:

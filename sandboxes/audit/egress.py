@@ -26,8 +26,14 @@ CONNECT_TIMEOUT_S = 3.0
 
 async def _reach(t: Target, targets: list[str]) -> dict[str, str]:
     sb = await t.current()
-    seen: dict[str, str] = await probes.run_probe(sb, probes.REACH, t.server.nonce, str(CONNECT_TIMEOUT_S), *targets,
-                                                  timeout=CONNECT_TIMEOUT_S * len(targets) + 20)
+    seen: dict[str, str] = await probes.run_probe(
+        sb,
+        probes.REACH,
+        t.server.nonce,
+        str(CONNECT_TIMEOUT_S),
+        *targets,
+        timeout=CONNECT_TIMEOUT_S * len(targets) + 20,
+    )
     return seen
 
 
@@ -80,12 +86,20 @@ async def allowlist(t: Target) -> str:
     """A kind whose allowlist names only the audit's host server, made for this check."""
     port = t.server.port
     allowed = f"http://127.0.0.1:{port}/allowed"
-    denied = [f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}/", "http://example.com/",
-              "https://example.com/", *(f"http://{a.split(':')[0]}/" for a in LINK_LOCAL),
-              *(f"http://{g}:{port}/" for g in t.gateways)]
-    sb = await t.current()  # a backend that cannot make it fails the check: the kinds that need a network cannot run
+    denied = [
+        f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}/",
+        "http://example.com/",
+        "https://example.com/",
+        *(f"http://{a.split(':')[0]}/" for a in LINK_LOCAL),
+        *(f"http://{g}:{port}/" for g in t.gateways),
+    ]
+    sb = (
+        await t.current()
+    )  # a backend that cannot make it fails the check: the kinds that need a network cannot run
     no_bypass = {"NO_PROXY": "", "no_proxy": ""}  # the host's 127.0.0.1 stands for an outside server here
-    seen: dict[str, Any] = await probes.run_probe(sb, probes.FETCH, allowed, *denied, env=no_bypass, timeout=120)
+    seen: dict[str, Any] = await probes.run_probe(
+        sb, probes.FETCH, allowed, *denied, env=no_bypass, timeout=120
+    )
     problems = []
     if seen[allowed] != f"answered: {t.server.nonce} /allowed":
         problems.append(f"the allowlisted host did not answer: {seen[allowed][:120]}")
@@ -95,7 +109,9 @@ async def allowlist(t: Target) -> str:
         problems.append(f"direct connections got out: {direct}")
     if problems:
         raise Fail("; ".join(problems))
-    return f"127.0.0.1:{port} answered through the proxy; {len(denied)} others refused with 403; no direct route"
+    return (
+        f"127.0.0.1:{port} answered through the proxy; {len(denied)} others refused with 403; no direct route"
+    )
 
 
 PEER = r"""

@@ -39,7 +39,9 @@ def _agent_pid() -> int | None:
             except OSError:
                 continue
             args = cmd.split(b"\0")
-            agent_file = any(a.startswith(b"/opt/toolgym/") and a.endswith(b"/main.py") for a in args)  # remote: /opt/toolgym/a/
+            agent_file = any(
+                a.startswith(b"/opt/toolgym/") and a.endswith(b"/main.py") for a in args
+            )  # remote: /opt/toolgym/a/
             if "python" in os.path.basename(args[0].decode()) and agent_file:
                 return int(name)
     return None
@@ -85,7 +87,9 @@ def via_pidfd(pid: int) -> tuple[socket.socket | None, str]:
             os.close(fd)
     os.close(pidfd)
     chan = _channel(got)
-    return chan, ("got the channel" if chan else f"pidfd_getfd: {sorted(errors) or 'no channel among the fds'}")
+    return chan, (
+        "got the channel" if chan else f"pidfd_getfd: {sorted(errors) or 'no channel among the fds'}"
+    )
 
 
 def via_ptrace(pid: int) -> tuple[socket.socket | None, str]:
@@ -94,8 +98,10 @@ def via_ptrace(pid: int) -> tuple[socket.socket | None, str]:
 
     if platform.machine() != "x86_64":
         return None, "ptrace injection written for x86_64 only"
-    names = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-             "fs_base gs_base ds es fs gs").split()
+    names = (
+        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
+        "fs_base gs_base ds es fs gs"
+    ).split()
 
     class Regs(ctypes.Structure):
         _fields_ = [(n, ctypes.c_ulonglong) for n in names]
@@ -134,7 +140,9 @@ def via_ptrace(pid: int) -> tuple[socket.socket | None, str]:
         if page < 0:
             return None, f"ptrace: injected mmap failed ({page})"
         addr = struct.pack("=H", socket.AF_UNIX) + name
-        cmsg = struct.pack("=QII", 16 + 4 * len(fds), socket.SOL_SOCKET, socket.SCM_RIGHTS) + struct.pack(f"={len(fds)}i", *fds)
+        cmsg = struct.pack("=QII", 16 + 4 * len(fds), socket.SOL_SOCKET, socket.SCM_RIGHTS) + struct.pack(
+            f"={len(fds)}i", *fds
+        )
         cmsg += b"\0" * (-len(cmsg) % 8)
         iov = struct.pack("=QQ", page + 600, 1)
         msghdr = struct.pack("=QI4xQQQQi4x", 0, 0, page + 512, 1, page + 700, len(cmsg), 0)
@@ -161,10 +169,25 @@ def _forge(req: dict[str, Any], agent: int) -> dict[str, Any]:
     if op == "ping":
         return {**base, "pid": agent, "uptime": 1.0}
     if op in ("reset", "stats"):
-        return {**base, "processes": 0, "disk": {}, "memory_bytes": None, "memory_limit_bytes": None,
-                "pids": None, "pids_limit": None, "oom_kills": None}
-    common = {"stdout": FORGED + "\n", "stderr": "", "timed_out": False, "truncated": False, "duration": 0.01,
-              "oom_killed": False, "restarted": False}
+        return {
+            **base,
+            "processes": 0,
+            "disk": {},
+            "memory_bytes": None,
+            "memory_limit_bytes": None,
+            "pids": None,
+            "pids_limit": None,
+            "oom_kills": None,
+        }
+    common = {
+        "stdout": FORGED + "\n",
+        "stderr": "",
+        "timed_out": False,
+        "truncated": False,
+        "duration": 0.01,
+        "oom_killed": False,
+        "restarted": False,
+    }
     if op == "py_exec":
         return {**base, **common, "value": None, "error": None, "traceback": None}
     if op in ("run", "sh_run"):

@@ -98,4 +98,7 @@ def process_view(pid: int) -> dict[str, Any]:
     is not dumpable, whatever its uid; the directory itself keeps the process's uid)."""
     with open(f"/proc/{pid}/status") as f:
         fields = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
-    return {"status": {k: v.strip() for k, v in fields.items()}, "proc_owner": os.stat(f"/proc/{pid}/mem").st_uid}
+    return {
+        "status": {k: v.strip() for k, v in fields.items()},
+        "proc_owner": os.stat(f"/proc/{pid}/mem").st_uid,
+    }

@@ -8,8 +8,15 @@ from toolgym.sandboxes.audit import probes
 from toolgym.sandboxes.audit.rows import Fail
 from toolgym.sandboxes.audit.target import Target
 
-ROOT_WRITES = ("/newfile", "/etc/passwd", "/etc/newfile", "/usr/bin/evil", "/opt/toolgym/main.py",
-               "/run/toolgym/x", "/dev/planted")
+ROOT_WRITES = (
+    "/newfile",
+    "/etc/passwd",
+    "/etc/newfile",
+    "/usr/bin/evil",
+    "/opt/toolgym/main.py",
+    "/run/toolgym/x",
+    "/dev/planted",
+)
 
 
 async def read_only_root(t: Target) -> str:
@@ -28,15 +35,20 @@ async def privileges(t: Target) -> str:
     sb = await t.current()
     seen = await probes.run_probe(sb, probes.STATUS)
     status = seen["status"]
-    problems = [f"{cap} {status.get(cap)}" for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb")
-                if status.get(cap, "0").strip("0")]
+    problems = [
+        f"{cap} {status.get(cap)}"
+        for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb")
+        if status.get(cap, "0").strip("0")
+    ]
     if status.get("NoNewPrivs") != "1":
         problems.append(f"NoNewPrivs {status.get('NoNewPrivs')}")
     if seen["uid"] == 0:
         problems.append("commands run as uid 0")
-    for what, code in (("setuid(0)", "import os; os.setuid(0)"),
-                       ("a raw packet socket", "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)"),
-                       ("chown to root", "import os; open('/tmp/.tg-own', 'w').close(); os.chown('/tmp/.tg-own', 0, 0)")):
+    for what, code in (
+        ("setuid(0)", "import os; os.setuid(0)"),
+        ("a raw packet socket", "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)"),
+        ("chown to root", "import os; open('/tmp/.tg-own', 'w').close(); os.chown('/tmp/.tg-own', 0, 0)"),
+    ):
         if (await sb.run(["python3", "-c", code])).exit_code == 0:
             problems.append(f"{what} succeeded")
     if (await sb.run("mount -t tmpfs none /tmp 2>/dev/null")).exit_code == 0:
@@ -46,8 +58,13 @@ async def privileges(t: Target) -> str:
     return f"uid {seen['uid']}, no capabilities, no_new_privs; setuid, raw sockets, chown, mount refused"
 
 
-HOST_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock", "/run/toolgym/h.sock",
-                "/run/toolgym/p.sock")
+HOST_SOCKETS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/toolgym/h.sock",
+    "/run/toolgym/p.sock",
+)
 
 
 async def host_sockets(t: Target) -> str:
@@ -57,8 +74,17 @@ async def host_sockets(t: Target) -> str:
     env = (await sb.run("env")).stdout
     leaked = [line.split("=", 1)[0] for line in env.splitlines() if line.startswith(("DOCKER_", "TOOLGYM_"))]
     if reached or leaked:
-        raise Fail("; ".join(filter(None, [f"connected to {', '.join(reached)}" if reached else "",
-                                           f"host variables in the environment: {', '.join(leaked)}" if leaked else ""])))
+        raise Fail(
+            "; ".join(
+                filter(
+                    None,
+                    [
+                        f"connected to {', '.join(reached)}" if reached else "",
+                        f"host variables in the environment: {', '.join(leaked)}" if leaked else "",
+                    ],
+                )
+            )
+        )
     return f"{len(HOST_SOCKETS)} engine and channel sockets unreachable, no DOCKER_/TOOLGYM_ variables"
 
 
@@ -66,8 +92,11 @@ async def tmpfs_caps(t: Target) -> str:
     sb = await t.current()
     mounts = {m["point"]: m for m in await probes.run_probe(sb, probes.TMPFS)}
     writable = [m for m in mounts.values() if m["writable"]]
-    problems = [f"{m['point']} allows {m['inodes']} inodes (cap {t.profile.inodes})" for m in writable
-                if m["inodes"] > t.profile.inodes]
+    problems = [
+        f"{m['point']} allows {m['inodes']} inodes (cap {t.profile.inodes})"
+        for m in writable
+        if m["inodes"] > t.profile.inodes
+    ]
     shm = mounts.get("/dev/shm")
     if shm and shm["bytes"] > t.profile.shm_bytes * 1.05:
         problems.append(f"/dev/shm holds {shm['bytes']} bytes (cap {t.profile.shm_bytes})")
@@ -75,8 +104,10 @@ async def tmpfs_caps(t: Target) -> str:
         problems.append("/dev is writable")
     if problems:
         raise Fail("; ".join(problems))
-    return (f"{len(writable)} writable tmpfs, each <= {t.profile.inodes} inodes; /dev/shm <= "
-            f"{t.profile.shm_bytes >> 20} MiB; /dev read-only")
+    return (
+        f"{len(writable)} writable tmpfs, each <= {t.profile.inodes} inodes; /dev/shm <= "
+        f"{t.profile.shm_bytes >> 20} MiB; /dev read-only"
+    )
 
 
 async def pids_cap(t: Target) -> str:

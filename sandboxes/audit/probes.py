@@ -68,7 +68,9 @@ def writable_places(limit=20000):
     return sorted(set(out))
 """
 
-LEAVE = PLACES + r"""
+LEAVE = (
+    PLACES
+    + r"""
 import ctypes, json, subprocess, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 marks = []
@@ -104,8 +106,11 @@ subprocess.Popen([sys.executable, '-c', server, 'tg-mark'], start_new_session=Tr
 time.sleep(1.0)
 print(json.dumps({'marks': marks, 'ipc': ipc}))
 """
+)
 
-FIND = PLACES + r"""
+FIND = (
+    PLACES
+    + r"""
 import json
 state = {'files': {}, 'modes': {}, 'xattrs': {}, 'times': {}}
 for point in writable_places():
@@ -132,6 +137,7 @@ state['processes'] = sorted(open('/proc/%s/cmdline' % p, 'rb').read().replace(b'
                             and b'tg-mark' in open('/proc/%s/cmdline' % p, 'rb').read())
 print(json.dumps(state, sort_keys=True))
 """
+)
 
 TMPFS = r"""
 import json, os
@@ -302,15 +308,18 @@ print(json.dumps({'status': {k: v.strip() for k, v in fields.items()}, 'root_opt
 """
 
 
-async def run_probe(sandbox: Any, text: str, *args: str, timeout: float = 30.0,
-                    env: dict[str, str] | None = None) -> Any:
+async def run_probe(
+    sandbox: Any, text: str, *args: str, timeout: float = 30.0, env: dict[str, str] | None = None
+) -> Any:
     """Run ``text`` with ``args`` in ``sandbox``; its last output line, parsed. Raises
     ``ProbeError`` when it fails or prints no JSON."""
     r = await sandbox.run(["python3", "-c", text, *args], timeout=timeout, env=env)
     lines = r.stdout.strip().splitlines()
     if r.exit_code != 0 or not lines:
-        raise ProbeError(f"probe exited {r.exit_code}{' (timed out)' if r.timed_out else ''}: "
-                         f"{(r.stderr or r.stdout).strip()[-300:]}")
+        raise ProbeError(
+            f"probe exited {r.exit_code}{' (timed out)' if r.timed_out else ''}: "
+            f"{(r.stderr or r.stdout).strip()[-300:]}"
+        )
     try:
         return json.loads(lines[-1])
     except ValueError:

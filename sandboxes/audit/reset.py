@@ -12,8 +12,10 @@ from toolgym.sandboxes.audit.hijack_probe import FORGED
 from toolgym.sandboxes.audit.rows import Fail
 from toolgym.sandboxes.audit.target import Target, poisoned, pools
 
-ESCAPE = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-          "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n")
+ESCAPE = (
+    "import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+    "        os.write(w, b'x')\n        time.sleep(300)\n    os._exit(0)\nos.read(r, 1)\n"
+)
 """A command that returns once a detached process (its own session, out of the group kill) runs."""
 
 
@@ -47,7 +49,9 @@ async def enumeration(t: Target) -> str:
     await (await first.shell()).run("export TG_MARK=episode-1; cd /tmp")
     second, same = await t.recycle()
     if not same:
-        return f"marks in {len(report['marks'])} places; the pool made a new sandbox instead of reusing this one"
+        return (
+            f"marks in {len(report['marks'])} places; the pool made a new sandbox instead of reusing this one"
+        )
     leaks = differences(t.fresh, await probes.run_probe(second, probes.FIND))
     r = await (await second.python()).execute("tg_secret")
     if r.error is None or "NameError" not in r.error:
@@ -58,8 +62,10 @@ async def enumeration(t: Target) -> str:
     if leaks:
         raise Fail("the next episode saw " + "; ".join(leaks))
     kinds = ", ".join(k for k, v in report["ipc"].items() if v >= 0)
-    return (f"marks in {len(report['marks'])} writable places ({', '.join(report['marks'])}), {kinds}, a listener, "
-            "session state: none seen after reuse")
+    return (
+        f"marks in {len(report['marks'])} writable places ({', '.join(report['marks'])}), {kinds}, a listener, "
+        "session state: none seen after reuse"
+    )
 
 
 async def after_hijack(t: Target) -> str:

@@ -22,8 +22,15 @@ from toolgym.sandboxes.audit.rows import PASS, Row, outcome
 from toolgym.sandboxes.audit.target import Target
 
 AUDIT_LIMITS: dict[str, Any] = {
-    "memory_bytes": 256 * MiB, "pids": 64, "workdir_bytes": 32 * MiB, "tmp_bytes": 16 * MiB, "home_bytes": 8 * MiB,
-    "shm_bytes": 16 * MiB, "inodes": 4096, "default_timeout_s": 30.0, "prestart_python": False,
+    "memory_bytes": 256 * MiB,
+    "pids": 64,
+    "workdir_bytes": 32 * MiB,
+    "tmp_bytes": 16 * MiB,
+    "home_bytes": 8 * MiB,
+    "shm_bytes": 16 * MiB,
+    "inodes": 4096,
+    "default_timeout_s": 30.0,
+    "prestart_python": False,
 }
 """Caps of the audit's sandboxes (a bomb hits them fast)."""
 
@@ -55,8 +62,10 @@ KIND_CHECKS: list[tuple[str, Check]] = [
     ("reset.group-separation", carryover.group_separation),
 ]
 """Checks run in each kind's sandbox, in this order."""
-BACKEND_CHECKS: list[tuple[str, Check]] = [("egress.other-sandboxes", egress.other_sandboxes),
-                                           ("egress.allowlist", egress.allowlist)]
+BACKEND_CHECKS: list[tuple[str, Check]] = [
+    ("egress.other-sandboxes", egress.other_sandboxes),
+    ("egress.allowlist", egress.allowlist),
+]
 """Checks run once per backend: ``egress.allowlist`` in a kind made for it, the others in the first kind."""
 ALLOWLIST_KIND = "audit-allowlist"
 
@@ -70,8 +79,14 @@ def audit_profile(kind: str, base: SandboxProfile | None = None) -> SandboxProfi
     return dataclasses.replace(profile, image=profile.image_for(kind), **AUDIT_LIMITS)
 
 
-async def audit_backend(factory: BackendFactory, name: str, kinds: Sequence[str] = ("python",), *,
-                        progress: Callable[[Row], None] | None = None, only: Sequence[str] = ()) -> list[Row]:
+async def audit_backend(
+    factory: BackendFactory,
+    name: str,
+    kinds: Sequence[str] = ("python",),
+    *,
+    progress: Callable[[Row], None] | None = None,
+    only: Sequence[str] = (),
+) -> list[Row]:
     """Audit the backend ``factory(profiles=..., max_idle=1)`` makes (``name``: how rows call it):
     the rows of ``KIND_CHECKS`` for each kind, then ``BACKEND_CHECKS``; a kind whose sandbox cannot
     be made gets one failed ``sandbox.create`` row instead. ``progress`` sees each row as it is done;
@@ -159,12 +174,18 @@ def resolve(backend: str | None) -> tuple[str, BackendFactory]:
 
     spec = sandbox_backend_spec(get_registry(), backend)
     if spec is None:
-        raise ConfigError("`toolgym sandbox audit` needs a sandbox backend to audit; --backend none names none")
+        raise ConfigError(
+            "`toolgym sandbox audit` needs a sandbox backend to audit; --backend none names none"
+        )
     return spec.name, spec.factory
 
 
-async def run_audit(backend: str | None = None, kinds: Sequence[str] | None = None, *,
-                    progress: Callable[[Row], None] | None = None) -> list[Row]:
+async def run_audit(
+    backend: str | None = None,
+    kinds: Sequence[str] | None = None,
+    *,
+    progress: Callable[[Row], None] | None = None,
+) -> list[Row]:
     """Audit the backend named ``backend`` (default: the one other commands pick) on ``kinds``
     (default ``python``)."""
     name, factory = resolve(backend)

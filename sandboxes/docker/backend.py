@@ -67,24 +67,39 @@ class DockerBackend(PooledBackend):
         except docker.errors.ImageNotFound:
             from toolgym.sandboxes.docker.images import recipes
 
-            hint = (f"run `toolgym sandbox build {kind}`" if kind in recipes() else
-                    f"build it, or give the kind an existing image: profiles={{{kind!r}: {{'image': ...}}}}")
-            raise SandboxError(f"the Docker image {image} for {kind!r} sandboxes is missing; {hint}") from None
+            hint = (
+                f"run `toolgym sandbox build {kind}`"
+                if kind in recipes()
+                else f"build it, or give the kind an existing image: profiles={{{kind!r}: {{'image': ...}}}}"
+            )
+            raise SandboxError(
+                f"the Docker image {image} for {kind!r} sandboxes is missing; {hint}"
+            ) from None
         self._images_ok.add(image)
 
-    async def warm_images(self, needs: Sequence[ImageNeed], *, progress: warm.Progress | None = None) -> warm.WarmResult:
+    async def warm_images(
+        self, needs: Sequence[ImageNeed], *, progress: warm.Progress | None = None
+    ) -> warm.WarmResult:
         """Make the images a batch needs present (pulled where a registry answers, use recorded);
         a missing one raises ``warm.MissingImageError`` naming it and how to build it."""
         return await engine.call(warm.warm, self.api, needs, progress=progress or warm.TerminalProgress())
 
-    async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
-                      labels: Mapping[str, str]) -> AgentSandbox:
+    async def _create(
+        self,
+        kind: str,
+        profile: SandboxProfile,
+        *,
+        sandbox_id: str,
+        episode_id: str,
+        labels: Mapping[str, str],
+    ) -> AgentSandbox:
         image = profile.image_for(kind)
         await self._check_image(image, kind)
         state, private = lifecycle.sandbox_dir(sandbox_id, uid=SANDBOX_UID)
         token = secrets.token_hex(16)
-        listener = AgentListener(str(state / "h.sock"), token=token, name=sandbox_id,
-                                 owner_uid=SANDBOX_UID if private else None)
+        listener = AgentListener(
+            str(state / "h.sock"), token=token, name=sandbox_id, owner_uid=SANDBOX_UID if private else None
+        )
         proxy = None
         container_id = None
         try:
@@ -92,15 +107,22 @@ class DockerBackend(PooledBackend):
             if not private:
                 (state / "h.sock").chmod(0o666)  # the token still keeps other users out
             if profile.network:
-                proxy = EgressProxy(str(state / "p.sock"), profile, name=sandbox_id,
-                                    owner_uid=SANDBOX_UID if private else None)
+                proxy = EgressProxy(
+                    str(state / "p.sock"),
+                    profile,
+                    name=sandbox_id,
+                    owner_uid=SANDBOX_UID if private else None,
+                )
                 await proxy.start()
                 if not private:
                     (state / "p.sock").chmod(0o666)
             config = agent_config(profile, socket="/run/toolgym/h.sock", python=PYTHON)
-            all_labels = self._labels(labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile)
-            container_id = await engine.call(self._start_container, image, kind, sandbox_id, profile, config,
-                                             all_labels, str(state), token)
+            all_labels = self._labels(
+                labels, kind, sandbox_id=sandbox_id, episode_id=episode_id, profile=profile
+            )
+            container_id = await engine.call(
+                self._start_container, image, kind, sandbox_id, profile, config, all_labels, str(state), token
+            )
 
             async def alive() -> str | None:
                 return await engine.call(self._why_stopped, container_id)
@@ -114,31 +136,69 @@ class DockerBackend(PooledBackend):
                 await engine.call(lambda: engine.remove_container(self.api, container_id))
             lifecycle.remove_sandbox_dir(sandbox_id)
             raise
-        return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
-                            episode_id=episode_id, handle={"container": container_id, "proxy": proxy})
+        return AgentSandbox(
+            id=sandbox_id,
+            kind=kind,
+            backend=self.name,
+            channel=channel,
+            profile=profile,
+            episode_id=episode_id,
+            handle={"container": container_id, "proxy": proxy},
+        )
 
-    def _labels(self, labels: Mapping[str, str], kind: str, *, sandbox_id: str, episode_id: str,
-                profile: SandboxProfile) -> dict[str, str]:
+    def _labels(
+        self,
+        labels: Mapping[str, str],
+        kind: str,
+        *,
+        sandbox_id: str,
+        episode_id: str,
+        profile: SandboxProfile,
+    ) -> dict[str, str]:
         """The labels of a sandbox container: the caller's plus kind, run, episode, owner, id, expiry."""
         return {
-            **labels, engine.LABEL: kind, "toolgym.run": self.run_id, "toolgym.episode": episode_id,
-            "toolgym.owner": self.owner, "toolgym.id": sandbox_id,
+            **labels,
+            engine.LABEL: kind,
+            "toolgym.run": self.run_id,
+            "toolgym.episode": episode_id,
+            "toolgym.owner": self.owner,
+            "toolgym.id": sandbox_id,
             "toolgym.expires": str(int(time.time() + profile.ttl_s)),
         }
 
-    def _start_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
-                         config: dict[str, Any], labels: dict[str, str], state: str, token: str) -> str:
+    def _start_container(
+        self,
+        image: str,
+        kind: str,
+        sandbox_id: str,
+        profile: SandboxProfile,
+        config: dict[str, Any],
+        labels: dict[str, str],
+        state: str,
+        token: str,
+    ) -> str:
         from docker.types import Mount
 
         api = self.api
         mounts = [
             Mount(target="/run/toolgym", source=state, type="bind", read_only=True),
-            Mount(target="/opt/toolgym", source=str(lifecycle.staged_agent_dir()), type="bind", read_only=True),
+            Mount(
+                target="/opt/toolgym", source=str(lifecycle.staged_agent_dir()), type="bind", read_only=True
+            ),
         ]
         with engine.LIFECYCLE_GATE:
-            container_id = create_sandbox_container(api, image, kind=kind, sandbox_id=sandbox_id, profile=profile,
-                                                    labels=labels, entry="/opt/toolgym/main.py", config=config,
-                                                    token=token, mounts=mounts)
+            container_id = create_sandbox_container(
+                api,
+                image,
+                kind=kind,
+                sandbox_id=sandbox_id,
+                profile=profile,
+                labels=labels,
+                entry="/opt/toolgym/main.py",
+                config=config,
+                token=token,
+                mounts=mounts,
+            )
             api.start(container_id)
         return container_id
 
@@ -224,10 +284,21 @@ def _engine_is_local(pid: int, container_id: str) -> bool:
         return False
 
 
-def create_sandbox_container(api: Any, image: str, *, kind: str, sandbox_id: str, profile: SandboxProfile,
-                             labels: Mapping[str, str], entry: str, config: Mapping[str, Any], token: str,
-                             mounts: list[Any], host_options: Mapping[str, Any] | None = None,
-                             **create_options: Any) -> str:
+def create_sandbox_container(
+    api: Any,
+    image: str,
+    *,
+    kind: str,
+    sandbox_id: str,
+    profile: SandboxProfile,
+    labels: Mapping[str, str],
+    entry: str,
+    config: Mapping[str, Any],
+    token: str,
+    mounts: list[Any],
+    host_options: Mapping[str, Any] | None = None,
+    **create_options: Any,
+) -> str:
     """Create (not start) one sandbox container on ``api`` and return its id: the agent at ``entry``
     run by ``PYTHON`` with ``config`` as PID 1, as ``SANDBOX_UID``, in ``WORKDIR``, with no network
     and ``hardened_host_config``. The hello ``token`` goes in the agent's environment, which it
@@ -251,7 +322,9 @@ def create_sandbox_container(api: Any, image: str, *, kind: str, sandbox_id: str
     return str(created["Id"])
 
 
-def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], **extra: Any) -> dict[str, Any]:
+def hardened_host_config(
+    api: Any, profile: SandboxProfile, mounts: list[Any], **extra: Any
+) -> dict[str, Any]:
     """The host configuration of every sandbox container (local or remote engine): no network,
     read-only root with size-capped tmpfs, no capabilities, ``no-new-privileges``, pids / memory
     (= memory+swap) / CPU limits, no core dumps, ``--init``, ``auto_remove``. ``mounts`` are the
@@ -265,10 +338,10 @@ def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], *
         read_only=True,
         tmpfs={
             WORKDIR: f"rw,exec,nosuid,nodev,size={profile.workdir_bytes // mb}m,nr_inodes={profile.inodes},"
-                     f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+            f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
             "/tmp": f"rw,exec,nosuid,nodev,size={profile.tmp_bytes // mb}m,nr_inodes={profile.inodes},mode=1777",
             HOME: f"rw,noexec,nosuid,nodev,size={profile.home_bytes // mb}m,nr_inodes={profile.inodes},"
-                  f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700",
+            f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700",
             # replaces the engine's own /dev/shm (sized by shm_size, but with no inode cap)
             "/dev/shm": f"rw,noexec,nosuid,nodev,size={max(profile.shm_bytes // mb, 1)}m,nr_inodes={profile.inodes},mode=1777",
         },
@@ -279,7 +352,10 @@ def hardened_host_config(api: Any, profile: SandboxProfile, mounts: list[Any], *
         memswap_limit=profile.memory_bytes,
         nano_cpus=int(profile.cpus * 1e9),
         shm_size=profile.shm_bytes,
-        ulimits=[Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=profile.nofile, hard=profile.nofile)],
+        ulimits=[
+            Ulimit(name="core", soft=0, hard=0),
+            Ulimit(name="nofile", soft=profile.nofile, hard=profile.nofile),
+        ],
         init=False,  # the agent is PID 1 itself: no init whose memory a tool could write (/proc/1/mem)
         auto_remove=True,
         **extra,

@@ -46,8 +46,10 @@ def api(base_url: str | None = None) -> Any:
                     env = kwargs_from_env()
                     client = docker.APIClient(version="auto", timeout=60, max_pool_size=64, **env)
             except docker.errors.DockerException as exc:
-                raise SandboxError(f"cannot reach the Docker engine ({exc}); start it (scripts/ensure-docker.sh) "
-                                   "or use the local backend") from None
+                raise SandboxError(
+                    f"cannot reach the Docker engine ({exc}); start it (scripts/ensure-docker.sh) "
+                    "or use the local backend"
+                ) from None
             _clients[base_url] = client
         return client
 

@@ -35,8 +35,17 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 BUILDER_VERSION = "1"
 """Part of every recipe hash: bump it to rebuild everything after a change to this module."""
 REGISTRY_BASE = "debian:bookworm-slim"
-RUNTIME_SOURCES = ("pyproject.toml", "setup.py", "README.md", "toolgym", "core", "plugins", "sandboxes",
-                   "trajectories", "training")
+RUNTIME_SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "toolgym",
+    "core",
+    "plugins",
+    "sandboxes",
+    "trajectories",
+    "training",
+)
 
 
 @dataclass(frozen=True)
@@ -51,11 +60,15 @@ class Recipe:
 def recipes() -> dict[str, Recipe]:
     """Every buildable image by name, parents before children."""
     found = {
-        "rootfs": Recipe("rootfs", "toolgym/rootfs:bookworm", None, (IMAGES_DIR / "rootfs" / "bootstrap.sh",)),
+        "rootfs": Recipe(
+            "rootfs", "toolgym/rootfs:bookworm", None, (IMAGES_DIR / "rootfs" / "bootstrap.sh",)
+        ),
         "base": Recipe("base", "toolgym/base:bookworm", "rootfs", (IMAGES_DIR / "base" / "Dockerfile",)),
     }
     for kind in ("python", "shell", "sql", "browser"):
-        found[kind] = Recipe(kind, f"toolgym/sandbox-{kind}:latest", "base", tuple(sorted((IMAGES_DIR / kind).iterdir())))
+        found[kind] = Recipe(
+            kind, f"toolgym/sandbox-{kind}:latest", "base", tuple(sorted((IMAGES_DIR / kind).iterdir()))
+        )
     runtime = REPO_ROOT / "Dockerfile"
     if runtime.exists():
         found["runtime"] = Recipe("runtime", "toolgym/runtime:latest", "base", (runtime,))
@@ -96,12 +109,19 @@ def image_status(api: Any) -> dict[str, str]:
         ids[name] = info["Id"]
         label = ((info.get("Config") or {}).get("Labels") or {}).get("toolgym.recipe")
         fresh = label == recipe_hash(recipe, parent_id)
-        out[name] = "up to date" if fresh and out.get(recipe.parent or "", "up to date") == "up to date" else "stale"
+        out[name] = (
+            "up to date" if fresh and out.get(recipe.parent or "", "up to date") == "up to date" else "stale"
+        )
     return out
 
 
-def build(names: list[str], *, force: bool = False, progress: Callable[[str], None] = print,
-          base_url: str | None = None) -> dict[str, str]:
+def build(
+    names: list[str],
+    *,
+    force: bool = False,
+    progress: Callable[[str], None] = print,
+    base_url: str | None = None,
+) -> dict[str, str]:
     """Build ``names`` (and their parents) where their recipe changed; ``name → image id``."""
     table = recipes()
     unknown = sorted(set(names) - set(table))
@@ -136,8 +156,14 @@ def build(names: list[str], *, force: bool = False, progress: Callable[[str], No
     return ids
 
 
-def _build_one(api: Any, table: dict[str, Recipe], name: str, parent_id: str, force: bool,
-               progress: Callable[[str], None]) -> str:
+def _build_one(
+    api: Any,
+    table: dict[str, Recipe],
+    name: str,
+    parent_id: str,
+    force: bool,
+    progress: Callable[[str], None],
+) -> str:
     recipe = table[name]
     digest = recipe_hash(recipe, parent_id)
     info = _image(api, recipe.tag)
@@ -163,7 +189,9 @@ def _build_rootfs(api: Any, recipe: Recipe, digest: str, progress: Callable[[str
     if shutil.which("debootstrap") is None:
         raise SandboxError("no registry answers and debootstrap is missing: apt-get install debootstrap")
     if os.geteuid() != 0:
-        raise SandboxError("bootstrapping the Debian base needs root (debootstrap); run the build as root once")
+        raise SandboxError(
+            "bootstrapping the Debian base needs root (debootstrap); run the build as root once"
+        )
     mirror = os.environ.get("TOOLGYM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
     with tempfile.TemporaryDirectory(prefix="toolgym-rootfs-") as tmp:
         root = Path(tmp) / "root"
@@ -172,10 +200,16 @@ def _build_rootfs(api: Any, recipe: Recipe, digest: str, progress: Callable[[str
         tarball = Path(tmp) / "rootfs.tar"
         _run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(tarball), "."], progress)
         repo, tag = recipe.tag.split(":")
-        api.import_image_from_file(str(tarball), repository=repo, tag=tag, changes=[
-            f"LABEL toolgym.recipe={digest}", 'CMD ["/bin/bash"]',
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8",
-        ])
+        api.import_image_from_file(
+            str(tarball),
+            repository=repo,
+            tag=tag,
+            changes=[
+                f"LABEL toolgym.recipe={digest}",
+                'CMD ["/bin/bash"]',
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8",
+            ],
+        )
     return api.inspect_image(recipe.tag)["Id"]
 
 
@@ -183,7 +217,9 @@ def _try_pull(api: Any, progress: Callable[[str], None]) -> bool:
     try:
         api.pull(REGISTRY_BASE)
     except Exception as exc:
-        progress(f"rootfs: no registry ({str(exc).splitlines()[0][:120]}); bootstrapping from Debian packages")
+        progress(
+            f"rootfs: no registry ({str(exc).splitlines()[0][:120]}); bootstrapping from Debian packages"
+        )
         return False
     return True
 
@@ -200,7 +236,9 @@ def _context(recipe: Recipe, into: Path) -> None:
         for name in RUNTIME_SOURCES:
             src = REPO_ROOT / name
             if src.is_dir():
-                shutil.copytree(src, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+                shutil.copytree(
+                    src, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+                )
             elif src.exists():
                 shutil.copy2(src, into / name)
         shutil.copy2(recipe.files[0], into / "Dockerfile")
@@ -214,15 +252,25 @@ def _context(recipe: Recipe, into: Path) -> None:
         ca.write_bytes(b"")
 
 
-def _build_dockerfile(api: Any, recipe: Recipe, digest: str, parent_tag: str, progress: Callable[[str], None]) -> str:
+def _build_dockerfile(
+    api: Any, recipe: Recipe, digest: str, parent_tag: str, progress: Callable[[str], None]
+) -> str:
     # Build steps use the host's network: package downloads need no bridge or NAT (and a daemon
     # whose docker0 bridge went missing can still build).
     with tempfile.TemporaryDirectory(prefix=f"toolgym-build-{recipe.name}-") as tmp:
         _context(recipe, Path(tmp))
         log: list[str] = []
-        for chunk in api.build(path=tmp, tag=recipe.tag, labels={"toolgym.recipe": digest},
-                               buildargs={"BASE": parent_tag} if parent_tag else {}, rm=True, forcerm=True,
-                               decode=True, pull=False, network_mode="host"):
+        for chunk in api.build(
+            path=tmp,
+            tag=recipe.tag,
+            labels={"toolgym.recipe": digest},
+            buildargs={"BASE": parent_tag} if parent_tag else {},
+            rm=True,
+            forcerm=True,
+            decode=True,
+            pull=False,
+            network_mode="host",
+        ):
             if "error" in chunk:
                 tail = "\n".join(log[-20:])
                 raise SandboxError(f"building {recipe.tag} failed: {chunk['error'].strip()}\n{tail}")

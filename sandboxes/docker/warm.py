@@ -29,8 +29,19 @@ from toolgym.core.sandbox import ImageNeed
 
 Progress = Callable[[int, int, str, str], None]
 """``(done, total, image, what)``: ``what`` is ``present``, ``pulling``, ``pulled`` or ``missing``."""
-_OFFLINE_SIGNS = ("dial tcp", "lookup ", "timeout", "connection refused", "no such host", "tls", "network is unreachable",
-                  "connect:", "temporary failure", "i/o timeout", "eof")
+_OFFLINE_SIGNS = (
+    "dial tcp",
+    "lookup ",
+    "timeout",
+    "connection refused",
+    "no such host",
+    "tls",
+    "network is unreachable",
+    "connect:",
+    "temporary failure",
+    "i/o timeout",
+    "eof",
+)
 
 
 class MissingImageError(SandboxError):
@@ -64,7 +75,11 @@ def _read(path: Path) -> dict[str, float]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
+    return (
+        {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))}
+        if isinstance(data, dict)
+        else {}
+    )
 
 
 def record_use(images: Iterable[str], when: float | None = None) -> None:
@@ -100,7 +115,9 @@ class WarmResult:
     seconds: float = 0.0
 
 
-def warm(api: Any, needs: Sequence[ImageNeed], *, pull: bool | None = None, progress: Progress | None = None) -> WarmResult:
+def warm(
+    api: Any, needs: Sequence[ImageNeed], *, pull: bool | None = None, progress: Progress | None = None
+) -> WarmResult:
     """Make every needed image present (pulling where a registry answers); raise
     ``MissingImageError`` naming the first missing image and how to build it otherwise."""
     import docker
@@ -138,8 +155,9 @@ def warm(api: Any, needs: Sequence[ImageNeed], *, pull: bool | None = None, prog
         others = f" (and {len(result.missing) - 1} more)" if len(result.missing) > 1 else ""
         what = f" for {first.label}" if first.label else ""
         how = f"; build it with `{first.build_hint}`" if first.build_hint else "; pull or build it first"
-        raise MissingImageError(f"the Docker image {first.image}{what} is not on this host{others} and could not be "
-                                f"pulled{how}")
+        raise MissingImageError(
+            f"the Docker image {first.image}{what} is not on this host{others} and could not be pulled{how}"
+        )
     return result
 
 
@@ -171,8 +189,15 @@ class TerminalProgress:
 
         self.console = Console(stderr=True)
         self.live = self.console.is_terminal and sys.stderr.isatty()
-        self.bar = Progress(TextColumn("[bold blue]images"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                            TimeElapsedColumn(), console=self.console, transient=True)
+        self.bar = Progress(
+            TextColumn("[bold blue]images"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
         self.task: Any = None
 
     def __call__(self, done: int, total: int, image: str, what: str) -> None:

@@ -54,14 +54,29 @@ def bwrap_problem() -> str | None:
         return f"{PYTHON} is missing on this host"
     try:
         done = subprocess.run(
-            ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--uid", str(SANDBOX_UID), "true"],
-            capture_output=True, timeout=20, **_drop_kwargs(),
+            [
+                "bwrap",
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--uid",
+                str(SANDBOX_UID),
+                "true",
+            ],
+            capture_output=True,
+            timeout=20,
+            **_drop_kwargs(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run: {exc}"
     if done.returncode != 0:
-        return ("bwrap cannot create namespaces here: " + done.stderr.decode(errors="replace").strip()
-                + " (unprivileged user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1)")
+        return (
+            "bwrap cannot create namespaces here: "
+            + done.stderr.decode(errors="replace").strip()
+            + " (unprivileged user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1)"
+        )
     return None
 
 
@@ -83,14 +98,19 @@ def _root_binds() -> list[str]:
 
 def writable_mounts(profile: SandboxProfile) -> list[tuple[str, str, int, str]]:
     """Every writable place of a local sandbox: ``(name, path inside, size, mode)``."""
-    return [("workspace", WORKDIR, profile.workdir_bytes, "0755"), ("tmp", "/tmp", profile.tmp_bytes, "1777"),
-            ("home", HOME, profile.home_bytes, "0700"), ("shm", "/dev/shm", profile.shm_bytes, "1777")]
+    return [
+        ("workspace", WORKDIR, profile.workdir_bytes, "0755"),
+        ("tmp", "/tmp", profile.tmp_bytes, "1777"),
+        ("home", HOME, profile.home_bytes, "0700"),
+        ("shm", "/dev/shm", profile.shm_bytes, "1777"),
+    ]
 
 
 def tmpfs_options(profile: SandboxProfile, size: int, mode: str, uid: int, *, exec_: bool) -> str:
     """Mount options of one sandbox tmpfs made by the launcher (size and inode caps)."""
-    return (f"size={size},nr_inodes={profile.inodes},mode={mode},uid={uid},gid={uid},nosuid,nodev"
-            + ("" if exec_ else ",noexec"))
+    return f"size={size},nr_inodes={profile.inodes},mode={mode},uid={uid},gid={uid},nosuid,nodev" + (
+        "" if exec_ else ",noexec"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,8 +122,14 @@ def _bwrap_disables_userns() -> bool:
     return "--disable-userns" in text
 
 
-def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config: dict[str, Any],
-               premounted: Path | None = None) -> list[str]:
+def bwrap_argv(
+    profile: SandboxProfile,
+    *,
+    state: Path,
+    agent_dir: Path,
+    config: dict[str, Any],
+    premounted: Path | None = None,
+) -> list[str]:
     """The full bubblewrap command line of one sandbox. ``premounted``: a directory holding the
     writable tmpfs already mounted by the launcher (``workspace``, ``tmp``, ``home``, ``shm``),
     bound in instead of bwrap's own (which have a size but no inode cap)."""
@@ -114,15 +140,55 @@ def bwrap_argv(profile: SandboxProfile, *, state: Path, agent_dir: Path, config:
         else:
             writable += ["--perms", mode, "--size", str(size), "--tmpfs", path]
     return [
-        "bwrap", "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--clearenv", *(["--disable-userns"] if _bwrap_disables_userns() else []),
+        "bwrap",
+        "--unshare-all",
+        "--unshare-user",
+        "--as-pid-1",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        *(["--disable-userns"] if _bwrap_disables_userns() else []),
         *_root_binds(),
-        "--ro-bind", str(state / "passwd"), "/etc/passwd", "--ro-bind", str(state / "group"), "/etc/group",
-        "--proc", "/proc", "--dev", "/dev", *writable, "--mqueue", "/dev/mqueue", "--remount-ro", "/dev",
-        "--ro-bind", str(state), "/run/toolgym", "--ro-bind", str(agent_dir), "/opt/toolgym",
-        "--remount-ro", "/",
-        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--chdir", WORKDIR,
-        "--", PYTHON, "-E", "-s", "-S", "/opt/toolgym/main.py", json.dumps(config),
+        "--ro-bind",
+        str(state / "passwd"),
+        "/etc/passwd",
+        "--ro-bind",
+        str(state / "group"),
+        "/etc/group",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *writable,
+        "--mqueue",
+        "/dev/mqueue",
+        "--remount-ro",
+        "/dev",
+        "--ro-bind",
+        str(state),
+        "/run/toolgym",
+        "--ro-bind",
+        str(agent_dir),
+        "/opt/toolgym",
+        "--remount-ro",
+        "/",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--hostname",
+        "sandbox",
+        "--chdir",
+        WORKDIR,
+        "--",
+        PYTHON,
+        "-E",
+        "-s",
+        "-S",
+        "/opt/toolgym/main.py",
+        json.dumps(config),
     ]
 
 
@@ -136,8 +202,15 @@ class LocalBackend(PooledBackend):
         await asyncio.to_thread(limits.sweep)
         return swept
 
-    async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
-                      labels: Mapping[str, str]) -> AgentSandbox:
+    async def _create(
+        self,
+        kind: str,
+        profile: SandboxProfile,
+        *,
+        sandbox_id: str,
+        episode_id: str,
+        labels: Mapping[str, str],
+    ) -> AgentSandbox:
         problem = await asyncio.to_thread(bwrap_problem)  # runs bwrap once per process
         if problem:
             raise SandboxError(f"the local sandbox backend cannot work on this host: {problem}")
@@ -145,8 +218,10 @@ class LocalBackend(PooledBackend):
         state, private = lifecycle.sandbox_dir(sandbox_id, uid=uid)
         if not private:
             raise SandboxError(f"cannot hand {state} to uid {uid}: run as root or as an ordinary user")
-        (state / "passwd").write_text(f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{HOME}:/bin/bash\n"
-                                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+        (state / "passwd").write_text(
+            f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{HOME}:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
         (state / "group").write_text(f"sandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
         for name in ("passwd", "group"):
             (state / name).chmod(0o644)
@@ -156,14 +231,18 @@ class LocalBackend(PooledBackend):
         proc = None
         cgroups: list[Path] = []
         try:
-            cgroups = await asyncio.to_thread(limits.prepare, sandbox_id, memory_bytes=profile.memory_bytes,
-                                              pids=profile.pids)
+            cgroups = await asyncio.to_thread(
+                limits.prepare, sandbox_id, memory_bytes=profile.memory_bytes, pids=profile.pids
+            )
             await listener.start()
             if profile.network:
                 proxy = EgressProxy(str(state / "p.sock"), profile, name=sandbox_id, owner_uid=uid)
                 await proxy.start()
-            rlimits = {"NPROC": profile.pids, "AS": profile.memory_bytes,
-                       "FSIZE": max(profile.workdir_bytes, profile.tmp_bytes)}
+            rlimits = {
+                "NPROC": profile.pids,
+                "AS": profile.memory_bytes,
+                "FSIZE": max(profile.workdir_bytes, profile.tmp_bytes),
+            }
             config = agent_config(profile, socket="/run/toolgym/h.sock", python=PYTHON, rlimits=rlimits)
             # the token travels in a pipe the agent inherits, reads and closes: not on bwrap's or the
             # agent's command line, which /proc shows (the agent's, to every process of the sandbox)
@@ -178,8 +257,14 @@ class LocalBackend(PooledBackend):
                 argv, drop = await asyncio.to_thread(self._launch_argv, profile, state, config, cgroups)
                 log_fd = os.open(state / "bwrap.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env={}, pass_fds=(token_r,),
-                    start_new_session=True, **(_drop_kwargs() if drop else {}),
+                    *argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_fd,
+                    stderr=log_fd,
+                    env={},
+                    pass_fds=(token_r,),
+                    start_new_session=True,
+                    **(_drop_kwargs() if drop else {}),
                 )
             finally:
                 os.close(token_r)
@@ -204,12 +289,20 @@ class LocalBackend(PooledBackend):
             limits.cleanup(cgroups)
             lifecycle.remove_sandbox_dir(sandbox_id)
             raise
-        return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
-                            episode_id=episode_id, handle={"process": proc, "proxy": proxy, "cgroups": cgroups})
+        return AgentSandbox(
+            id=sandbox_id,
+            kind=kind,
+            backend=self.name,
+            channel=channel,
+            profile=profile,
+            episode_id=episode_id,
+            handle={"process": proc, "proxy": proxy, "cgroups": cgroups},
+        )
 
     @staticmethod
-    def _launch_argv(profile: SandboxProfile, state: Path, config: dict[str, Any],
-                     cgroups: list[Path]) -> tuple[list[str], bool]:
+    def _launch_argv(
+        profile: SandboxProfile, state: Path, config: dict[str, Any], cgroups: list[Path]
+    ) -> tuple[list[str], bool]:
         """The command line (through the launcher when it has work to do) and whether the host
         must drop to ``nobody`` itself (else the launcher does, after its privileged steps)."""
         agent_dir = lifecycle.staged_agent_dir()
@@ -220,8 +313,12 @@ class LocalBackend(PooledBackend):
             premounted.mkdir(exist_ok=True)
             for name, _, size, mode in writable_mounts(profile):
                 (premounted / name).mkdir(exist_ok=True)
-                mounts.append((premounted / name, tmpfs_options(profile, size, mode, host_uid(),
-                                                                exec_=name in ("workspace", "tmp"))))
+                mounts.append(
+                    (
+                        premounted / name,
+                        tmpfs_options(profile, size, mode, host_uid(), exec_=name in ("workspace", "tmp")),
+                    )
+                )
         argv = bwrap_argv(profile, state=state, agent_dir=agent_dir, config=config, premounted=premounted)
         drop_to = NOBODY if os.geteuid() == 0 else None
         launched = limits.launcher_argv(argv, cgroups=cgroups, mounts=mounts, drop_to=drop_to)

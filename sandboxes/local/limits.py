@@ -82,15 +82,21 @@ def _find_cgroup_root() -> tuple[CgroupRoot | None, str]:
     v2 = Path("/sys/fs/cgroup")
     if (v2 / "cgroup.controllers").exists() and "" in own:
         base = v2 / own[""].lstrip("/")
-        enabled = (base / "cgroup.subtree_control").read_text().split() if (base / "cgroup.subtree_control").exists() else []
+        enabled = (
+            (base / "cgroup.subtree_control").read_text().split()
+            if (base / "cgroup.subtree_control").exists()
+            else []
+        )
         if "memory" not in enabled:
             with contextlib.suppress(OSError):
                 (base / "cgroup.subtree_control").write_text("+memory +pids")
                 enabled = (base / "cgroup.subtree_control").read_text().split()
         if "memory" in enabled and os.access(base, os.W_OK):
             return CgroupRoot(2, (base,)), ""
-        return None, (f"cgroup v2: no writable subtree with the memory controller at {base} (run under a "
-                      "delegate: systemd-run --user --scope -p Delegate=yes ...)")
+        return None, (
+            f"cgroup v2: no writable subtree with the memory controller at {base} (run under a "
+            "delegate: systemd-run --user --scope -p Delegate=yes ...)"
+        )
     if "memory" in own and Path("/sys/fs/cgroup/memory").is_dir():
         mem = Path("/sys/fs/cgroup/memory") / own["memory"].lstrip("/")
         parents = [mem]
@@ -126,8 +132,22 @@ def can_mount() -> bool:
         return False
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--", "mount", "-t", "tmpfs", "-o",
-             "size=1m,nr_inodes=16", "tmpfs", tmp], capture_output=True, timeout=20,
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=1m,nr_inodes=16",
+                "tmpfs",
+                tmp,
+            ],
+            capture_output=True,
+            timeout=20,
         )
     return done.returncode == 0
 
@@ -139,10 +159,15 @@ def inode_mode() -> str:
 def describe() -> str:
     """One line for ``toolgym sandbox doctor``."""
     mem = memory_mode()
-    mem_text = {"cgroup1": "cgroup v1 (sum over processes capped)", "cgroup2": "cgroup v2 (sum over processes capped)"}.get(
-        mem, f"RLIMIT_AS per process only ({cgroup_problem()})")
-    inode_text = ("tmpfs mounted with size and nr_inodes caps" if inode_mode() == "mount" else
-                  "tmpfs capped in size only (inode caps need root)")
+    mem_text = {
+        "cgroup1": "cgroup v1 (sum over processes capped)",
+        "cgroup2": "cgroup v2 (sum over processes capped)",
+    }.get(mem, f"RLIMIT_AS per process only ({cgroup_problem()})")
+    inode_text = (
+        "tmpfs mounted with size and nr_inodes caps"
+        if inode_mode() == "mount"
+        else "tmpfs capped in size only (inode caps need root)"
+    )
     return f"memory: {mem_text}; {inode_text}"
 
 
@@ -196,7 +221,9 @@ def sweep() -> int:
     return removed
 
 
-def launcher_argv(bwrap: list[str], *, cgroups: list[Path], mounts: list[tuple[Path, str]], drop_to: int | None) -> list[str]:
+def launcher_argv(
+    bwrap: list[str], *, cgroups: list[Path], mounts: list[tuple[Path, str]], drop_to: int | None
+) -> list[str]:
     """``bwrap`` started through a shell that first joins ``cgroups``, mounts ``mounts`` in a
     private mount namespace and drops to uid ``drop_to`` (root only); the process id stays the
     same from the launcher to bwrap (each step ``exec``s the next)."""
@@ -207,7 +234,7 @@ def launcher_argv(bwrap: list[str], *, cgroups: list[Path], mounts: list[tuple[P
     lines += [f"mount -t tmpfs -o {shlex.quote(opts)} tmpfs {shlex.quote(str(d))}" for d, opts in mounts]
     tail = '"$@"'
     if drop_to is not None:
-        tail = f"{shutil.which('setpriv')} --reuid={drop_to} --regid={drop_to} --clear-groups -- \"$@\""
+        tail = f'{shutil.which("setpriv")} --reuid={drop_to} --regid={drop_to} --clear-groups -- "$@"'
     lines.append(f"exec {tail}")
     shell = ["/bin/sh", "-c", "\n".join(lines), "sh", *bwrap]
     if mounts:

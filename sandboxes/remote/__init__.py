@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from toolgym.sandboxes.remote.hosts import HOSTS_ENV, DockerHost, is_remote_url, parse_hosts
 
-__all__ = ["HOSTS_ENV", "DockerHost", "MultiHostDockerBackend", "RemoteDockerBackend", "is_remote_url", "parse_hosts"]
+__all__ = [
+    "HOSTS_ENV",
+    "DockerHost",
+    "MultiHostDockerBackend",
+    "RemoteDockerBackend",
+    "is_remote_url",
+    "parse_hosts",
+]
 
 
 def __getattr__(name: str) -> object:  # the backends import the Docker SDK: only when asked for

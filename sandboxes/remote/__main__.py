@@ -21,8 +21,11 @@ from toolgym.sandboxes.remote.hosts import HOSTS_ENV, parse_hosts
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m toolgym.sandboxes.remote", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m toolgym.sandboxes.remote",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("command", choices=["ls", "gc"])
     ap.add_argument("hosts", nargs="?", default=os.environ.get(HOSTS_ENV, ""), help=f"default ${HOSTS_ENV}")
     ap.add_argument("--all", action="store_true", help="gc: remove every toolgym sandbox, live owners' too")
@@ -43,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for c in api.containers(all=True, filters={"label": engine.LABEL}):
                     labels = c.get("Labels") or {}
-                    print(f"{host.name}\t{labels.get('toolgym.id', '?')}\t{labels.get(engine.LABEL)}\t{c.get('State')}\t"
-                          f"owner={labels.get('toolgym.owner', '?')}\tepisode={labels.get('toolgym.episode', '')}")
+                    print(
+                        f"{host.name}\t{labels.get('toolgym.id', '?')}\t{labels.get(engine.LABEL)}\t{c.get('State')}\t"
+                        f"owner={labels.get('toolgym.owner', '?')}\tepisode={labels.get('toolgym.episode', '')}"
+                    )
         except ToolgymError as exc:
             failed = True
             print(f"{host.name}: {exc}", file=sys.stderr)

@@ -86,21 +86,37 @@ def ensure(api: Any, image: str, *, python: str, key: str, timeout_s: float = 60
 
     api.create_volume(name=name, labels={VOLUME_LABEL: digest()})  # returns the existing one if there
     host_config = api.create_host_config(
-        mounts=[Mount(target="/v", source=name, type="volume")], network_mode="none", read_only=True,
-        cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=32, mem_limit=128 * 1024 * 1024,
+        mounts=[Mount(target="/v", source=name, type="volume")],
+        network_mode="none",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=32,
+        mem_limit=128 * 1024 * 1024,
     )
-    labels = {engine.LABEL: "agent-fill", "toolgym.owner": lifecycle.owner_id(),
-              "toolgym.expires": str(int(time.time() + 600))}
+    labels = {
+        engine.LABEL: "agent-fill",
+        "toolgym.owner": lifecycle.owner_id(),
+        "toolgym.expires": str(int(time.time() + 600)),
+    }
     with engine.LIFECYCLE_GATE:
-        helper = api.create_container(image, command=[python, "-E", "-s", "-S", "-c", _FILL, _payload()], user="0:0",
-                                      labels=labels, host_config=host_config, network_disabled=True)["Id"]
+        helper = api.create_container(
+            image,
+            command=[python, "-E", "-s", "-S", "-c", _FILL, _payload()],
+            user="0:0",
+            labels=labels,
+            host_config=host_config,
+            network_disabled=True,
+        )["Id"]
     try:
         api.start(helper)
         status = api.wait(helper, timeout=timeout_s)
         if status.get("StatusCode") != 0:
             logs = api.logs(helper, tail=20).decode("utf-8", "replace").strip()
-            raise SandboxError(f"could not put the sandbox agent into volume {name} on the Docker engine "
-                               f"(helper exited {status.get('StatusCode')}): {logs or 'no output'}; is python3 in {image}?")
+            raise SandboxError(
+                f"could not put the sandbox agent into volume {name} on the Docker engine "
+                f"(helper exited {status.get('StatusCode')}): {logs or 'no output'}; is python3 in {image}?"
+            )
     finally:
         engine.remove_container(api, helper)
     with _lock:
@@ -119,7 +135,9 @@ def sweep(api: Any, *, now: float | None = None) -> int:
             continue
         created = vol.get("CreatedAt", "")
         try:
-            age = now - calendar.timegm(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S"))  # engines report UTC
+            age = now - calendar.timegm(
+                time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S")
+            )  # engines report UTC
         except ValueError:
             continue
         if age < KEEP_S:

@@ -69,7 +69,9 @@ class AttachStream:
         self._task.cancel()
 
 
-async def open_attach(host: DockerHost, container_id: str, *, api_version: str, timeout_s: float = 30.0) -> AttachStream:
+async def open_attach(
+    host: DockerHost, container_id: str, *, api_version: str, timeout_s: float = 30.0
+) -> AttachStream:
     """Attach to the (not yet started) container's stdin, stdout and stderr."""
     parts = urlsplit(host.url)
     try:
@@ -81,7 +83,8 @@ async def open_attach(host: DockerHost, container_id: str, *, api_version: str, 
                 hostname = parts.hostname or "localhost"
                 port = parts.port or (2376 if ctx else 2375)
                 reader, writer = await asyncio.open_connection(
-                    hostname, port, ssl=ctx, server_hostname=hostname if ctx else None, limit=_HEADER_LIMIT)
+                    hostname, port, ssl=ctx, server_hostname=hostname if ctx else None, limit=_HEADER_LIMIT
+                )
             request = (
                 f"POST /v{api_version}/containers/{container_id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
                 f"Host: {parts.netloc or 'docker'}\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n"
@@ -90,7 +93,9 @@ async def open_attach(host: DockerHost, container_id: str, *, api_version: str, 
             await writer.drain()
             head = await reader.readuntil(b"\r\n\r\n")
     except TimeoutError:
-        raise SandboxError(f"the Docker engine at {host.url} did not answer an attach within {timeout_s:g} s") from None
+        raise SandboxError(
+            f"the Docker engine at {host.url} did not answer an attach within {timeout_s:g} s"
+        ) from None
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
         raise SandboxError(f"could not attach to a sandbox container on {host.url}: {exc}") from None
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
@@ -100,12 +105,20 @@ async def open_attach(host: DockerHost, container_id: str, *, api_version: str, 
             body = await asyncio.wait_for(reader.read(2048), 2.0)
             status_line += f": {body.decode('utf-8', 'replace').strip()}"
         writer.close()
-        raise SandboxError(f"the Docker engine at {host.url} refused to attach to container {container_id[:12]} ({status_line})")
+        raise SandboxError(
+            f"the Docker engine at {host.url} refused to attach to container {container_id[:12]} ({status_line})"
+        )
     return AttachStream(reader, writer, name=container_id[:12])
 
 
-async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout_s: float,
-                     alive: Callable[[], Awaitable[str | None]]) -> AgentChannel:
+async def wait_hello(
+    stream: AttachStream,
+    *,
+    token: str,
+    name: str,
+    timeout_s: float,
+    alive: Callable[[], Awaitable[str | None]],
+) -> AgentChannel:
     """The channel once the agent has said hello with ``token`` on its stdout. ``alive`` returns a
     reason when the container stopped before that (then the wait ends at once)."""
     deadline = time.monotonic() + timeout_s
@@ -114,8 +127,10 @@ async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout_s: 
         header = await stream.stdout.readexactly(protocol.HEADER.size)
         (length,) = protocol.HEADER.unpack(header)
         if length > 64 * 1024:
-            raise SandboxError(f"sandbox {name}: its agent's hello frame is {length} bytes; the image's python3 "
-                               "or its entry point wrote to stdout before the agent started")
+            raise SandboxError(
+                f"sandbox {name}: its agent's hello frame is {length} bytes; the image's python3 "
+                "or its entry point wrote to stdout before the agent started"
+            )
         return protocol.decode_body(await stream.stdout.readexactly(length))
 
     task = asyncio.create_task(hello())
@@ -123,18 +138,24 @@ async def wait_hello(stream: AttachStream, *, token: str, name: str, timeout_s: 
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SandboxError(f"sandbox {name}: its agent did not say hello within {timeout_s:g} s "
-                                   f"(stderr: {stream.stderr_tail() or 'empty'})")
+                raise SandboxError(
+                    f"sandbox {name}: its agent did not say hello within {timeout_s:g} s "
+                    f"(stderr: {stream.stderr_tail() or 'empty'})"
+                )
             done, _ = await asyncio.wait({task}, timeout=min(remaining, 0.25))
             if done:
                 try:
                     message = task.result()
                 except (asyncio.IncompleteReadError, ValueError) as exc:
                     dead = await alive()
-                    raise SandboxError(f"sandbox {name} stopped before its agent connected: "
-                                       f"{dead or exc} (stderr: {stream.stderr_tail() or 'empty'})") from None
+                    raise SandboxError(
+                        f"sandbox {name} stopped before its agent connected: "
+                        f"{dead or exc} (stderr: {stream.stderr_tail() or 'empty'})"
+                    ) from None
                 if message.get("op") != "hello" or message.get("token") != token:
-                    raise SandboxError(f"sandbox {name}: the first frame on its attach stream is not the agent's hello")
+                    raise SandboxError(
+                        f"sandbox {name}: the first frame on its attach stream is not the agent's hello"
+                    )
                 return AgentChannel(stream.stdout, stream.writer, name=name, hello=message)
             dead = await alive()
             if dead:

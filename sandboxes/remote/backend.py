@@ -57,8 +57,12 @@ class RemoteDockerBackend(DockerBackend):
 
     name = "docker"
 
-    def __init__(self, *, host: DockerHost | str | None = None, base_url: str | None = None, **options: Any) -> None:
-        resolved = DockerHost.from_env(host) if isinstance(host, str) else host or DockerHost.from_env(base_url)
+    def __init__(
+        self, *, host: DockerHost | str | None = None, base_url: str | None = None, **options: Any
+    ) -> None:
+        resolved = (
+            DockerHost.from_env(host) if isinstance(host, str) else host or DockerHost.from_env(base_url)
+        )
         super().__init__(base_url=resolved.url, **options)
         self.host: DockerHost = resolved
         self._blocked: list[str] | None = None
@@ -77,8 +81,15 @@ class RemoteDockerBackend(DockerBackend):
             log.warning("could not sweep old agent volumes on %s: %s", self.host.url, exc)
         return swept
 
-    async def _create(self, kind: str, profile: SandboxProfile, *, sandbox_id: str, episode_id: str,
-                      labels: Mapping[str, str]) -> AgentSandbox:
+    async def _create(
+        self,
+        kind: str,
+        profile: SandboxProfile,
+        *,
+        sandbox_id: str,
+        episode_id: str,
+        labels: Mapping[str, str],
+    ) -> AgentSandbox:
         image = profile.image_for(kind)
         await self._check_image(image, kind)
         volume = await engine.call(agentvol.ensure, self.api, image, python=PYTHON, key=self.host.url)
@@ -89,8 +100,9 @@ class RemoteDockerBackend(DockerBackend):
         container_id: str | None = None
         stream: AttachStream | None = None
         try:
-            container_id = await engine.call(self._create_container, image, kind, sandbox_id, profile, config, all_labels,
-                                             volume, token)
+            container_id = await engine.call(
+                self._create_container, image, kind, sandbox_id, profile, config, all_labels, volume, token
+            )
             stream = await open_attach(self.host, container_id, api_version=self.api.api_version)
             await engine.call(self.api.start, container_id)
             cid, attached = container_id, stream
@@ -98,7 +110,9 @@ class RemoteDockerBackend(DockerBackend):
             async def alive() -> str | None:
                 return await engine.call(self._why_stopped_remote, cid, attached)
 
-            channel = await wait_hello(stream, token=token, name=sandbox_id, timeout_s=self.start_timeout_s, alive=alive)
+            channel = await wait_hello(
+                stream, token=token, name=sandbox_id, timeout_s=self.start_timeout_s, alive=alive
+            )
             proxy = None
             if profile.network:  # before any command runs, so before any tunnel can open
                 proxy = EgressProxy(None, profile, name=sandbox_id, blocked=blocked)
@@ -110,8 +124,15 @@ class RemoteDockerBackend(DockerBackend):
                 cid = container_id
                 await engine.call(lambda: engine.remove_container(self.api, cid))
             raise
-        return AgentSandbox(id=sandbox_id, kind=kind, backend=self.name, channel=channel, profile=profile,
-                            episode_id=episode_id, handle={"container": container_id, "proxy": proxy, "host": self.host.url})
+        return AgentSandbox(
+            id=sandbox_id,
+            kind=kind,
+            backend=self.name,
+            channel=channel,
+            profile=profile,
+            episode_id=episode_id,
+            handle={"container": container_id, "proxy": proxy, "host": self.host.url},
+        )
 
     async def _engine_addresses(self) -> list[str]:
         """The engine's own address and its networks' gateways (docker0's among them), fetched once."""
@@ -124,7 +145,9 @@ class RemoteDockerBackend(DockerBackend):
         hostname = urlsplit(self.host.url).hostname
         if hostname:
             with contextlib.suppress(OSError):
-                found += [str(info[4][0]) for info in socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)]
+                found += [
+                    str(info[4][0]) for info in socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)
+                ]
         for network in self.api.networks():
             for pool in (network.get("IPAM") or {}).get("Config") or []:
                 if pool.get("Gateway"):
@@ -134,15 +157,32 @@ class RemoteDockerBackend(DockerBackend):
                         found.append(str(next(ipaddress.ip_network(pool["Subnet"], strict=False).hosts())))
         return sorted(set(found))
 
-    def _create_container(self, image: str, kind: str, sandbox_id: str, profile: SandboxProfile,
-                          config: dict[str, Any], labels: dict[str, str], volume: str, token: str) -> str:
+    def _create_container(
+        self,
+        image: str,
+        kind: str,
+        sandbox_id: str,
+        profile: SandboxProfile,
+        config: dict[str, Any],
+        labels: dict[str, str],
+        volume: str,
+        token: str,
+    ) -> str:
         from docker.types import LogConfig, Mount
 
         mounts = [Mount(target=agentvol.MOUNT, source=volume, type="volume", read_only=True, no_copy=True)]
         with _gate(self.host.url):
             return create_sandbox_container(
-                self.api, image, kind=kind, sandbox_id=sandbox_id, profile=profile, labels=labels,
-                entry=agentvol.ENTRY, config=config, token=token, mounts=mounts,
+                self.api,
+                image,
+                kind=kind,
+                sandbox_id=sandbox_id,
+                profile=profile,
+                labels=labels,
+                entry=agentvol.ENTRY,
+                config=config,
+                token=token,
+                mounts=mounts,
                 host_options={"log_config": LogConfig(type="none")},
                 stdin_open=True,  # with detach=False: OpenStdin, StdinOnce and AttachStdin/out/err
                 detach=False,
@@ -158,4 +198,6 @@ class RemoteDockerBackend(DockerBackend):
             return f"its container exited and was removed (stderr: {stream.stderr_tail() or 'empty'})"
         if state.get("Running"):
             return None
-        return f"its container exited with status {state.get('ExitCode')}: {stream.stderr_tail() or 'no output'}"
+        return (
+            f"its container exited with status {state.get('ExitCode')}: {stream.stderr_tail() or 'no output'}"
+        )

@@ -69,7 +69,9 @@ class DockerHost:
         if self.capacity is not None and self.capacity < 1:
             raise ConfigError(f"Docker host {self.url!r}: capacity must be at least 1, got {self.capacity}")
         if self.channel not in ("auto", "socket", "attach"):
-            raise ConfigError(f"Docker host {self.url!r}: channel must be auto, socket or attach, got {self.channel!r}")
+            raise ConfigError(
+                f"Docker host {self.url!r}: channel must be auto, socket or attach, got {self.channel!r}"
+            )
 
     @property
     def name(self) -> str:
@@ -93,8 +95,10 @@ class DockerHost:
         files = (root / "ca.pem", root / "cert.pem", root / "key.pem")
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
-            raise ConfigError(f"Docker host {self.url}: TLS files missing ({', '.join(missing)}); "
-                              "set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
+            raise ConfigError(
+                f"Docker host {self.url}: TLS files missing ({', '.join(missing)}); "
+                "set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem"
+            )
         return files
 
     def client(self) -> Any:
@@ -108,18 +112,24 @@ class DockerHost:
                 tls: Any = False
                 if self.uses_tls:
                     ca, cert, keyfile = self._certs()
-                    tls = docker.tls.TLSConfig(client_cert=(str(cert), str(keyfile)), ca_cert=str(ca), verify=self.tls_verify)
+                    tls = docker.tls.TLSConfig(
+                        client_cert=(str(cert), str(keyfile)), ca_cert=str(ca), verify=self.tls_verify
+                    )
                 import requests
 
-                made = docker.APIClient(base_url=self.url, version=API_VERSION, timeout=60, max_pool_size=64, tls=tls)
+                made = docker.APIClient(
+                    base_url=self.url, version=API_VERSION, timeout=60, max_pool_size=64, tls=tls
+                )
                 # The attach stream connects directly, so the API does too: no proxies from the
                 # environment, and REQUESTS_CA_BUNDLE must not replace the engine's own CA.
                 made.trust_env = False
                 try:
                     made.ping()
                 except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-                    raise SandboxError(f"cannot reach the Docker engine at {self.url} ({exc}); check that it runs, that this "
-                                       "machine may connect to it, and its TLS settings (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)") from None
+                    raise SandboxError(
+                        f"cannot reach the Docker engine at {self.url} ({exc}); check that it runs, that this "
+                        "machine may connect to it, and its TLS settings (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)"
+                    ) from None
                 _clients[key] = made
             return made
 
@@ -136,7 +146,9 @@ class DockerHost:
         return ctx
 
     @classmethod
-    def from_env(cls, url: str | None = None, *, capacity: int | None = None, environ: Mapping[str, str] | None = None) -> DockerHost:
+    def from_env(
+        cls, url: str | None = None, *, capacity: int | None = None, environ: Mapping[str, str] | None = None
+    ) -> DockerHost:
         """The engine ``url`` (default ``DOCKER_HOST``, else the local socket) with the TLS
         settings of ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``."""
         env = os.environ if environ is None else environ
@@ -161,7 +173,9 @@ def is_remote_url(url: str | None) -> bool:
     return bool(url) and urlsplit(str(url)).scheme not in ("unix", "")
 
 
-def parse_hosts(spec: str | Sequence[str | DockerHost | Mapping[str, Any]], *, environ: Mapping[str, str] | None = None) -> list[DockerHost]:
+def parse_hosts(
+    spec: str | Sequence[str | DockerHost | Mapping[str, Any]], *, environ: Mapping[str, str] | None = None
+) -> list[DockerHost]:
     """Hosts from ``"URL[=CAP],URL[=CAP]"``, or from a list of such strings, ``DockerHost``s, or
     mappings of ``DockerHost`` fields."""
     items: Sequence[Any] = [s for s in spec.split(",") if s.strip()] if isinstance(spec, str) else spec
@@ -172,16 +186,24 @@ def parse_hosts(spec: str | Sequence[str | DockerHost | Mapping[str, Any]], *, e
         elif isinstance(item, Mapping):
             unknown = set(item) - {"url", "capacity", "tls_verify", "cert_path", "channel"}
             if unknown:
-                raise ConfigError(f"Docker host {dict(item)!r}: unknown fields {sorted(unknown)}; "
-                                  "known: url, capacity, tls_verify, cert_path, channel")
+                raise ConfigError(
+                    f"Docker host {dict(item)!r}: unknown fields {sorted(unknown)}; "
+                    "known: url, capacity, tls_verify, cert_path, channel"
+                )
             hosts.append(DockerHost(**item))
         else:
-            url, _, cap = str(item).strip().rpartition("=") if "=" in str(item) else (str(item).strip(), "", "")
+            url, _, cap = (
+                str(item).strip().rpartition("=") if "=" in str(item) else (str(item).strip(), "", "")
+            )
             if cap and not cap.isdigit():
-                raise ConfigError(f"Docker host {item!r}: write URL=CAPACITY with a whole number, e.g. tcp://10.0.0.5:2376=32")
+                raise ConfigError(
+                    f"Docker host {item!r}: write URL=CAPACITY with a whole number, e.g. tcp://10.0.0.5:2376=32"
+                )
             hosts.append(DockerHost.from_env(url, capacity=int(cap) if cap else None, environ=environ))
     if not hosts:
-        raise ConfigError(f"no Docker hosts given; set {HOSTS_ENV}=tcp://HOST:PORT=CAPACITY,... (comma-separated)")
+        raise ConfigError(
+            f"no Docker hosts given; set {HOSTS_ENV}=tcp://HOST:PORT=CAPACITY,... (comma-separated)"
+        )
     names = [h.url for h in hosts]
     if len(set(names)) != len(names):
         raise ConfigError(f"Docker hosts listed twice: {sorted({n for n in names if names.count(n) > 1})}")

@@ -73,16 +73,24 @@ class MultiHostDockerBackend:
     ) -> None:
         spec = hosts if hosts is not None else os.environ.get(HOSTS_ENV, "")
         if not spec:
-            raise ConfigError(f"the docker-hosts sandbox backend needs hosts: set {HOSTS_ENV}=tcp://HOST:PORT=CAPACITY,... "
-                              "or pass hosts=[...]")
+            raise ConfigError(
+                f"the docker-hosts sandbox backend needs hosts: set {HOSTS_ENV}=tcp://HOST:PORT=CAPACITY,... "
+                "or pass hosts=[...]"
+            )
         self.hosts = parse_hosts(spec)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.owner = lifecycle.owner_id()
         if wait_s is not None:
-            warnings.warn("the docker-hosts option wait_s is deprecated: write acquire_timeout_s", FutureWarning, stacklevel=2)
+            warnings.warn(
+                "the docker-hosts option wait_s is deprecated: write acquire_timeout_s",
+                FutureWarning,
+                stacklevel=2,
+            )
             acquire_timeout_s = wait_s
         self.refresh_s, self.acquire_timeout_s, self.down_s = refresh_s, acquire_timeout_s, down_s
-        self.backends: dict[str, PooledBackend] = {h.url: host_backend(h, run_id=self.run_id, **options) for h in self.hosts}
+        self.backends: dict[str, PooledBackend] = {
+            h.url: host_backend(h, run_id=self.run_id, **options) for h in self.hosts
+        }
         self.capacity: dict[str, int] = {h.url: h.capacity for h in self.hosts if h.capacity is not None}
         self.others: dict[str, int] = {h.url: 0 for h in self.hosts}
         self.placed: dict[str, int] = {h.url: 0 for h in self.hosts}
@@ -106,7 +114,11 @@ class MultiHostDockerBackend:
         if self._started:
             return
         if self._start_lock is None:
-            self._start_lock, self._refresh_lock, self._released = asyncio.Lock(), asyncio.Lock(), asyncio.Event()
+            self._start_lock, self._refresh_lock, self._released = (
+                asyncio.Lock(),
+                asyncio.Lock(),
+                asyncio.Event(),
+            )
         async with self._start_lock:
             if self._started:
                 return
@@ -115,7 +127,9 @@ class MultiHostDockerBackend:
                 if isinstance(result, BaseException):
                     self._mark_down(host.url, f"{type(result).__name__}: {result}")
             if len(self._down) == len(self.hosts):
-                raise SandboxError("no Docker host of the docker-hosts backend answers: " + self._down_reasons())
+                raise SandboxError(
+                    "no Docker host of the docker-hosts backend answers: " + self._down_reasons()
+                )
             self._started = True
 
     async def _start_host(self, host: DockerHost) -> None:
@@ -124,7 +138,9 @@ class MultiHostDockerBackend:
             self.capacity[host.url] = max(1, SANDBOXES_PER_CORE * int(info.get("NCPU") or 1))
         await self.backends[host.url].start()  # the per-host sweep
 
-    async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> AgentSandbox:
+    async def acquire(
+        self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None
+    ) -> AgentSandbox:
         """A sandbox of ``kind`` on the host chosen as the module docstring says."""
         await self.start()
         assert self._released is not None
@@ -134,8 +150,10 @@ class MultiHostDockerBackend:
             url = self._place(kind)
             if url is None:
                 if time.monotonic() > deadline:
-                    raise SandboxError(f"every Docker host is at capacity ({self._describe()}) and none freed a sandbox "
-                                       f"within {self.acquire_timeout_s:g} s; add hosts or capacity, or run fewer episodes at once")
+                    raise SandboxError(
+                        f"every Docker host is at capacity ({self._describe()}) and none freed a sandbox "
+                        f"within {self.acquire_timeout_s:g} s; add hosts or capacity, or run fewer episodes at once"
+                    )
                 self._released.clear()
                 try:
                     await asyncio.wait_for(self._released.wait(), min(self.refresh_s, 0.25))
@@ -148,7 +166,9 @@ class MultiHostDockerBackend:
             except SandboxError as exc:
                 self._mark_down(url, str(exc))
                 if all(h.url in self._down for h in self.hosts):
-                    raise SandboxError(f"no Docker host could make a {kind!r} sandbox: {self._down_reasons()}") from None
+                    raise SandboxError(
+                        f"no Docker host could make a {kind!r} sandbox: {self._down_reasons()}"
+                    ) from None
                 continue
             finally:
                 self._reserved[url] -= 1
@@ -210,7 +230,9 @@ class MultiHostDockerBackend:
             if time.monotonic() - self._refreshed < self.refresh_s:
                 return
             up = self._up()
-            counts = await asyncio.gather(*(engine.call(self._count_others, self.backends[u]) for u in up), return_exceptions=True)
+            counts = await asyncio.gather(
+                *(engine.call(self._count_others, self.backends[u]) for u in up), return_exceptions=True
+            )
             for url, count in zip(up, counts, strict=True):
                 if isinstance(count, BaseException):
                     self._mark_down(url, f"{type(count).__name__}: {count}")
@@ -240,7 +262,12 @@ class MultiHostDockerBackend:
     def placement(self) -> dict[str, dict[str, Any]]:
         """Per host: capacity, this process's live sandboxes, others', handed out so far, down reason."""
         return {
-            h.url: {"capacity": self.capacity.get(h.url), "live": len(self.backends[h.url].live), "others": self.others[h.url],
-                    "placed": self.placed[h.url], "down": self._down.get(h.url, (0, None))[1]}
+            h.url: {
+                "capacity": self.capacity.get(h.url),
+                "live": len(self.backends[h.url].live),
+                "others": self.others[h.url],
+                "placed": self.placed[h.url],
+                "down": self._down.get(h.url, (0, None))[1],
+            }
             for h in self.hosts
         }

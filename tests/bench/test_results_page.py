@@ -9,8 +9,10 @@ from bench.results_page import Run, findings, read_run, table, warm_start_lines
 
 
 def _run(est: str, seed: int, before: float, after: float, episodes: int = 96) -> Run:
-    records = [{"step": 0, "heldout": {"success": before, "episodes": episodes}},
-               {"step": 8, "heldout": {"success": after, "episodes": episodes}}]
+    records = [
+        {"step": 0, "heldout": {"success": before, "episodes": episodes}},
+        {"step": 8, "heldout": {"success": after, "episodes": episodes}},
+    ]
     return Run("alfworld", est, seed, Path("."), "cmd", 60.0, records)
 
 
@@ -20,14 +22,25 @@ def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
     text = findings(runs)
     assert "GRPO: held-out success rose above the warm start in 3 of 3 seed(s)" in text
     assert "GiGPO: held-out success rose above the warm start in 1 of 3 seed(s)" in text
-    assert "GiGPO 2.3% vs GRPO 2.7% after RL (-0.3 points; std over seeds 2.3% vs 0.6%): GiGPO does not beat GRPO here." in text
+    assert (
+        "GiGPO 2.3% vs GRPO 2.7% after RL (-0.3 points; std over seeds 2.3% vs 0.6%): GiGPO does not beat GRPO here."
+        in text
+    )
     assert "one held-out episode is 1.0 points (96 tasks)" in text
     one_seed = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
-    assert "GiGPO is ahead, but with one seed on a side: no claim either way" in one_seed and "is 5.0 points" in one_seed
+    assert (
+        "GiGPO is ahead, but with one seed on a side: no claim either way" in one_seed
+        and "is 5.0 points" in one_seed
+    )
     assert "one seed each: no spread" in one_seed
     # two GRPO seeds against one GiGPO seed: no spread for the difference, and the text says why
-    uneven = findings([_run("grpo", 0, 0.0, 0.1, 20), _run("grpo", 1, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)])
-    assert "1 seed(s) of GiGPO, 2 of GRPO: no spread for the difference" in uneven and "one seed each" not in uneven
+    uneven = findings(
+        [_run("grpo", 0, 0.0, 0.1, 20), _run("grpo", 1, 0.0, 0.1, 20), _run("gigpo", 0, 0.0, 0.2, 20)]
+    )
+    assert (
+        "1 seed(s) of GiGPO, 2 of GRPO: no spread for the difference" in uneven
+        and "one seed each" not in uneven
+    )
     # a lead inside two standard errors of the difference is no win; a lead well outside is
     close = [_run("grpo", s, 0.27, a) for s, a in enumerate((0.229, 0.260, 0.312))]
     close += [_run("gigpo", s, 0.27, a) for s, a in enumerate((0.302, 0.292, 0.271))]
@@ -39,9 +52,15 @@ def test_findings_state_the_means_the_verdict_and_the_resolution() -> None:
 
 def test_arpo_findings_compare_tool_calls_with_grpo() -> None:
     def run(est: str, seed: int, calls: float) -> Run:
-        records = [{"step": 0, "heldout": {"success": 0.5, "episodes": 64}},
-                   {"step": 1, "step_groups": {"tool_calls_per_trajectory": calls}},
-                   {"step": 2, "step_groups": {"tool_calls_per_trajectory": calls}, "heldout": {"success": 0.6, "episodes": 64}}]
+        records = [
+            {"step": 0, "heldout": {"success": 0.5, "episodes": 64}},
+            {"step": 1, "step_groups": {"tool_calls_per_trajectory": calls}},
+            {
+                "step": 2,
+                "step_groups": {"tool_calls_per_trajectory": calls},
+                "heldout": {"success": 0.6, "episodes": 64},
+            },
+        ]
         return Run("math_python", est, seed, Path("."), "cmd", 60.0, records)
 
     text = findings([run("grpo", 0, 1.0), run("grpo", 1, 1.2), run("arpo", 0, 0.5), run("arpo", 1, 0.6)])
@@ -50,9 +69,22 @@ def test_arpo_findings_compare_tool_calls_with_grpo() -> None:
 
 
 def test_the_warm_start_line_names_its_decoding_and_recipe_options() -> None:
-    recipe = {"episodes": 12, "env": "alfworld-verl", "mistake_rate": 0.1, "hidden_size": 64, "num_layers": 2,
-              "sft_val_tasks": 24, "sft_target": 0.3}
-    info = {"recipe": recipe, "scripted_success": 0.8, "rows": 100, "sft_steps": 50, "validation": [[50, 0.25]]}
+    recipe = {
+        "episodes": 12,
+        "env": "alfworld-verl",
+        "mistake_rate": 0.1,
+        "hidden_size": 64,
+        "num_layers": 2,
+        "sft_val_tasks": 24,
+        "sft_target": 0.3,
+    }
+    info = {
+        "recipe": recipe,
+        "scripted_success": 0.8,
+        "rows": 100,
+        "sft_steps": 50,
+        "validation": [[50, 0.25]],
+    }
     assert "greedy success on 24" in warm_start_lines({"a": info})[0]
     recipe.update(sft_val_temperature=0.4, think_hint=True, expert_only=True, invalid_rate=0.3)
     line = warm_start_lines({"a": info})[0]
@@ -62,17 +94,36 @@ def test_the_warm_start_line_names_its_decoding_and_recipe_options() -> None:
 def test_warm_start_line_names_the_validation_split_vocabulary_and_device() -> None:
     """A warm start validated on goals its data never saw says so, with its vocabulary and where it was
     built; one validated on its own data's split says that instead."""
-    recipe = {"episodes": 800, "env": "webshop-verl", "mistake_rate": 0.1, "hidden_size": 64, "num_layers": 2, "sft_val_tasks": 32,
-              "sft_target": 0.35, "sft_val_temperature": 0.4, "vocab_size": 4096, "env_kwargs": {"split": "eval"},
-              "val_env_kwargs": {"split": "train"}}
-    info = {"recipe": recipe, "scripted_success": 0.7, "rows": 2430, "sft_steps": 3000, "validation": [[3000, 0.1875]],
-            "seconds": 220.0, "device": "cuda"}
+    recipe = {
+        "episodes": 800,
+        "env": "webshop-verl",
+        "mistake_rate": 0.1,
+        "hidden_size": 64,
+        "num_layers": 2,
+        "sft_val_tasks": 32,
+        "sft_target": 0.35,
+        "sft_val_temperature": 0.4,
+        "vocab_size": 4096,
+        "env_kwargs": {"split": "eval"},
+        "val_env_kwargs": {"split": "train"},
+    }
+    info = {
+        "recipe": recipe,
+        "scripted_success": 0.7,
+        "rows": 2430,
+        "sft_steps": 3000,
+        "validation": [[3000, 0.1875]],
+        "seconds": 220.0,
+        "device": "cuda",
+    }
     (line,) = warm_start_lines({"webshop": info})
     assert "`train`-split (unseen by the `eval`-split data)" in line and "4096-word vocabulary" in line
     assert "Built on cuda in 4 min" in line and "19%" in line
     same = {**info, "recipe": {**recipe, "val_env_kwargs": {}, "vocab_size": 1024}, "device": "cpu"}
     (line,) = warm_start_lines({"webshop": same})
-    assert "32 eval-split validation tasks" in line and "1024-word vocabulary" in line and "Built on cpu" in line
+    assert (
+        "32 eval-split validation tasks" in line and "1024-word vocabulary" in line and "Built on cpu" in line
+    )
 
 
 def test_tool_calls_column_is_a_dash_where_the_environment_has_no_tools() -> None:
@@ -94,18 +145,34 @@ def test_a_final_evaluation_on_more_tasks_fills_the_table_and_a_stale_one_is_ign
 
     out = tmp_path / "run"
     out.mkdir()
-    records = [{"step": 0, "heldout": {"success": 0.10, "episodes": 96}}, {"step": 10, "heldout": {"success": 0.08, "episodes": 96}}]
+    records = [
+        {"step": 0, "heldout": {"success": 0.10, "episodes": 96}},
+        {"step": 10, "heldout": {"success": 0.08, "episodes": 96}},
+    ]
     (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    final = {"tasks": 480, "step": 10, "before": {"success": 0.11, "episodes": 480, "by_type": {"pick_and_place_simple": 0.2}},
-             "after": {"success": 0.15, "episodes": 480, "by_type": {"pick_and_place_simple": 0.3}}}
+    final = {
+        "tasks": 480,
+        "step": 10,
+        "before": {"success": 0.11, "episodes": 480, "by_type": {"pick_and_place_simple": 0.2}},
+        "after": {"success": 0.15, "episodes": 480, "by_type": {"pick_and_place_simple": 0.3}},
+    }
     (out / "final_eval.json").write_text(json.dumps(final))
     run = read_run("alfworld", "gigpo", 0, out, "cmd", 60.0)
     assert run.held_before["success"] == 0.11 and run.held_after["success"] == 0.15 and run.held_tasks == 480
     text = findings([run])
-    assert "rose above the warm start in 1 of 1 seed(s) on 480 held-out tasks (per seed 11.0% → 15.0%)" in text
-    assert "at the last in-run evaluation on 96 tasks: 0 of 1" in text and "one held-out episode is 0.2 points (480 tasks)" in text
+    assert (
+        "rose above the warm start in 1 of 1 seed(s) on 480 held-out tasks (per seed 11.0% → 15.0%)" in text
+    )
+    assert (
+        "at the last in-run evaluation on 96 tasks: 0 of 1" in text
+        and "one held-out episode is 0.2 points (480 tasks)" in text
+    )
     assert "| GiGPO | 1 | 10 | 480 | 30.0 |" in table([run]) and "**15.0**" in table([run])
     final["step"] = 5  # evaluated at step 5, then the run went on to step 10: stale
     (out / "final_eval.json").write_text(json.dumps(final))
     stale = read_run("alfworld", "gigpo", 0, out, "cmd", 60.0)
-    assert stale.final is None and stale.held_after["success"] == 0.08 and "| GiGPO | 1 | 10 | 96 |" in table([stale])
+    assert (
+        stale.final is None
+        and stale.held_after["success"] == 0.08
+        and "| GiGPO | 1 | 10 | 96 |" in table([stale])
+    )

@@ -75,7 +75,9 @@ def tmpfs(path: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
         pytest.skip("mounting a tmpfs needs root on Linux")
     path.mkdir(parents=True, exist_ok=True)
     opts = f"size={size}" + (",ro" if read_only else "")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:

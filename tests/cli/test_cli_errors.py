@@ -16,8 +16,20 @@ import pytest
 
 from tests.cli.helpers import Runner, tmpfs
 
-BASE = ("collect", "--env", "counter", "--model", "sim:0", "--backend-arg", "text=count[1]",
-        "--sandbox-backend", "none", "--no-progress", "-n", "2")
+BASE = (
+    "collect",
+    "--env",
+    "counter",
+    "--model",
+    "sim:0",
+    "--backend-arg",
+    "text=count[1]",
+    "--sandbox-backend",
+    "none",
+    "--no-progress",
+    "-n",
+    "2",
+)
 
 
 def _closed_port() -> int:
@@ -50,54 +62,166 @@ def damaged(dataset: Path, tmp_path: Path) -> Path:
 TABLE: list[tuple[str, tuple[str, ...], int, tuple[str, ...]]] = [
     ("collect-ok", (*BASE, "--out", "{out}"), 0, ("2 trajectories written",)),
     ("collect-no-env", ("collect", "--out", "{out}"), 2, ("give --env NAME",)),
-    ("collect-unknown-env", ("collect", "--env", "nope", "--out", "{out}"), 2, ("unknown environment 'nope'",)),
+    (
+        "collect-unknown-env",
+        ("collect", "--env", "nope", "--out", "{out}"),
+        2,
+        ("unknown environment 'nope'",),
+    ),
     ("collect-unknown-option", (*BASE, "--out", "{out}", "--bogus"), 2, ("No such option: --bogus",)),
-    ("env-arg-unknown-key", (*BASE, "--env-arg", "no_such_key=1", "--out", "{out}"), 2,
-     ("--env-arg no_such_key", "counter", "takes:", "target")),
-    ("env-arg-no-equals", (*BASE, "--env-arg", "target", "--out", "{out}"), 2, ("--env-arg takes KEY=VALUE",)),
-    ("sandbox-backend-unknown", (*BASE, "--sandbox-backend", "podman", "--out", "{out}"), 2,
-     ("--sandbox-backend 'podman' is not a sandbox backend", "auto, none")),
-    ("server-unreachable", ("collect", "--env", "counter", "--model", "http://127.0.0.1:{port}", "--tokenizer", "tiny",
-                            "--sandbox-backend", "none", "--no-progress", "-n", "12", "--concurrency", "4", "--out", "{out}"), 1,
-     ("collection stopped", "failed with the same error", "cannot reach")),
-    ("backend-arg-unknown", (*BASE, "--backend-arg", "bogus=1", "--out", "{out}"), 2, ("--backend-arg bogus", "takes no option")),
+    (
+        "env-arg-unknown-key",
+        (*BASE, "--env-arg", "no_such_key=1", "--out", "{out}"),
+        2,
+        ("--env-arg no_such_key", "counter", "takes:", "target"),
+    ),
+    (
+        "env-arg-no-equals",
+        (*BASE, "--env-arg", "target", "--out", "{out}"),
+        2,
+        ("--env-arg takes KEY=VALUE",),
+    ),
+    (
+        "sandbox-backend-unknown",
+        (*BASE, "--sandbox-backend", "podman", "--out", "{out}"),
+        2,
+        ("--sandbox-backend 'podman' is not a sandbox backend", "auto, none"),
+    ),
+    (
+        "server-unreachable",
+        (
+            "collect",
+            "--env",
+            "counter",
+            "--model",
+            "http://127.0.0.1:{port}",
+            "--tokenizer",
+            "tiny",
+            "--sandbox-backend",
+            "none",
+            "--no-progress",
+            "-n",
+            "12",
+            "--concurrency",
+            "4",
+            "--out",
+            "{out}",
+        ),
+        1,
+        ("collection stopped", "failed with the same error", "cannot reach"),
+    ),
+    (
+        "backend-arg-unknown",
+        (*BASE, "--backend-arg", "bogus=1", "--out", "{out}"),
+        2,
+        ("--backend-arg bogus", "takes no option"),
+    ),
     ("out-is-a-file", (*BASE, "--out", "{file}"), 2, ("--out", "is a file", "give a directory")),
     ("out-below-a-file", (*BASE, "--out", "{file}/sub"), 2, ("--out", "is a file", "give a directory")),
     ("group-size-zero", (*BASE, "-k", "0", "--out", "{out}"), 2, ("--group-size", "at least 1", "got 0")),
-    ("temperature-negative", (*BASE, "--temperature", "-1", "--out", "{out}"), 2, ("--temperature", "got -1")),
-    ("on-rewrite-unknown", (*BASE, "--on-rewrite", "bogus", "--out", "{out}"), 2, ("--on-rewrite", "new_sequence")),
+    (
+        "temperature-negative",
+        (*BASE, "--temperature", "-1", "--out", "{out}"),
+        2,
+        ("--temperature", "got -1"),
+    ),
+    (
+        "on-rewrite-unknown",
+        (*BASE, "--on-rewrite", "bogus", "--out", "{out}"),
+        2,
+        ("--on-rewrite", "new_sequence"),
+    ),
     ("episodes-zero", (*BASE, "-n", "0", "--out", "{out}"), 2, ("--episodes must be at least 1",)),
     ("shard-invalid", (*BASE, "--shard", "3/2", "--out", "{out}"), 2, ("--shard takes K/N",)),
-    ("dedup-unknown", (*BASE, "--dedup", "bogus", "--out", "{out}"), 2, ("--dedup must be 'none' or 'prompt'",)),
-    ("out-holds-another-run", (*BASE, "--temperature", "0.5", "--out", "{data}"), 2, ("holds a different run", "sampling")),
+    (
+        "dedup-unknown",
+        (*BASE, "--dedup", "bogus", "--out", "{out}"),
+        2,
+        ("--dedup must be 'none' or 'prompt'",),
+    ),
+    (
+        "out-holds-another-run",
+        (*BASE, "--temperature", "0.5", "--out", "{data}"),
+        2,
+        ("holds a different run", "sampling"),
+    ),
     ("verify-ok", ("verify", "{data}"), 0, ("all invariants hold",)),
     ("verify-not-a-dataset-file", ("verify", "{file}"), 2, ("is not a dataset",)),
     ("verify-empty-directory", ("verify", "{tmp}/empty"), 2, ("holds no dataset",)),
     ("verify-missing", ("verify", "{tmp}/missing"), 2, ("does not exist",)),
     ("verify-bad-parquet", ("verify", "{tmp}/bad.parquet"), 2, ("is not a Parquet file",)),
-    ("verify-damaged", ("verify", "{bad}"), 1, ("trajectories.jsonl:2", "skipped 1 unreadable line", "checked 2 trajectories", "1 unreadable line(s) skipped")),
+    (
+        "verify-damaged",
+        ("verify", "{bad}"),
+        1,
+        (
+            "trajectories.jsonl:2",
+            "skipped 1 unreadable line",
+            "checked 2 trajectories",
+            "1 unreadable line(s) skipped",
+        ),
+    ),
     ("show-ok", ("show", "{data}"), 0, ("counter",)),
     ("show-damaged", ("show", "{bad}"), 0, ("skipped 1 unreadable line", "trajectories.jsonl:2")),
     ("show-not-a-dataset", ("show", "{file}"), 2, ("is not a dataset",)),
     ("show-unknown-id", ("show", "{data}", "nosuchid"), 2, ("no trajectory with id 'nosuchid'",)),
-    ("export-sft-damaged", ("export", "sft", "{bad}", "--out", "{tmp}/sft.jsonl"), 0, ("wrote 2 conversations", "skipped 1 unreadable line")),
-    ("export-parquet-damaged", ("export", "parquet", "{bad}", "--out", "{tmp}/d.parquet"), 0, ("wrote 2 trajectories", "skipped 1 unreadable line")),
-    ("export-verl-damaged", ("export", "verl", "{bad}", "--out", "{tmp}/v.parquet"), 0, ("task instances", "skipped 1 unreadable line")),
-    ("report-damaged", ("report", "{bad}", "--out", "{tmp}/report"), 0, ("report of 2 trajectories", "skipped 1 unreadable line")),
+    (
+        "export-sft-damaged",
+        ("export", "sft", "{bad}", "--out", "{tmp}/sft.jsonl"),
+        0,
+        ("wrote 2 conversations", "skipped 1 unreadable line"),
+    ),
+    (
+        "export-parquet-damaged",
+        ("export", "parquet", "{bad}", "--out", "{tmp}/d.parquet"),
+        0,
+        ("wrote 2 trajectories", "skipped 1 unreadable line"),
+    ),
+    (
+        "export-verl-damaged",
+        ("export", "verl", "{bad}", "--out", "{tmp}/v.parquet"),
+        0,
+        ("task instances", "skipped 1 unreadable line"),
+    ),
+    (
+        "report-damaged",
+        ("report", "{bad}", "--out", "{tmp}/report"),
+        0,
+        ("report of 2 trajectories", "skipped 1 unreadable line"),
+    ),
     ("report-not-a-directory", ("report", "{file}"), 2, ("is not a directory",)),
-    ("report-out-below-a-file", ("report", "{data}", "--out", "{file}/report"), 2, ("Not a directory", "notes.txt")),
+    (
+        "report-out-below-a-file",
+        ("report", "{data}", "--out", "{file}/report"),
+        2,
+        ("Not a directory", "notes.txt"),
+    ),
     ("export-out-is-a-directory", ("export", "sft", "{data}", "--out", "{tmp}"), 2, ("Is a directory",)),
 ]
 
 
 @pytest.mark.parametrize(("args", "code", "fragments"), [pytest.param(a, c, f, id=i) for i, a, c, f in TABLE])
-def test_cli_input(cli: Runner, tmp_path: Path, dataset: Path, damaged: Path, args: tuple[str, ...], code: int, fragments: tuple[str, ...]) -> None:
+def test_cli_input(
+    cli: Runner,
+    tmp_path: Path,
+    dataset: Path,
+    damaged: Path,
+    args: tuple[str, ...],
+    code: int,
+    fragments: tuple[str, ...],
+) -> None:
     afile = tmp_path / "notes.txt"
     afile.write_text("not a dataset\n")
     (tmp_path / "empty").mkdir()
     (tmp_path / "bad.parquet").write_bytes(b"this is not parquet")
-    subs = {"{out}": str(tmp_path / "out"), "{data}": str(dataset), "{bad}": str(damaged), "{tmp}": str(tmp_path),
-            "{file}": str(afile), "{port}": str(_closed_port())}
+    subs = {
+        "{out}": str(tmp_path / "out"),
+        "{data}": str(dataset),
+        "{bad}": str(damaged),
+        "{tmp}": str(tmp_path),
+        "{file}": str(afile),
+        "{port}": str(_closed_port()),
+    }
     argv = []
     for a in args:
         for k, v in subs.items():

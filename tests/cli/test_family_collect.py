@@ -16,17 +16,42 @@ import pytest
 from tests.cli.helpers import Runner
 from tests.core.family_helpers import FAMILY_PARSER
 
-TINY = {"qwen3": "tiny-qwen3", "qwen3-coder": "tiny-qwen3-coder", "mistral": "tiny-mistral", "llama": "tiny-llama", "llama4": "tiny-llama4",
-        "deepseek-v3.1": "tiny-deepseek-v3.1", "kimi-k2": "tiny-kimi-k2",
-        "gpt-oss": "tiny-gpt-oss", "glm-4.5": "tiny-glm-4.5"}
+TINY = {
+    "qwen3": "tiny-qwen3",
+    "qwen3-coder": "tiny-qwen3-coder",
+    "mistral": "tiny-mistral",
+    "llama": "tiny-llama",
+    "llama4": "tiny-llama4",
+    "deepseek-v3.1": "tiny-deepseek-v3.1",
+    "kimi-k2": "tiny-kimi-k2",
+    "gpt-oss": "tiny-gpt-oss",
+    "glm-4.5": "tiny-glm-4.5",
+}
 
 
 @pytest.mark.parametrize("family", list(TINY))
 def test_tiny_family_model_collects_and_verifies(family: str, tmp_path: Path, cli: Runner) -> None:
     out = tmp_path / family
-    done = cli("collect", "--env", "math-python", "--model", TINY[family], "--parser", "auto",
-               "-n", "4", "--max-turns", "3", "--max-tokens-per-turn", "40", "--sandbox-backend", "none",
-               "--no-progress", "--out", str(out))
+    done = cli(
+        "collect",
+        "--env",
+        "math-python",
+        "--model",
+        TINY[family],
+        "--parser",
+        "auto",
+        "-n",
+        "4",
+        "--max-turns",
+        "3",
+        "--max-tokens-per-turn",
+        "40",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert done.code == 0, done.text
     assert "4 trajectories written, 0 failed" in done.text, done.text
     manifest = json.loads((out / "manifest.json").read_text())
@@ -40,6 +65,20 @@ def test_tiny_family_model_collects_and_verifies(family: str, tmp_path: Path, cl
 
 
 def test_parser_option_errors_are_one_sentence(tmp_path: Path, cli: Runner) -> None:
-    done = cli("collect", "--env", "math-python", "--model", "tiny-mistral", "--parser", "klingon",
-               "-n", "1", "--sandbox-backend", "none", "--no-progress", "--out", str(tmp_path / "x"))
+    done = cli(
+        "collect",
+        "--env",
+        "math-python",
+        "--model",
+        "tiny-mistral",
+        "--parser",
+        "klingon",
+        "-n",
+        "1",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert done.code != 0 and "klingon" in done.text and "Traceback" not in done.text, done.text

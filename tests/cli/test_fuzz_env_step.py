@@ -34,15 +34,45 @@ from toolgym.core.sandbox import LazySandboxBackend
 from toolgym.core.types import Action, ActionKind, ToolCall
 
 ENVS = sorted(get_registry().envs)
-FRAGMENTS = ["<tool_call>", "</tool_call>", '{"name": ', '"arguments": ', "<answer>", "</answer>", "<action>", "</action>",
-             "<think>", "</think>", "search[", "click[", "]", "{", "}", "\\u0000", "\x00", "\ud800", "\udfff", "\n"]
-JSON_TYPES: dict[str, Any] = {"string": "text", "integer": 7, "number": 1.5, "boolean": True, "array": [1, "a"], "object": {"k": None}, "null": None}
+FRAGMENTS = [
+    "<tool_call>",
+    "</tool_call>",
+    '{"name": ',
+    '"arguments": ',
+    "<answer>",
+    "</answer>",
+    "<action>",
+    "</action>",
+    "<think>",
+    "</think>",
+    "search[",
+    "click[",
+    "]",
+    "{",
+    "}",
+    "\\u0000",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    "\n",
+]
+JSON_TYPES: dict[str, Any] = {
+    "string": "text",
+    "integer": 7,
+    "number": 1.5,
+    "boolean": True,
+    "array": [1, "a"],
+    "object": {"k": None},
+    "null": None,
+}
 
 weird_text = st.text(st.characters(categories=["Cs", "Cc", "Co", "So", "Lo", "Zs", "Mn"]), max_size=200)
 model_text = st.one_of(
     st.text(max_size=300),
     weird_text,
-    st.lists(st.one_of(st.sampled_from(FRAGMENTS), weird_text, st.text(max_size=30)), max_size=12).map("".join),
+    st.lists(st.one_of(st.sampled_from(FRAGMENTS), weird_text, st.text(max_size=30)), max_size=12).map(
+        "".join
+    ),
     st.builds(lambda s, n: s * n, st.text(min_size=1, max_size=16), st.integers(1_000, 25_000)),  # huge
 )
 json_value = st.recursive(
@@ -62,7 +92,9 @@ def _wrong_value(schema: dict[str, Any], index: int) -> Any:
     if "number" in allowed:
         allowed.add("integer")
     if allowed & {"integer", "number"}:
-        allowed.add("boolean")  # tools validate in pydantic's lax mode, where true is 1 (a documented coercion)
+        allowed.add(
+            "boolean"
+        )  # tools validate in pydantic's lax mode, where true is 1 (a documented coercion)
     wrong = [v for k, v in JSON_TYPES.items() if k not in allowed]
     return wrong[index % len(wrong)] if wrong else object()
 
@@ -101,7 +133,9 @@ class Episode:
             await self.env.close()
             await self.ctx.aclose()
         self.resets += 1
-        self.ctx = EpisodeContext(episode_id=f"fuzz-{self.name}-{self.resets}", sandbox_backend=self.backend, registry=self.registry)
+        self.ctx = EpisodeContext(
+            episode_id=f"fuzz-{self.name}-{self.resets}", sandbox_backend=self.backend, registry=self.registry
+        )
         self.env.bind(self.ctx)
         started = time.perf_counter()
         await asyncio.wait_for(self.env.reset(seed=self.resets), 120)
@@ -154,7 +188,12 @@ def _assert_error_observation(result: StepResult, what: str) -> None:
 def test_fuzzed_actions_never_raise(episode: Episode) -> None:
     tools = {t.name: t for t in episode.env.tools}
     # environments that take a sandbox or a browser a second to reset get fewer examples
-    FUZZ = settings(max_examples=40 if episode.reset_s < 0.5 else 8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    FUZZ = settings(
+        max_examples=40 if episode.reset_s < 0.5 else 8,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
 
     @FUZZ
     @given(text=model_text)
@@ -165,11 +204,16 @@ def test_fuzzed_actions_never_raise(episode: Episode) -> None:
             _assert_error_observation(result, f"invalid text {text[:60]!r}")
 
     @FUZZ
-    @given(name=st.text(max_size=40) | weird_text, args=st.dictionaries(st.text(max_size=10), json_value, max_size=4))
+    @given(
+        name=st.text(max_size=40) | weird_text,
+        args=st.dictionaries(st.text(max_size=10), json_value, max_size=4),
+    )
     def unknown_tool(name: str, args: dict[str, Any]) -> None:
         if name in tools:
             return
-        result = episode.step(Action("call", ActionKind.TOOL_CALLS, tool_calls=[ToolCall(name=name, arguments=args, id="c0")]))
+        result = episode.step(
+            Action("call", ActionKind.TOOL_CALLS, tool_calls=[ToolCall(name=name, arguments=args, id="c0")])
+        )
         _assert_error_observation(result, f"unknown tool {name[:40]!r}")
 
     @FUZZ
@@ -182,7 +226,11 @@ def test_fuzzed_actions_never_raise(episode: Episode) -> None:
         args = {name: _wrong_value(schema, pick) for name, schema in props.items()}
         if not args or any(type(v) is object for v in args.values()):
             return  # no parameter, or one that takes any type: no wrong type to give
-        result = episode.step(Action("call", ActionKind.TOOL_CALLS, tool_calls=[ToolCall(name=tool.name, arguments=args, id="c0")]))
+        result = episode.step(
+            Action(
+                "call", ActionKind.TOOL_CALLS, tool_calls=[ToolCall(name=tool.name, arguments=args, id="c0")]
+            )
+        )
         _assert_error_observation(result, f"{tool.name}({args})")
 
     model_output()

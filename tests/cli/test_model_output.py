@@ -13,14 +13,35 @@ DEPTH = 1500  # past Python's recursion limit: json.loads raises RecursionError,
 
 
 @pytest.mark.parametrize("as_string", [False, True], ids=["object", "string"])
-def test_deeply_nested_tool_call_arguments_are_a_tool_error(cli: Runner, tmp_path: Path, as_string: bool) -> None:
+def test_deeply_nested_tool_call_arguments_are_a_tool_error(
+    cli: Runner, tmp_path: Path, as_string: bool
+) -> None:
     nested = '{"a":' * DEPTH + "1" + "}" * DEPTH
     args = json.dumps(nested) if as_string else nested
     text = f'<tool_call>{{"name": "python", "arguments": {args}}}</tool_call>'
     out = tmp_path / "run"
-    done = cli("collect", "--env", "math-python", "--model", "sim:0", "--backend-arg", f"text={text}", "--sandbox-backend", "none",
-               "--no-progress", "-n", "1", "--max-turns", "2", "--max-tokens-per-turn", "20000", "--max-tokens-per-trajectory", "100000",
-               "--out", out)
+    done = cli(
+        "collect",
+        "--env",
+        "math-python",
+        "--model",
+        "sim:0",
+        "--backend-arg",
+        f"text={text}",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "-n",
+        "1",
+        "--max-turns",
+        "2",
+        "--max-tokens-per-turn",
+        "20000",
+        "--max-tokens-per-trajectory",
+        "100000",
+        "--out",
+        out,
+    )
     assert done.code == 0, done.text
     assert (out / "failures.jsonl").read_text() == ""
     traj = json.loads((out / "trajectories.jsonl").read_text().splitlines()[0])

@@ -16,16 +16,26 @@ from toolgym import __version__, logs
 
 
 def test_version_without_a_command() -> None:
-    done = subprocess.run([sys.executable, "-m", "toolgym", "--version"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolgym", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert (done.returncode, done.stdout.strip()) == (0, f"toolgym {__version__}"), done.stderr
 
 
-@pytest.mark.parametrize("verbose, level, env, want", [
-    (0, None, None, logging.WARNING), (1, None, None, logging.INFO), (2, None, None, logging.DEBUG),
-    (0, "error", None, logging.ERROR), (2, "warning", None, logging.WARNING), (0, None, "DEBUG", logging.DEBUG),
-])
-def test_the_terminal_level(verbose: int, level: str | None, env: str | None, want: int,
-                            monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "verbose, level, env, want",
+    [
+        (0, None, None, logging.WARNING),
+        (1, None, None, logging.INFO),
+        (2, None, None, logging.DEBUG),
+        (0, "error", None, logging.ERROR),
+        (2, "warning", None, logging.WARNING),
+        (0, None, "DEBUG", logging.DEBUG),
+    ],
+)
+def test_the_terminal_level(
+    verbose: int, level: str | None, env: str | None, want: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if env:
         monkeypatch.setenv("TOOLGYM_LOG_LEVEL", env)
     else:
@@ -38,14 +48,18 @@ def test_a_bad_level_is_one_sentence(cli: Runner) -> None:
     assert result.code == 2 and "'loud' is not a level; use one of DEBUG, INFO, WARNING, ERROR" in result.text
 
 
-def test_verbose_reaches_stderr_and_collect_keeps_a_debug_log(cli: Runner, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_verbose_reaches_stderr_and_collect_keeps_a_debug_log(
+    cli: Runner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     quiet = cli(*BASE, "--out", str(out))
     assert quiet.code == 0, quiet.text
     assert "INFO toolgym.collect.run: collect counter with sim:0" not in quiet.err
     log = (out / "toolgym.log").read_text()
-    assert "INFO toolgym.collect.run: collect counter with sim:0" in log and f"log: {out / 'toolgym.log'}" in quiet.text
+    assert (
+        "INFO toolgym.collect.run: collect counter with sim:0" in log
+        and f"log: {out / 'toolgym.log'}" in quiet.text
+    )
     loud = cli("-v", *BASE, "--out", str(tmp_path / "b"))
     assert loud.code == 0 and "INFO toolgym.collect.run: collect counter with sim:0" in loud.err
 

@@ -17,7 +17,9 @@ def _t(i: int, reason: str | None) -> Trajectory:
 def _feed(reasons: list[str | None], fail_fast: int = 4) -> tuple[RunGuard, list[str]]:
     stored: list[str] = []
     stops: list[int] = []
-    guard = RunGuard(lambda t: stored.append(t.trajectory_id), fail_fast=fail_fast, stop=lambda: stops.append(1))
+    guard = RunGuard(
+        lambda t: stored.append(t.trajectory_id), fail_fast=fail_fast, stop=lambda: stops.append(1)
+    )
     for i, r in enumerate(reasons):
         guard(_t(i, r))
     assert len(stops) == (1 if guard.reason else 0)
@@ -78,4 +80,6 @@ def test_any_write_failure_stops_the_run_instead_of_escaping() -> None:
     guard(_t(0, None))
     guard(_t(1, None))
     assert stops == [1] and guard.write_error is not None
-    assert "could not store trajectory t0" in str(guard.write_error) and "TypeError: cannot encode this" in str(guard.write_error)
+    assert "could not store trajectory t0" in str(
+        guard.write_error
+    ) and "TypeError: cannot encode this" in str(guard.write_error)

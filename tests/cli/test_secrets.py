@@ -51,17 +51,47 @@ class ChatServer:
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in head.split("\r\n")[1:]) if k}
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, _, v in (ln.partition(":") for ln in head.split("\r\n")[1:])
+                    if k
+                }
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.seen_auth.append(headers.get("authorization", ""))
                 if self.echo_auth:
-                    status, out = 401, json.dumps({"error": {"message": f"bad credentials {headers.get('authorization')} for {body.decode()[:2000]}"}})
+                    status, out = (
+                        401,
+                        json.dumps(
+                            {
+                                "error": {
+                                    "message": f"bad credentials {headers.get('authorization')} for {body.decode()[:2000]}"
+                                }
+                            }
+                        ),
+                    )
                 else:
-                    status, out = 200, json.dumps({"id": "c", "model": "fake", "choices": [{"index": 0, "finish_reason": "stop",
-                                                    "message": {"role": "assistant", "content": "count[1]"}}],
-                                                   "usage": {"prompt_tokens": 5, "completion_tokens": 2}})
+                    status, out = (
+                        200,
+                        json.dumps(
+                            {
+                                "id": "c",
+                                "model": "fake",
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "count[1]"},
+                                    }
+                                ],
+                                "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+                            }
+                        ),
+                    )
                 data = out.encode()
-                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+                    + data
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -93,15 +123,38 @@ def _leaks(root: Path, printed: str) -> list[str]:
 
 def _collect(cli: Runner, url: str, out: Path, *extra: str) -> str:
     body = json.dumps({"metadata": {"session_token": BODY_TOKEN}})
-    done = cli("collect", "--env", "counter", "--model", url, "--backend", "openai-chat", "--tokenizer", "tiny",
-               "--backend-arg", "served_model=fake", "--backend-arg", f"extra_body={body}", "--sandbox-backend", "none",
-               "--no-progress", "-n", "3", "--env-arg", "target=1", "--out", out, *extra)
+    done = cli(
+        "collect",
+        "--env",
+        "counter",
+        "--model",
+        url,
+        "--backend",
+        "openai-chat",
+        "--tokenizer",
+        "tiny",
+        "--backend-arg",
+        "served_model=fake",
+        "--backend-arg",
+        f"extra_body={body}",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "-n",
+        "3",
+        "--env-arg",
+        "target=1",
+        "--out",
+        out,
+        *extra,
+    )
     return done.text + f" [exit {done.code}]"
 
 
 @pytest.mark.parametrize("how", ["env-var", "backend-arg", "url-credentials"])
-def test_secrets_stay_out_of_datasets_reports_and_output(cli: Runner, tmp_path: Path, server: ChatServer,
-                                                         monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+def test_secrets_stay_out_of_datasets_reports_and_output(
+    cli: Runner, tmp_path: Path, server: ChatServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     creds = f"user:{URL_PASSWORD}@" if how == "url-credentials" else ""
     url = f"http://{creds}127.0.0.1:{server.port}/v1"
@@ -110,7 +163,9 @@ def test_secrets_stay_out_of_datasets_reports_and_output(cli: Runner, tmp_path: 
     printed = _collect(cli, url, out, *extra)
     assert "[exit 0]" in printed and "3 trajectories written" in printed, printed
     used = {"env-var": ENV_KEY, "backend-arg": ARG_KEY, "url-credentials": "Basic "}[how]
-    assert server.seen_auth and all(used in a for a in server.seen_auth), server.seen_auth  # the secret was used
+    assert server.seen_auth and all(used in a for a in server.seen_auth), (
+        server.seen_auth
+    )  # the secret was used
     for args in (("show", out), ("verify", out), ("report", out, "--out", out / "report")):
         done = cli(*args)
         assert done.code == 0, done.text
@@ -119,11 +174,19 @@ def test_secrets_stay_out_of_datasets_reports_and_output(cli: Runner, tmp_path: 
     assert _leaks(out, printed) == []
 
 
-def test_a_server_that_echoes_the_key_in_its_errors_leaks_nothing(cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_that_echoes_the_key_in_its_errors_leaks_nothing(
+    cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     with ChatServer(echo_auth=True) as echo:
         out = tmp_path / "run"
-        printed = _collect(cli, f"http://user:{URL_PASSWORD}@127.0.0.1:{echo.port}/v1", out, "--backend-arg", f"api_key={ARG_KEY}")
+        printed = _collect(
+            cli,
+            f"http://user:{URL_PASSWORD}@127.0.0.1:{echo.port}/v1",
+            out,
+            "--backend-arg",
+            f"api_key={ARG_KEY}",
+        )
     assert "[exit 1]" in printed and "bad credentials" in printed, printed  # the reason is still told
     failures = (out / "failures.jsonl").read_text()
     assert "bad credentials" in failures
@@ -138,10 +201,34 @@ def test_secrets_stay_out_of_ray_collections(cli: Runner, tmp_path: Path, echo: 
     out = tmp_path / "run"
     body = json.dumps({"metadata": {"session_token": BODY_TOKEN}})
     with ChatServer(echo_auth=echo) as server:
-        done = cli("collect", "--env", "math-python", "--model", f"http://127.0.0.1:{server.port}/v1", "--backend", "openai-chat",
-                   "--tokenizer", "tiny", "--backend-arg", "served_model=fake", "--backend-arg", f"extra_body={body}",
-                   "--backend-arg", f"api_key={ARG_KEY}", "--sandbox-backend", "none", "--no-progress", "-n", "3", "--out", out,
-                   "--ray", "local", "--ray-workers", "1")
+        done = cli(
+            "collect",
+            "--env",
+            "math-python",
+            "--model",
+            f"http://127.0.0.1:{server.port}/v1",
+            "--backend",
+            "openai-chat",
+            "--tokenizer",
+            "tiny",
+            "--backend-arg",
+            "served_model=fake",
+            "--backend-arg",
+            f"extra_body={body}",
+            "--backend-arg",
+            f"api_key={ARG_KEY}",
+            "--sandbox-backend",
+            "none",
+            "--no-progress",
+            "-n",
+            "3",
+            "--out",
+            out,
+            "--ray",
+            "local",
+            "--ray-workers",
+            "1",
+        )
     printed = done.text + f" [exit {done.code}]"
     if echo:
         assert "bad credentials" in (out / "failures.jsonl").read_text(), printed  # the reason is still told

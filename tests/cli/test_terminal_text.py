@@ -38,8 +38,11 @@ PAYLOADS = {
 }
 MARKUP_LINK = "[link=https://evil.example/]innocent[/link]"
 EVIL = "".join(PAYLOADS.values()) + MARKUP_LINK
-FORBIDDEN = [chr(c) for c in range(0x20) if chr(c) not in "\n\t"] + [chr(c) for c in range(0x7F, 0xA0)] + \
-            [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+FORBIDDEN = (
+    [chr(c) for c in range(0x20) if chr(c) not in "\n\t"]
+    + [chr(c) for c in range(0x7F, 0xA0)]
+    + [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+)
 
 
 def _raw_left(text: str, *, styled: bool = False) -> list[str]:
@@ -147,7 +150,9 @@ def evil_cli(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> Runner:
     from toolgym.core.builtin import parsers as builtin
     from toolgym.core.registry import Registry
 
-    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("evil", _EvilPlugin())])
+    registry = Registry.load(
+        entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("evil", _EvilPlugin())]
+    )
     monkeypatch.setattr(common, "get_registry", lambda: registry)
     return cli
 
@@ -159,7 +164,21 @@ def test_tools_try_prints_the_output_visibly(evil_cli: Runner) -> None:
 
 
 def test_a_collection_that_stops_on_an_error_prints_it_visibly(evil_cli: Runner, tmp_path: Path) -> None:
-    r = evil_cli("collect", "--env", "evil-env", "--model", "scripted", "--sandbox-backend", "none", "--no-progress",
-                 "-n", "2", "--fail-fast", "2", "--out", tmp_path / "out")
+    r = evil_cli(
+        "collect",
+        "--env",
+        "evil-env",
+        "--model",
+        "scripted",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "-n",
+        "2",
+        "--fail-fast",
+        "2",
+        "--out",
+        tmp_path / "out",
+    )
     assert r.code == 1 and "the tool said" in r.err, r.err
     assert _raw_left(r.out + r.err) == [], r.err

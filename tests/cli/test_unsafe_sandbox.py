@@ -62,16 +62,40 @@ def leak_cli(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> Runner:
     from toolgym.core.registry import Registry
     from toolgym.sandboxes import plugin as sandbox_plugin
 
-    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandbox_plugin), ("leak", LeakPlugin()),
-                                                          ("test", TestPlugin())])
+    registry = Registry.load(
+        entry_points=False,
+        plugins=[
+            ("parsers", builtin),
+            ("sandboxes", sandbox_plugin),
+            ("leak", LeakPlugin()),
+            ("test", TestPlugin()),
+        ],
+    )
     monkeypatch.setattr(common, "get_registry", lambda: registry)
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     return cli
 
 
 def _collect(cli: Runner, out: Path, target: Path, *extra: str) -> Any:
-    return cli("collect", "--env", "leak", "--model", "sim:0", "--backend-arg", f"text={_leak_call(target)}", "--max-turns", "1",
-               "--sandbox-backend", "memory", "--no-progress", "-n", "1", "--out", out, *extra)
+    return cli(
+        "collect",
+        "--env",
+        "leak",
+        "--model",
+        "sim:0",
+        "--backend-arg",
+        f"text={_leak_call(target)}",
+        "--max-turns",
+        "1",
+        "--sandbox-backend",
+        "memory",
+        "--no-progress",
+        "-n",
+        "1",
+        "--out",
+        out,
+        *extra,
+    )
 
 
 def test_collect_refuses_the_memory_backend_for_a_model(leak_cli: Runner, tmp_path: Path) -> None:
@@ -79,7 +103,9 @@ def test_collect_refuses_the_memory_backend_for_a_model(leak_cli: Runner, tmp_pa
     r = _collect(leak_cli, tmp_path / "out", target)
     assert not target.exists(), f"the model's code ran in the orchestrator and wrote {target.read_text()!r}"
     assert r.code == 2, r.text
-    assert "sandbox backend 'memory' runs the model's tool calls inside this process with no isolation" in r.text
+    assert (
+        "sandbox backend 'memory' runs the model's tool calls inside this process with no isolation" in r.text
+    )
     assert "--unsafe-in-process-sandbox" in r.text and "use docker or local" in r.text
 
 
@@ -87,19 +113,35 @@ def test_with_the_unsafe_flag_it_runs(leak_cli: Runner, tmp_path: Path) -> None:
     target = tmp_path / "stolen.txt"
     r = _collect(leak_cli, tmp_path / "out", target, "--unsafe-in-process-sandbox")
     assert r.code == 0, r.text
-    assert target.read_text() == CANARY, "told to, the in-process backend ran the model's code (that is what the flag accepts)"
+    assert target.read_text() == CANARY, (
+        "told to, the in-process backend ran the model's code (that is what the flag accepts)"
+    )
 
 
 def test_the_scripted_solver_may_use_it_without_the_flag(leak_cli: Runner, tmp_path: Path) -> None:
-    r = leak_cli("collect", "--env", "counter", "--model", "scripted", "--sandbox-backend", "memory", "--no-progress",
-                 "-n", "1", "--out", tmp_path / "out")
+    r = leak_cli(
+        "collect",
+        "--env",
+        "counter",
+        "--model",
+        "scripted",
+        "--sandbox-backend",
+        "memory",
+        "--no-progress",
+        "-n",
+        "1",
+        "--out",
+        tmp_path / "out",
+    )
     assert r.code == 0, r.text
 
 
 def test_help_lists_the_backend_with_its_warning(leak_cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")
     r = leak_cli("collect", "--help")
-    assert "memory (in-process test double: NO isolation" in r.text and "--unsafe-in-process-sandbox" in r.text, r.text
+    assert (
+        "memory (in-process test double: NO isolation" in r.text and "--unsafe-in-process-sandbox" in r.text
+    ), r.text
 
 
 def _api(tmp_path: Path, target: Path, **options: Any) -> Any:
@@ -113,12 +155,21 @@ def _api(tmp_path: Path, target: Path, **options: Any) -> Any:
     from toolgym.core.tokens.chat import ChatFormat
     from toolgym.sandboxes import plugin as sandbox_plugin
 
-    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandbox_plugin), ("leak", LeakPlugin())])
+    registry = Registry.load(
+        entry_points=False,
+        plugins=[("parsers", builtin), ("sandboxes", sandbox_plugin), ("leak", LeakPlugin())],
+    )
     cfg = EngineConfig(max_turns=1)
     tok = load_tiny_tokenizer("qwen")
     scripted = options.pop("scripted", False)
-    policy = ScriptedPolicy(ChatFormat(tok)) if scripted else ModelPolicy(MockLLMBackend(tok, lambda _p, _i: _leak_call(target)), cfg)
-    opts = CollectOptions(env="leak", out=tmp_path / "out", episodes=1, engine=cfg, sandbox_backend="memory", **options)
+    policy = (
+        ScriptedPolicy(ChatFormat(tok))
+        if scripted
+        else ModelPolicy(MockLLMBackend(tok, lambda _p, _i: _leak_call(target)), cfg)
+    )
+    opts = CollectOptions(
+        env="leak", out=tmp_path / "out", episodes=1, engine=cfg, sandbox_backend="memory", **options
+    )
     return asyncio.run(collect(opts, registry=registry, policy=policy))
 
 
@@ -149,8 +200,20 @@ def test_train_refuses_it_unless_the_setting_says_so() -> None:
 
 
 def test_reverify_refuses_it(leak_cli: Runner, tmp_path: Path) -> None:
-    done = leak_cli("collect", "--env", "counter", "--model", "scripted", "--sandbox-backend", "none", "--no-progress",
-                    "-n", "1", "--out", tmp_path / "out")
+    done = leak_cli(
+        "collect",
+        "--env",
+        "counter",
+        "--model",
+        "scripted",
+        "--sandbox-backend",
+        "none",
+        "--no-progress",
+        "-n",
+        "1",
+        "--out",
+        tmp_path / "out",
+    )
     assert done.code == 0, done.text
     r = leak_cli("reverify", tmp_path / "out", "--sandbox-backend", "memory")
     assert r.code == 2 and "--unsafe-in-process-sandbox" in r.text, r.text
@@ -163,8 +226,12 @@ def test_auto_never_picks_a_backend_that_does_not_isolate() -> None:
     class Fake:
         @hookimpl
         def toolgym_sandbox_backends(self) -> list[SandboxBackendSpec]:
-            return [SandboxBackendSpec(name="inproc", factory=lambda **_: "inproc", priority=1000, isolates=False),
-                    SandboxBackendSpec(name="isolated", factory=lambda **_: "isolated", priority=0)]
+            return [
+                SandboxBackendSpec(
+                    name="inproc", factory=lambda **_: "inproc", priority=1000, isolates=False
+                ),
+                SandboxBackendSpec(name="isolated", factory=lambda **_: "isolated", priority=0),
+            ]
 
     registry = Registry.load(entry_points=False, plugins=[("fake", Fake())])
     assert open_sandbox_backend(registry, "auto") == "isolated"  # type: ignore[comparison-overlap]

@@ -80,8 +80,20 @@ class Fleet:
             return
         port = free_port()
         log, out = self.logs / f"vllm-{family}.log", self.logs / f"serve-{family}.out"
-        cmd = [sys.executable, "-m", "toolgym", "serve", "--engine", "vllm", f"tiny-{family}", "--quick-start",
-               "--port", str(port), "--log-file", str(log)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "toolgym",
+            "serve",
+            "--engine",
+            "vllm",
+            f"tiny-{family}",
+            "--quick-start",
+            "--port",
+            str(port),
+            "--log-file",
+            str(log),
+        ]
         url = f"http://127.0.0.1:{port}"
         started = time.monotonic()
         with open(out, "wb") as sink:
@@ -89,8 +101,10 @@ class Fleet:
         try:
             while not _healthy(url):
                 if proc.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
-                    raise RuntimeError(f"`toolgym serve --engine vllm tiny-{family}` did not come up; "
-                                       f"its output: {_tail(out)}; vLLM's log: {_tail(log)}")
+                    raise RuntimeError(
+                        f"`toolgym serve --engine vllm tiny-{family}` did not come up; "
+                        f"its output: {_tail(out)}; vLLM's log: {_tail(log)}"
+                    )
                 time.sleep(0.5)
             self.start_s[family] = time.monotonic() - started
             self.up[family].set_result(url)
@@ -135,8 +149,12 @@ def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         reason = f"no real vLLM here: {exc}"
         print(f"\nSKIPPED vLLM family tests: {reason}")
         pytest.skip(reason)
-    selected = [item.callspec.params["family"] for item in request.session.items
-                if item.module is request.module and "family" in getattr(getattr(item, "callspec", None), "params", {})]
+    selected = [
+        item.callspec.params["family"]
+        for item in request.session.items
+        if item.module is request.module
+        and "family" in getattr(getattr(item, "callspec", None), "params", {})
+    ]
     for family in selected:  # built here once, not raced by the servers
         vllm_model_dir(f"tiny-{family}")
     fleet = Fleet(selected, tmp_path_factory.mktemp("vllm-fleet"))
@@ -144,24 +162,52 @@ def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield fleet
     finally:
         fleet.close()
-        print(f"\nvLLM start (s, {CONCURRENT} at a time): " + ", ".join(f"{f} {s:.0f}" for f, s in fleet.start_s.items()))
+        print(
+            f"\nvLLM start (s, {CONCURRENT} at a time): "
+            + ", ".join(f"{f} {s:.0f}" for f, s in fleet.start_s.items())
+        )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_collects_from_a_real_vllm_and_verifies(family: str, fleet: Fleet, tmp_path: Path, cli: Runner) -> None:
+def test_family_collects_from_a_real_vllm_and_verifies(
+    family: str, fleet: Fleet, tmp_path: Path, cli: Runner
+) -> None:
     out = tmp_path / family
     try:
         url = fleet.url(family)
-        done = cli("collect", "--env", "math-python", "--model", url, "--backend", "openai", "--parser", "auto",
-                   "-n", "4", "--max-turns", "3", "--max-tokens-per-turn", "40", "--temperature", str(TEMPERATURE),
-                   "--sandbox-backend", "none", "--no-progress", "--out", str(out))
+        done = cli(
+            "collect",
+            "--env",
+            "math-python",
+            "--model",
+            url,
+            "--backend",
+            "openai",
+            "--parser",
+            "auto",
+            "-n",
+            "4",
+            "--max-turns",
+            "3",
+            "--max-tokens-per-turn",
+            "40",
+            "--temperature",
+            str(TEMPERATURE),
+            "--sandbox-backend",
+            "none",
+            "--no-progress",
+            "--out",
+            str(out),
+        )
     finally:
         fleet.release(family)  # the next family's server may start now
     assert done.code == 0, done.text
     assert "4 trajectories written, 0 failed" in done.text, done.text
     manifest = json.loads((out / "manifest.json").read_text())
     environment = manifest["environment"]
-    assert environment.get("parser_used", environment["parser"]) == FAMILY_PARSER[family]  # recorded where it differs
+    assert (
+        environment.get("parser_used", environment["parser"]) == FAMILY_PARSER[family]
+    )  # recorded where it differs
     model_dir = vllm_model_dir(f"tiny-{family}")
     assert model_dir is not None
     done = cli("verify", str(out), "--tokenizer", str(model_dir))
@@ -172,8 +218,10 @@ def test_family_collects_from_a_real_vllm_and_verifies(family: str, fleet: Fleet
     trajectories = list(iter_trajectories(out))
     assert len(trajectories) == 4 and all(t.status.value == "ok" for t in trajectories)
     assert all(t.steps and all(s.llm is not None for s in t.steps) for t in trajectories)
-    print(f"\n{family}: steps per episode {[len(t.steps) for t in trajectories]}, "
-          f"actions {sorted({s.action_kind for t in trajectories for s in t.steps})}")
+    print(
+        f"\n{family}: steps per episode {[len(t.steps) for t in trajectories]}, "
+        f"actions {sorted({s.action_kind for t in trajectories for s in t.steps})}"
+    )
     gap, checked = sampled_logprob_gap(model_dir, trajectories)
     assert checked >= 4 and gap < 1e-3, (gap, checked)
 
@@ -194,7 +242,9 @@ def sampled_logprob_gap(model_dir: Path, trajectories: list[Any]) -> tuple[float
         for segments in sequences.values():
             ids = [i for s in segments for i in s.token_ids]
             with torch.inference_mode():
-                logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float() / temperature, dim=-1)
+                logp = torch.log_softmax(
+                    model(input_ids=torch.tensor([ids])).logits[0].float() / temperature, dim=-1
+                )
             at = 0
             for segment in segments:
                 for k, (token, mask) in enumerate(zip(segment.token_ids, segment.loss_mask, strict=True)):

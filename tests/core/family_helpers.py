@@ -28,9 +28,17 @@ from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, Message, ToolCall, tool_call_id
 
-FAMILY_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "pythonic",
-                 "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
-                 "gpt-oss": "harmony", "glm-4.5": "glm45"}
+FAMILY_PARSER = {
+    "qwen3": "hermes",
+    "qwen3-coder": "qwen3_coder",
+    "mistral": "mistral",
+    "llama": "llama3_json",
+    "llama4": "pythonic",
+    "deepseek-v3.1": "deepseek_v31",
+    "kimi-k2": "kimi_k2",
+    "gpt-oss": "harmony",
+    "glm-4.5": "glm45",
+}
 """Tiny-model family → the parser ``--parser auto`` must pick from its template."""
 FAMILIES = tuple(FAMILY_PARSER)
 ONE_CALL_PER_TURN = {"llama", "gpt-oss"}
@@ -55,8 +63,14 @@ def call_id(family: str, name: str, index: int, seed: str = "") -> str:
 
 
 @tool
-async def lookup(key: str, count: int = 1, scale: float = 1.0, exact: bool = False, tags: list[str] | None = None,
-                 extra: dict[str, Any] | None = None) -> str:
+async def lookup(
+    key: str,
+    count: int = 1,
+    scale: float = 1.0,
+    exact: bool = False,
+    tags: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> str:
     """Look a key up.
 
     Args:
@@ -75,12 +89,18 @@ def assistant_text(chat: ChatFormat, calls: Sequence[ToolCall], content: str = "
     carrying them, between the generation prompt and the end-of-turn token."""
     user: list[Message] = [{"role": "user", "content": "go"}]
     prompt = chat.render(user, add_generation_prompt=True)
-    message = {"role": "assistant", "content": content,
-               "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
+    message = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ],
+    }
     full = chat.render([*user, message])
     assert full.startswith(prompt), "the template's generation prompt is not a prefix of the assistant turn"
     eos = chat.tokenizer.eos_token
-    body = full[len(prompt):]
+    body = full[len(prompt) :]
     if eos not in body:  # the turn ends with a stop token the model samples (gpt-oss's <|call|>)
         return body
     return body[: body.rindex(eos)]
@@ -90,7 +110,10 @@ class LookupEnv(ToolTaskEnv):
     """Call ``lookup`` (any arguments), then answer ``done``: tool results come as tool messages."""
 
     tools = [lookup]
-    tasks = [Task("t0", "Look up fox, then answer done.", "done"), Task("t1", "Look up cat, then answer done.", "done")]
+    tasks = [
+        Task("t0", "Look up fox, then answer done.", "done"),
+        Task("t1", "Look up cat, then answer done.", "done"),
+    ]
 
 
 class ChatterEnv(Env):
@@ -104,16 +127,25 @@ class ChatterEnv(Env):
     def __init__(self) -> None:
         self.turn = 0
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self.turn = 0
-        return [{"role": "system", "content": "Reply yes or no."}, {"role": "user", "content": f"Question {seed}: is it day?"}], {}
+        return [
+            {"role": "system", "content": "Reply yes or no."},
+            {"role": "user", "content": f"Question {seed}: is it day?"},
+        ], {}
 
     async def step(self, action: Action) -> StepResult:
         self.turn += 1
         said = action.answer if action.kind is ActionKind.ANSWER else ""
         reward = 1.0 if said and "yes" in said else 0.0
-        return StepResult(observation=[{"role": "user", "content": f"Turn {self.turn}: and now?"}], reward=reward,
-                          terminated=self.turn >= 3, valid=action.valid)
+        return StepResult(
+            observation=[{"role": "user", "content": f"Turn {self.turn}: and now?"}],
+            reward=reward,
+            terminated=self.turn >= 3,
+            valid=action.valid,
+        )
 
     def anchor(self) -> str:
         return f"turn-{self.turn}"
@@ -125,8 +157,17 @@ class Plugin:
         return [EnvSpec("family-lookup", LookupEnv), EnvSpec("family-chatter", ChatterEnv)]
 
 
-def run_family(tokenizer: Any, env: str, responder: Any, *, parser: str | None = None, group_size: int = 2, tasks: int = 1,
-               max_turns: int = 6, add_eos: bool = True) -> list[Trajectory]:
+def run_family(
+    tokenizer: Any,
+    env: str,
+    responder: Any,
+    *,
+    parser: str | None = None,
+    group_size: int = 2,
+    tasks: int = 1,
+    max_turns: int = 6,
+    add_eos: bool = True,
+) -> list[Trajectory]:
     """Run ``env`` with a mock model writing ``responder``'s text, parsing with ``parser`` in place
     of the environment's ``hermes`` (as ``--parser`` does)."""
     from toolgym.core.builtin import parsers as builtin

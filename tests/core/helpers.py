@@ -15,7 +15,9 @@ from toolgym.core.types import ExecResult
 @tool(timeout_s=20)
 async def python(code: str) -> str:
     """Run Python code in a subprocess and return what it prints."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
     out, _ = await proc.communicate()
     return out.decode()
 
@@ -66,17 +68,32 @@ class CounterEnv(Env):
     max_live = 0
     closed = 0
 
-    def __init__(self, target: int = 3, fail_at: int | None = None, needs_sandbox: bool = False, step_delay: float = 0.0) -> None:
-        self.target, self.fail_at, self.needs_sandbox, self.step_delay = target, fail_at, needs_sandbox, step_delay
+    def __init__(
+        self,
+        target: int = 3,
+        fail_at: int | None = None,
+        needs_sandbox: bool = False,
+        step_delay: float = 0.0,
+    ) -> None:
+        self.target, self.fail_at, self.needs_sandbox, self.step_delay = (
+            target,
+            fail_at,
+            needs_sandbox,
+            step_delay,
+        )
         self.n = 0
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.n = 0
         CounterEnv.live += 1
         CounterEnv.max_live = max(CounterEnv.max_live, CounterEnv.live)
         if self.needs_sandbox:
             await self.ctx.sandbox("python")
-        return [{"role": "user", "content": f"Count to {self.target}, one count[N] per turn. Seed {seed}."}], {"seed": seed}
+        return [
+            {"role": "user", "content": f"Count to {self.target}, one count[N] per turn. Seed {seed}."}
+        ], {"seed": seed}
 
     def anchor(self) -> str:
         return f"n={self.n}"
@@ -90,7 +107,11 @@ class CounterEnv(Env):
             return StepResult(observation=[{"role": "user", "content": "Nothing happens."}], valid=False)
         self.n += 1
         done = self.n >= self.target
-        return StepResult(observation=[{"role": "user", "content": f"Now at {self.n}."}], reward=1.0 if done else 0.0, terminated=done)
+        return StepResult(
+            observation=[{"role": "user", "content": f"Now at {self.n}."}],
+            reward=1.0 if done else 0.0,
+            terminated=done,
+        )
 
     async def scripted_action(self) -> str | None:
         return f"count[{self.n + 1}]"
@@ -115,7 +136,9 @@ def test_registry() -> Registry:
     from toolgym.core.builtin import parsers as builtin
     from toolgym.plugins.qa import plugin as qa
 
-    return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("qa", qa), ("test", TestPlugin())])
+    return Registry.load(
+        entry_points=False, plugins=[("parsers", builtin), ("qa", qa), ("test", TestPlugin())]
+    )
 
 
 test_registry.__test__ = False  # type: ignore[attr-defined]

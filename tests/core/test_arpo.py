@@ -58,7 +58,7 @@ class Plugin:
 def _responder(prompt: str, _i: int) -> str:
     n = prompt.count("PROBE-RESULT")  # tool results seen so far
     if n < 2:
-        return '<tool_call>{"name": "probe", "arguments": {"step": ' + str(n + 1) + '}}</tool_call>'
+        return '<tool_call>{"name": "probe", "arguments": {"step": ' + str(n + 1) + "}}</tool_call>"
     return "done"
 
 
@@ -76,7 +76,9 @@ def _run(tokenizer: Any, arpo: ArpoConfig, tasks: int = 1) -> list[Trajectory]:
     cfg = EngineConfig(max_turns=6, arpo=arpo)
     out: list[Trajectory] = []
     backend = MockLLMBackend(tokenizer, _responder, top_logprobs=_flat)
-    engine = RolloutEngine(registry=registry, policy=ModelPolicy(backend, cfg), config=cfg, on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=registry, policy=ModelPolicy(backend, cfg), config=cfg, on_trajectory=out.append
+    )
     import asyncio
 
     asyncio.run(engine.run(plan_episodes("two-tools", num_tasks=tasks, group_size=arpo.initial)))
@@ -109,9 +111,17 @@ def test_arpo_measure_is_the_published_formula_on_hand_built_rows() -> None:
         [(5, math.log(0.9)), (6, math.log(0.05))],
         [(7, 0.0)],  # a certain token adds nothing
     ]
-    by_hand = -(0.5 * math.log(0.5) + 0.3 * math.log(0.3) + 0.1 * math.log(0.1) + 0.9 * math.log(0.9) + 0.05 * math.log(0.05))
+    by_hand = -(
+        0.5 * math.log(0.5)
+        + 0.3 * math.log(0.3)
+        + 0.1 * math.log(0.1)
+        + 0.9 * math.log(0.9)
+        + 0.05 * math.log(0.05)
+    )
     assert arpo_entropy(rows, 20, 1000) == pytest.approx(by_hand / math.log(1000))
-    assert turn_entropy(rows, [-1.0, -1.0, -1.0], 20, 1000) == pytest.approx(_published(rows, 20, 1000))  # "arpo" is the default
+    assert turn_entropy(rows, [-1.0, -1.0, -1.0], 20, 1000) == pytest.approx(
+        _published(rows, 20, 1000)
+    )  # "arpo" is the default
     # only the first k positions count, and every alternative of each of them
     long = [[(i, math.log(0.1)) for i in range(10)] for _ in range(25)]
     assert arpo_entropy(long, 20, 32000) == pytest.approx(20 * math.log(10) / math.log(32000))
@@ -120,7 +130,9 @@ def test_arpo_measure_is_the_published_formula_on_hand_built_rows() -> None:
     assert arpo_entropy(long, 20, 32000) == pytest.approx(20 * normalized_entropy(long, 20, 32000))  # type: ignore[operator]
     assert arpo_entropy(None, 20, 1000) is None and arpo_entropy(rows, 20, 1) is None
     # sampled-token-only servers: the sum of the first k surprisals / log |V|
-    assert turn_entropy(None, [-2.0, -4.0] + [-1.0] * 30, 20, 2048) == pytest.approx((6.0 + 18.0) / math.log(2048))
+    assert turn_entropy(None, [-2.0, -4.0] + [-1.0] * 30, 20, 2048) == pytest.approx(
+        (6.0 + 18.0) / math.log(2048)
+    )
     with pytest.raises(ValueError, match="use 'arpo' or 'mean'"):
         turn_entropy(rows, None, 20, 1000, "sum")  # type: ignore[arg-type]
 
@@ -142,15 +154,28 @@ def test_branching_rate_follows_clip_p_plus_w_delta(delta: float) -> None:
 def test_engine_branches_more_where_the_published_entropy_rises(qwen_tokenizer: Any) -> None:
     """Flat alternatives after tool results, certain ones on the first turn: ΔH is large under the
     published measure (branching at ~1), about 1/20 of it under the mean measure."""
+
     def decisions(measure: str) -> list[list[float]]:
-        out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=10**6, initial=8, tau=0.5, beta=0.2, entropy=measure, fill_budget=False))  # type: ignore[arg-type]
+        out = _run(
+            qwen_tokenizer,
+            ArpoConfig(
+                enabled=True, budget=10**6, initial=8, tau=0.5, beta=0.2, entropy=measure, fill_budget=False
+            ),
+        )  # type: ignore[arg-type]
         return [d for t in out for d in t.metadata.get("arpo_branch_decisions", [])]
+
     new, old = decisions("arpo"), decisions("mean")
     vocab = len(qwen_tokenizer)
-    per_token = 10 * (1 / 20) * math.log(20) / math.log(vocab)  # 10 requested alternatives at p = 1/20, not renormalised
-    assert all(any(d[1] == pytest.approx(n * per_token, abs=1e-9) for n in range(1, 21)) for d in new)  # summed over ≤ 20 tokens
+    per_token = (
+        10 * (1 / 20) * math.log(20) / math.log(vocab)
+    )  # 10 requested alternatives at p = 1/20, not renormalised
+    assert all(
+        any(d[1] == pytest.approx(n * per_token, abs=1e-9) for n in range(1, 21)) for d in new
+    )  # summed over ≤ 20 tokens
     assert max(d[1] for d in new) == pytest.approx(20 * per_token, abs=1e-9)
-    assert all(d[1] == pytest.approx(math.log(10) / math.log(vocab), abs=1e-9) for d in old)  # renormalised top-10, mean over tokens
+    assert all(
+        d[1] == pytest.approx(math.log(10) / math.log(vocab), abs=1e-9) for d in old
+    )  # renormalised top-10, mean over tokens
     assert all(d[2] == 1 for d in new if d[1] >= 2.5)  # clip(0.5 + 0.2·ΔH) = 1: these always fork
     rate_new, rate_old = sum(d[2] for d in new) / len(new), sum(d[2] for d in old) / len(old)
     assert rate_new > 0.7 and rate_old < 0.6  # the mean measure barely moves p = 0.5
@@ -187,7 +212,11 @@ def test_always_branch_fills_the_budget_with_faithful_forks(qwen_tokenizer: Any)
 
 
 def test_never_branch_keeps_the_initial_rollouts_when_the_budget_is_a_ceiling(qwen_tokenizer: Any) -> None:
-    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=16, initial=3, tau=0.0, beta=0.0, fill_budget=False), tasks=2)
+    out = _run(
+        qwen_tokenizer,
+        ArpoConfig(enabled=True, budget=16, initial=3, tau=0.0, beta=0.0, fill_budget=False),
+        tasks=2,
+    )
     assert len(out) == 6 and all(t.parent_id is None for t in out)
 
 
@@ -204,7 +233,11 @@ def test_groups_are_filled_to_the_budget_by_default(qwen_tokenizer: Any) -> None
 
 @pytest.mark.parametrize("fill", [True, False])
 def test_group_sizes_with_random_branching(qwen_tokenizer: Any, fill: bool) -> None:
-    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=8, initial=2, tau=0.5, beta=0.0, fill_budget=fill), tasks=6)
+    out = _run(
+        qwen_tokenizer,
+        ArpoConfig(enabled=True, budget=8, initial=2, tau=0.5, beta=0.0, fill_budget=fill),
+        tasks=6,
+    )
     sizes: dict[str, int] = {}
     for t in out:
         sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
@@ -219,8 +252,14 @@ async def test_run_group_fills_to_the_budget_and_reports_group_sizes(qwen_tokeni
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=0.0, beta=0.0))
-    engine = RolloutEngine(registry=registry, policy=ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg), config=cfg)
-    requests = [r for r in plan_episodes("two-tools", num_tasks=1, group_size=2) if r.sample_index == 1]  # sample 0 is stored
+    engine = RolloutEngine(
+        registry=registry,
+        policy=ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg),
+        config=cfg,
+    )
+    requests = [
+        r for r in plan_episodes("two-tools", num_tasks=1, group_size=2) if r.sample_index == 1
+    ]  # sample 0 is stored
     out = await engine.run_group(requests, stored=[0])
     assert sorted(t.sample_index for t in out) == [1, 2, 3, 4, 5]  # 1 re-run + 4 fills: 6 with the stored one
     assert engine.stats.group_size_summary() == "group size mean 5.00 (min 5, max 5, 1 groups)"
@@ -243,22 +282,33 @@ async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any,
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("arpo-test", Plugin())])
     cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=5, initial=2, tau=1.0, beta=0.2))
-    opts = CollectOptions(env="two-tools", out=tmp_path / "ds", episodes=2, group_size=2, engine=cfg, sandbox_backend="none")
+    opts = CollectOptions(
+        env="two-tools", out=tmp_path / "ds", episodes=2, group_size=2, engine=cfg, sandbox_backend="none"
+    )
 
     def policy() -> ModelPolicy:
         return ModelPolicy(MockLLMBackend(qwen_tokenizer, _responder, top_logprobs=_flat), cfg)
 
     result = await collect(opts, registry=registry, policy=policy())
-    assert result.stats.group_size_summary() == "group size mean 5.00 (min 5, max 5, 2 groups)"  # the collect summary's line
+    assert (
+        result.stats.group_size_summary() == "group size mean 5.00 (min 5, max 5, 2 groups)"
+    )  # the collect summary's line
     first = list(iter_trajectories(opts.out))
     assert len(first) == 10  # 2 groups × budget 5
     # an interrupted run: drop an initial sample and a fork of one group
     group = first[0].group_id
-    lost = {next(t.trajectory_id for t in first if t.group_id == group and t.sample_index == 1),
-            next(t.trajectory_id for t in first if t.group_id == group and t.parent_id is not None)}
+    lost = {
+        next(t.trajectory_id for t in first if t.group_id == group and t.sample_index == 1),
+        next(t.trajectory_id for t in first if t.group_id == group and t.parent_id is not None),
+    }
     data = opts.out / "trajectories.jsonl"
-    data.write_text("".join(line for line in data.read_text().splitlines(keepends=True)
-                            if not any(i in line[:400] for i in lost)))
+    data.write_text(
+        "".join(
+            line
+            for line in data.read_text().splitlines(keepends=True)
+            if not any(i in line[:400] for i in lost)
+        )
+    )
     await collect(opts, registry=registry, policy=policy())
     after = list(iter_trajectories(opts.out))
     ids = [t.trajectory_id for t in after]
@@ -270,10 +320,14 @@ async def test_resumed_arpo_collection_has_no_duplicate_ids(qwen_tokenizer: Any,
     assert len(mine) <= 5  # and the group stayed within its budget
 
 
-def test_engine_forks_carry_their_lineage_and_attribution_survives_a_dropped_branch(qwen_tokenizer: Any) -> None:
+def test_engine_forks_carry_their_lineage_and_attribution_survives_a_dropped_branch(
+    qwen_tokenizer: Any,
+) -> None:
     from toolgym.training.advantages import arpo_token_advantages
 
-    out = _run(qwen_tokenizer, ArpoConfig(enabled=True, budget=12, initial=2, tau=1.0, beta=0.0, fill_budget=False))
+    out = _run(
+        qwen_tokenizer, ArpoConfig(enabled=True, budget=12, initial=2, tau=1.0, beta=0.0, fill_budget=False)
+    )
     by_id = {t.trajectory_id: t for t in out}
     for t in out:
         lineage = t.metadata.get("arpo_lineage")
@@ -297,25 +351,33 @@ def test_engine_forks_carry_their_lineage_and_attribution_survives_a_dropped_bra
     grpo = dict(zip([t.trajectory_id for t in kept], grpo_trajectory_advantages(kept), strict=True))
     pos = {t.trajectory_id: k for k, t in enumerate(out)}
     ref = arpo_attribution(
-        [grpo.get(t.trajectory_id, np.nan) for t in out], [pos[t.parent_id] if t.parent_id else -1 for t in out],
-        [t.branch_point or 0 for t in out], [len(t.sequence_ids(0)) if t.trajectory_id in grpo else 0 for t in out], mode="hard",
+        [grpo.get(t.trajectory_id, np.nan) for t in out],
+        [pos[t.parent_id] if t.parent_id else -1 for t in out],
+        [t.branch_point or 0 for t in out],
+        [len(t.sequence_ids(0)) if t.trajectory_id in grpo else 0 for t in out],
+        mode="hard",
     )
     for t, a in zip(kept, adv, strict=True):
-        np.testing.assert_allclose(a[0], ref[pos[t.trajectory_id]] * np.asarray(t.sequence_mask(0)), atol=1e-6)
+        np.testing.assert_allclose(
+            a[0], ref[pos[t.trajectory_id]] * np.asarray(t.sequence_mask(0)), atol=1e-6
+        )
 
 
 def test_sampled_only_estimate_is_biased_upward_by_the_tail_entropy() -> None:
     """Without top-k, the estimate averages to the full-vocabulary entropy, above the published
     top-10 sum by the tail's share (as the module docstring says)."""
     rng = random.Random(7)
-    weights = [2.0 ** -i for i in range(10)] + [0.02] * 40  # a peaked head and a flat tail
+    weights = [2.0**-i for i in range(10)] + [0.02] * 40  # a peaked head and a flat tail
     z = sum(weights)
     probs = [w / z for w in weights]
     vocab = 1000
     top = [[(i, math.log(p)) for i, p in enumerate(probs[:10])]]
     published = arpo_entropy(top, 20, vocab)
     full = -sum(p * math.log(p) for p in probs) / math.log(vocab)
-    draws = [turn_entropy(None, [math.log(probs[rng.choices(range(50), probs)[0]])], 20, vocab) for _ in range(20_000)]
+    draws = [
+        turn_entropy(None, [math.log(probs[rng.choices(range(50), probs)[0]])], 20, vocab)
+        for _ in range(20_000)
+    ]
     mean = sum(d for d in draws if d is not None) / len(draws)
     assert mean == pytest.approx(full, rel=0.03)
     assert published is not None and mean > published * 1.2  # the tail's entropy is counted too

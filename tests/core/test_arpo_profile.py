@@ -36,7 +36,9 @@ def test_fork_probability_counts_at_least_one_of_b_minus_1_draws() -> None:
 
 
 @pytest.mark.parametrize(("spread", "entropy_driven"), [(2.5, True), (0.03, False)])
-def test_profile_of_drawn_decisions_matches_the_rule_and_tells_random_from_entropy_driven(spread: float, entropy_driven: bool) -> None:
+def test_profile_of_drawn_decisions_matches_the_rule_and_tells_random_from_entropy_driven(
+    spread: float, entropy_driven: bool
+) -> None:
     """Decisions drawn by BranchBudget.decide: every bin's rate lies within 4 s.e. of the prediction;
     a ΔH spread of ±2.5 (p from 0 to 1) is entropy-driven, one of ±0.03 (the tiny model's) is not."""
     budget = BranchBudget(ArpoConfig(budget=10**9, initial=1))
@@ -62,7 +64,10 @@ def test_profile_needs_decisions() -> None:
 
 
 def test_rescale_to_vocab_equals_the_measure_taken_with_the_other_vocabulary() -> None:
-    rows = [[(0, math.log(0.6)), (1, math.log(0.3)), (2, math.log(0.1))], [(3, math.log(0.9)), (4, math.log(0.05))]]
+    rows = [
+        [(0, math.log(0.6)), (1, math.log(0.3)), (2, math.log(0.1))],
+        [(3, math.log(0.9)), (4, math.log(0.05))],
+    ]
     small, big = arpo_entropy(rows, 20, 2048), arpo_entropy(rows, 20, 151_936)
     assert small is not None and big is not None
     assert rescale_to_vocab(small, 2048, 151_936) == pytest.approx(big)

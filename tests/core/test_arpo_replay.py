@@ -71,7 +71,9 @@ def _responder(name: str) -> Any:
     def respond(prompt: str, _i: int) -> str:
         n = prompt.count("RESULT")
         if n < 2:
-            return '<tool_call>{"name": "' + name + '", "arguments": {"step": ' + str(n + 1) + '}}</tool_call>'
+            return (
+                '<tool_call>{"name": "' + name + '", "arguments": {"step": ' + str(n + 1) + "}}</tool_call>"
+            )
         return "done"
 
     return respond
@@ -87,10 +89,14 @@ def _run(tokenizer: Any, tool_name: str, *, fill: bool) -> tuple[list[Trajectory
     from toolgym.core.builtin import parsers as builtin
 
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("replay-test", Plugin())])
-    cfg = EngineConfig(max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=1.0, beta=0.0, fill_budget=fill))
+    cfg = EngineConfig(
+        max_turns=6, arpo=ArpoConfig(enabled=True, budget=6, initial=2, tau=1.0, beta=0.0, fill_budget=fill)
+    )
     out: list[Trajectory] = []
     backend = MockLLMBackend(tokenizer, _responder(tool_name), top_logprobs=_flat)
-    engine = RolloutEngine(registry=registry, policy=ModelPolicy(backend, cfg), config=cfg, on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=registry, policy=ModelPolicy(backend, cfg), config=cfg, on_trajectory=out.append
+    )
     asyncio.run(engine.run(plan_episodes(f"replay-{tool_name}", num_tasks=1, group_size=2)))
     return out, engine
 
@@ -102,15 +108,22 @@ def test_a_deterministic_tools_forks_proceed(qwen_tokenizer: Any) -> None:
     by_id = {t.trajectory_id: t for t in out}
     for f in forks:
         parent = by_id[f.parent_id]  # type: ignore[index]
-        assert f.sequence_ids(0)[: f.branch_point] == parent.sequence_ids(0)[: f.branch_point] and check_trajectory(f) == []
+        assert (
+            f.sequence_ids(0)[: f.branch_point] == parent.sequence_ids(0)[: f.branch_point]
+            and check_trajectory(f) == []
+        )
         assert [s.observation for s in f.steps[:1]] == [s.observation for s in parent.steps[:1]]
 
 
 @pytest.mark.parametrize("tool_name", ["dice", "clock"])
 def test_forks_of_a_tool_that_is_not_deterministic_are_refused(qwen_tokenizer: Any, tool_name: str) -> None:
     out, engine = _run(qwen_tokenizer, tool_name, fill=False)
-    assert [t.parent_id for t in out] == [None, None], "no fork whose context disagrees with its sandbox state"
-    assert all(t.status.value == "ok" and t.reward == 1.0 and check_trajectory(t) == [] for t in out), "the parents went on"
+    assert [t.parent_id for t in out] == [None, None], (
+        "no fork whose context disagrees with its sandbox state"
+    )
+    assert all(t.status.value == "ok" and t.reward == 1.0 and check_trajectory(t) == [] for t in out), (
+        "the parents went on"
+    )
     stats = engine.stats
     assert stats.forks_refused >= 2 and stats.done == stats.total == 2 and stats.failed == 0
     assert "replaying step 0 gave another observation than the parent's" in (stats.fork_refused_reason or "")

@@ -22,13 +22,25 @@ from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import GenerationResult
 
 TOOLS = [
-    {"type": "function", "function": {"name": "run_python", "description": "Run Python code.",
-     "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "run_python",
+            "description": "Run Python code.",
+            "parameters": {
+                "type": "object",
+                "properties": {"code": {"type": "string"}},
+                "required": ["code"],
+            },
+        },
+    },
 ]
 
 text_st = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 tool_call_st = st.builds(
-    lambda code: "<tool_call>\n" + json.dumps({"name": "run_python", "arguments": {"code": code}}) + "\n</tool_call>",
+    lambda code: (
+        "<tool_call>\n" + json.dumps({"name": "run_python", "arguments": {"code": code}}) + "\n</tool_call>"
+    ),
     text_st,
 )
 observation_st = st.one_of(
@@ -53,7 +65,9 @@ def turn_st(draw: Any, vocab_size: int) -> dict[str, Any]:
     }
 
 
-def _episode(chat: ChatFormat, turns: list[dict[str, Any]], system: str, user: str) -> tuple[TokenAssembler, list[tuple[list[int], list[int], int]]]:
+def _episode(
+    chat: ChatFormat, turns: list[dict[str, Any]], system: str, user: str
+) -> tuple[TokenAssembler, list[tuple[list[int], list[int], int]]]:
     """Play turns through the assembler; return it and, per call, (prompt, sampled, sequence)."""
     asm = TokenAssembler(chat, TOOLS)
     asm.start([{"role": "system", "content": system}, {"role": "user", "content": user}])
@@ -65,7 +79,11 @@ def _episode(chat: ChatFormat, turns: list[dict[str, Any]], system: str, user: s
         ids = [i for i in ids if i not in chat.eos_token_ids]
         if turn["finish"] == "eos":
             ids.append(eos)
-        result = GenerationResult(output_ids=ids, logprobs=[-0.1 * (k + 1) for k in range(len(ids))], finish_reason="stop" if turn["finish"] == "eos" else "length")
+        result = GenerationResult(
+            output_ids=ids,
+            logprobs=[-0.1 * (k + 1) for k in range(len(ids))],
+            finish_reason="stop" if turn["finish"] == "eos" else "length",
+        )
         completion = asm.add_completion(result)
         calls.append((prompt, ids, completion.sequence))
         asm.add_messages(turn["observation"])
@@ -87,7 +105,9 @@ def _check_invariants(asm: TokenAssembler, calls: list[tuple[list[int], list[int
     for prompt, sampled, seq in calls:
         full = sequences[seq]
         assert full[: len(prompt)] == prompt, "prompt is not a prefix of the final sequence"
-        assert full[len(prompt) : len(prompt) + len(sampled)] == sampled, "sampled ids not verbatim after the prompt"
+        assert full[len(prompt) : len(prompt) + len(sampled)] == sampled, (
+            "sampled ids not verbatim after the prompt"
+        )
         sampled_positions.setdefault(seq, set()).update(range(len(prompt), len(prompt) + len(sampled)))
     for seq, mask in masks.items():
         ones = {i for i, m in enumerate(mask) if m == 1}
@@ -97,7 +117,9 @@ def _check_invariants(asm: TokenAssembler, calls: list[tuple[list[int], list[int
 @pytest.mark.parametrize("family", ["qwen", "llama"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_prefix_and_mask_invariants(family: str, data: st.DataObject, qwen_chat: ChatFormat, llama_chat: ChatFormat) -> None:
+def test_prefix_and_mask_invariants(
+    family: str, data: st.DataObject, qwen_chat: ChatFormat, llama_chat: ChatFormat
+) -> None:
     chat = qwen_chat if family == "qwen" else llama_chat
     vocab = len(chat.tokenizer)
     turns = data.draw(st.lists(turn_st(vocab), min_size=1, max_size=5))
@@ -110,10 +132,23 @@ def test_prefix_and_mask_invariants(family: str, data: st.DataObject, qwen_chat:
 
 @pytest.mark.parametrize("family", ["qwen", "llama"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(turns=st.lists(st.fixed_dictionaries({
-    "mode": st.just("text"), "payload": st.one_of(text_st, tool_call_st),
-    "finish": st.just("eos"), "observation": observation_st}), min_size=1, max_size=4))
-def test_prompt_text_equals_template_render(family: str, turns: list[dict[str, Any]], qwen_chat: ChatFormat, llama_chat: ChatFormat) -> None:
+@given(
+    turns=st.lists(
+        st.fixed_dictionaries(
+            {
+                "mode": st.just("text"),
+                "payload": st.one_of(text_st, tool_call_st),
+                "finish": st.just("eos"),
+                "observation": observation_st,
+            }
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_prompt_text_equals_template_render(
+    family: str, turns: list[dict[str, Any]], qwen_chat: ChatFormat, llama_chat: ChatFormat
+) -> None:
     """Each prompt decodes to the template's own render, up to NFC (the Qwen tokenizer normalizes to
     NFC, as the published one does, so text NFC changes does not round-trip through ids)."""
     chat = qwen_chat if family == "qwen" else llama_chat
@@ -121,11 +156,15 @@ def test_prompt_text_equals_template_render(family: str, turns: list[dict[str, A
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     asm.start(messages)
     for turn in turns:
-        assert _nfc(chat.decode(asm.prompt_ids)) == _nfc(chat.render(asm.messages, tools=TOOLS, add_generation_prompt=True))
+        assert _nfc(chat.decode(asm.prompt_ids)) == _nfc(
+            chat.render(asm.messages, tools=TOOLS, add_generation_prompt=True)
+        )
         ids = chat.encode(turn["payload"]) + [sorted(chat.eos_token_ids)[0]]
         asm.add_completion(GenerationResult(output_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop"))
         asm.add_messages(turn["observation"])
-    assert _nfc(chat.decode(asm.prompt_ids)) == _nfc(chat.render(asm.messages, tools=TOOLS, add_generation_prompt=True))
+    assert _nfc(chat.decode(asm.prompt_ids)) == _nfc(
+        chat.render(asm.messages, tools=TOOLS, add_generation_prompt=True)
+    )
 
 
 def _nfc(text: str) -> str:
@@ -142,7 +181,9 @@ REWRITING_TEMPLATE = (
 )
 
 
-def _rewriting_episode(tokenizer: Any, on_rewrite: str) -> tuple[TokenAssembler, list[tuple[list[int], list[int], int]]]:
+def _rewriting_episode(
+    tokenizer: Any, on_rewrite: str
+) -> tuple[TokenAssembler, list[tuple[list[int], list[int], int]]]:
     chat = ChatFormat(tokenizer, template=REWRITING_TEMPLATE)
     asm = TokenAssembler(chat, None, on_rewrite=on_rewrite)  # type: ignore[arg-type]
     asm.start([{"role": "user", "content": "question"}])
@@ -151,7 +192,9 @@ def _rewriting_episode(tokenizer: Any, on_rewrite: str) -> tuple[TokenAssembler,
     for text in ["<think>let me think</think>call the tool", "<think>more</think>done"]:
         prompt = list(asm.prompt_ids)
         ids = chat.encode(text) + [eos]
-        c = asm.add_completion(GenerationResult(output_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop"))
+        c = asm.add_completion(
+            GenerationResult(output_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop")
+        )
         calls.append((prompt, ids, c.sequence))
         asm.add_messages([{"role": "user", "content": "tool says 4"}])
     return asm, calls
@@ -184,7 +227,9 @@ def test_inline_observation_continues_the_turn(qwen_chat: ChatFormat) -> None:
     asm.add_inline("\n<information>Paris</information>\n")
     prompt = list(asm.prompt_ids)
     second = qwen_chat.encode("<answer>Paris</answer>") + [sorted(qwen_chat.eos_token_ids)[0]]
-    asm.add_completion(GenerationResult(output_ids=second, logprobs=[0.0] * len(second), finish_reason="stop"))
+    asm.add_completion(
+        GenerationResult(output_ids=second, logprobs=[0.0] * len(second), finish_reason="stop")
+    )
     assert len([m for m in asm.messages if m["role"] == "assistant"]) == 1
     assert asm.messages[-1]["content"].endswith("<answer>Paris</answer>")
     roles = [s.role for s in asm.to_segments()]

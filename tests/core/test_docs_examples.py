@@ -34,7 +34,9 @@ def _module(name: str) -> types.ModuleType:
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_example_sizes(name: str) -> None:
     code = [ln for ln in _examples()[name].splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    assert len(code) <= LIMITS[name], f"the {name} example has {len(code)} lines of code; the doc promises ≤ {LIMITS[name]}"
+    assert len(code) <= LIMITS[name], (
+        f"the {name} example has {len(code)} lines of code; the doc promises ≤ {LIMITS[name]}"
+    )
 
 
 async def test_stateless_example() -> None:
@@ -65,7 +67,12 @@ async def test_env_example_solved_by_its_scripted_policy(qwen_chat: ChatFormat) 
     mod = _module("env")
     reg = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("doc", mod)])
     out: list[Any] = []
-    engine = RolloutEngine(registry=reg, policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=10), on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=reg,
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=10),
+        on_trajectory=out.append,
+    )
     await engine.run(plan_episodes("guess", num_tasks=20, group_size=1))
     assert len(out) == 20 and all(t.reward == 1.0 for t in out)
     assert all(len({s.anchor for s in t.steps}) == len(t.steps) for t in out)
@@ -75,9 +82,16 @@ async def test_tool_task_example_collects_with_its_tool(qwen_chat: ChatFormat) -
     mod = _module("tool_task")
     reg = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("doc", mod)])
     out: list[Any] = []
-    engine = RolloutEngine(registry=reg, policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=4), on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=reg,
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=4),
+        on_trajectory=out.append,
+    )
     await engine.run(plan_episodes("letters", num_tasks=4, group_size=1))
-    assert len(out) == 4 and all(t.reward == 1.0 and t.terminated for t in out), [t.status_reason for t in out]
+    assert len(out) == 4 and all(t.reward == 1.0 and t.terminated for t in out), [
+        t.status_reason for t in out
+    ]
     for t in out:
         (call,) = t.steps[0].tool_calls
         assert call.name == "count_letters" and call.output == t.steps[-1].info["answer"]

@@ -19,7 +19,9 @@ from toolgym.trajectories.verify import check_trajectory
 
 def _engine(policy: Any, cfg: EngineConfig, **kw: Any) -> tuple[RolloutEngine, list[Trajectory]]:
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=test_registry(), policy=policy, config=cfg, on_trajectory=out.append, **kw)
+    engine = RolloutEngine(
+        registry=test_registry(), policy=policy, config=cfg, on_trajectory=out.append, **kw
+    )
     return engine, out
 
 
@@ -33,7 +35,9 @@ async def test_math_python_scripted_end_to_end(qwen_chat: ChatFormat) -> None:
     engine, out = _engine(ScriptedPolicy(qwen_chat), cfg)
     stats = await engine.run(plan_episodes("math-python", num_tasks=4, group_size=2))
     assert stats.done == 8 and stats.failed == 0
-    assert all(t.reward == 1.0 and t.terminated and t.status is Status.OK for t in out), [t.status_reason for t in out]
+    assert all(t.reward == 1.0 and t.terminated and t.status is Status.OK for t in out), [
+        t.status_reason for t in out
+    ]
     for t in out:
         assert [s.action_kind for s in t.steps] == ["tool_calls", "answer"]
         assert t.steps[0].tool_calls[0].name == "python" and not t.steps[0].tool_calls[0].error
@@ -89,7 +93,11 @@ async def test_llm_and_episode_timeouts(qwen_tokenizer: Any) -> None:
     assert out[0].status is Status.ERROR and "timed out after 0.05s" in (out[0].status_reason or "")
 
     cfg2 = EngineConfig(episode_timeout_s=0.2)
-    engine2, out2 = _engine(ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder, delay_s=0.1), cfg2), cfg2, env_kwargs={"target": 50})
+    engine2, out2 = _engine(
+        ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder, delay_s=0.1), cfg2),
+        cfg2,
+        env_kwargs={"target": 50},
+    )
     await engine2.run(plan_episodes("counter", num_tasks=1, group_size=1))
     assert out2[0].status is Status.ERROR and "episode timed out" in (out2[0].status_reason or "")
     assert len(out2[0].steps) >= 1  # the partial episode is kept for inspection
@@ -97,17 +105,25 @@ async def test_llm_and_episode_timeouts(qwen_tokenizer: Any) -> None:
 
 async def test_budgets(qwen_tokenizer: Any) -> None:
     cfg = EngineConfig(max_turns=2)
-    engine, out = _engine(ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder), cfg), cfg, env_kwargs={"target": 10})
+    engine, out = _engine(
+        ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder), cfg), cfg, env_kwargs={"target": 10}
+    )
     await engine.run(plan_episodes("counter", num_tasks=1, group_size=1))
     assert out[0].truncated and not out[0].terminated and "turn limit (2)" in (out[0].truncation_reason or "")
 
     cfg = EngineConfig(max_tokens_per_turn=3)
-    engine, out = _engine(ModelPolicy(MockLLMBackend(qwen_tokenizer, ["count[1] and a long ramble " * 5]), cfg), cfg)
+    engine, out = _engine(
+        ModelPolicy(MockLLMBackend(qwen_tokenizer, ["count[1] and a long ramble " * 5]), cfg), cfg
+    )
     await engine.run(plan_episodes("counter", num_tasks=1, group_size=1))
-    assert all(s.llm and s.llm.completion_tokens <= 3 and s.llm.finish_reason == "length" for s in out[0].steps)
+    assert all(
+        s.llm and s.llm.completion_tokens <= 3 and s.llm.finish_reason == "length" for s in out[0].steps
+    )
 
     cfg = EngineConfig(max_tokens_per_trajectory=120, max_tokens_per_turn=64)
-    engine, out = _engine(ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder), cfg), cfg, env_kwargs={"target": 100})
+    engine, out = _engine(
+        ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder), cfg), cfg, env_kwargs={"target": 100}
+    )
     await engine.run(plan_episodes("counter", num_tasks=1, group_size=1))
     assert out[0].truncated and "context budget" in (out[0].truncation_reason or "")
     assert len(out[0].sequence_ids(0)) <= 120 + 16
@@ -115,7 +131,9 @@ async def test_budgets(qwen_tokenizer: Any) -> None:
 
 async def test_invalid_actions_and_env_errors(qwen_tokenizer: Any) -> None:
     cfg = EngineConfig(max_turns=3)
-    engine, out = _engine(ModelPolicy(MockLLMBackend(qwen_tokenizer, ["", "count[7]", "<action>x"]), cfg), cfg)
+    engine, out = _engine(
+        ModelPolicy(MockLLMBackend(qwen_tokenizer, ["", "count[7]", "<action>x"]), cfg), cfg
+    )
     await engine.run(plan_episodes("counter", num_tasks=1, group_size=1))
     t = out[0]
     assert t.status is Status.OK and [s.valid for s in t.steps] == [False, False, False]
@@ -123,7 +141,10 @@ async def test_invalid_actions_and_env_errors(qwen_tokenizer: Any) -> None:
 
     engine, out = _engine(ScriptedPolicy(ChatFormat(qwen_tokenizer)), cfg, env_kwargs={"fail_at": 1})
     await engine.run(plan_episodes("counter", num_tasks=2, group_size=1))
-    assert all(t.status is Status.ERROR and "RuntimeError: environment exploded" in (t.status_reason or "") for t in out)
+    assert all(
+        t.status is Status.ERROR and "RuntimeError: environment exploded" in (t.status_reason or "")
+        for t in out
+    )
     assert all(len(t.steps) == 1 for t in out)
 
 
@@ -131,7 +152,12 @@ async def test_concurrency_bound_and_sandbox_release(qwen_chat: ChatFormat) -> N
     CounterEnv.live = CounterEnv.max_live = 0
     sandboxes = CountingBackend()
     cfg = EngineConfig(max_live_episodes=3, max_sandboxes=2)
-    engine, out = _engine(ScriptedPolicy(qwen_chat), cfg, sandbox_backend=sandboxes, env_kwargs={"needs_sandbox": True, "step_delay": 0.01})
+    engine, out = _engine(
+        ScriptedPolicy(qwen_chat),
+        cfg,
+        sandbox_backend=sandboxes,
+        env_kwargs={"needs_sandbox": True, "step_delay": 0.01},
+    )
     await engine.run(plan_episodes("counter", num_tasks=10, group_size=1))
     assert len(out) == 10 and CounterEnv.max_live <= 3
     assert sandboxes.max_live <= 2 and sandboxes.acquired == sandboxes.released == 10
@@ -143,7 +169,9 @@ async def test_cancellation_releases_everything(qwen_tokenizer: Any) -> None:
     sandboxes = CountingBackend()
     cfg = EngineConfig(max_live_episodes=4)
     policy = ModelPolicy(MockLLMBackend(qwen_tokenizer, _counting_responder, delay_s=0.05), cfg)
-    engine, _out = _engine(policy, cfg, sandbox_backend=sandboxes, env_kwargs={"needs_sandbox": True, "target": 50})
+    engine, _out = _engine(
+        policy, cfg, sandbox_backend=sandboxes, env_kwargs={"needs_sandbox": True, "target": 50}
+    )
     task = asyncio.create_task(engine.run(plan_episodes("counter", num_tasks=20, group_size=1)))
     await asyncio.sleep(0.3)
     task.cancel()

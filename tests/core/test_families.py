@@ -53,14 +53,44 @@ def chats() -> dict[str, ChatFormat]:
 
 # -- strategies ------------------------------------------------------------------------------------
 
-_SPECIALS = ("<|", "|>", "<｜", "｜>", "[INST]", "[/INST]", "[TOOL", "[/TOOL", "[ARGS]", "[SYSTEM", "[AVAILABLE", "</s>", "<s>", "<unk>",
-             "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-             "</parameter>", "</function>", "<function=", "<parameter=")
+_SPECIALS = (
+    "<|",
+    "|>",
+    "<｜",
+    "｜>",
+    "[INST]",
+    "[/INST]",
+    "[TOOL",
+    "[/TOOL",
+    "[ARGS]",
+    "[SYSTEM",
+    "[AVAILABLE",
+    "</s>",
+    "<s>",
+    "<unk>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "</parameter>",
+    "</function>",
+    "<function=",
+    "<parameter=",
+)
 # NFC-stable: the Qwen tokenizers normalize to NFC (as the published ones do), so text that NFC
 # changes cannot come back from token ids unchanged, whatever the format
 safe_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=24).filter(
-    lambda s: not any(t in s for t in _SPECIALS) and unicodedata.normalize("NFC", s) == s)
-json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=32), safe_text)
+    lambda s: not any(t in s for t in _SPECIALS) and unicodedata.normalize("NFC", s) == s
+)
+json_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    safe_text,
+)
 
 
 @st.composite
@@ -75,7 +105,9 @@ def lookup_args(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):
         args["tags"] = draw(st.lists(safe_text, max_size=3))
     if draw(st.booleans()):
-        args["extra"] = draw(st.dictionaries(st.text("abcxyz_", min_size=1, max_size=6), json_scalar, max_size=3))
+        args["extra"] = draw(
+            st.dictionaries(st.text("abcxyz_", min_size=1, max_size=6), json_scalar, max_size=3)
+        )
     return args
 
 
@@ -85,16 +117,21 @@ def calls_st(draw: Any, family: str) -> list[ToolCall]:
     calls = []
     for i in range(n):
         args = draw(lookup_args())
-        calls.append(ToolCall(name="lookup", arguments=args, id=call_id(family, "lookup", i, json.dumps(args))))
+        calls.append(
+            ToolCall(name="lookup", arguments=args, id=call_id(family, "lookup", i, json.dumps(args)))
+        )
     return calls
 
 
 # -- template ↔ parser -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("family", FAMILIES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_calls_rendered_by_the_template_parse_back(family: str, data: st.DataObject, chats: dict[str, ChatFormat]) -> None:
+def test_calls_rendered_by_the_template_parse_back(
+    family: str, data: st.DataObject, chats: dict[str, ChatFormat]
+) -> None:
     chat = chats[family]
     calls = data.draw(calls_st(family))
     preamble = "" if family in NO_PREAMBLE else data.draw(st.sampled_from(["", "Let me look that up."]))
@@ -109,7 +146,9 @@ def test_calls_rendered_by_the_template_parse_back(family: str, data: st.DataObj
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_plain_text_is_an_answer_and_broken_calls_are_invalid(family: str, chats: dict[str, ChatFormat]) -> None:
+def test_plain_text_is_an_answer_and_broken_calls_are_invalid(
+    family: str, chats: dict[str, ChatFormat]
+) -> None:
     parser = PARSERS[FAMILY_PARSER[family]]
     answer = parser.parse("The value is red.", TOOLS)
     assert answer.kind is ActionKind.ANSWER and answer.answer == "The value is red."
@@ -119,7 +158,9 @@ def test_plain_text_is_an_answer_and_broken_calls_are_invalid(family: str, chats
     assert "launch" in unknown
     bad = parser.parse(unknown, TOOLS)
     assert bad.kind is ActionKind.INVALID and "unknown tool 'launch'" in (bad.error or "")
-    wrong_type = assistant_text(chats[family], [ToolCall("lookup", {"key": "fox", "count": "many"}, call_id(family, "lookup", 0))])
+    wrong_type = assistant_text(
+        chats[family], [ToolCall("lookup", {"key": "fox", "count": "many"}, call_id(family, "lookup", 0))]
+    )
     assert parser.parse(wrong_type, TOOLS).kind is ActionKind.INVALID
     # cut the call short (as a length-limited sample is): never a crash, never a call
     truncated = parser.parse(good[: len(good) - 4], TOOLS)
@@ -128,28 +169,57 @@ def test_plain_text_is_an_answer_and_broken_calls_are_invalid(family: str, chats
 
 def test_format_specific_cases() -> None:
     llama = PARSERS["llama3_json"]
-    two = llama.parse('<|python_tag|>{"name": "lookup", "parameters": {"key": "a"}}; {"name": "lookup", "arguments": {"key": "b"}}', TOOLS)
+    two = llama.parse(
+        '<|python_tag|>{"name": "lookup", "parameters": {"key": "a"}}; {"name": "lookup", "arguments": {"key": "b"}}',
+        TOOLS,
+    )
     assert [c.arguments["key"] for c in two.tool_calls] == ["a", "b"]
     assert llama.parse('{"name": "lookup", "parameters": {"key": ', TOOLS).kind is ActionKind.INVALID
     mistral = PARSERS["mistral"]
-    v11 = mistral.parse('[TOOL_CALLS]lookup[ARGS]{"key": "a"}[TOOL_CALLS]lookup[ARGS]{"key": "b", "count": 2}', TOOLS)
-    assert [(c.name, c.arguments) for c in v11.tool_calls] == [("lookup", {"key": "a"}), ("lookup", {"key": "b", "count": 2})]
+    v11 = mistral.parse(
+        '[TOOL_CALLS]lookup[ARGS]{"key": "a"}[TOOL_CALLS]lookup[ARGS]{"key": "b", "count": 2}', TOOLS
+    )
+    assert [(c.name, c.arguments) for c in v11.tool_calls] == [
+        ("lookup", {"key": "a"}),
+        ("lookup", {"key": "b", "count": 2}),
+    ]
     assert mistral.parse("[TOOL_CALLS]not a list", TOOLS).kind is ActionKind.INVALID
     assert mistral.parse("[TOOL_CALLS][]", TOOLS).kind is ActionKind.INVALID
     pythonic = PARSERS["pythonic"]
-    ok = pythonic.parse('<|python_start|>[lookup(key="a", exact=true, extra={"n": -3, "x": null})]<|python_end|>', TOOLS)
+    ok = pythonic.parse(
+        '<|python_start|>[lookup(key="a", exact=true, extra={"n": -3, "x": null})]<|python_end|>', TOOLS
+    )
     assert ok.tool_calls[0].arguments == {"key": "a", "exact": True, "extra": {"n": -3, "x": None}}
-    for attack in ('[lookup(key=__import__("os").system("x"))]', '[lookup(key="a" + "b")]', '[lookup("positional")]',
-                   '[lookup(**{"key": "a"})]', "[lookup(key=open)]"):
+    for attack in (
+        '[lookup(key=__import__("os").system("x"))]',
+        '[lookup(key="a" + "b")]',
+        '[lookup("positional")]',
+        '[lookup(**{"key": "a"})]',
+        "[lookup(key=open)]",
+    ):
         assert pythonic.parse(attack, TOOLS).kind is ActionKind.INVALID, attack
-    assert pythonic.parse("[1, 2, 3]", TOOLS).kind is ActionKind.ANSWER  # a list that is not calls is an answer
+    assert (
+        pythonic.parse("[1, 2, 3]", TOOLS).kind is ActionKind.ANSWER
+    )  # a list that is not calls is an answer
     coder = PARSERS["qwen3_coder"]
-    typed = coder.parse("<tool_call>\n<function=lookup>\n<parameter=key>\n 7 \n</parameter>\n<parameter=count>\n7\n</parameter>\n</function>\n</tool_call>", TOOLS)
-    assert typed.tool_calls[0].arguments == {"key": " 7 ", "count": 7}  # the schema decides: string kept, integer read
-    assert coder.parse("<tool_call>\n<function=lookup>\n<parameter=key>\nx\n</function>\n</tool_call>", TOOLS).kind is ActionKind.INVALID
+    typed = coder.parse(
+        "<tool_call>\n<function=lookup>\n<parameter=key>\n 7 \n</parameter>\n<parameter=count>\n7\n</parameter>\n</function>\n</tool_call>",
+        TOOLS,
+    )
+    assert typed.tool_calls[0].arguments == {
+        "key": " 7 ",
+        "count": 7,
+    }  # the schema decides: string kept, integer read
+    assert (
+        coder.parse(
+            "<tool_call>\n<function=lookup>\n<parameter=key>\nx\n</function>\n</tool_call>", TOOLS
+        ).kind
+        is ActionKind.INVALID
+    )
 
 
 # -- --parser auto ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("family", [*FAMILIES, "qwen"])
 def test_auto_picks_the_parser_from_the_template(family: str) -> None:
@@ -173,6 +243,7 @@ def test_auto_keeps_environment_formats_and_unknown_templates() -> None:
 
 # -- token faithfulness under each template ----------------------------------------------------------
 
+
 @st.composite
 def episode_st(draw: Any, family: str, vocab: int) -> list[dict[str, Any]]:
     turns = []
@@ -194,7 +265,9 @@ def episode_st(draw: Any, family: str, vocab: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("family", FAMILIES)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_assembled_ids_are_what_the_model_sampled(family: str, data: st.DataObject, chats: dict[str, ChatFormat]) -> None:
+def test_assembled_ids_are_what_the_model_sampled(
+    family: str, data: st.DataObject, chats: dict[str, ChatFormat]
+) -> None:
     chat = chats[family]
     turns = data.draw(episode_st(family, len(chat.tokenizer)))
     asm = TokenAssembler(chat, SCHEMAS)
@@ -209,9 +282,13 @@ def test_assembled_ids_are_what_the_model_sampled(family: str, data: st.DataObje
             ids = chat.encode(turn["payload"])
         else:
             ids = chat.encode(assistant_text(chat, turn["payload"]))
-        if not (turn["mode"] == "calls" and family in STOP_NOT_EOS):  # there sampling stops at the call's own end token
+        if not (
+            turn["mode"] == "calls" and family in STOP_NOT_EOS
+        ):  # there sampling stops at the call's own end token
             ids.append(eos)
-        completion = asm.add_completion(GenerationResult(output_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop"))
+        completion = asm.add_completion(
+            GenerationResult(output_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop")
+        )
         calls.append((prompt, ids, completion.sequence))
         tool_calls = turn["payload"] if turn["mode"] == "calls" else []
         if turn["reply"] == "tool":
@@ -226,12 +303,17 @@ def test_assembled_ids_are_what_the_model_sampled(family: str, data: st.DataObje
 
 # -- a mock model of each family through the engine -------------------------------------------------
 
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_model_of_each_family_calls_the_tool_through_the_engine(family: str, chats: dict[str, ChatFormat]) -> None:
+def test_a_model_of_each_family_calls_the_tool_through_the_engine(
+    family: str, chats: dict[str, ChatFormat]
+) -> None:
     chat = chats[family]
     # Qwen3 thinks first; an empty think block would be dropped from history (see test_reasoning_drop)
     reasoning = "<think>\nI will look it up.\n</think>\n\n" if family == "qwen3" else ""
-    call_text = assistant_text(chat, [ToolCall("lookup", {"key": "fox", "count": 2}, call_id(family, "lookup", 0))], reasoning)
+    call_text = assistant_text(
+        chat, [ToolCall("lookup", {"key": "fox", "count": 2}, call_id(family, "lookup", 0))], reasoning
+    )
     assert not reasoning or call_text.startswith(reasoning)
 
     final = "<|channel|>final<|message|>done" if family == "gpt-oss" else "done"
@@ -239,7 +321,13 @@ def test_a_model_of_each_family_calls_the_tool_through_the_engine(family: str, c
     def responder(prompt: str, _i: int) -> str:
         return call_text if "RESULT fox x2" not in prompt else final
 
-    out = run_family(chat.tokenizer, "family-lookup", responder, parser=FAMILY_PARSER[family], add_eos=family not in STOP_NOT_EOS)
+    out = run_family(
+        chat.tokenizer,
+        "family-lookup",
+        responder,
+        parser=FAMILY_PARSER[family],
+        add_eos=family not in STOP_NOT_EOS,
+    )
     assert len(out) == 2
     for t in out:
         assert t.status is Status.OK, t.status_reason

@@ -47,10 +47,18 @@ def test_references_are_checked() -> None:
 
 
 def test_content_text_puts_a_placeholder_where_each_image_was() -> None:
-    parts = [{"type": "text", "text": "before "}, image_part("0" * 64), {"type": "text", "text": " after"}, image_part("1" * 64)]
+    parts = [
+        {"type": "text", "text": "before "},
+        image_part("0" * 64),
+        {"type": "text", "text": " after"},
+        image_part("1" * 64),
+    ]
     assert content_text(parts, "<image>") == "before <image> after<image>"
     assert content_text("plain") == "plain"
-    assert image_refs([{"role": "tool", "content": parts}, {"role": "user", "content": "x"}]) == ["sha256:" + "0" * 64, "sha256:" + "1" * 64]
+    assert image_refs([{"role": "tool", "content": parts}, {"role": "user", "content": "x"}]) == [
+        "sha256:" + "0" * 64,
+        "sha256:" + "1" * 64,
+    ]
 
 
 def test_placeholder_is_qwen_vision_tokens_when_the_vocabulary_has_them() -> None:
@@ -61,22 +69,31 @@ def test_placeholder_is_qwen_vision_tokens_when_the_vocabulary_has_them() -> Non
         def get_vocab(self) -> dict[str, int]:
             return {w: i for i, w in enumerate(self.words)}
 
-    assert placeholder_for(Vocab(["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "a"])) == QWEN_PLACEHOLDER
+    assert (
+        placeholder_for(Vocab(["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "a"]))
+        == QWEN_PLACEHOLDER
+    )
     assert placeholder_for(Vocab(["a"])) == GENERIC_PLACEHOLDER
-    assert placeholder_for(load_tiny_tokenizer("qwen")) == GENERIC_PLACEHOLDER  # the tiny vocabulary has no vision tokens
+    assert (
+        placeholder_for(load_tiny_tokenizer("qwen")) == GENERIC_PLACEHOLDER
+    )  # the tiny vocabulary has no vision tokens
     assert ChatFormat(load_tiny_tokenizer("qwen"), image_placeholder="<img>").image_placeholder == "<img>"
 
 
 def test_assembly_with_image_parts_stays_token_faithful() -> None:
     """Messages keep their image parts; the ids hold the placeholder's tokens, appended as deltas."""
     chat = ChatFormat(load_tiny_tokenizer("qwen"))
-    first = [{"role": "system", "content": "Act."},
-             {"role": "user", "content": [{"type": "text", "text": "Task: click.\n"}, image_part("a" * 64)]}]
+    first = [
+        {"role": "system", "content": "Act."},
+        {"role": "user", "content": [{"type": "text", "text": "Task: click.\n"}, image_part("a" * 64)]},
+    ]
     asm = TokenAssembler(chat)
     asm.start(first)
     assert asm.messages[1]["content"][1] == image_part("a" * 64)  # the message itself is untouched
     sampled = chat.encode("<tool_call>\n{}\n</tool_call>") + sorted(chat.eos_token_ids)[:1]
-    asm.add_completion(GenerationResult(output_ids=sampled, logprobs=[0.0] * len(sampled), finish_reason="stop"))
+    asm.add_completion(
+        GenerationResult(output_ids=sampled, logprobs=[0.0] * len(sampled), finish_reason="stop")
+    )
     asm.add_messages([{"role": "tool", "content": [{"type": "text", "text": "page"}, image_part("b" * 64)]}])
     assert not asm.rewrites
     full = chat.encode(chat.render(asm.messages, add_generation_prompt=True))

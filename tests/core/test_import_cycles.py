@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = {"core": "core", "plugins": "plugins", "sandboxes": "sandboxes", "trajectories": "trajectories",
-           "training": "training", "toolgym": "toolgym"}
+FOLDERS = {
+    "core": "core",
+    "plugins": "plugins",
+    "sandboxes": "sandboxes",
+    "trajectories": "trajectories",
+    "training": "training",
+    "toolgym": "toolgym",
+}
 
 
 def module_file(module: str) -> Path | None:
@@ -18,7 +24,9 @@ def module_file(module: str) -> Path | None:
     parts = module.split(".")
     if parts[0] != "toolgym" or len(parts) < 2:
         return None
-    head, rest = (parts[1], parts[2:]) if parts[1] in FOLDERS and parts[1] != "toolgym" else ("toolgym", parts[1:])
+    head, rest = (
+        (parts[1], parts[2:]) if parts[1] in FOLDERS and parts[1] != "toolgym" else ("toolgym", parts[1:])
+    )
     base = REPO / FOLDERS[head] / Path(*rest) if rest else REPO / FOLDERS[head]
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
@@ -58,7 +66,11 @@ def imports_in(source: str, module: str, *, package: bool = False) -> set[str]:
             else:
                 base = node.module or ""
             out.add(base)
-            out.update(f"{base}.{alias.name}" for alias in node.names if module_file(f"{base}.{alias.name}") is not None)
+            out.update(
+                f"{base}.{alias.name}"
+                for alias in node.names
+                if module_file(f"{base}.{alias.name}") is not None
+            )
     return {m for m in out if m.startswith("toolgym.") and module_file(m) is not None}
 
 
@@ -97,8 +109,16 @@ def cycle_through(start: str, within: str) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("start", ["toolgym.core.rollout.engine", "toolgym.core.rollout.episode", "toolgym.core.rollout.branching",
-                                   "toolgym.core.llm.resolve", "toolgym.training.demo.run"])
+@pytest.mark.parametrize(
+    "start",
+    [
+        "toolgym.core.rollout.engine",
+        "toolgym.core.rollout.episode",
+        "toolgym.core.rollout.branching",
+        "toolgym.core.llm.resolve",
+        "toolgym.training.demo.run",
+    ],
+)
 def test_no_import_cycle_through(start: str) -> None:
     within = start.rsplit(".", 1)[0]
     assert cycle_through(start, within) is None

@@ -18,7 +18,22 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(REPO)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (whl,) = out.glob("toolgym-*.whl")
     return whl
 
@@ -40,17 +55,38 @@ def test_fresh_venv_imports_public_api(wheel: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     before = {p.name for p in site.iterdir()}
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True
+    )
     added = {p.name for p in site.iterdir()} - before
     assert added == {"toolgym", "toolgym-0.1.0.dist-info"}
     # dependencies come from this test run's environment; toolgym itself must come from the wheel
     deps = sysconfig.get_paths()["purelib"]
     code = "import toolgym, toolgym.core.rollout.engine, toolgym.trajectories; print(toolgym.__file__); print(len(toolgym.__all__))"
-    res = subprocess.run([str(py), "-c", code], env={**os.environ, "PYTHONPATH": deps}, capture_output=True, text=True, cwd=tmp_path)
+    res = subprocess.run(
+        [str(py), "-c", code],
+        env={**os.environ, "PYTHONPATH": deps},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     where, count = res.stdout.split()
     assert where.startswith(str(site)) and int(count) > 30
-    cli = subprocess.run([str(env_dir / "bin" / "toolgym"), "envs", "list", "--json"], env={**os.environ, "PYTHONPATH": deps}, capture_output=True, text=True, cwd=tmp_path)
+    cli = subprocess.run(
+        [str(env_dir / "bin" / "toolgym"), "envs", "list", "--json"],
+        env={**os.environ, "PYTHONPATH": deps},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert cli.returncode == 0 and '"math-python"' in cli.stdout, cli.stderr

@@ -36,10 +36,21 @@ TOOLS = {t.name: t for t in (run_python, add, search)}
 
 def test_hermes_parses_calls_and_answers() -> None:
     p = HermesParser()
-    a = p.parse('<think>hmm</think>\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>', TOOLS)
-    assert a.kind is ActionKind.TOOL_CALLS and a.tool_calls[0].arguments == {"a": 1, "b": 2} and a.thought == "hmm"
-    two = p.parse('<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call><tool_call>{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}</tool_call>', TOOLS)
-    assert [c.name for c in two.tool_calls] == ["add", "search"] and two.tool_calls[1].arguments == {"query": "x"}
+    a = p.parse(
+        '<think>hmm</think>\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>', TOOLS
+    )
+    assert (
+        a.kind is ActionKind.TOOL_CALLS
+        and a.tool_calls[0].arguments == {"a": 1, "b": 2}
+        and a.thought == "hmm"
+    )
+    two = p.parse(
+        '<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call><tool_call>{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}</tool_call>',
+        TOOLS,
+    )
+    assert [c.name for c in two.tool_calls] == ["add", "search"] and two.tool_calls[1].arguments == {
+        "query": "x"
+    }
     ans = p.parse("The answer is 42.", TOOLS)
     assert ans.kind is ActionKind.ANSWER and ans.answer == "The answer is 42."
 
@@ -93,16 +104,47 @@ def test_env_actions() -> None:
     assert "unclosed" in (tagged.parse("<action>a").error or "")
 
 
-fragments = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>", "<answer>", "</answer>", "<search>",
-                             "</search>", "<action>", "</action>", "{", "}", '"name"', '"arguments"', ":", ",", "[", "]",
-                             '"add"', '"run_python"', "null", "1", '"x"', "\n"])
+fragments = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<think>",
+        "</think>",
+        "<answer>",
+        "</answer>",
+        "<search>",
+        "</search>",
+        "<action>",
+        "</action>",
+        "{",
+        "}",
+        '"name"',
+        '"arguments"',
+        ":",
+        ",",
+        "[",
+        "]",
+        '"add"',
+        '"run_python"',
+        "null",
+        "1",
+        '"x"',
+        "\n",
+    ]
+)
 fuzz_text = st.lists(st.one_of(fragments, st.text(max_size=8)), max_size=30).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
 @given(text=fuzz_text)
 def test_parsers_never_raise(text: str) -> None:
-    for parser in (HermesParser(), HermesParser(max_calls=1), XMLTagParser(), EnvActionParser(), EnvActionParser(require_tags=True)):
+    for parser in (
+        HermesParser(),
+        HermesParser(max_calls=1),
+        XMLTagParser(),
+        EnvActionParser(),
+        EnvActionParser(require_tags=True),
+    ):
         action = parser.parse(text, TOOLS)
         assert action.text == text
         if action.kind is ActionKind.INVALID:
@@ -114,9 +156,19 @@ def test_parsers_never_raise(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(args=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.one_of(st.integers(), st.text(alphabet="xyz", max_size=4), st.none())))
+@given(
+    args=st.dictionaries(
+        st.sampled_from(["a", "b", "c"]),
+        st.one_of(st.integers(), st.text(alphabet="xyz", max_size=4), st.none()),
+    )
+)
 def test_hermes_argument_types_checked(args: dict) -> None:
     text = "<tool_call>" + json.dumps({"name": "add", "arguments": args}) + "</tool_call>"
     action = HermesParser().parse(text, TOOLS)
-    valid = "a" in args and isinstance(args["a"], int) and set(args) <= {"a", "b"} and isinstance(args.get("b", 0), int)
+    valid = (
+        "a" in args
+        and isinstance(args["a"], int)
+        and set(args) <= {"a", "b"}
+        and isinstance(args.get("b", 0), int)
+    )
     assert (action.kind is ActionKind.TOOL_CALLS) == valid

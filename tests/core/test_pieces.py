@@ -28,7 +28,19 @@ def _added(fast: Tokenizer) -> list[str]:
     return [t.content for t in fast.get_added_tokens_decoder().values()]
 
 
-_CHUNKS = [*"ab xyz\n\t<>|/_{}\":,.0129", "é", "e\u0301", "日本", "\u212a", "ｔ", "  ", "\n\n", "tool", "call", "_id|"]
+_CHUNKS = [
+    *'ab xyz\n\t<>|/_{}":,.0129',
+    "é",
+    "e\u0301",
+    "日本",
+    "\u212a",
+    "ｔ",
+    "  ",
+    "\n\n",
+    "tool",
+    "call",
+    "_id|",
+]
 _TEXT = st.lists(st.sampled_from(_CHUNKS), max_size=20).map("".join)
 
 
@@ -49,9 +61,21 @@ def test_a_chat_render_is_mostly_cache_hits(fast: Tokenizer) -> None:
     family = "qwen" if "<|im_start|>" in _added(fast) else "llama"
     chat = ChatFormat(LightTokenizer(ensure_tiny_model(family, with_weights=False)))
     assert chat._pieces is not None
-    tools = [{"type": "function", "function": {"name": "lookup", "description": "Look up.", "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look up.",
+                "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+            },
+        }
+    ]
     for i in range(20):
-        messages = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": f"Question number {i}?"}]
+        messages = [
+            {"role": "system", "content": "Use the tools."},
+            {"role": "user", "content": f"Question number {i}?"},
+        ]
         text = chat.render(messages, tools=tools, add_generation_prompt=True)
         assert chat.encode(text) == _whole(fast, text)
     info = chat._pieces.cache_info()
@@ -74,7 +98,12 @@ def _lowercase_normalizer(spec: dict[str, Any]) -> None:
 
 
 def _metaspace_first(spec: dict[str, Any]) -> None:
-    spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True}
+    spec["pre_tokenizer"] = {
+        "type": "Metaspace",
+        "replacement": "▁",
+        "prepend_scheme": "first",
+        "split": True,
+    }
 
 
 @pytest.mark.parametrize("change", [_lstrip_first, _lowercase_normalizer, _metaspace_first])

@@ -36,7 +36,8 @@ def _make_plugin_package(root: Path, name: str, code: str) -> Path:
     pkg = root / name
     (pkg / name).mkdir(parents=True)
     (pkg / name / "__init__.py").write_text(code)
-    (pkg / "pyproject.toml").write_text(textwrap.dedent(f"""\
+    (pkg / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -47,20 +48,47 @@ def _make_plugin_package(root: Path, name: str, code: str) -> Path:
 
         [project.entry-points.toolgym]
         {name} = "{name}"
-    """))
+    """)
+    )
     return pkg
 
 
 def test_third_party_plugin_package_is_found_and_callable(tmp_path: Path) -> None:
     pkg = _make_plugin_package(tmp_path, "toolgym_shout", PLUGIN_CODE)
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(pkg)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(pkg),
+        ],
+        check=True,
+        capture_output=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
-    listed = subprocess.run([sys.executable, "-m", "toolgym", "tools", "list", "--json"], env=env, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "toolgym", "tools", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     tools = {t["name"]: t for t in json.loads(listed.stdout)}
     assert tools["shout"]["plugin"] == "toolgym_shout"
     assert tools["shout"]["schema"]["function"]["parameters"]["required"] == ["text"]
-    tried = subprocess.run([sys.executable, "-m", "toolgym", "tools", "try", "shout", "--args", '{"text": "hi", "times": 2}'], env=env, capture_output=True, text=True)
+    tried = subprocess.run(
+        [sys.executable, "-m", "toolgym", "tools", "try", "shout", "--args", '{"text": "hi", "times": 2}'],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert tried.returncode == 0 and tried.stdout.strip() == "HI HI", tried.stderr
     assert "ok in" in tried.stderr
 
@@ -99,7 +127,9 @@ def test_broken_plugins_are_isolated_and_named(tmp_path: Path) -> None:
     dupe = _module("dupe", toolgym_tools=also_dup)
     boom = _module("boom", toolgym_tools=raises)
     junk = _module("junk", toolgym_tools=not_tools)
-    reg = Registry.load(entry_points=False, plugins=[("good", good), ("dupe", dupe), ("boom", boom), ("junk", junk)])
+    reg = Registry.load(
+        entry_points=False, plugins=[("good", good), ("dupe", dupe), ("boom", boom), ("junk", junk)]
+    )
     assert list(reg.tools) == ["dup"] and reg.tools["dup"].plugin == "good"
     errors = {e.plugin: e.reason for e in reg.errors}
     assert set(errors) == {"dupe", "boom", "junk"}
@@ -110,7 +140,8 @@ def test_broken_plugins_are_isolated_and_named(tmp_path: Path) -> None:
 
 def test_import_error_and_bad_schema_via_cli(tmp_path: Path) -> None:
     (tmp_path / "broken_import.py").write_text("import does_not_exist\n")
-    (tmp_path / "bad_schema.py").write_text(textwrap.dedent('''\
+    (tmp_path / "bad_schema.py").write_text(
+        textwrap.dedent('''\
         from toolgym import hookimpl, tool
 
         class Opaque:
@@ -123,29 +154,97 @@ def test_import_error_and_bad_schema_via_cli(tmp_path: Path) -> None:
         @hookimpl
         def toolgym_tools():
             return [weird]
-    '''))
+    ''')
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "TOOLGYM_PLUGINS": "broken_import,bad_schema"}
-    res = subprocess.run([sys.executable, "-m", "toolgym", "tools", "list", "--json"], env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "toolgym", "tools", "list", "--json"], env=env, capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
-    assert "plugin 'broken_import': could not be loaded" in res.stderr and "No module named 'does_not_exist'" in res.stderr
+    assert (
+        "plugin 'broken_import': could not be loaded" in res.stderr
+        and "No module named 'does_not_exist'" in res.stderr
+    )
     assert "plugin 'bad_schema'" in res.stderr and "an argument type has no JSON schema" in res.stderr
     names = {t["name"] for t in json.loads(res.stdout)}
     assert "weird" not in names  # the other plugins still load (their tools are listed)
 
 
-PUBLIC_API = sorted([
-    "Action", "ActionKind", "AuditCheck", "BackgroundServer", "ChatBackend", "ChatResult", "CliCommand", "ConfigError",
-    "DEFAULT_PROFILES", "EngineConfig", "EngineStats", "Env", "EnvSpec", "EpisodeContext", "EpisodeRequest",
-    "ExecResult", "GenerationRequest", "GenerationResult", "GiB", "ImageNeed", "LLMBackend",
-    "LLMBackendSpec", "LLMCall", "LLMError", "Message", "ModelPolicy", "PathOutsideSandboxError",
-    "PluginError", "PythonResult", "Registry", "RolloutEngine", "RunningDigest", "SamplingConfig",
-    "SamplingParams", "Sandbox", "SandboxBackend", "SandboxBackendSpec", "SandboxBrokenError",
-    "SandboxError", "SandboxProfile", "ScriptedPolicy", "Segment", "Status", "Step", "StepResult", "Task",
-    "Tool", "ToolArgumentError", "ToolCall", "ToolCallRecord", "ToolExecutionError", "ToolOutput",
-    "ToolParser", "ToolTaskEnv", "ToolgymError", "Trajectory", "UnknownNameError", "__version__", "capture_thread_output", "digest",
-    "get_registry", "hookimpl", "hookspec", "image_part", "load_object", "make_policy", "parse_flag",
-    "plan_episodes", "register_profile", "store_image", "tool",
-])
+PUBLIC_API = sorted(
+    [
+        "Action",
+        "ActionKind",
+        "AuditCheck",
+        "BackgroundServer",
+        "ChatBackend",
+        "ChatResult",
+        "CliCommand",
+        "ConfigError",
+        "DEFAULT_PROFILES",
+        "EngineConfig",
+        "EngineStats",
+        "Env",
+        "EnvSpec",
+        "EpisodeContext",
+        "EpisodeRequest",
+        "ExecResult",
+        "GenerationRequest",
+        "GenerationResult",
+        "GiB",
+        "ImageNeed",
+        "LLMBackend",
+        "LLMBackendSpec",
+        "LLMCall",
+        "LLMError",
+        "Message",
+        "ModelPolicy",
+        "PathOutsideSandboxError",
+        "PluginError",
+        "PythonResult",
+        "Registry",
+        "RolloutEngine",
+        "RunningDigest",
+        "SamplingConfig",
+        "SamplingParams",
+        "Sandbox",
+        "SandboxBackend",
+        "SandboxBackendSpec",
+        "SandboxBrokenError",
+        "SandboxError",
+        "SandboxProfile",
+        "ScriptedPolicy",
+        "Segment",
+        "Status",
+        "Step",
+        "StepResult",
+        "Task",
+        "Tool",
+        "ToolArgumentError",
+        "ToolCall",
+        "ToolCallRecord",
+        "ToolExecutionError",
+        "ToolOutput",
+        "ToolParser",
+        "ToolTaskEnv",
+        "ToolgymError",
+        "Trajectory",
+        "UnknownNameError",
+        "__version__",
+        "capture_thread_output",
+        "digest",
+        "get_registry",
+        "hookimpl",
+        "hookspec",
+        "image_part",
+        "load_object",
+        "make_policy",
+        "parse_flag",
+        "plan_episodes",
+        "register_profile",
+        "store_image",
+        "tool",
+    ]
+)
 
 
 def test_public_api_surface_is_deliberate() -> None:

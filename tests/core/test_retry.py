@@ -7,9 +7,17 @@ import pytest
 from toolgym.core.util.retry import CAP_S, backoff_delay
 
 
-@pytest.mark.parametrize("attempt, jitter, want", [
-    (1, 0.0, 0.25), (1, 0.5, 0.5), (2, 0.5, 1.0), (3, 0.999, 0.5 * 4 * 1.499), (10, 0.5, CAP_S), (30, 0.0, CAP_S),
-])
+@pytest.mark.parametrize(
+    "attempt, jitter, want",
+    [
+        (1, 0.0, 0.25),
+        (1, 0.5, 0.5),
+        (2, 0.5, 1.0),
+        (3, 0.999, 0.5 * 4 * 1.499),
+        (10, 0.5, CAP_S),
+        (30, 0.0, CAP_S),
+    ],
+)
 def test_exponential_with_jitter_and_a_cap(attempt: int, jitter: float, want: float) -> None:
     assert backoff_delay(attempt, 0.5, jitter=lambda: jitter) == pytest.approx(want)
 

@@ -17,16 +17,47 @@ from toolgym.scaffold import scaffold
 @pytest.mark.parametrize("kind", ["tool", "env"])
 def test_scaffolded_package_installs_and_passes(kind: str, tmp_path: Path) -> None:
     name = f"my_{kind}"
-    made = subprocess.run([sys.executable, "-m", "toolgym", "new", kind, name, "--out", str(tmp_path)], capture_output=True, text=True)
+    made = subprocess.run(
+        [sys.executable, "-m", "toolgym", "new", kind, name, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert made.returncode == 0, made.stderr
     root = tmp_path / f"toolgym-my-{kind}"
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(root)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")], env=env, capture_output=True, text=True, cwd=tmp_path)
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     listing = "tools" if kind == "tool" else "envs"
-    listed = subprocess.run([sys.executable, "-m", "toolgym", listing, "list", "--json"], env=env, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "toolgym", listing, "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert name in {row["name"] for row in json.loads(listed.stdout)}
 
 

@@ -38,7 +38,10 @@ async def noisy(env: Env, rng: random.Random) -> str | None:
 
 def texts(policy: ScriptedPolicy, env: Env, n: int, chat: ChatFormat) -> list[str]:
     async def go() -> list[str]:
-        return [chat.tokenizer.decode((await policy.act(env)).output_ids, skip_special_tokens=True) for _ in range(n)]
+        return [
+            chat.tokenizer.decode((await policy.act(env)).output_ids, skip_special_tokens=True)
+            for _ in range(n)
+        ]
 
     return asyncio.run(go())
 
@@ -73,8 +76,12 @@ def test_sim_model_replays_the_scripted_solver_on_request() -> None:
     from toolgym.core.rollout.config import EngineConfig
     from toolgym.core.rollout.policy import ModelPolicy
 
-    policy = make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "scripted"})
+    policy = make_policy(
+        "sim:0.25", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "scripted"}
+    )
     assert isinstance(policy, ScriptedPolicy) and policy.latency_s == 0.25
-    assert isinstance(make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig()), ModelPolicy)
+    assert isinstance(
+        make_policy("sim:0.25", backend=None, tokenizer=None, config=EngineConfig()), ModelPolicy
+    )
     with pytest.raises(ConfigError, match="replays only the env's scripted solver"):
         make_policy("sim", backend=None, tokenizer=None, config=EngineConfig(), options={"replay": "model"})

@@ -17,7 +17,9 @@ def test_a_build_waits_for_the_lock_and_uses_what_the_holder_built(tmp_path: Pat
     out = root / f"tiny-qwen-{TinySpec(family='qwen').key()}"
     got: list[Path] = []
     with build_lock(root / f".{out.name}.lock"):  # another process is building
-        waiter = threading.Thread(target=lambda: got.append(ensure_tiny_model("qwen", cache_dir=root, with_weights=False)))
+        waiter = threading.Thread(
+            target=lambda: got.append(ensure_tiny_model("qwen", cache_dir=root, with_weights=False))
+        )
         waiter.start()
         time.sleep(0.5)
         assert waiter.is_alive() and not got  # waiting for the lock, not building beside it

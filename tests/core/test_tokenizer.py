@@ -28,14 +28,22 @@ def test_special_tokens_and_template(pair: tuple[Any, LightTokenizer]) -> None:
         assert getattr(light, key) == getattr(hf, key), key
     assert len(light) == len(hf) and light.chat_template == hf.chat_template
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "2+2?"}]
-    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}}]
-    assert light.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False) == hf.apply_chat_template(
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
+    assert light.apply_chat_template(
         messages, tools=tools, add_generation_prompt=True, tokenize=False
-    )
+    ) == hf.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(max_size=60) | st.sampled_from(["<|im_start|>user\nhi<|im_end|>", "<tool_call>{}</tool_call>", "<|eot_id|>x"]))
+@given(
+    text=st.text(max_size=60)
+    | st.sampled_from(["<|im_start|>user\nhi<|im_end|>", "<tool_call>{}</tool_call>", "<|eot_id|>x"])
+)
 def test_same_ids_and_text(pair: tuple[Any, LightTokenizer], text: str) -> None:
     hf, light = pair
     ids = light.encode(text)

@@ -22,14 +22,16 @@ from toolgym.trajectories.verify import check_trajectory
 
 from .test_arpo import Plugin, _responder
 
-QWEN = (Path(__file__).resolve().parents[2] / "core" / "llm" / "local" / "templates" / "qwen.jinja").read_text()
+QWEN = (
+    Path(__file__).resolve().parents[2] / "core" / "llm" / "local" / "templates" / "qwen.jinja"
+).read_text()
 # The tiny model's Qwen-style template, with Mistral's rule for tool results: a tool message must
 # carry a 9-character alphanumeric tool_call_id, and the template renders it.
 STRICT = QWEN.replace(
     "<tool_response>\n{{ message.content }}",
     "{%- if message.tool_call_id is not defined or message.tool_call_id | length != 9 -%}"
     "{{ raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}{%- endif %}\n"
-    "<tool_response id=\"{{ message.tool_call_id }}\">\n{{ message.content }}",
+    '<tool_response id="{{ message.tool_call_id }}">\n{{ message.content }}',
 )
 ID = re.compile(r"^[A-Za-z0-9]{9}$")
 
@@ -39,11 +41,15 @@ def test_the_strict_template_really_requires_the_id(qwen_tokenizer: Any) -> None
     chat = ChatFormat(qwen_tokenizer, template=STRICT)
     with pytest.raises(Exception, match="length 9"):
         chat.render([{"role": "user", "content": "hi"}, {"role": "tool", "content": "out"}])
-    assert 'id="abcdefghi"' in chat.render([{"role": "user", "content": "hi"}, {"role": "tool", "content": "out", "tool_call_id": "abcdefghi"}])
+    assert 'id="abcdefghi"' in chat.render(
+        [{"role": "user", "content": "hi"}, {"role": "tool", "content": "out", "tool_call_id": "abcdefghi"}]
+    )
 
 
 def test_parsers_give_every_call_an_id() -> None:
-    two = HermesParser().parse('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "a", "arguments": {}}</tool_call>')
+    two = HermesParser().parse(
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "a", "arguments": {}}</tool_call>'
+    )
     ids = [c.id for c in two.tool_calls]
     assert all(ID.match(i) for i in ids) and len(set(ids)) == 2  # same call text, different positions
     again = HermesParser().parse('<tool_call>{"name": "a", "arguments": {}}</tool_call>')
@@ -56,7 +62,11 @@ def test_parsers_give_every_call_an_id() -> None:
 
 def test_tool_messages_get_the_id_of_the_call_they_answer() -> None:
     calls = [ToolCall("a", {}, id="aaaaaaaaa"), ToolCall("b", {}, id="bbbbbbbbb")]
-    msgs = [{"role": "tool", "content": "1"}, {"role": "user", "content": "x"}, {"role": "tool", "content": "2"}]
+    msgs = [
+        {"role": "tool", "content": "1"},
+        {"role": "user", "content": "x"},
+        {"role": "tool", "content": "2"},
+    ]
     out = with_tool_call_ids(msgs, calls)
     assert [m.get("tool_call_id") for m in out] == ["aaaaaaaaa", None, "bbbbbbbbb"]
     assert "tool_call_id" not in msgs[0]  # copies
@@ -79,7 +89,9 @@ def _run(tokenizer: Any, responder: Any) -> list[Trajectory]:
     return out
 
 
-def test_episodes_run_and_stay_token_faithful_under_a_template_that_requires_tool_call_id(qwen_tokenizer: Any) -> None:
+def test_episodes_run_and_stay_token_faithful_under_a_template_that_requires_tool_call_id(
+    qwen_tokenizer: Any,
+) -> None:
     out = _run(qwen_tokenizer, _responder)
     assert len(out) == 2
     for t in out:
@@ -99,4 +111,6 @@ def test_an_invalid_action_does_not_stop_the_episode_under_that_template(qwen_to
         return "<tool_call>not json</tool_call>" if "Error" not in prompt else "done"
 
     out = _run(qwen_tokenizer, responder)
-    assert all(t.status is Status.OK and check_trajectory(t) == [] for t in out), [t.status_reason for t in out]
+    assert all(t.status is Status.OK and check_trajectory(t) == [] for t in out), [
+        t.status_reason for t in out
+    ]

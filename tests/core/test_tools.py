@@ -16,7 +16,9 @@ class Opaque:
 
 
 @tool(timeout_s=5)
-async def lookup(query: str, limit: int = 3, mode: Literal["fast", "exact"] = "fast", *, ctx=None) -> list[str]:
+async def lookup(
+    query: str, limit: int = 3, mode: Literal["fast", "exact"] = "fast", *, ctx=None
+) -> list[str]:
     """Look something up.
 
     Args:
@@ -42,7 +44,11 @@ def test_schema_from_signature_and_docstring() -> None:
     assert fn["name"] == "lookup" and fn["description"] == "Look something up."
     params = fn["parameters"]
     assert params["required"] == ["query"]
-    assert params["properties"]["limit"] == {"default": 3, "description": "How many results, at most.", "type": "integer"}
+    assert params["properties"]["limit"] == {
+        "default": 3,
+        "description": "How many results, at most.",
+        "type": "integer",
+    }
     assert params["properties"]["mode"]["enum"] == ["fast", "exact"]
     assert params["properties"]["mode"]["description"] == "Matching mode; exact is slower but precise."
     assert "ctx" not in params["properties"]
@@ -84,19 +90,26 @@ async def test_tool_exception_becomes_error_output() -> None:
 
 def test_definition_errors() -> None:
     with pytest.raises(ToolDefinitionError, match="needs a type annotation"):
+
         @tool
         def untyped(x) -> int:  # type: ignore[no-untyped-def]
             """Has an untyped argument."""
             return x
+
     with pytest.raises(ToolDefinitionError, match="no description"):
+
         @tool
         def nodoc(x: int) -> int:
             return x
+
     with pytest.raises(ToolDefinitionError, match="no JSON schema"):
+
         @tool
         def bad(x: Opaque) -> None:
             """Takes something with no schema."""
+
     with pytest.raises(ToolDefinitionError, match="keyword-only 'sandbox'"):
+
         @tool(sandbox="python")
         def needs(code: str) -> None:
             """Runs code."""
@@ -173,7 +186,9 @@ def test_timeout_s_and_its_old_name() -> None:
         """Answer pong."""
         return "pong"
 
-    with pytest.warns(FutureWarning, match=r"@tool\(timeout=\.\.\.\) is deprecated: write @tool\(timeout_s=\.\.\.\)"):
+    with pytest.warns(
+        FutureWarning, match=r"@tool\(timeout=\.\.\.\) is deprecated: write @tool\(timeout_s=\.\.\.\)"
+    ):
         old = tool(timeout=7)(ping)
     assert old.timeout_s == 7.0
     with pytest.warns(FutureWarning), pytest.raises(ToolDefinitionError, match="give only timeout_s"):

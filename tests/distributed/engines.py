@@ -46,12 +46,55 @@ def make_certs(root: Path) -> Path:
     def ssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=root, check=True, capture_output=True)
 
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=toolgym-test-ca")
-    for name, ext in (("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"), ("client", "extendedKeyUsage=clientAuth\n")):
+    ssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca-key.pem",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=toolgym-test-ca",
+    )
+    for name, ext in (
+        ("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ):
         (root / f"{name}.ext").write_text(ext)
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", f"/CN={name}")
-        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
-            "-out", f"{name}-cert.pem", "-days", "2", "-extfile", f"{name}.ext")
+        ssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}-key.pem",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+        )
+        ssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            f"{name}-cert.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+        )
     client = root / "client"
     client.mkdir()
     for src, dst in (("ca.pem", "ca.pem"), ("client-cert.pem", "cert.pem"), ("client-key.pem", "key.pem")):
@@ -73,25 +116,54 @@ class SecondEngine:
 
     @classmethod
     def start(cls, *, tls: bool = False, timeout_s: float = 60.0) -> SecondEngine:
-        root = Path(tempfile.mkdtemp(prefix="tg-dk2-", dir="/tmp"))  # short: containerd's socket lives under it
+        root = Path(
+            tempfile.mkdtemp(prefix="tg-dk2-", dir="/tmp")
+        )  # short: containerd's socket lives under it
         (root / "daemon.json").write_text("{}")
         port = _free_port()
         url, local = f"tcp://127.0.0.1:{port}", f"unix://{root}/d.sock"
         bridge = f"tgdk2-{port}"
-        args = ["dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
-                "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "-H", url, "-H", local,
-                f"--bridge={bridge}", "--iptables=false", "--ip-masq=false", "--ip-forward=false",
-                "--cgroup-parent=toolgym-test-dk2", "--shutdown-timeout=2", "--log-level=warn"]
+        args = [
+            "dockerd",
+            "--config-file",
+            str(root / "daemon.json"),
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "dockerd.pid"),
+            "-H",
+            url,
+            "-H",
+            local,
+            f"--bridge={bridge}",
+            "--iptables=false",
+            "--ip-masq=false",
+            "--ip-forward=false",
+            "--cgroup-parent=toolgym-test-dk2",
+            "--shutdown-timeout=2",
+            "--log-level=warn",
+        ]
         certs = None
         if tls:
             certs = make_certs(root / "tls")
-            args += ["--tlsverify", "--tlscacert", str(root / "tls/ca.pem"), "--tlscert", str(root / "tls/server-cert.pem"),
-                     "--tlskey", str(root / "tls/server-key.pem")]
+            args += [
+                "--tlsverify",
+                "--tlscacert",
+                str(root / "tls/ca.pem"),
+                "--tlscert",
+                str(root / "tls/server-cert.pem"),
+                "--tlskey",
+                str(root / "tls/server-key.pem"),
+            ]
         # A bridge of its own: with --bridge=none dockerd deletes the interface named docker0, which
         # belongs to the first engine here (same network namespace) and which its builds need.
         made = subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], capture_output=True, text=True)
         if made.returncode != 0:
-            raise RuntimeError(f"could not create bridge {bridge} for the second engine: {made.stderr.strip()}")
+            raise RuntimeError(
+                f"could not create bridge {bridge} for the second engine: {made.stderr.strip()}"
+            )
         log = (root / "dockerd.log").open("wb")
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         engine = cls(root, url, local, proc, certs, bridge)
@@ -109,13 +181,18 @@ class SecondEngine:
 
     def load_image(self, image: str) -> None:
         """Copy ``image`` from the first engine (``docker save | docker load``)."""
-        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE,
-                                env={k: v for k, v in os.environ.items() if k != "DOCKER_HOST"})
+        save = subprocess.Popen(
+            ["docker", "save", image],
+            stdout=subprocess.PIPE,
+            env={k: v for k, v in os.environ.items() if k != "DOCKER_HOST"},
+        )
         load = self.docker("load", "-q", stdin=save.stdout)
         assert save.stdout is not None
         save.stdout.close()
         if save.wait() != 0 or load.returncode != 0:
-            raise RuntimeError(f"could not load {image} into {self.url}: {load.stderr.decode(errors='replace')}")
+            raise RuntimeError(
+                f"could not load {image} into {self.url}: {load.stderr.decode(errors='replace')}"
+            )
 
     def stop(self) -> None:
         ids = self.docker("ps", "-aq").stdout.split()
@@ -134,5 +211,9 @@ class SecondEngine:
         if self.bridge:
             subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
         # the data root holds an unpacked image: thousands of files, seconds to delete; not our wait
-        subprocess.Popen(["rm", "-rf", str(self.root)], start_new_session=True, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            ["rm", "-rf", str(self.root)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )

@@ -43,7 +43,9 @@ class RelayEnv(ToolTaskEnv):
         self.n = 0
 
     def load_task(self, seed: int) -> Task:
-        return Task(id=str(seed), question=f"Relay task {seed}: call the tool {self.turns} times.", answer="done")
+        return Task(
+            id=str(seed), question=f"Relay task {seed}: call the tool {self.turns} times.", answer="done"
+        )
 
     async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> Any:
         self.n = 0
@@ -71,4 +73,6 @@ def registry() -> Registry:
     from toolgym.core.builtin import parsers as builtin
     from toolgym.sandboxes import plugin as sandboxes
 
-    return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandboxes), ("relay", Plugin())])
+    return Registry.load(
+        entry_points=False, plugins=[("parsers", builtin), ("sandboxes", sandboxes), ("relay", Plugin())]
+    )

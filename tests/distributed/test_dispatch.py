@@ -18,7 +18,14 @@ class Died(Exception):
 
 
 class FakeWorker:
-    def __init__(self, index: int, *, die_after: int | None = None, delay: float = 0.01, fail_with: Exception | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        *,
+        die_after: int | None = None,
+        delay: float = 0.01,
+        fail_with: Exception | None = None,
+    ) -> None:
         self.index = index
         self.die_after = die_after
         self.delay = delay
@@ -48,8 +55,12 @@ class FakeWorker:
             self._waiting.append(fut)
             asyncio.get_running_loop().call_later(self.delay, lambda: fut.done() or fut.set_result(None))
             await fut
-            return Trajectory(trajectory_id=req.trajectory_id, group_id=req.group_id, task=req.env,
-                              metadata={"worker": self.index})
+            return Trajectory(
+                trajectory_id=req.trajectory_id,
+                group_id=req.group_id,
+                task=req.env,
+                metadata={"worker": self.index},
+            )
         finally:
             self.live -= 1
 
@@ -100,14 +111,22 @@ def test_replacements_take_over_when_all_workers_die() -> None:
         made.append(FakeWorker(index))
         return made[-1]
 
-    d = Dispatcher([FakeWorker(0, die_after=2)], in_flight_per_worker=2, is_worker_death=is_death, spawn=spawn, max_replacements=1)
+    d = Dispatcher(
+        [FakeWorker(0, die_after=2)],
+        in_flight_per_worker=2,
+        is_worker_death=is_death,
+        spawn=spawn,
+        max_replacements=1,
+    )
     out = run(d, plan_episodes("t", num_tasks=10, group_size=1))
     assert len({t.trajectory_id for t in out}) == 10 and d.stats.replacements == 1
     assert {t.metadata["worker"] for t in out} <= {0, 1} and made[0].index == 1
 
 
 def test_no_workers_left_stops_with_a_resume_hint() -> None:
-    d = Dispatcher([FakeWorker(0, die_after=1)], in_flight_per_worker=2, is_worker_death=is_death, max_attempts=10)
+    d = Dispatcher(
+        [FakeWorker(0, die_after=1)], in_flight_per_worker=2, is_worker_death=is_death, max_attempts=10
+    )
     with pytest.raises(NoWorkersLeft, match="run the same command again to resume"):
         run(d, plan_episodes("t", num_tasks=5, group_size=1))
 
@@ -119,14 +138,22 @@ def test_an_episode_that_kills_every_worker_is_recorded_as_failed() -> None:
         return next(made)
 
     req = plan_episodes("t", num_tasks=1, group_size=1)
-    d = Dispatcher([FakeWorker(0, die_after=0)], in_flight_per_worker=1, is_worker_death=is_death, spawn=spawn,
-                   max_replacements=5, max_attempts=3)
+    d = Dispatcher(
+        [FakeWorker(0, die_after=0)],
+        in_flight_per_worker=1,
+        is_worker_death=is_death,
+        spawn=spawn,
+        max_replacements=5,
+        max_attempts=3,
+    )
     out = run(d, req)
     assert len(out) == 1 and out[0].status is Status.ERROR and "died 3 times" in (out[0].status_reason or "")
     assert d.stats.gave_up == 1 and d.stats.worker_deaths == 3
 
 
 def test_other_worker_errors_stop_the_run() -> None:
-    d = Dispatcher([FakeWorker(0, fail_with=ValueError("bad config"))], in_flight_per_worker=2, is_worker_death=is_death)
+    d = Dispatcher(
+        [FakeWorker(0, fail_with=ValueError("bad config"))], in_flight_per_worker=2, is_worker_death=is_death
+    )
     with pytest.raises(ValueError, match="bad config"):
         run(d, plan_episodes("t", num_tasks=3, group_size=1))

@@ -18,15 +18,26 @@ from toolgym.core.rollout.config import EngineConfig
 
 
 def options(out: Path, **engine: object) -> CollectOptions:
-    return CollectOptions(env="relay", out=out, model="sim:0", episodes=3, sandbox_backend="none", group_size=2,
-                          engine=EngineConfig(max_turns=4, **engine),  # type: ignore[arg-type]
-                          env_kwargs={"turns": 2}, backend_options={"text": LOOKUP_CALL})
+    return CollectOptions(
+        env="relay",
+        out=out,
+        model="sim:0",
+        episodes=3,
+        sandbox_backend="none",
+        group_size=2,
+        engine=EngineConfig(max_turns=4, **engine),  # type: ignore[arg-type]
+        env_kwargs={"turns": 2},
+        backend_options={"text": LOOKUP_CALL},
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"num_workers": 0}, "--ray-workers must be at least 1"),
-    ({"shard": (0, 2)}, "--shard and --ray do not combine"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"num_workers": 0}, "--ray-workers must be at least 1"),
+        ({"shard": (0, 2)}, "--shard and --ray do not combine"),
+    ],
+)
 def test_option_errors_say_what_to_do(tmp_path: Path, change: dict[str, object], message: str) -> None:
     opts = options(tmp_path / "ds")
     if "shard" in change:

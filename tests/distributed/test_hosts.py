@@ -11,9 +11,14 @@ from toolgym.sandboxes.remote import DockerHost, is_remote_url, parse_hosts
 
 
 def test_parse_urls_and_capacities() -> None:
-    hosts = parse_hosts("tcp://10.0.0.5:2376=32, unix:///var/run/docker.sock=8,tcp://10.0.0.6:2376", environ={})
+    hosts = parse_hosts(
+        "tcp://10.0.0.5:2376=32, unix:///var/run/docker.sock=8,tcp://10.0.0.6:2376", environ={}
+    )
     assert [(h.url, h.capacity) for h in hosts] == [
-        ("tcp://10.0.0.5:2376", 32), ("unix:///var/run/docker.sock", 8), ("tcp://10.0.0.6:2376", None)]
+        ("tcp://10.0.0.5:2376", 32),
+        ("unix:///var/run/docker.sock", 8),
+        ("tcp://10.0.0.6:2376", None),
+    ]
     assert [h.attach for h in hosts] == [True, False, True]
     assert [h.name for h in hosts] == ["10.0.0.5:2376", "/var/run/docker.sock", "10.0.0.6:2376"]
     mixed = parse_hosts([DockerHost("tcp://a:1", capacity=2), {"url": "unix:///x.sock", "channel": "attach"}])
@@ -21,13 +26,16 @@ def test_parse_urls_and_capacities() -> None:
     assert is_remote_url("tcp://a:1") and not is_remote_url("unix:///x") and not is_remote_url(None)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("tcp://a:1=many", "whole number"),
-    ("ssh://user@a", "ssh:// engines are not supported"),
-    ("tcp://a:1=0", "at least 1"),
-    ("tcp://a:1,tcp://a:1", "listed twice"),
-    ("", "no Docker hosts"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("tcp://a:1=many", "whole number"),
+        ("ssh://user@a", "ssh:// engines are not supported"),
+        ("tcp://a:1=0", "at least 1"),
+        ("tcp://a:1,tcp://a:1", "listed twice"),
+        ("", "no Docker hosts"),
+    ],
+)
 def test_bad_host_lists_say_what_to_write(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_hosts(spec, environ={})

@@ -27,15 +27,36 @@ pytestmark = pytest.mark.slow
 FACTORY = "tests.distributed.envs:registry"
 
 
-def options(out: Path, *, episodes: int, env: str = "relay", latency: float = 0.05, live: int = 4, turns: int = 3,
-            group: int = 2, sandbox: str = "none", text: str = LOOKUP_CALL) -> CollectOptions:
+def options(
+    out: Path,
+    *,
+    episodes: int,
+    env: str = "relay",
+    latency: float = 0.05,
+    live: int = 4,
+    turns: int = 3,
+    group: int = 2,
+    sandbox: str = "none",
+    text: str = LOOKUP_CALL,
+) -> CollectOptions:
     engine = EngineConfig(max_live_episodes=live, max_turns=turns + 2, max_tokens_per_turn=64)
-    return CollectOptions(env=env, out=out, model=f"sim:{latency}", episodes=episodes, group_size=group, engine=engine,
-                          sandbox_backend=sandbox, env_kwargs={"turns": turns}, backend_options={"text": text})
+    return CollectOptions(
+        env=env,
+        out=out,
+        model=f"sim:{latency}",
+        episodes=episodes,
+        group_size=group,
+        engine=engine,
+        sandbox_backend=sandbox,
+        env_kwargs={"turns": turns},
+        backend_options={"text": text},
+    )
 
 
 def on_ray(workers: int, **kw: Any) -> RayOptions:
-    return RayOptions(address="local", num_workers=workers, registry=FACTORY, env_vars={"PYTHONPATH": str(ROOT)}, **kw)
+    return RayOptions(
+        address="local", num_workers=workers, registry=FACTORY, env_vars={"PYTHONPATH": str(ROOT)}, **kw
+    )
 
 
 def stored(out: Path, name: str = "trajectories.jsonl") -> list[dict[str, Any]]:
@@ -44,8 +65,13 @@ def stored(out: Path, name: str = "trajectories.jsonl") -> list[dict[str, Any]]:
 
 
 def planned_ids(opts: CollectOptions) -> list[str]:
-    plan = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed,
-                         run=collection_run_key(opts))
+    plan = plan_episodes(
+        opts.env,
+        num_tasks=opts.episodes,
+        group_size=opts.group_size,
+        seed=opts.engine.seed,
+        run=collection_run_key(opts),
+    )
     return [r.trajectory_id for r in plan]
 
 
@@ -95,7 +121,9 @@ class Killer:
             self.killed.append(victim["index"])
         elif len(self.seen) == self.second:
             victim = next(w for w in reversed(alive) if w["index"] not in self.killed)
-            ray.kill(ray.get_actor(worker_name(trajectory.metadata["run_id"], victim["index"])), no_restart=True)
+            ray.kill(
+                ray.get_actor(worker_name(trajectory.metadata["run_id"], victim["index"])), no_restart=True
+            )
             self.killed.append(victim["index"])
 
 
@@ -109,7 +137,9 @@ def test_killed_workers_lose_and_duplicate_nothing(ray_cluster: Any, tmp_path: P
     assert len(killer.killed) == 2
     ids = [r["trajectory_id"] for r in stored(out)]
     assert (result.written, result.failed) == (48, 0) and stored(out, "failures.jsonl") == []
-    assert len(ids) == len(set(ids)) == 48 and set(ids) == set(planned_ids(opts)), "nothing lost, nothing twice"
+    assert len(ids) == len(set(ids)) == 48 and set(ids) == set(planned_ids(opts)), (
+        "nothing lost, nothing twice"
+    )
     d = result.dispatch
     assert d.worker_deaths == 2
     assert d.retried >= 2, "the killed workers had episodes in flight, which ran again elsewhere"
@@ -126,16 +156,25 @@ def test_each_worker_runs_its_own_sandbox_pool(ray_cluster: Any, tmp_path: Path)
     require("docker")
     ensure_images("python")
     out = tmp_path / "ds"
-    opts = options(out, env="pyrelay", episodes=4, group=1, turns=2, sandbox="docker", text=PYTHON_CALL, live=2)
+    opts = options(
+        out, env="pyrelay", episodes=4, group=1, turns=2, sandbox="docker", text=PYTHON_CALL, live=2
+    )
     result = asyncio.run(collect_ray(opts, on_ray(2)))
     rows = stored(out)
     assert (result.written, result.failed) == (4, 0), stored(out, "failures.jsonl")
     outputs = [c["output"].strip() for r in rows for s in r["steps"] for c in s["tool_calls"]]
-    assert outputs == ["42 1000"] * 8, "each of the 2 turns of the 4 episodes ran its code in a sandbox, as uid 1000"
+    assert outputs == ["42 1000"] * 8, (
+        "each of the 2 turns of the 4 episodes ran its code in a sandbox, as uid 1000"
+    )
     pids = {r["metadata"]["worker"]["pid"] for r in rows}
     assert len(pids) == 2
-    owners = [c["Labels"].get("toolgym.owner", "") for c in engine.api().containers(all=True, filters={"label": engine.LABEL})]
-    assert not [o for o in owners if any(f":{pid}:" in o for pid in pids)], "the workers' sandboxes were destroyed"
+    owners = [
+        c["Labels"].get("toolgym.owner", "")
+        for c in engine.api().containers(all=True, filters={"label": engine.LABEL})
+    ]
+    assert not [o for o in owners if any(f":{pid}:" in o for pid in pids)], (
+        "the workers' sandboxes were destroyed"
+    )
 
 
 def test_cli_collect_with_ray(ray_cluster: Any, tmp_path: Path) -> None:
@@ -144,8 +183,26 @@ def test_cli_collect_with_ray(ray_cluster: Any, tmp_path: Path) -> None:
     from toolgym.cli import app
 
     out = tmp_path / "cli"
-    args = ["collect", "--env", "math-python", "--model", "sim:0.01", "-n", "6", "--out", str(out), "--ray", "auto",
-            "--ray-workers", "1", "--sandbox-backend", "none", "--max-turns", "2", "--no-progress"]
+    args = [
+        "collect",
+        "--env",
+        "math-python",
+        "--model",
+        "sim:0.01",
+        "-n",
+        "6",
+        "--out",
+        str(out),
+        "--ray",
+        "auto",
+        "--ray-workers",
+        "1",
+        "--sandbox-backend",
+        "none",
+        "--max-turns",
+        "2",
+        "--no-progress",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "ray: 1 workers" in result.output and len(stored(out)) == 6
@@ -174,14 +231,24 @@ def test_arpo_groups_branch_on_one_worker_and_resume(ray_cluster: Any, tmp_path:
         assert len({r["metadata"]["worker"]["pid"] for r in group}) == 1, "a group runs on one worker"
     assert len({r["metadata"]["worker"]["pid"] for r in rows}) == 2
     assert result.stats.done == result.stats.total == 16
-    assert result.stats.group_size_summary() == "group size mean 4.00 (min 4, max 4, 4 groups)"  # collect's ARPO line
+    assert (
+        result.stats.group_size_summary() == "group size mean 4.00 (min 4, max 4, 4 groups)"
+    )  # collect's ARPO line
     # resume after losing an initial episode and a fork of one group: only that group runs again,
     # within its budget, and no id is written twice
     gid = rows[0]["group_id"]
-    lost = {next(r["trajectory_id"] for r in by_group[gid] if r["sample_index"] == 0),
-            next(r["trajectory_id"] for r in by_group[gid] if r["parent_id"] is not None)}
+    lost = {
+        next(r["trajectory_id"] for r in by_group[gid] if r["sample_index"] == 0),
+        next(r["trajectory_id"] for r in by_group[gid] if r["parent_id"] is not None),
+    }
     path = out / "trajectories.jsonl"
-    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True) if not any(i in line[:400] for i in lost)))
+    path.write_text(
+        "".join(
+            line
+            for line in path.read_text().splitlines(keepends=True)
+            if not any(i in line[:400] for i in lost)
+        )
+    )
     again = asyncio.run(collect_ray(opts, on_ray(1)))
     ids = [r["trajectory_id"] for r in stored(out)]
     assert len(ids) == len(set(ids)) and again.written >= 1

@@ -28,8 +28,17 @@ from toolgym.sandboxes.remote.multihost import MultiHostDockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMAGE = "toolgym/base:bookworm"
-PROFILE = SandboxProfile(image=IMAGE, memory_bytes=256 * MiB, cpus=1.0, pids=64, workdir_bytes=32 * MiB, tmp_bytes=16 * MiB,
-                         home_bytes=8 * MiB, default_timeout_s=20.0, ttl_s=1800.0)
+PROFILE = SandboxProfile(
+    image=IMAGE,
+    memory_bytes=256 * MiB,
+    cpus=1.0,
+    pids=64,
+    workdir_bytes=32 * MiB,
+    tmp_bytes=16 * MiB,
+    home_bytes=8 * MiB,
+    default_timeout_s=20.0,
+    ttl_s=1800.0,
+)
 PROFILES = {"python": PROFILE}
 LOCAL = "unix:///var/run/docker.sock"
 
@@ -56,22 +65,43 @@ def test_sandbox_over_the_attach_channel(second_engine: str) -> None:
             # agent is not dumpable, so code inside cannot look at its fds); its agent files are read-only
             agent = sb.handle["pids"]["agent"]
             assert [os.readlink(f"/proc/{agent}/fd/{n}") for n in (0, 1)] == ["/dev/null", "/dev/null"]
-            fds = await sb.run("awk '$2==\"/opt/toolgym\" {print substr($4, 1, 2)}' /proc/mounts; ls /sys/class/net",
-                               timeout=10)
+            fds = await sb.run(
+                "awk '$2==\"/opt/toolgym\" {print substr($4, 1, 2)}' /proc/mounts; ls /sys/class/net",
+                timeout=10,
+            )
             assert fds.stdout.split() == ["ro", "lo"]
 
             info = api2(second_engine).inspect_container(sb.handle["container"])
             hc, labels = info["HostConfig"], info["Config"]["Labels"]
-            assert hc["ReadonlyRootfs"] and hc["CapDrop"] == ["ALL"] and hc["SecurityOpt"] == ["no-new-privileges"]
-            assert hc["NetworkMode"] == "none" and not hc["Init"] and hc["AutoRemove"] and hc["LogConfig"]["Type"] == "none"
-            assert hc["Memory"] == hc["MemorySwap"] == PROFILE.memory_bytes and hc["PidsLimit"] == PROFILE.pids
-            assert info["Config"]["User"] == "1000:1000" and info["Config"]["OpenStdin"] and info["Config"]["StdinOnce"]
+            assert (
+                hc["ReadonlyRootfs"]
+                and hc["CapDrop"] == ["ALL"]
+                and hc["SecurityOpt"] == ["no-new-privileges"]
+            )
+            assert (
+                hc["NetworkMode"] == "none"
+                and not hc["Init"]
+                and hc["AutoRemove"]
+                and hc["LogConfig"]["Type"] == "none"
+            )
+            assert (
+                hc["Memory"] == hc["MemorySwap"] == PROFILE.memory_bytes and hc["PidsLimit"] == PROFILE.pids
+            )
+            assert (
+                info["Config"]["User"] == "1000:1000"
+                and info["Config"]["OpenStdin"]
+                and info["Config"]["StdinOnce"]
+            )
             assert labels[engine.LABEL] == "python" and labels["toolgym.episode"] == "ep-remote"
             assert labels["toolgym.run"] == backend.run_id and labels["toolgym.owner"] == lifecycle.owner_id()
             assert labels["toolgym.id"] == sb.id and int(labels["toolgym.expires"]) > time.time()
             mounts = {m["Destination"]: m for m in info["Mounts"]}
-            assert mounts[agentvol.MOUNT]["Name"] == agentvol.volume_name() and not mounts[agentvol.MOUNT]["RW"]
-            assert not engine.api().containers(all=True, filters={"label": f"toolgym.id={sb.id}"}), "not on the first engine"
+            assert (
+                mounts[agentvol.MOUNT]["Name"] == agentvol.volume_name() and not mounts[agentvol.MOUNT]["RW"]
+            )
+            assert not engine.api().containers(all=True, filters={"label": f"toolgym.id={sb.id}"}), (
+                "not on the first engine"
+            )
 
             await backend.release(sb)  # reset over the channel, then reused
             await backend.settle()
@@ -101,7 +131,9 @@ ORCHESTRATOR = textwrap.dedent("""
 
 
 def test_sandbox_ends_with_its_orchestrator(second_engine: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, second_engine, IMAGE], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORCHESTRATOR, second_engine, IMAGE], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     container = proc.stdout.readline().strip()
     assert container, "the orchestrator made no sandbox"
@@ -120,9 +152,19 @@ def test_sweep_removes_leftovers_on_that_host(second_engine: str) -> None:
     me = socket.gethostname()
 
     def leftover(owner: str, expires: float) -> str:
-        labels = {engine.LABEL: "python", "toolgym.owner": owner, "toolgym.expires": str(int(expires)), "toolgym.run": "sweep-test"}
-        cid = api.create_container(IMAGE, command=["sleep", "300"], labels=labels, network_disabled=True,
-                                   host_config=api.create_host_config(network_mode="none"))["Id"]
+        labels = {
+            engine.LABEL: "python",
+            "toolgym.owner": owner,
+            "toolgym.expires": str(int(expires)),
+            "toolgym.run": "sweep-test",
+        }
+        cid = api.create_container(
+            IMAGE,
+            command=["sleep", "300"],
+            labels=labels,
+            network_disabled=True,
+            host_config=api.create_host_config(network_mode="none"),
+        )["Id"]
         api.start(cid)
         return str(cid)
 
@@ -142,12 +184,19 @@ def test_placement_by_free_capacity_across_two_engines(second_engine: str) -> No
         # The first engine is the machine's own, shared with whatever else runs (another pytest worker's
         # sandboxes come and go): the backend counts other processes' sandboxes once (refresh_s covers
         # the test) and the local capacity is set 2 above that count, so the split cannot move under it.
-        multi = MultiHostDockerBackend([f"{LOCAL}=2", f"{second_engine}=3"], profiles=PROFILES, max_idle=4, acquire_timeout_s=60,
-                                       refresh_s=3600)
+        multi = MultiHostDockerBackend(
+            [f"{LOCAL}=2", f"{second_engine}=3"],
+            profiles=PROFILES,
+            max_idle=4,
+            acquire_timeout_s=60,
+            refresh_s=3600,
+        )
         await multi.start()
         await multi._refresh_others()
         multi.capacity[LOCAL] = 2 + multi.others[LOCAL]
-        assert isinstance(multi.backends[LOCAL], DockerBackend) and not isinstance(multi.backends[LOCAL], RemoteDockerBackend)
+        assert isinstance(multi.backends[LOCAL], DockerBackend) and not isinstance(
+            multi.backends[LOCAL], RemoteDockerBackend
+        )
         assert isinstance(multi.backends[second_engine], RemoteDockerBackend)
         try:
             held = [await multi.acquire("python", episode_id=f"ep{i}") for i in range(5)]
@@ -171,13 +220,24 @@ def test_placement_by_free_capacity_across_two_engines(second_engine: str) -> No
 
 def test_other_processes_sandboxes_take_capacity(second_engine: str) -> None:
     api = api2(second_engine)
-    labels = {engine.LABEL: "python", "toolgym.owner": "elsewhere:1:1", "toolgym.expires": str(int(time.time() + 3600))}
-    foreign = api.create_container(IMAGE, command=["sleep", "300"], labels=labels, network_disabled=True,
-                                   host_config=api.create_host_config(network_mode="none"))["Id"]
+    labels = {
+        engine.LABEL: "python",
+        "toolgym.owner": "elsewhere:1:1",
+        "toolgym.expires": str(int(time.time() + 3600)),
+    }
+    foreign = api.create_container(
+        IMAGE,
+        command=["sleep", "300"],
+        labels=labels,
+        network_disabled=True,
+        host_config=api.create_host_config(network_mode="none"),
+    )["Id"]
     api.start(foreign)
 
     async def main() -> None:
-        multi = MultiHostDockerBackend([f"{second_engine}=2"], profiles=PROFILES, acquire_timeout_s=2, refresh_s=0.1)
+        multi = MultiHostDockerBackend(
+            [f"{second_engine}=2"], profiles=PROFILES, acquire_timeout_s=2, refresh_s=0.1
+        )
         try:
             sb = await multi.acquire("python")
             assert multi.placement()[second_engine]["others"] == 1
@@ -196,7 +256,9 @@ def test_other_processes_sandboxes_take_capacity(second_engine: str) -> None:
 
 
 def test_tls_engine_with_client_certificates(tls_engine: Any) -> None:
-    host = DockerHost.from_env(tls_engine.url, environ={"DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(tls_engine.certs)})
+    host = DockerHost.from_env(
+        tls_engine.url, environ={"DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(tls_engine.certs)}
+    )
     assert host.tls_verify and host.cert_path == str(tls_engine.certs)
 
     async def main() -> None:
@@ -220,19 +282,36 @@ def test_gc_of_every_listed_host(second_engine: str, capsys: pytest.CaptureFixtu
     from toolgym.sandboxes.remote.__main__ import main
 
     api = api2(second_engine)
-    labels = {engine.LABEL: "python", "toolgym.owner": "elsewhere:1:1", "toolgym.expires": str(int(time.time() + 3600))}
-    kept = api.create_container(IMAGE, command=["sleep", "300"], labels=labels, host_config=api.create_host_config(network_mode="none"))["Id"]
+    labels = {
+        engine.LABEL: "python",
+        "toolgym.owner": "elsewhere:1:1",
+        "toolgym.expires": str(int(time.time() + 3600)),
+    }
+    kept = api.create_container(
+        IMAGE,
+        command=["sleep", "300"],
+        labels=labels,
+        host_config=api.create_host_config(network_mode="none"),
+    )["Id"]
     # a live sandbox of this machine (its state directory: agent and egress sockets) is none of that engine's business
     here = lifecycle.state_root() / f"gc-scope-{uuid.uuid4().hex[:8]}"
     here.mkdir()
     (here / "owner").write_text(lifecycle.owner_id())
     try:
         assert main(["ls", f"{second_engine}=4"]) == 0 and "owner=elsewhere:1:1" in capsys.readouterr().out
-        assert main(["gc", second_engine]) == 0 and api.containers(all=True, filters={"id": kept}), "a live owner's stays"
-        assert main(["gc", "--all", second_engine]) == 0 and not api.containers(all=True, filters={"id": kept})
+        assert main(["gc", second_engine]) == 0 and api.containers(all=True, filters={"id": kept}), (
+            "a live owner's stays"
+        )
+        assert main(["gc", "--all", second_engine]) == 0 and not api.containers(
+            all=True, filters={"id": kept}
+        )
         assert "removed 1 sandboxes" in capsys.readouterr().out
-        assert (here / "owner").exists(), "gc --all of another engine removed a live local sandbox's state directory"
+        assert (here / "owner").exists(), (
+            "gc --all of another engine removed a live local sandbox's state directory"
+        )
     finally:
         engine.remove_container(api, kept)
         shutil.rmtree(here, ignore_errors=True)
-    assert main(["ls", "tcp://127.0.0.1:1"]) == 1 and "cannot reach the Docker engine" in capsys.readouterr().err
+    assert (
+        main(["ls", "tcp://127.0.0.1:1"]) == 1 and "cannot reach the Docker engine" in capsys.readouterr().err
+    )

@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 
-textworld = pytest.importorskip("textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'")
+textworld = pytest.importorskip(
+    "textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'"
+)
 
 from alfworld.gen import constants as alfred  # noqa: E402
 from alfworld.gen import goal_library  # noqa: E402
@@ -43,7 +45,9 @@ def library_goal(inst: Instance) -> str:
     """ALFRED's goal for the instance's task type, as ALFRED's task state formats it."""
     g = inst.goal
     pddl = goal_library.gdict[g.task_type]["pddl"]
-    names = {k: ALFRED_CLASS[v] if v else "" for k, v in (("obj", g.obj), ("recep", g.recep), ("toggle", g.toggle))}
+    names = {
+        k: ALFRED_CLASS[v] if v else "" for k, v in (("obj", g.obj), ("recep", g.recep), ("toggle", g.toggle))
+    }
     return pddl.format(mrecep="", **names).replace("#", "-")
 
 
@@ -60,7 +64,9 @@ def write_with_library_goals(root: Path, instances: list[Instance], dialect: str
 def real_engine(path: Path) -> Any:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
-    env = AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))))
+    env = AlfredInfos(
+        AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])))
+    )
     env.load(str(path))
     return env
 
@@ -102,8 +108,13 @@ def instances(task_type: str, n: int, first_seed: int = 0) -> list[Instance]:
 
 def test_object_properties_and_containment_are_alfreds() -> None:
     ours = {o for room in catalog.ROOMS.values() for o in room.objects} | catalog.TOGGLEABLE
-    for prop, mine in (("Heatable", catalog.HEATABLE), ("Coolable", catalog.COOLABLE), ("Cleanable", catalog.CLEANABLE),
-                       ("Sliceable", catalog.SLICEABLE), ("Toggleable", catalog.TOGGLEABLE)):
+    for prop, mine in (
+        ("Heatable", catalog.HEATABLE),
+        ("Coolable", catalog.COOLABLE),
+        ("Cleanable", catalog.CLEANABLE),
+        ("Sliceable", catalog.SLICEABLE),
+        ("Toggleable", catalog.TOGGLEABLE),
+    ):
         theirs = {c.lower() for c in alfred.VAL_ACTION_OBJECTS[prop]} & ours
         assert mine & ours == theirs, prop
     for rtype, fits in catalog.CAN_CONTAIN.items():
@@ -161,7 +172,9 @@ def _wrong(world: World, rtype: str, right: str) -> str:
 
 def _target(world: World, otype: str, state: str | None) -> str:
     """An object of the class that does not have the goal's state yet."""
-    return next(i.name for i in world.of_type(otype) if i.parent is not None and not (state and getattr(i, state)))
+    return next(
+        i.name for i in world.of_type(otype) if i.parent is not None and not (state and getattr(i, state))
+    )
 
 
 def failing_plan(pair: Pair) -> Iterator[str]:
@@ -176,16 +189,26 @@ def failing_plan(pair: Pair) -> Iterator[str]:
         yield f"examine {obj}"  # not held any more: "Nothing happens."
         yield f"use {lamp.name}"
         return
-    for verb, wrong, right in (("heat", catalog.COOLER, catalog.HEATER), ("cool", catalog.HEATER, catalog.COOLER),
-                               ("clean", catalog.HEATER, catalog.WASHER)):
+    for verb, wrong, right in (
+        ("heat", catalog.COOLER, catalog.HEATER),
+        ("cool", catalog.HEATER, catalog.COOLER),
+        ("clean", catalog.HEATER, catalog.WASHER),
+    ):
         there = _wrong(w, wrong, right)  # the fridge for heating, the microwave for cooling and cleaning
         yield from goto_open(w, there)
         yield f"{verb} {obj} with {there}"
     if g.task_type == TASK_TYPES[1]:  # put it in a receptacle of another type
-        dest = next(r for r in w.receptacles.values() if r.rtype != g.recep and g.obj in catalog.CAN_CONTAIN.get(r.rtype, ()))
+        dest = next(
+            r
+            for r in w.receptacles.values()
+            if r.rtype != g.recep and g.obj in catalog.CAN_CONTAIN.get(r.rtype, ())
+        )
     else:  # uncleaned / unheated / uncooled, or only one of two (where no other one is)
-        dest = next(r for r in w.receptacles_of_type(g.recep or "")
-                    if not any(w.items[n].otype == g.obj for n in w.contents[r.name]))
+        dest = next(
+            r
+            for r in w.receptacles_of_type(g.recep or "")
+            if not any(w.items[n].otype == g.obj for n in w.contents[r.name])
+        )
     yield from goto_open(w, dest.name)
     yield f"move {obj} to {dest.name}"
 
@@ -209,13 +232,23 @@ def test_plans_that_must_fail_fail_on_both(tmp_path: Path, task_type: str) -> No
 def random_command(world: World, rng: random.Random) -> str:
     things = [*world.items, *world.receptacles]
     recep = rng.choice(list(world.receptacles))
-    return rng.choice([
-        f"examine {rng.choice(things)}", f"take {rng.choice(list(world.items))} from {recep}", f"open {recep}",
-        f"close {recep}", f"go to {world.at}", "look", "inventory", f"use {rng.choice(things)}",
-        f"heat {rng.choice(list(world.items))} with {recep}", f"cool {rng.choice(list(world.items))} with {recep}",
-        f"clean {rng.choice(list(world.items))} with {recep}", f"move {rng.choice(list(world.items))} to {recep}",
-        f"slice {rng.choice(list(world.items))} with {rng.choice(list(world.items))}",
-    ])
+    return rng.choice(
+        [
+            f"examine {rng.choice(things)}",
+            f"take {rng.choice(list(world.items))} from {recep}",
+            f"open {recep}",
+            f"close {recep}",
+            f"go to {world.at}",
+            "look",
+            "inventory",
+            f"use {rng.choice(things)}",
+            f"heat {rng.choice(list(world.items))} with {recep}",
+            f"cool {rng.choice(list(world.items))} with {recep}",
+            f"clean {rng.choice(list(world.items))} with {recep}",
+            f"move {rng.choice(list(world.items))} to {recep}",
+            f"slice {rng.choice(list(world.items))} with {rng.choice(list(world.items))}",
+        ]
+    )
 
 
 def walk(pair: Pair, rng: random.Random, steps: int) -> None:
@@ -232,15 +265,18 @@ def walk(pair: Pair, rng: random.Random, steps: int) -> None:
         pair.step(command)
 
 
-def agreement(root: Path, per_type: int, steps: int, dialects: tuple[str, ...],
-              first_seed: int = 100) -> tuple[int, int, int, int, list[Any]]:
+def agreement(
+    root: Path, per_type: int, steps: int, dialects: tuple[str, ...], first_seed: int = 100
+) -> tuple[int, int, int, int, list[Any]]:
     """(steps, agreeing steps, walks, walks agreeing on every step, first disagreements)."""
     total = agree = walks = clean = 0
     found: list[Any] = []
     for dialect in dialects:
         for task_type in TASK_TYPES.values():
             insts = instances(task_type, per_type, first_seed=first_seed)
-            for inst, path in zip(insts, write_with_library_goals(root / dialect / task_type, insts, dialect), strict=True):
+            for inst, path in zip(
+                insts, write_with_library_goals(root / dialect / task_type, insts, dialect), strict=True
+            ):
                 pair = Pair(inst, path, dialect)
                 walk(pair, random.Random(inst.key), steps)
                 total, agree, walks = total + pair.steps, agree + pair.agree, walks + 1
@@ -261,7 +297,8 @@ def test_random_walks_agreement_rate_many_walks(tmp_path: Path) -> None:
     type and dialect, the full run's fourth (seed 103: a game the default test above does not play,
     the same walk as in the full run); TOOLGYM_FULL=1 plays all four (seeds 100-103, 48 walks)."""
     per_type, first_seed = ci_or_full((1, 103), (4, 100))
-    total, agree, walks, clean, found = agreement(tmp_path, per_type=per_type, steps=40, dialects=("move", "put"),
-                                                  first_seed=first_seed)
+    total, agree, walks, clean, found = agreement(
+        tmp_path, per_type=per_type, steps=40, dialects=("move", "put"), first_seed=first_seed
+    )
     print(f"\nALFWorld built-in vs real: {agree}/{total} steps, {clean}/{walks} walks agree")
     assert walks == 12 * per_type and total == 40 * walks and agree == total, found[:3]

@@ -47,36 +47,107 @@ class Case:
 
 T = "tests/test_x.py::"
 CASES = [
-    Case("all pass", wrap(f"PASSED {T}test_fix\nPASSED {T}test_old\n"), (f"{T}test_fix",), (f"{T}test_old",), True),
-    Case("FAIL_TO_PASS still fails", wrap(f"PASSED {T}test_old\nFAILED {T}test_fix - AssertionError: x\n", 1),
-         (f"{T}test_fix",), (f"{T}test_old",), False),
-    Case("PASS_TO_PASS broken", wrap(f"PASSED {T}test_fix\nFAILED {T}test_old - assert 1 == 2\n", 1),
-         (f"{T}test_fix",), (f"{T}test_old",), False),
-    Case("FAIL_TO_PASS skipped (by id, as verbose logs write it)",
-         wrap(f"{T}test_fix SKIPPED\n{T}test_old PASSED\n"), (f"{T}test_fix",), (f"{T}test_old",), False,
-         parser="pytest_v2"),
-    Case("Django: FAIL_TO_PASS skipped",
-         wrap("test_fix (app.tests.T) ... skipped 'needs db'\ntest_old (app.tests.T) ... ok\n"),
-         ("test_fix (app.tests.T)",), ("test_old (app.tests.T)",), False, parser="django"),
-    Case("Django: PASS_TO_PASS skipped is kept",
-         wrap("test_fix (app.tests.T) ... ok\ntest_old (app.tests.T) ... skipped 'no db'\n"),
-         ("test_fix (app.tests.T)",), ("test_old (app.tests.T)",), True, parser="django"),
-    Case("FAIL_TO_PASS XFAIL counts as passed", wrap(f"XFAIL {T}test_fix - reason: later\nPASSED {T}test_old\n"),
-         (f"{T}test_fix",), (f"{T}test_old",), True),
-    Case("FAIL_TO_PASS XPASS (non-strict) is not a status: missing", wrap(f"XPASS {T}test_fix later\nPASSED {T}test_old\n"),
-         (f"{T}test_fix",), (f"{T}test_old",), False),
-    Case("error at collection", wrap("ERROR tests/test_x.py - ImportError: cannot import name 'f'\n", 2),
-         (f"{T}test_fix",), (f"{T}test_old",), False),
-    Case("FAIL_TO_PASS missing from the log", wrap(f"PASSED {T}test_old\n"), (f"{T}test_fix",), (f"{T}test_old",), False),
-    Case("truncated id, one match", wrap(f"PASSED {T}test_fix[args1-None]\nPASSED {T}test_old\n"),
-         (f"{T}test_fix[args1-No",), (f"{T}test_old",), True),
-    Case("truncated id, matches disagree", wrap(f"PASSED {T}test_fix[args1-None]\nFAILED {T}test_fix[args1-No-value]\n", 1),
-         (f"{T}test_fix[args1-No",), (), False),
-    Case("truncated id, PASSED and XFAIL agree", wrap(f"PASSED {T}test_fix[a-b]\nXFAIL {T}test_fix[a-c] - later\n"),
-         (f"{T}test_fix[a-",), (), True),
-    Case("PASSED lines printed by the repository, tests exited 1",
-         wrap(f"FAILED {T}test_fix - AssertionError\nPASSED {T}test_old\nPASSED {T}test_fix\n", 1),
-         (f"{T}test_fix",), (f"{T}test_old",), False),
+    Case(
+        "all pass",
+        wrap(f"PASSED {T}test_fix\nPASSED {T}test_old\n"),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        True,
+    ),
+    Case(
+        "FAIL_TO_PASS still fails",
+        wrap(f"PASSED {T}test_old\nFAILED {T}test_fix - AssertionError: x\n", 1),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
+    Case(
+        "PASS_TO_PASS broken",
+        wrap(f"PASSED {T}test_fix\nFAILED {T}test_old - assert 1 == 2\n", 1),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
+    Case(
+        "FAIL_TO_PASS skipped (by id, as verbose logs write it)",
+        wrap(f"{T}test_fix SKIPPED\n{T}test_old PASSED\n"),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+        parser="pytest_v2",
+    ),
+    Case(
+        "Django: FAIL_TO_PASS skipped",
+        wrap("test_fix (app.tests.T) ... skipped 'needs db'\ntest_old (app.tests.T) ... ok\n"),
+        ("test_fix (app.tests.T)",),
+        ("test_old (app.tests.T)",),
+        False,
+        parser="django",
+    ),
+    Case(
+        "Django: PASS_TO_PASS skipped is kept",
+        wrap("test_fix (app.tests.T) ... ok\ntest_old (app.tests.T) ... skipped 'no db'\n"),
+        ("test_fix (app.tests.T)",),
+        ("test_old (app.tests.T)",),
+        True,
+        parser="django",
+    ),
+    Case(
+        "FAIL_TO_PASS XFAIL counts as passed",
+        wrap(f"XFAIL {T}test_fix - reason: later\nPASSED {T}test_old\n"),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        True,
+    ),
+    Case(
+        "FAIL_TO_PASS XPASS (non-strict) is not a status: missing",
+        wrap(f"XPASS {T}test_fix later\nPASSED {T}test_old\n"),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
+    Case(
+        "error at collection",
+        wrap("ERROR tests/test_x.py - ImportError: cannot import name 'f'\n", 2),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
+    Case(
+        "FAIL_TO_PASS missing from the log",
+        wrap(f"PASSED {T}test_old\n"),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
+    Case(
+        "truncated id, one match",
+        wrap(f"PASSED {T}test_fix[args1-None]\nPASSED {T}test_old\n"),
+        (f"{T}test_fix[args1-No",),
+        (f"{T}test_old",),
+        True,
+    ),
+    Case(
+        "truncated id, matches disagree",
+        wrap(f"PASSED {T}test_fix[args1-None]\nFAILED {T}test_fix[args1-No-value]\n", 1),
+        (f"{T}test_fix[args1-No",),
+        (),
+        False,
+    ),
+    Case(
+        "truncated id, PASSED and XFAIL agree",
+        wrap(f"PASSED {T}test_fix[a-b]\nXFAIL {T}test_fix[a-c] - later\n"),
+        (f"{T}test_fix[a-",),
+        (),
+        True,
+    ),
+    Case(
+        "PASSED lines printed by the repository, tests exited 1",
+        wrap(f"FAILED {T}test_fix - AssertionError\nPASSED {T}test_old\nPASSED {T}test_fix\n", 1),
+        (f"{T}test_fix",),
+        (f"{T}test_old",),
+        False,
+    ),
 ]
 
 
@@ -94,8 +165,10 @@ def test_fourteen_cases() -> None:
 def test_reports_have_swebench_lists() -> None:
     _, report, _ = grade_log(CASES[1].log, "pytest", CASES[1].f2p, CASES[1].p2p)
     assert report is not None and report.status == "RESOLVED_NO"
-    assert report.as_dict() == {"FAIL_TO_PASS": {"success": [], "failure": [f"{T}test_fix"]},
-                                "PASS_TO_PASS": {"success": [f"{T}test_old"], "failure": []}}
+    assert report.as_dict() == {
+        "FAIL_TO_PASS": {"success": [], "failure": [f"{T}test_fix"]},
+        "PASS_TO_PASS": {"success": [f"{T}test_old"], "failure": []},
+    }
     partial = wrap(f"PASSED {T}a\nFAILED {T}b - x\n", 1)
     _, report, _ = grade_log(partial, "pytest", (f"{T}a", f"{T}b"), ())
     assert report is not None and report.status == "RESOLVED_PARTIAL"
@@ -153,8 +226,14 @@ class TestGroup:
 
 def run_pytest(root: Path, target: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, "-m", "pytest", "--no-header", "-rA", "--tb=no", "-p", "no:cacheprovider",
-                           target], cwd=root, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--no-header", "-rA", "--tb=no", "-p", "no:cacheprovider", target],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_pytest_parser_on_real_output(tmp_path: Path) -> None:
@@ -164,9 +243,12 @@ def test_pytest_parser_on_real_output(tmp_path: Path) -> None:
     done = run_pytest(tmp_path, "tests/test_real.py")
     r = "tests/test_real.py::"
     assert parse_pytest(done.stdout) == {
-        f"{r}test_eq[1-1]": "PASSED", f"{r}test_eq[2-3]": "FAILED",
+        f"{r}test_eq[1-1]": "PASSED",
+        f"{r}test_eq[2-3]": "FAILED",
         f"{r}test_eq[x": "PASSED",  # an id with a space is cut at it, as swebench's parser cuts it
-        f"{r}test_xfail": "XFAIL", f"{r}test_xpass_strict": "FAILED", f"{r}test_setup_error": "ERROR",
+        f"{r}test_xfail": "XFAIL",
+        f"{r}test_xpass_strict": "FAILED",
+        f"{r}test_setup_error": "ERROR",
         f"{r}TestGroup::test_method": "PASSED",
     }, done.stdout  # XPASS and the "SKIPPED [1] file:line" summary give no status
     assert done.returncode == 1
@@ -182,8 +264,20 @@ def test_django_parser_reads_interrupted_ok_lines() -> None:
 
 # -- one instance in the exact SWE-bench row format, end to end ----------------------------------------
 
-ROW_KEYS = ["repo", "instance_id", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
-            "created_at", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "environment_setup_commit"]
+ROW_KEYS = [
+    "repo",
+    "instance_id",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "environment_setup_commit",
+]
 
 
 @pytest.fixture(scope="module")

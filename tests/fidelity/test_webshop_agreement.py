@@ -72,4 +72,6 @@ def test_scores_agree_with_the_original_on_sampled_purchases(human: bool) -> Non
     shop = get_shop(ShopConfig(human_goals=human))
     n, differ = agreement(shop, goals=800)
     assert n > 2000
-    assert not differ, f"{len(differ)}/{n} purchases differ ({1 - len(differ) / n:.1%} agree), e.g. {differ[:3]}"
+    assert not differ, (
+        f"{len(differ)}/{n} purchases differ ({1 - len(differ) / n:.1%} agree), e.g. {differ[:3]}"
+    )

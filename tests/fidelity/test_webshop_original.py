@@ -39,6 +39,7 @@ COLOURS = (
     "stonewash sunflower tan taupe teal tiger turquoise violet walnut wheat white wine yellow"
 ).split()
 
+
 def process(value: Any) -> str:
     """thefuzz's ``full_process(str(value), force_ascii=True)`` (≥ 0.20: non-alphanumerics, underscore included, to spaces)."""
     text = "".join(c if c.isalnum() else " " for c in str(value) if not 128 <= ord(c) <= 255)
@@ -83,26 +84,35 @@ def goal_option_items(goal: Mapping[str, Any]) -> list[Any]:
     return list(options.items()) if isinstance(options, dict) else list(options)
 
 
-def option_matches(bought_values: list[str], goal: Mapping[str, Any], ratio: Callable[[str, str], float] = lcs_ratio) -> int:
+def option_matches(
+    bought_values: list[str], goal: Mapping[str, Any], ratio: Callable[[str, str], float] = lcs_ratio
+) -> int:
     bought = [colour(v) for v in bought_values]
     wanted = [colour(o) for o in goal_option_items(goal)]
     return sum(any(token_set(b, w, ratio) > 85 for b in bought) for w in wanted)
 
 
-def attribute_matches(product: Mapping[str, Any], goal: Mapping[str, Any], ratio: Callable[[str, str], float] = lcs_ratio) -> int:
+def attribute_matches(
+    product: Mapping[str, Any], goal: Mapping[str, Any], ratio: Callable[[str, str], float] = lcs_ratio
+) -> int:
     n = 0
     for wanted in goal["attributes"]:
         if any(token_set(have, wanted, ratio) > 85 for have in product["Attributes"]):
             n += 1
-        elif (wanted in product["Title"].lower() or wanted in " ".join(product["BulletPoints"]).lower()
-              or wanted in product["Description"].lower()):
+        elif (
+            wanted in product["Title"].lower()
+            or wanted in " ".join(product["BulletPoints"]).lower()
+            or wanted in product["Description"].lower()
+        ):
             n += 1
     return n
 
 
 def r_type(product: Mapping[str, Any], goal: Mapping[str, Any], nouns: Callable[[str], list[str]]) -> float:
     query = product["query"] == goal["query"]
-    levels = {x.strip() for x in product["product_category"].split("›")} & {x.strip() for x in goal["product_category"].split("›")}
+    levels = {x.strip() for x in product["product_category"].split("›")} & {
+        x.strip() for x in goal["product_category"].split("›")
+    }
     wanted = nouns(goal["name"])
     title = 0.2 if not wanted else len(set(nouns(product["name"])) & set(wanted)) / len(wanted)
     if title == 0.0:
@@ -112,8 +122,14 @@ def r_type(product: Mapping[str, Any], goal: Mapping[str, Any], nouns: Callable[
     return 1.0 if (query or len(levels) >= 2 or title > 0.2) else 0.5
 
 
-def original_score(product: Mapping[str, Any], goal: Mapping[str, Any], price: float, options: Mapping[str, str],
-                   nouns: Callable[[str], list[str]], ratio: Callable[[str, str], float] = lcs_ratio) -> float:
+def original_score(
+    product: Mapping[str, Any],
+    goal: Mapping[str, Any],
+    price: float,
+    options: Mapping[str, str],
+    nouns: Callable[[str], list[str]],
+    ratio: Callable[[str, str], float] = lcs_ratio,
+) -> float:
     """The published ``get_reward`` total, with the given noun tagger and ``ratio``."""
     n_att = attribute_matches(product, goal, ratio)
     n_opt = option_matches(list(options.values()), goal, ratio)

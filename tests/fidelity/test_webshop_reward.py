@@ -24,15 +24,28 @@ def words(text: str) -> list[str]:
 
 
 def goal(**changes: Any) -> dict[str, Any]:
-    g = {"query": "q", "product_category": "a › b › c", "name": "oak shelf", "attributes": ["metal frame"],
-         "goal_options": ["white"], "price_upper": 50.0}
+    g = {
+        "query": "q",
+        "product_category": "a › b › c",
+        "name": "oak shelf",
+        "attributes": ["metal frame"],
+        "goal_options": ["white"],
+        "price_upper": 50.0,
+    }
     g.update(changes)
     return g
 
 
 def product(**changes: Any) -> dict[str, Any]:
-    p = {"query": "q", "product_category": "a › b › c", "name": "oak shelf", "Title": "Oak Shelf",
-         "Attributes": ["metal frame"], "BulletPoints": [], "Description": ""}
+    p = {
+        "query": "q",
+        "product_category": "a › b › c",
+        "name": "oak shelf",
+        "Title": "Oak Shelf",
+        "Attributes": ["metal frame"],
+        "BulletPoints": [],
+        "Description": "",
+    }
     p.update(changes)
     return p
 
@@ -47,7 +60,9 @@ def both(p: Mapping[str, Any], g: Mapping[str, Any], price: float, options: Mapp
 # -- the fuzzy rule: thefuzz's token_set_ratio, strictly above 85 -------------------------------
 
 
-@pytest.mark.parametrize(("short", "long", "ratio"), [(17, 23, 85), (43, 57, 86), (171, 229, 86), (169, 231, 84)])
+@pytest.mark.parametrize(
+    ("short", "long", "ratio"), [(17, 23, 85), (43, 57, 86), (171, 229, 86), (169, 231, 84)]
+)
 def test_ratio_is_rounded_like_python_round(short: int, long: int, ratio: int) -> None:
     # one word each, no shared word: the ratio is 2·LCS / total length (17+23 → 85.0, 171+229 → 85.5 → 86)
     a, b = "x" * short, "x" * long
@@ -55,12 +70,16 @@ def test_ratio_is_rounded_like_python_round(short: int, long: int, ratio: int) -
 
 
 @pytest.mark.parametrize(("short", "long", "matches"), [(17, 23, False), (43, 57, True), (171, 229, True)])
-def test_threshold_85_fails_86_passes_for_options_and_attributes(short: int, long: int, matches: bool) -> None:
+def test_threshold_85_fails_86_passes_for_options_and_attributes(
+    short: int, long: int, matches: bool
+) -> None:
     a, b = "x" * short, "x" * long
     # options: goal 1 option, attributes matched, price ok → 3/3 or 2/3
     assert both(product(), goal(goal_options=[a]), 10.0, {"size": b}) == (1.0 if matches else 2 / 3)
     # attributes: no option, the goal's attribute against the product's (no text fallback here)
-    assert both(product(Attributes=[b]), goal(attributes=[a], goal_options=[]), 10.0, {}) == (1.0 if matches else 0.5)
+    assert both(product(Attributes=[b]), goal(attributes=[a], goal_options=[]), 10.0, {}) == (
+        1.0 if matches else 0.5
+    )
 
 
 def test_token_set_reads_words_as_thefuzz_does() -> None:
@@ -76,7 +95,9 @@ def test_token_set_reads_words_as_thefuzz_does() -> None:
 
 def test_options_are_counted_per_goal_option_at_most_once() -> None:
     g = goal(goal_options=["white", "large"])
-    assert both(product(), g, 10.0, {"a": "white", "b": "white", "c": "white"}) == 3 / 4  # white once, large missed
+    assert (
+        both(product(), g, 10.0, {"a": "white", "b": "white", "c": "white"}) == 3 / 4
+    )  # white once, large missed
     assert both(product(), g, 10.0, {"color": "white", "size": "large", "extra": "oak"}) == 1.0
     # one chosen value may satisfy two goal options (the loop runs over goal options)
     assert both(product(), goal(goal_options=["white", "white color"]), 10.0, {"color": "white"}) == 1.0
@@ -88,14 +109,23 @@ def test_size_is_fuzzy_like_every_option() -> None:
     g = goal(goal_options=["8 fl oz (pack of 1)"])
     assert both(product(), g, 10.0, {"size": "8 fl oz (pack of 2)"}) == 1.0  # 87 > 85
     assert both(product(), g, 10.0, {"size": "16 fl oz (pack of 1)"}) == 1.0
-    assert both(product(), goal(goal_options=["x-large"]), 10.0, {"size": "large"}) == 1.0  # {large} ⊂ {x, large}
+    assert (
+        both(product(), goal(goal_options=["x-large"]), 10.0, {"size": "large"}) == 1.0
+    )  # {large} ⊂ {x, large}
     assert both(product(), goal(goal_options=["small"]), 10.0, {"size": "large"}) == 2 / 3
 
 
 def test_colour_normalisation_takes_the_first_colour_of_the_list() -> None:
     # the list is alphabetical and tested as substrings: "dark wash" → "ash", "violet lavender" → "lavender"
-    for value, expected in [("black forest", "black"), ("violet lavender", "lavender"), ("dark wash", "ash"),
-                            ("navy blue", "blue"), ("royal blue", "blue"), ("webshop", "webshop"), ("", "")]:
+    for value, expected in [
+        ("black forest", "black"),
+        ("violet lavender", "lavender"),
+        ("dark wash", "ash"),
+        ("navy blue", "blue"),
+        ("royal blue", "blue"),
+        ("webshop", "webshop"),
+        ("", ""),
+    ]:
         assert normalize_color(value) == colour(value) == expected
     assert both(product(), goal(goal_options=["navy blue"]), 10.0, {"color": "royal blue"}) == 1.0
     assert both(product(), goal(goal_options=["violet"]), 10.0, {"color": "violet lavender"}) == 2 / 3
@@ -104,11 +134,23 @@ def test_colour_normalisation_takes_the_first_colour_of_the_list() -> None:
 def test_synthetic_goals_compare_name_value_pairs() -> None:
     # a pair is replaced by a colour only when its value is exactly a colour word
     assert normalize_goal_option(("color", "black")) == colour(("color", "black")) == "black"
-    assert normalize_goal_option(("color", "dark wash")) == colour(("color", "dark wash")) == ("color", "dark wash")
+    assert (
+        normalize_goal_option(("color", "dark wash"))
+        == colour(("color", "dark wash"))
+        == ("color", "dark wash")
+    )
     synthetic = goal(goal_options={"color": "dark wash", "size": "30"})
     # the exact purchase misses the colour: "dark wash" → "ash" against the words {color, dark, wash}
     assert both(product(), synthetic, 10.0, {"color": "dark wash", "size": "30"}) == 3 / 4
-    assert both(product(), goal(goal_options={"color": "black", "size": "30"}), 10.0, {"color": "jet black", "size": "30"}) == 1.0
+    assert (
+        both(
+            product(),
+            goal(goal_options={"color": "black", "size": "30"}),
+            10.0,
+            {"color": "jet black", "size": "30"},
+        )
+        == 1.0
+    )
     # the option's name joins the words: "size" alone matches the pair ("size", "30") entirely
     assert both(product(), goal(goal_options={"size": "30"}), 10.0, {"fit": "size"}) == 1.0
     # denominators count the dict's entries
@@ -128,10 +170,17 @@ def test_attribute_fallback_searches_title_features_description() -> None:
     bare = product(Attributes=[], Title="Oak Shelf", BulletPoints=[], Description="")
     assert both(bare, g, 10.0, {}) == 1 / 4
     assert both(product(Attributes=[], Title="Oak METAL FRAME Shelf"), g, 10.0, {}) == 2 / 4
-    assert both(product(Attributes=[], BulletPoints=["Easy", "assemble"]), g, 10.0, {}) == 2 / 4  # joined with a space
-    assert both(product(Attributes=[], Description="Steam cleaned"), g, 10.0, {}) == 2 / 4  # "tea" inside "steam"
+    assert (
+        both(product(Attributes=[], BulletPoints=["Easy", "assemble"]), g, 10.0, {}) == 2 / 4
+    )  # joined with a space
+    assert (
+        both(product(Attributes=[], Description="Steam cleaned"), g, 10.0, {}) == 2 / 4
+    )  # "tea" inside "steam"
     # attributes are not colour-normalised: "navy blue" does not match "royal blue"
-    assert both(product(Attributes=["royal blue"]), goal(attributes=["navy blue"], goal_options=[]), 10.0, {}) == 1 / 2
+    assert (
+        both(product(Attributes=["royal blue"]), goal(attributes=["navy blue"], goal_options=[]), 10.0, {})
+        == 1 / 2
+    )
 
 
 # -- price --------------------------------------------------------------------------------------
@@ -154,13 +203,25 @@ def test_price_limit_is_inclusive() -> None:
         # 1 of 11 goal nouns (0.09 < 0.1) → 0.1 even with query and category matching
         ({"name": "n1"}, {"name": " ".join(f"n{i}" for i in range(1, 12))}, 0.1),
         # 1 of 10 (0.1): no query, category or title (> 0.2) match → 0.5; with the query → 1
-        ({"name": "n1", "query": "other", "product_category": "x › y › c"}, {"name": " ".join(f"n{i}" for i in range(1, 11))}, 0.5),
-        ({"name": "n1", "product_category": "x › y › c"}, {"name": " ".join(f"n{i}" for i in range(1, 11))}, 1.0),
+        (
+            {"name": "n1", "query": "other", "product_category": "x › y › c"},
+            {"name": " ".join(f"n{i}" for i in range(1, 11))},
+            0.5,
+        ),
+        (
+            {"name": "n1", "product_category": "x › y › c"},
+            {"name": " ".join(f"n{i}" for i in range(1, 11))},
+            1.0,
+        ),
         # exactly 0.2 is not above 0.2 → 0.5; two shared category levels (any order) → 1
         ({"name": "n1", "query": "other", "product_category": "x › y › c"}, {"name": "n1 n2 n3 n4 n5"}, 0.5),
         ({"name": "n1", "query": "other", "product_category": "c › y › a"}, {"name": "n1 n2 n3 n4 n5"}, 1.0),
         ({"name": "n1", "query": "other", "product_category": "a › a › d"}, {"name": "n1 n2 n3 n4 n5"}, 0.5),
-        ({"name": "n1 n2", "query": "other", "product_category": "x › y › c"}, {"name": "n1 n2 n3 n4 n5"}, 1.0),
+        (
+            {"name": "n1 n2", "query": "other", "product_category": "x › y › c"},
+            {"name": "n1 n2 n3 n4 n5"},
+            1.0,
+        ),
         # no nouns in the goal's name → title score 0.2
         ({"query": "other", "product_category": "x"}, {"name": ""}, 0.5),
         ({"query": "other"}, {"name": ""}, 1.0),
@@ -173,8 +234,13 @@ def test_type_reward_branches(bought: dict[str, Any], changes: dict[str, Any], r
 
 
 def test_parts_and_weights_as_the_original_reports_them() -> None:
-    score, parts = get_reward(product(), goal(attributes=["metal frame", "oak"], goal_options=["white", "small"]), 60.0,
-                              {"color": "white"}, nouns=words)
+    score, parts = get_reward(
+        product(),
+        goal(attributes=["metal frame", "oak"], goal_options=["white", "small"]),
+        60.0,
+        {"color": "white"},
+        nouns=words,
+    )
     assert isclose(score, 3 / 5)
     assert parts["r_att"] == 1.0 and parts["r_option"] == 0.5 and parts["r_price"] == 0.0
     assert (parts["w_att"], parts["w_option"], parts["w_price"]) == (2 / 5, 2 / 5, 1 / 5)

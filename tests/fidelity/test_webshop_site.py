@@ -45,8 +45,20 @@ def results_text(s: ShopSession, asins: list[str], page: int, total: int) -> str
 def item_text(s: ShopSession, asin: str) -> str:
     p = s.shop.product(asin)
     options = [x for name, values in p["options"].items() for x in (name, *values)]
-    return SEP.join([head(s), "< Prev", *options, p["Title"], f"Price: {p['Price']}", f"Rating: {p['Rating']}",
-                     "Description", "Features", "Reviews", "Buy Now"])
+    return SEP.join(
+        [
+            head(s),
+            "< Prev",
+            *options,
+            p["Title"],
+            f"Price: {p['Price']}",
+            f"Rating: {p['Rating']}",
+            "Description",
+            "Features",
+            "Reviews",
+            "Buy Now",
+        ]
+    )
 
 
 def test_parse_action_as_published() -> None:
@@ -73,7 +85,10 @@ def test_results_pages_ten_at_a_time_with_prev_and_next(shop: Shop) -> None:
     assert 10 < len(found) <= 50
     assert s.observation() == results_text(s, found[:10], 1, len(found))
     clickables = s.available_actions()
-    assert clickables == {"has_search_bar": False, "clickables": ["back to search", "next >", *(a.lower() for a in found[:10])]}
+    assert clickables == {
+        "has_search_bar": False,
+        "clickables": ["back to search", "next >", *(a.lower() for a in found[:10])],
+    }
     assert s.step("click[Next >]").valid and s.observation() == results_text(s, found[10:20], 2, len(found))
     assert s.step("click[< Prev]").valid and s.observation() == results_text(s, found[:10], 1, len(found))
     assert not s.step("click[< Prev]").valid  # no < Prev on page 1
@@ -90,12 +105,22 @@ def test_item_page_options_sub_pages_back_and_buy(shop: Shop) -> None:
     assert s.observation() == item_text(s, target)
     product = shop.product(target)
     values = [v for vs in product["options"].values() for v in vs]
-    assert s.available_actions()["clickables"] == ["back to search", "< prev", *values, "description", "features", "reviews", "buy now"]
+    assert s.available_actions()["clickables"] == [
+        "back to search",
+        "< prev",
+        *values,
+        "description",
+        "features",
+        "reviews",
+        "buy now",
+    ]
     name, (first, second, *_) = next(iter(product["options"].items()))
     s.step(f"click[{first}]")
     s.step(f"click[{second}]")  # a second value of the same option replaces the first
     assert s.view.option_dict == {name: second} and s.observation() == item_text(s, target)
-    assert s.step("click[Description]").valid and s.observation() == SEP.join([head(s), "< Prev", product["Description"]])
+    assert s.step("click[Description]").valid and s.observation() == SEP.join(
+        [head(s), "< Prev", product["Description"]]
+    )
     assert s.step("click[< Prev]").valid and s.view.kind == "item" and s.view.option_dict == {name: second}
     assert s.step("click[< Prev]").valid and s.view.kind == "results" and s.view.page == page
     s.step(f"click[{target}]")

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-FAKE_JAX = '''
+FAKE_JAX = """
 import json, os
 open(os.environ["FAKE_JAX_OUT"], "w").write(json.dumps({"preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")}))
-'''
-FAKE_LAX = '''
+"""
+FAKE_LAX = """
 def top_k(x, k):
     return x[:k], list(range(k))
-'''
+"""
 
 
 @pytest.mark.parametrize("module", ["toolgym.plugins.search.bm25", "toolgym.plugins.webshop.search"])
@@ -44,6 +44,17 @@ def test_a_users_own_setting_is_kept(tmp_path: Path) -> None:
     (fake / "__init__.py").write_text(FAKE_JAX)
     (fake / "lax.py").write_text(FAKE_LAX)
     out = tmp_path / "seen.json"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "FAKE_JAX_OUT": str(out), "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
-    subprocess.run([sys.executable, "-c", "import toolgym.plugins.search.bm25"], env=env, check=True, cwd=tmp_path, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path / "site"),
+        "FAKE_JAX_OUT": str(out),
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
+    }
+    subprocess.run(
+        [sys.executable, "-c", "import toolgym.plugins.search.bm25"],
+        env=env,
+        check=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert json.loads(out.read_text()) == {"preallocate": "true"}

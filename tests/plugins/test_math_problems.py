@@ -27,7 +27,11 @@ def test_answers_leave_the_streams_alone_while_cells_print_concurrently() -> Non
     session = InProcessPythonSession()
 
     async def main() -> tuple[str, dict[int, int]]:
-        cell = asyncio.create_task(session.execute(f"import time\nfor i in range({lines}):\n    print(i)\n    time.sleep(0.0002)", timeout=120))
+        cell = asyncio.create_task(
+            session.execute(
+                f"import time\nfor i in range({lines}):\n    print(i)\n    time.sleep(0.0002)", timeout=120
+            )
+        )
         answers: dict[int, int] = {}
         while not cell.done():
             for seed in expected:  # the event loop's thread, as an env's reset runs

@@ -19,8 +19,15 @@ from toolgym.sandboxes.pool import PooledBackend
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
 
 TEST_PROFILE = SandboxProfile(
-    memory_bytes=256 * MiB, cpus=1.0, pids=64, workdir_bytes=32 * MiB, tmp_bytes=16 * MiB, home_bytes=8 * MiB,
-    default_timeout_s=20.0, max_output_bytes=64 * 1024, ttl_s=1800.0,
+    memory_bytes=256 * MiB,
+    cpus=1.0,
+    pids=64,
+    workdir_bytes=32 * MiB,
+    tmp_bytes=16 * MiB,
+    home_bytes=8 * MiB,
+    default_timeout_s=20.0,
+    max_output_bytes=64 * 1024,
+    ttl_s=1800.0,
 )
 """Small limits so that bombs hit them fast."""
 
@@ -66,5 +73,3 @@ def make_backend(name: str, *, images: tuple[str, ...] = ("python",), **options:
     from toolgym.sandboxes.local.backend import LocalBackend
 
     return LocalBackend(**options)
-
-

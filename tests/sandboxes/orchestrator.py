@@ -28,4 +28,6 @@ if __name__ == "__main__":
     # process that started this one had set (a disposition or a blocked mask is inherited)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "wait"))
+    asyncio.run(
+        main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "wait")
+    )

@@ -54,7 +54,9 @@ def test_tool_code_cannot_take_the_agents_channel(pool: PooledBackend, runner: a
         runner.run(pool.settle())
 
 
-def test_pooled_sandbox_gives_the_next_episode_its_own_results(pool: PooledBackend, runner: asyncio.Runner) -> None:
+def test_pooled_sandbox_gives_the_next_episode_its_own_results(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
     runner.run(pool.settle())
     first, report = _attack(pool, runner)
     time.sleep(2.5)  # the leftover has had its chance to take over the agent
@@ -92,7 +94,8 @@ def test_a_lying_reset_is_caught_from_outside(pool: PooledBackend, runner: async
 
 @pytest.mark.docker
 def test_a_lying_reset_is_caught_through_the_engine_when_its_proc_is_elsewhere(
-        runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An engine on another machine: the host cannot read its /proc and asks ``docker top``."""
     from toolgym.sandboxes.docker import backend as docker_backend
 

@@ -43,8 +43,10 @@ def test_capture_keeps_head_and_tail(chunks: list[bytes], limit: int) -> None:
 @given(st.text(alphabet=st.characters(exclude_characters="\0", exclude_categories=["Cs"]), max_size=200))
 @settings(max_examples=60, deadline=None)
 def test_ansi_c_quote_round_trips_through_bash(text: str) -> None:
-    out = subprocess.run(["bash", "--noprofile", "--norc", "-c", f"printf %s {sessions.ansi_c_quote(text)}"],
-                         capture_output=True)
+    out = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", f"printf %s {sessions.ansi_c_quote(text)}"],
+        capture_output=True,
+    )
     assert out.stdout == text.encode()
 
 
@@ -94,4 +96,7 @@ def test_agent_files_are_stdlib_only() -> None:
             words = line.split()
             if words[:1] in (["import"], ["from"]) and not line.startswith(" "):
                 module = words[1].split(".")[0]
-                assert module in siblings or module in sys.stdlib_module_names or module == "__future__", (name, line)
+                assert module in siblings or module in sys.stdlib_module_names or module == "__future__", (
+                    name,
+                    line,
+                )

@@ -13,7 +13,13 @@ from toolgym.sandboxes import WORKDIR
 
 def test_run_argv_string_stdin_env_cwd(sandbox: Any, runner: asyncio.Runner) -> None:
     r = runner.run(sandbox.run(["echo", "hello world"]))
-    assert (r.exit_code, r.stdout, r.stderr, r.timed_out, r.truncated) == (0, "hello world\n", "", False, False)
+    assert (r.exit_code, r.stdout, r.stderr, r.timed_out, r.truncated) == (
+        0,
+        "hello world\n",
+        "",
+        False,
+        False,
+    )
     assert r.duration_s > 0
 
     r = runner.run(sandbox.run("echo out; echo err >&2; exit 3"))
@@ -49,7 +55,9 @@ def test_signal_exit_codes(sandbox: Any, runner: asyncio.Runner) -> None:
 
 
 def test_output_is_capped_head_and_tail(sandbox: Any, runner: asyncio.Runner) -> None:
-    r = runner.run(sandbox.run("echo FIRST; head -c 200000 /dev/zero | tr '\\0' x; echo; echo LAST", max_output=2000))
+    r = runner.run(
+        sandbox.run("echo FIRST; head -c 200000 /dev/zero | tr '\\0' x; echo; echo LAST", max_output=2000)
+    )
     assert r.truncated
     assert r.stdout.startswith("FIRST\n") and r.stdout.endswith("LAST\n")
     assert "bytes of output omitted" in r.stdout and len(r.stdout) < 2200
@@ -69,7 +77,9 @@ def test_write_and_read_files(sandbox: Any, runner: asyncio.Runner) -> None:
         runner.run(sandbox.read_file("notes"))
 
 
-@pytest.mark.parametrize("path", ["../escape.txt", "/etc/passwd", "notes/../../etc/passwd", "/tmp/x", f"{WORKDIR}/../x"])
+@pytest.mark.parametrize(
+    "path", ["../escape.txt", "/etc/passwd", "notes/../../etc/passwd", "/tmp/x", f"{WORKDIR}/../x"]
+)
 def test_file_api_refuses_paths_outside(sandbox: Any, runner: asyncio.Runner, path: str) -> None:
     with pytest.raises(PathOutsideSandboxError, match="leaves the work directory"):
         runner.run(sandbox.read_file(path))
@@ -78,7 +88,11 @@ def test_file_api_refuses_paths_outside(sandbox: Any, runner: asyncio.Runner, pa
 
 
 def test_file_api_refuses_symlinks_that_leave(sandbox: Any, runner: asyncio.Runner) -> None:
-    runner.run(sandbox.run("ln -s /etc etc-link && ln -s /tmp/target tmp-file && mkdir -p d && ln -s ../d/real.txt d/inner"))
+    runner.run(
+        sandbox.run(
+            "ln -s /etc etc-link && ln -s /tmp/target tmp-file && mkdir -p d && ln -s ../d/real.txt d/inner"
+        )
+    )
     with pytest.raises(PathOutsideSandboxError, match="symlink"):
         runner.run(sandbox.read_file("etc-link/passwd"))
     with pytest.raises(PathOutsideSandboxError, match="symlink"):
@@ -126,7 +140,11 @@ def test_python_timeout_interrupts_and_keeps_state(sandbox: Any, runner: asyncio
 def test_python_session_that_will_not_stop_is_restarted(sandbox: Any, runner: asyncio.Runner) -> None:
     py = runner.run(sandbox.python())
     runner.run(py.execute("lost = 1"))
-    r = runner.run(py.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", timeout=0.3))
+    r = runner.run(
+        py.execute(
+            "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", timeout=0.3
+        )
+    )
     assert r.timed_out and r.restarted and "restarted" in r.output
     r = runner.run(py.execute("'lost' in dir()"))
     assert r.value == "False" and not r.restarted

@@ -40,7 +40,12 @@ def _audit(factory: Any, name: str, only: tuple[str, ...] = ()) -> list[Row]:
     return rows
 
 
-RESIDUAL_HERE = {"reset.carryover-lo-bytes", "reset.carryover-inodes", "reset.carryover-pids", "reset.carryover-ipc-ids"}
+RESIDUAL_HERE = {
+    "reset.carryover-lo-bytes",
+    "reset.carryover-inodes",
+    "reset.carryover-pids",
+    "reset.carryover-ipc-ids",
+}
 """The carry-over rows that are residual on both backends of this machine (the README's "What carries
 over between episodes"); the memory peak is closed here (Docker on cgroup v1, as root; bubblewrap)."""
 
@@ -56,13 +61,16 @@ def test_the_audit_passes_on_a_hardened_backend(name: str) -> None:
     assert {r.backend for r in rows} == {name}
     # both backends run here: nothing is out of reach of a check; the counters a reset cannot empty
     # are reported as residual (issue 42), and the rule that keeps them harmless passes
-    not_passed = [(r.check, r.result, r.detail) for r in rows if r.result != PASS and r.check not in RESIDUAL_HERE]
+    not_passed = [
+        (r.check, r.result, r.detail) for r in rows if r.result != PASS and r.check not in RESIDUAL_HERE
+    ]
     assert not not_passed, not_passed
     residual = {r.check: r for r in rows if r.check in RESIDUAL_HERE}
     assert all(r.result == RESIDUAL and "mitigated" in r.detail for r in residual.values()), residual
     memory = next(r for r in rows if r.check == "reset.carryover-memory-peak")
-    assert memory.detail.startswith("closed: ") and ("not visible" in memory.detail if name == "local" else
-                                                     "reset from the host" in memory.detail), memory
+    assert memory.detail.startswith("closed: ") and (
+        "not visible" in memory.detail if name == "local" else "reset from the host" in memory.detail
+    ), memory
 
 
 class _BridgedApi:
@@ -93,7 +101,9 @@ def test_containers_on_the_bridge_network_fail_the_egress_checks() -> None:
     rows = _audit(BridgedDockerBackend, "docker", only=("egress.",))
     assert {r.check for r in rows} == {n for n, _ in KIND_CHECKS + BACKEND_CHECKS if n.startswith("egress.")}
     failed = _failed(rows)
-    assert {"egress.interfaces", "egress.gateway", "egress.other-sandboxes", "egress.allowlist"} <= failed, rows
+    assert {"egress.interfaces", "egress.gateway", "egress.other-sandboxes", "egress.allowlist"} <= failed, (
+        rows
+    )
     detail = next(r.detail for r in rows if r.check == "egress.interfaces")
     assert "eth0" in detail
 
@@ -106,7 +116,10 @@ def test_an_engine_whose_proc_is_elsewhere_skips_only_the_host_view(monkeypatch:
     cls = _backend_class("docker")
     monkeypatch.setattr(docker_backend, "_engine_is_local", lambda pid, container_id: False)
     rows = _audit(cls, "docker", only=("host.", "reset.verified"))
-    assert [(r.check, r.result) for r in rows] == [("host.agent-hardening", "skip"), ("reset.verified-from-host", PASS)]
+    assert [(r.check, r.result) for r in rows] == [
+        ("host.agent-hardening", "skip"),
+        ("reset.verified-from-host", PASS),
+    ]
     assert "another machine" in rows[0].detail and "docker top" in rows[1].detail
 
 
@@ -150,13 +163,17 @@ def agent_forgetting_dev_shm() -> Iterator[Path]:
         shutil.copyfile(f, weak / f.name)
         (weak / f.name).chmod(0o644)
     with open(weak / "wipe.py", "a") as wipe:
-        wipe.write("\n_every_mount = writable_mounts\n\n\ndef writable_mounts():\n"
-                   "    return [m for m in _every_mount() if m[0] != '/dev/shm']\n")
+        wipe.write(
+            "\n_every_mount = writable_mounts\n\n\ndef writable_mounts():\n"
+            "    return [m for m in _every_mount() if m[0] != '/dev/shm']\n"
+        )
     yield weak
     shutil.rmtree(weak, ignore_errors=True)
 
 
-def test_a_writable_place_the_reset_does_not_wipe_fails_the_reset_check(agent_forgetting_dev_shm: Path) -> None:
+def test_a_writable_place_the_reset_does_not_wipe_fails_the_reset_check(
+    agent_forgetting_dev_shm: Path,
+) -> None:
     require("local")
     staged = str(lifecycle.staged_agent_dir())
 
@@ -187,7 +204,10 @@ def test_a_pool_without_the_group_rule_fails_and_a_false_claim_of_reset_fails(na
         async def _after_reset(self, sandbox: Any) -> None:
             sandbox.handle["counters"] = {"memory_peak": "reset"}
 
-    rows = {r.check: r for r in _audit(Careless, name, only=("reset.group-separation", "reset.carryover-memory-peak"))}
+    rows = {
+        r.check: r
+        for r in _audit(Careless, name, only=("reset.group-separation", "reset.carryover-memory-peak"))
+    }
     assert rows["reset.group-separation"].result == FAIL, rows
     assert "same group" in rows["reset.group-separation"].detail
     peak = rows["reset.carryover-memory-peak"]
@@ -197,12 +217,16 @@ def test_a_pool_without_the_group_rule_fails_and_a_false_claim_of_reset_fails(na
         assert peak.result == FAIL and "yet the next episode read it" in peak.detail, peak
 
 
-def test_the_cli_exit_code_follows_the_checks(monkeypatch: pytest.MonkeyPatch, agent_without_filter: Path) -> None:
+def test_the_cli_exit_code_follows_the_checks(
+    monkeypatch: pytest.MonkeyPatch, agent_without_filter: Path
+) -> None:
     """Two checks are enough to see the plumbing: table, JSON, progress lines, exit status."""
     from toolgym.cli import app
 
     require("local")
-    monkeypatch.setattr(runner, "KIND_CHECKS", [c for c in KIND_CHECKS if c[0] in ("agent.seccomp", "egress.interfaces")])
+    monkeypatch.setattr(
+        runner, "KIND_CHECKS", [c for c in KIND_CHECKS if c[0] in ("agent.seccomp", "egress.interfaces")]
+    )
     monkeypatch.setattr(runner, "BACKEND_CHECKS", [])
     from toolgym.plugins.sql import audit as sql_audit  # database rows: tests/plugins/sql/test_sql_audit.py
 

@@ -12,7 +12,9 @@ from tests.sandboxes.helpers import make_backend, require
 
 
 def toolgym(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolgym", "sandbox", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "toolgym", "sandbox", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_help_lists_the_commands() -> None:

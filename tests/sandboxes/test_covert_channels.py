@@ -66,7 +66,9 @@ print(json.dumps({'text': '\n'.join(seen), 'readable': readable}))
 """
 
 
-def test_no_sandbox_process_can_read_the_agents_hello_token(pool: PooledBackend, runner: asyncio.Runner) -> None:
+def test_no_sandbox_process_can_read_the_agents_hello_token(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
     sb = runner.run(pool.acquire("python", episode_id="token"))
     try:
         token = sb.channel.hello["token"]
@@ -81,13 +83,16 @@ def test_no_sandbox_process_can_read_the_agents_hello_token(pool: PooledBackend,
         if agent and os.geteuid() == 0 and (sb.handle["pids"].get("via", "proc") == "proc"):
             for name in ("cmdline", "environ"):
                 with open(f"/proc/{agent}/{name}", "rb") as f:
-                    assert token.encode() not in f.read(), f"the token is in the agent's /proc/{name} (host view)"
+                    assert token.encode() not in f.read(), (
+                        f"the token is in the agent's /proc/{name} (host view)"
+                    )
     finally:
         runner.run(pool.release(sb))
         runner.run(pool.settle())
 
 
 # -- counters across a reset -------------------------------------------------------------------------
+
 
 def test_the_memory_peak_does_not_carry_over_a_reset(pool: PooledBackend, runner: asyncio.Runner) -> None:
     sb = runner.run(pool.acquire("python", episode_id="peak-1"))
@@ -107,8 +112,12 @@ def test_the_memory_peak_does_not_carry_over_a_reset(pool: PooledBackend, runner
         pids = again.handle.get("pids") or {}
         found = counters.memory_cgroup(int(pids["agent"])) if pids.get("via") == "proc" else None
         if found is None or found[0] != 1 or not os.access(found[1] / "memory.max_usage_in_bytes", os.W_OK):
-            pytest.skip(f"the host cannot reset the peak here (cgroup v2, a remote engine, or no permission): {claim}")
-        assert after < 100 << 20, f"the next episode read the previous one's peak: {after >> 20} MiB (fresh {fresh >> 20})"
+            pytest.skip(
+                f"the host cannot reset the peak here (cgroup v2, a remote engine, or no permission): {claim}"
+            )
+        assert after < 100 << 20, (
+            f"the next episode read the previous one's peak: {after >> 20} MiB (fresh {fresh >> 20})"
+        )
         assert claim == counters.RESET, claim
     finally:
         runner.run(pool.release(again))
@@ -137,7 +146,10 @@ def test_the_documented_residual_counters_do_carry_over(pool: PooledBackend, run
 
 # -- the group rule --------------------------------------------------------------------------------
 
-def test_two_episodes_of_one_group_never_get_the_same_sandbox_in_turn(pool: PooledBackend, runner: asyncio.Runner) -> None:
+
+def test_two_episodes_of_one_group_never_get_the_same_sandbox_in_turn(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
     async def scenario() -> None:
         await pool.settle()
         g, h = {GROUP_LABEL: "env/7/1234"}, {GROUP_LABEL: "env/8/1234"}
@@ -171,7 +183,9 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.labels: list[Mapping[str, str]] = []
 
-    async def acquire(self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None) -> Any:
+    async def acquire(
+        self, kind: str, *, episode_id: str = "", labels: Mapping[str, str] | None = None
+    ) -> Any:
         self.labels.append(dict(labels or {}))
         return object()
 

@@ -52,7 +52,11 @@ class _Site(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         port = self.server.server_address[1]  # type: ignore[index]
-        body = BLOB if self.path == "/blob" else f"hello from {port}: {self.path} host={self.headers.get('Host')}".encode()
+        body = (
+            BLOB
+            if self.path == "/blob"
+            else f"hello from {port}: {self.path} host={self.headers.get('Host')}".encode()
+        )
         self._send(body)
 
     def do_POST(self) -> None:
@@ -98,15 +102,19 @@ EGRESS_BACKENDS = [*BACKENDS, pytest.param("remote", marks=[pytest.mark.docker, 
 
 
 @pytest.fixture(scope="module", params=EGRESS_BACKENDS)
-def web_backend(request: pytest.FixtureRequest, runner: asyncio.Runner,
-                sites: dict[str, tuple[str, int]]) -> Iterator[PooledBackend]:
+def web_backend(
+    request: pytest.FixtureRequest, runner: asyncio.Runner, sites: dict[str, tuple[str, int]]
+) -> Iterator[PooledBackend]:
     """Kind ``web`` may reach the ``allowed`` site (and ``localhost`` on the ``other`` site's port, a
     name that resolves to loopback); kind ``python`` has no network."""
     _, allowed = sites["allowed"]
     _, other = sites["other"]
     image = REMOTE_IMAGE if request.param == "remote" else "toolgym/sandbox-python:latest"
     base = dataclasses.replace(TEST_PROFILE, image=image)
-    profiles = {"web": dataclasses.replace(base, network=(f"127.0.0.1:{allowed}", f"localhost:{other}")), "python": base}
+    profiles = {
+        "web": dataclasses.replace(base, network=(f"127.0.0.1:{allowed}", f"localhost:{other}")),
+        "python": base,
+    }
     if request.param == "remote":
         from toolgym.sandboxes.remote.backend import RemoteDockerBackend
 
@@ -152,7 +160,11 @@ print(json.dumps(out))
 
 
 def probe(runner: asyncio.Runner, sb: Any, checks: list[tuple[str, str, str]]) -> dict[str, dict[str, Any]]:
-    r = runner.run(sb.run(["python3", "-c", PROBE, json.dumps(checks)], timeout=120, env={"NO_PROXY": "", "no_proxy": ""}))
+    r = runner.run(
+        sb.run(
+            ["python3", "-c", PROBE, json.dumps(checks)], timeout=120, env={"NO_PROXY": "", "no_proxy": ""}
+        )
+    )
     assert r.exit_code == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -162,17 +174,21 @@ def refused(result: dict[str, Any], why: str = "not in this sandbox's network al
     return result.get("status") == 403 and why in result.get("text", "")
 
 
-def test_allowed_host_answers_and_everything_else_is_refused(web_backend: PooledBackend, runner: asyncio.Runner,
-                                                             sites: dict[str, tuple[str, int]]) -> None:
+def test_allowed_host_answers_and_everything_else_is_refused(
+    web_backend: PooledBackend, runner: asyncio.Runner, sites: dict[str, tuple[str, int]]
+) -> None:
     allowed, other = sites["allowed"][1], sites["other"][1]
     other_sb = runner.run(web_backend.acquire("python"))
     sb = runner.run(web_backend.acquire("web"))
     try:
         # another sandbox listens on its loopback, and reaches itself there (so the refusals below mean something)
-        listening = runner.run(other_sb.run(
-            "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1.5; "
-            "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8765/', timeout=5).status)\"",
-            timeout=30))
+        listening = runner.run(
+            other_sb.run(
+                "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1.5; "
+                "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8765/', timeout=5).status)\"",
+                timeout=30,
+            )
+        )
         assert listening.stdout.strip().endswith("200"), listening.stderr
 
         checks = [
@@ -195,16 +211,33 @@ def test_allowed_host_answers_and_everything_else_is_refused(web_backend: Pooled
         ]
         if "bridge" in sites:
             gateway, port = sites["bridge"]
-            checks += [("bridge", "get", f"http://{gateway}:{port}/"), ("direct_bridge", "direct", f"{gateway}:{port}")]
+            checks += [
+                ("bridge", "get", f"http://{gateway}:{port}/"),
+                ("direct_bridge", "direct", f"{gateway}:{port}"),
+            ]
         engine_port = getattr(web_backend, "engine_port", None)
         if engine_port:
-            checks += [("dockerd", "connect", f"127.0.0.1:{engine_port}"), ("direct_dockerd", "direct", f"127.0.0.1:{engine_port}")]
+            checks += [
+                ("dockerd", "connect", f"127.0.0.1:{engine_port}"),
+                ("direct_dockerd", "direct", f"127.0.0.1:{engine_port}"),
+            ]
         got = probe(runner, sb, checks)
 
-        assert got["page"]["status"] == 200 and got["page"]["text"] == f"hello from {allowed}: /page?q=1 host=127.0.0.1:{allowed}"
-        assert got["blob"]["sha"] == got["tunnel"]["sha"] == hashlib.sha256(BLOB).hexdigest(), "binary bodies intact"
+        assert (
+            got["page"]["status"] == 200
+            and got["page"]["text"] == f"hello from {allowed}: /page?q=1 host=127.0.0.1:{allowed}"
+        )
+        assert got["blob"]["sha"] == got["tunnel"]["sha"] == hashlib.sha256(BLOB).hexdigest(), (
+            "binary bodies intact"
+        )
         assert got["upload"]["text"] == hashlib.sha256(bytes(range(256)) * 4096).hexdigest(), "uploads intact"
-        for name in ("not_listed", "host_loopback", "metadata", "other_sandbox", *(["bridge"] if "bridge" in sites else [])):
+        for name in (
+            "not_listed",
+            "host_loopback",
+            "metadata",
+            "other_sandbox",
+            *(["bridge"] if "bridge" in sites else []),
+        ):
             assert refused(got[name]), (name, got[name])
         assert refused(got["rebinding"], "a loopback address"), got["rebinding"]
         for name in ("not_listed_tls", "metadata_tls", *(["dockerd"] if engine_port else [])):
@@ -213,36 +246,52 @@ def test_allowed_host_answers_and_everything_else_is_refused(web_backend: Pooled
             assert "connected" not in got[name] and got[name]["error"], (name, got[name])
         assert "resolved" not in got["dns"], got["dns"]
         denied = sb.handle["proxy"].denied
-        assert {"example.com:80", "example.com:443", f"127.0.0.1:{other}", f"localhost:{other}",
-                "169.254.169.254:80", "127.0.0.1:8765"} <= set(denied)
+        assert {
+            "example.com:80",
+            "example.com:443",
+            f"127.0.0.1:{other}",
+            f"localhost:{other}",
+            "169.254.169.254:80",
+            "127.0.0.1:8765",
+        } <= set(denied)
     finally:
         runner.run(web_backend.release(sb))
         runner.run(web_backend.release(other_sb))
 
 
-def test_kinds_without_an_allowlist_stay_offline(web_backend: PooledBackend, runner: asyncio.Runner,
-                                                 sites: dict[str, tuple[str, int]]) -> None:
+def test_kinds_without_an_allowlist_stay_offline(
+    web_backend: PooledBackend, runner: asyncio.Runner, sites: dict[str, tuple[str, int]]
+) -> None:
     sb = runner.run(web_backend.acquire("python"))
     try:
         env = runner.run(sb.run("env | grep -ci _proxy; true")).stdout.strip()
         assert env == "0" and sb.handle["proxy"] is None
-        got = probe(runner, sb, [("via_proxy", "get", f"http://127.0.0.1:{sites['allowed'][1]}/"),
-                                 ("direct", "direct", f"127.0.0.1:{sites['allowed'][1]}")])
+        got = probe(
+            runner,
+            sb,
+            [
+                ("via_proxy", "get", f"http://127.0.0.1:{sites['allowed'][1]}/"),
+                ("direct", "direct", f"127.0.0.1:{sites['allowed'][1]}"),
+            ],
+        )
         assert "error" in got["via_proxy"] and "error" in got["direct"], got
     finally:
         runner.run(web_backend.release(sb))
 
 
-def test_many_tunnels_at_once_and_the_proxy_port_survives_a_reset(web_backend: PooledBackend, runner: asyncio.Runner,
-                                                                  sites: dict[str, tuple[str, int]]) -> None:
+def test_many_tunnels_at_once_and_the_proxy_port_survives_a_reset(
+    web_backend: PooledBackend, runner: asyncio.Runner, sites: dict[str, tuple[str, int]]
+) -> None:
     allowed = sites["allowed"][1]
     sb = runner.run(web_backend.acquire("web"))
     try:
-        fetch = ("import concurrent.futures as f, urllib.request as u\n"
-                 "import threading; threading.stack_size(256 * 1024)\n"
-                 "o = u.build_opener(u.ProxyHandler({'http': 'http://127.0.0.1:3128'}))\n"
-                 f"get = lambda i: len(o.open('http://127.0.0.1:{allowed}/blob', timeout=60).read())\n"
-                 "with f.ThreadPoolExecutor(8) as ex: print(sorted(set(ex.map(get, range(16)))))")
+        fetch = (
+            "import concurrent.futures as f, urllib.request as u\n"
+            "import threading; threading.stack_size(256 * 1024)\n"
+            "o = u.build_opener(u.ProxyHandler({'http': 'http://127.0.0.1:3128'}))\n"
+            f"get = lambda i: len(o.open('http://127.0.0.1:{allowed}/blob', timeout=60).read())\n"
+            "with f.ThreadPoolExecutor(8) as ex: print(sorted(set(ex.map(get, range(16)))))"
+        )
         r = runner.run(sb.run(["python3", "-c", fetch], timeout=120, env={"NO_PROXY": "", "no_proxy": ""}))
         assert r.stdout.strip() == f"[{len(BLOB)}]", r.stderr
         runner.run(web_backend.release(sb))
@@ -257,7 +306,9 @@ def test_many_tunnels_at_once_and_the_proxy_port_survives_a_reset(web_backend: P
 # -- the decision, without a sandbox ------------------------------------------------------------
 
 
-def _proxy(network: tuple[str, ...], names: dict[str, list[str]], blocked: tuple[str, ...] = ()) -> EgressProxy:
+def _proxy(
+    network: tuple[str, ...], names: dict[str, list[str]], blocked: tuple[str, ...] = ()
+) -> EgressProxy:
     async def resolver(host: str, port: int) -> list[str]:
         if host not in names:
             raise OSError(f"no such name {host}")
@@ -266,22 +317,32 @@ def _proxy(network: tuple[str, ...], names: dict[str, list[str]], blocked: tuple
     return EgressProxy(None, SandboxProfile(network=network), name="t", blocked=blocked, resolver=resolver)
 
 
-@pytest.mark.parametrize(("name", "addresses", "why"), [
-    ("rebind.test", ["127.0.0.1"], "a loopback address"),
-    ("rebind.test", ["::1"], "a loopback address"),
-    ("rebind.test", ["::ffff:127.0.0.1"], "a loopback address"),
-    ("rebind.test", ["169.254.169.254"], "a link-local address"),
-    ("rebind.test", ["fe80::1%2"], "a link-local address"),
-    ("rebind.test", ["0.0.0.0"], "an unspecified address"),
-    ("rebind.test", ["172.17.0.1"], "an address of the Docker host"),
-    ("rebind.test", ["93.184.216.34", "169.254.169.254"], "a link-local address"),
-])
-def test_an_allowlisted_name_that_resolves_inside_is_refused(name: str, addresses: list[str], why: str) -> None:
-    proxy = _proxy(("rebind.test", "public.test:443"), {name: addresses, "public.test": ["93.184.216.34"]},
-                   blocked=("172.17.0.1",))
+@pytest.mark.parametrize(
+    ("name", "addresses", "why"),
+    [
+        ("rebind.test", ["127.0.0.1"], "a loopback address"),
+        ("rebind.test", ["::1"], "a loopback address"),
+        ("rebind.test", ["::ffff:127.0.0.1"], "a loopback address"),
+        ("rebind.test", ["169.254.169.254"], "a link-local address"),
+        ("rebind.test", ["fe80::1%2"], "a link-local address"),
+        ("rebind.test", ["0.0.0.0"], "an unspecified address"),
+        ("rebind.test", ["172.17.0.1"], "an address of the Docker host"),
+        ("rebind.test", ["93.184.216.34", "169.254.169.254"], "a link-local address"),
+    ],
+)
+def test_an_allowlisted_name_that_resolves_inside_is_refused(
+    name: str, addresses: list[str], why: str
+) -> None:
+    proxy = _proxy(
+        ("rebind.test", "public.test:443"),
+        {name: addresses, "public.test": ["93.184.216.34"]},
+        blocked=("172.17.0.1",),
+    )
     with pytest.raises(Refused, match=why) as caught:
         asyncio.run(proxy.decide(name, 80))
-    assert caught.value.status.startswith("403") and "only a network allowlist entry naming" in str(caught.value)
+    assert caught.value.status.startswith("403") and "only a network allowlist entry naming" in str(
+        caught.value
+    )
     assert asyncio.run(proxy.decide("public.test", 443)) == ["93.184.216.34"]
 
 
@@ -317,8 +378,12 @@ def test_the_proxy_connects_to_the_address_it_checked(tmp_path: Any) -> None:
         return ["127.0.0.1"] if len(calls) == 1 else ["169.254.169.254"]
 
     async def main() -> bytes:
-        proxy = EgressProxy(str(tmp_path / "p.sock"), SandboxProfile(network=(f"flip.test:{port}", f"127.0.0.1:{port}")),
-                            name="t", resolver=flipping)
+        proxy = EgressProxy(
+            str(tmp_path / "p.sock"),
+            SandboxProfile(network=(f"flip.test:{port}", f"127.0.0.1:{port}")),
+            name="t",
+            resolver=flipping,
+        )
         await proxy.start()
         try:
             reader, writer = await asyncio.open_unix_connection(str(tmp_path / "p.sock"))
@@ -333,43 +398,50 @@ def test_the_proxy_connects_to_the_address_it_checked(tmp_path: Any) -> None:
     finally:
         server.shutdown()
     assert calls == ["flip.test"]
-    assert reply.startswith(b"HTTP/1.1 200") and f"hello from {port}: /x host=flip.test:{port}".encode() in reply, reply
+    assert (
+        reply.startswith(b"HTTP/1.1 200") and f"hello from {port}: /x host=flip.test:{port}".encode() in reply
+    ), reply
 
 
 # -- non-global addresses (issue 42 §1): a wildcard reaches none; naming one literally does ------
 
 
-@pytest.mark.parametrize(("host", "resolves_to", "why"), [
-    ("10.1.2.3", None, "RFC 1918"),
-    ("172.17.0.3", None, "RFC 1918"),  # another container on Docker's default bridge
-    ("192.168.1.10", None, "RFC 1918"),
-    ("100.64.0.1", None, "RFC 6598"),
-    ("100.100.100.200", None, "Alibaba Cloud's metadata"),
-    ("fd00:ec2::254", None, "AWS's internal IPv6"),
-    ("fd12:3456::1", None, "unique local IPv6"),
-    ("198.18.0.1", None, "not globally reachable"),
-    ("240.0.0.1", None, "not globally reachable"),
-    ("::ffff:10.0.0.1", None, "RFC 1918"),
-    ("::ffff:0:a00:1", None, "IPv4-translated"),
-    ("::a00:1", None, "IPv4-compatible"),
-    ("64:ff9b::a00:1", None, "NAT64"),
-    ("64:ff9b::7f00:1", None, "loopback"),
-    ("64:ff9b:1::a00:1", None, "local-use NAT64"),
-    ("2002:a00:1::1", None, "6to4"),
-    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", None, "Teredo"),
-    ("2130706433", None, "a loopback address"),  # 127.0.0.1 as one decimal number
-    ("0x7f.1", None, "a loopback address"),
-    ("0177.0.0.1", None, "a loopback address"),
-    ("167772161", None, "RFC 1918"),  # 10.0.0.1
-    ("012.0.0.1", None, "RFC 1918"),  # octal 10.0.0.1
-    ("0xa9fea9fe", None, "link-local"),  # 169.254.169.254
-    ("internal.test", ["10.0.0.7"], "RFC 1918"),
-    ("internal6.test", ["fd00::7"], "unique local IPv6"),
-    ("meta6.test", ["fd00:ec2::254"], "AWS's internal IPv6"),
-    ("mapped.test", ["::ffff:172.18.0.2"], "RFC 1918"),
-    ("mixed.test", ["93.184.216.34", "172.18.0.2"], "RFC 1918"),
-])
-def test_a_wildcard_allowlist_reaches_no_non_global_address(host: str, resolves_to: list[str] | None, why: str) -> None:
+@pytest.mark.parametrize(
+    ("host", "resolves_to", "why"),
+    [
+        ("10.1.2.3", None, "RFC 1918"),
+        ("172.17.0.3", None, "RFC 1918"),  # another container on Docker's default bridge
+        ("192.168.1.10", None, "RFC 1918"),
+        ("100.64.0.1", None, "RFC 6598"),
+        ("100.100.100.200", None, "Alibaba Cloud's metadata"),
+        ("fd00:ec2::254", None, "AWS's internal IPv6"),
+        ("fd12:3456::1", None, "unique local IPv6"),
+        ("198.18.0.1", None, "not globally reachable"),
+        ("240.0.0.1", None, "not globally reachable"),
+        ("::ffff:10.0.0.1", None, "RFC 1918"),
+        ("::ffff:0:a00:1", None, "IPv4-translated"),
+        ("::a00:1", None, "IPv4-compatible"),
+        ("64:ff9b::a00:1", None, "NAT64"),
+        ("64:ff9b::7f00:1", None, "loopback"),
+        ("64:ff9b:1::a00:1", None, "local-use NAT64"),
+        ("2002:a00:1::1", None, "6to4"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", None, "Teredo"),
+        ("2130706433", None, "a loopback address"),  # 127.0.0.1 as one decimal number
+        ("0x7f.1", None, "a loopback address"),
+        ("0177.0.0.1", None, "a loopback address"),
+        ("167772161", None, "RFC 1918"),  # 10.0.0.1
+        ("012.0.0.1", None, "RFC 1918"),  # octal 10.0.0.1
+        ("0xa9fea9fe", None, "link-local"),  # 169.254.169.254
+        ("internal.test", ["10.0.0.7"], "RFC 1918"),
+        ("internal6.test", ["fd00::7"], "unique local IPv6"),
+        ("meta6.test", ["fd00:ec2::254"], "AWS's internal IPv6"),
+        ("mapped.test", ["::ffff:172.18.0.2"], "RFC 1918"),
+        ("mixed.test", ["93.184.216.34", "172.18.0.2"], "RFC 1918"),
+    ],
+)
+def test_a_wildcard_allowlist_reaches_no_non_global_address(
+    host: str, resolves_to: list[str] | None, why: str
+) -> None:
     """With ``*`` allowed, every address that is not globally reachable is refused, whatever name
     or spelling leads there; an entry naming that address itself lets it through."""
     names = {host: resolves_to} if resolves_to else {}
@@ -378,7 +450,9 @@ def test_a_wildcard_allowlist_reaches_no_non_global_address(host: str, resolves_
     assert caught.value.status.startswith("403") and "egress to" in str(caught.value), str(caught.value)
     addresses = resolves_to or [_canonical(host)]
     literal = tuple(f"[{a}]:80" if ":" in a else f"{a}:80" for a in addresses)
-    assert asyncio.run(_proxy(("*", *literal), names).decide(host if resolves_to else addresses[0], 80)), "named literally: allowed"
+    assert asyncio.run(_proxy(("*", *literal), names).decide(host if resolves_to else addresses[0], 80)), (
+        "named literally: allowed"
+    )
 
 
 def _canonical(host: str) -> str:
@@ -389,7 +463,9 @@ def _canonical(host: str) -> str:
         return socket.inet_ntoa(socket.inet_aton(host))
 
 
-@pytest.mark.parametrize("host", ["93.184.216.34", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "public.test"])
+@pytest.mark.parametrize(
+    "host", ["93.184.216.34", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "public.test"]
+)
 def test_a_wildcard_allowlist_still_reaches_global_addresses(host: str) -> None:
     assert asyncio.run(_proxy(("*",), {"public.test": ["93.184.216.34"]}).decide(host, 443))
 
@@ -397,12 +473,21 @@ def test_a_wildcard_allowlist_still_reaches_global_addresses(host: str) -> None:
 def test_naming_a_host_exactly_reaches_its_private_addresses_but_never_strict_ones() -> None:
     """A user's own service on a private network, named exactly, is reachable; a wildcard that
     matches it is not, and no name reaches loopback, link-local or metadata addresses."""
-    names = {"search.corp.test": ["10.20.0.5"], "ula.corp.test": ["fd00:1::5"], "meta.corp.test": ["fd00:ec2::254"],
-             "loop.corp.test": ["127.0.0.1"], "link.corp.test": ["169.254.169.254"]}
+    names = {
+        "search.corp.test": ["10.20.0.5"],
+        "ula.corp.test": ["fd00:1::5"],
+        "meta.corp.test": ["fd00:ec2::254"],
+        "loop.corp.test": ["127.0.0.1"],
+        "link.corp.test": ["169.254.169.254"],
+    }
     exact = _proxy(tuple(names), names)
     assert asyncio.run(exact.decide("search.corp.test", 80)) == ["10.20.0.5"]
     assert asyncio.run(exact.decide("ula.corp.test", 80)) == ["fd00:1::5"]
-    for host, why in (("meta.corp.test", "AWS"), ("loop.corp.test", "loopback"), ("link.corp.test", "link-local")):
+    for host, why in (
+        ("meta.corp.test", "AWS"),
+        ("loop.corp.test", "loopback"),
+        ("link.corp.test", "link-local"),
+    ):
         with pytest.raises(Refused, match=why):
             asyncio.run(exact.decide(host, 80))
     for wildcard in (("*.corp.test",), ("search.*",), ("search.corp.tes?",), ("*",)):
@@ -427,8 +512,23 @@ def bridge_peer() -> Iterator[tuple[str, int]]:
 
     require("docker")
     ensure_images("python")
-    cid = _docker_run("run", "-d", "--rm", "--network", "bridge", "--label", "toolgym.test=egress-peer",
-                      "--entrypoint", "python3", "toolgym/sandbox-python:latest", "-m", "http.server", "8000", "--bind", "0.0.0.0")
+    cid = _docker_run(
+        "run",
+        "-d",
+        "--rm",
+        "--network",
+        "bridge",
+        "--label",
+        "toolgym.test=egress-peer",
+        "--entrypoint",
+        "python3",
+        "toolgym/sandbox-python:latest",
+        "-m",
+        "http.server",
+        "8000",
+        "--bind",
+        "0.0.0.0",
+    )
     try:
         address = _docker_run("inspect", "-f", "{{.NetworkSettings.IPAddress}}", cid)
         deadline = time.monotonic() + 20
@@ -447,21 +547,27 @@ def bridge_peer() -> Iterator[tuple[str, int]]:
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_a_sandbox_reaches_another_container_on_the_bridge_only_when_named(
-        backend_name: str, bridge_peer: tuple[str, int], runner: asyncio.Runner) -> None:
+    backend_name: str, bridge_peer: tuple[str, int], runner: asyncio.Runner
+) -> None:
     """End to end, from inside a sandbox through the real proxy: with ``*`` allowed, a container on
     the bridge is refused with the reason; with its address named literally it answers."""
     address, port = bridge_peer
     base = dataclasses.replace(TEST_PROFILE, image="toolgym/sandbox-python:latest")
-    profiles = {"anyweb": dataclasses.replace(base, network=("*",)),
-                "named": dataclasses.replace(base, network=("*", f"{address}:{port}"))}
+    profiles = {
+        "anyweb": dataclasses.replace(base, network=("*",)),
+        "named": dataclasses.replace(base, network=("*", f"{address}:{port}")),
+    }
     backend = make_backend(backend_name, profiles=profiles, max_idle=0)
     try:
         got: dict[str, dict[str, Any]] = {}
         for kind in ("anyweb", "named"):
             sb = runner.run(backend.acquire(kind))
             try:
-                checks = [("get", "get", f"http://{address}:{port}/"), ("tunnel", "connect", f"{address}:{port}"),
-                          ("direct", "direct", f"{address}:{port}")]
+                checks = [
+                    ("get", "get", f"http://{address}:{port}/"),
+                    ("tunnel", "connect", f"{address}:{port}"),
+                    ("direct", "direct", f"{address}:{port}"),
+                ]
                 got[kind] = probe(runner, sb, checks)
             finally:
                 runner.run(backend.release(sb))
@@ -483,9 +589,15 @@ def test_allowlist_patterns() -> None:
     assert p.allows("en.wikipedia.org", 443) and p.allows("wikipedia.org", 443)
     assert p.allows("api.test", 8443) and not p.allows("api.test", 443)
     assert p.allows("::1", 81) and p.allows("[::1]", 81) and not p.allows("::1", 80)
-    assert p.names_address("::1", 81) and p.names_address("10.0.0.5", 1) and p.names_address("::ffff:10.0.0.5", 2)
+    assert (
+        p.names_address("::1", 81)
+        and p.names_address("10.0.0.5", 1)
+        and p.names_address("::ffff:10.0.0.5", 2)
+    )
     assert not p.names_address("93.184.216.34", 443), "a name in the list does not name its addresses"
-    assert not SandboxProfile().allows("example.com", 443) and not SandboxProfile().names_address("127.0.0.1", 80)
+    assert not SandboxProfile().allows("example.com", 443) and not SandboxProfile().names_address(
+        "127.0.0.1", 80
+    )
 
 
 def test_a_plugin_can_register_a_profile_for_its_kind() -> None:
@@ -495,7 +607,10 @@ def test_a_plugin_can_register_a_profile_for_its_kind() -> None:
     register_profile("unit-test-search", SandboxProfile(network=("api.example.org",)))
     try:
         resolved = resolve_profiles({"unit-test-search": {"cpus": 0.5}})
-        assert resolved["unit-test-search"].network == ("api.example.org",) and resolved["unit-test-search"].cpus == 0.5
+        assert (
+            resolved["unit-test-search"].network == ("api.example.org",)
+            and resolved["unit-test-search"].cpus == 0.5
+        )
     finally:
         DEFAULT_PROFILES.pop("unit-test-search")
     with pytest.raises(ConfigError, match="unknown fields \\['memroy'\\]"):
@@ -527,7 +642,9 @@ class _FakeChannel:
         self.closers.append(callback)
 
     def sent(self, tid: int) -> bytes:
-        return b"".join(base64.b64decode(m["data_b64"]) for m in self.posted if m["tun"] == tid and m["ev"] == "data")
+        return b"".join(
+            base64.b64decode(m["data_b64"]) for m in self.posted if m["tun"] == tid and m["ev"] == "data"
+        )
 
     def events(self, tid: int) -> list[str]:
         return [m["ev"] for m in self.posted if m["tun"] == tid and m["ev"] != "data"]
@@ -547,7 +664,7 @@ def test_host_end_keeps_to_the_window_caps_tunnels_and_closes_both_ways() -> Non
         handled.append(head.decode())
         if head.startswith(b"BIG"):
             for at in range(0, len(payload), 1 << 16):
-                writer.write(payload[at:at + (1 << 16)])
+                writer.write(payload[at : at + (1 << 16)])
                 await writer.drain()
         elif head.startswith(b"WAIT"):
             await reader.read(1)  # until the agent closes
@@ -569,7 +686,9 @@ def test_host_end_keeps_to_the_window_caps_tunnels_and_closes_both_ways() -> Non
             acked = sent
             await _settle()
             assert len(ch.sent(1)) > sent or "close" in ch.events(1)
-        assert ch.sent(1) == payload and ch.events(1) == ["eof", "close"], "binary intact, then the host closes"
+        assert ch.sent(1) == payload and ch.events(1) == ["eof", "close"], (
+            "binary intact, then the host closes"
+        )
 
         feed({"tun": 2, "ev": "open"})
         feed({"tun": 3, "ev": "open"})
@@ -583,7 +702,9 @@ def test_host_end_keeps_to_the_window_caps_tunnels_and_closes_both_ways() -> Non
         assert ch.events(2) == [] and tunnels.open_count == 1
         feed({"tun": 3, "ev": "data", "data_b64": base64.b64encode(b"x" * (BUFFER_CAP + 1)).decode()})
         await _settle()
-        assert ch.events(3) == ["close"] and tunnels.refused == 2, "an agent that overruns the window loses the tunnel"
+        assert ch.events(3) == ["close"] and tunnels.refused == 2, (
+            "an agent that overruns the window loses the tunnel"
+        )
         feed({"tun": 5, "ev": "open"})
         feed({"tun": 5, "ev": "data", "data_b64": "not base64!"})
         feed({"tun": 6, "ev": "open"})
@@ -673,14 +794,22 @@ def test_every_registered_kind_declares_its_network() -> None:
 
     # kinds registered on first use: the two browser environments' sites, one SWE task image
     expected: dict[str, tuple[str, ...] | None] = {
-        "python": None, "shell": None, "sql": None, "browser": (),
-        "miniwob": site(miniwob_site().url), "webshop-web": site(webshop_site().url),
+        "python": None,
+        "shell": None,
+        "sql": None,
+        "browser": (),
+        "miniwob": site(miniwob_site().url),
+        "webshop-web": site(webshop_site().url),
     }
     swe_kind = SWEEnv._kind(None, SimpleNamespace(shipped=False, image="example.org/swe-task:1"))  # type: ignore[arg-type]
     expected[swe_kind] = None
     used = {t.sandbox for t in get_registry().tools.values() if t.sandbox} | {"sql", "miniwob", "webshop-web"}
-    assert used <= set(DEFAULT_PROFILES), f"kinds without a declared profile: {sorted(used - set(DEFAULT_PROFILES))}"
-    declared = {kind: DEFAULT_PROFILES[kind].network for kind in DEFAULT_PROFILES if not kind.startswith("unit-test")}
+    assert used <= set(DEFAULT_PROFILES), (
+        f"kinds without a declared profile: {sorted(used - set(DEFAULT_PROFILES))}"
+    )
+    declared = {
+        kind: DEFAULT_PROFILES[kind].network for kind in DEFAULT_PROFILES if not kind.startswith("unit-test")
+    }
     print("\n".join(f"{kind:>24}: {net!r}" for kind, net in sorted(declared.items())))
     # every SWE task image is a kind of its own (other tests in this process may have registered more): none has network
     swe_declared = {kind: net for kind, net in declared.items() if kind.startswith("swe.")}
@@ -694,4 +823,6 @@ def test_every_registered_kind_declares_its_network() -> None:
         entries = list(DEFAULT_PROFILES[kind].network or [])
         assert len(entries) == 1
         host, port = entries[0].rsplit(":", 1)
-        assert DEFAULT_PROFILES[kind].names_address(host, int(port)), "the site's own address, named literally"
+        assert DEFAULT_PROFILES[kind].names_address(host, int(port)), (
+            "the site's own address, named literally"
+        )

@@ -19,7 +19,9 @@ def _processes(sandbox: Any, runner: asyncio.Runner) -> int:
     return int(runner.run(sandbox.stats())["processes"])
 
 
-def test_fork_bomb_is_contained_and_the_sandbox_recovers(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_fork_bomb_is_contained_and_the_sandbox_recovers(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     sb = runner.run(backend.acquire("python"))
     r = runner.run(sb.run(["bash", "-c", "f(){ f | f & }; f; sleep 30"], timeout=3))
     assert r.timed_out or r.exit_code != 0
@@ -67,26 +69,40 @@ def test_yes_flood_is_capped_and_host_memory_bounded(sandbox: Any, runner: async
     assert after - before < 64 * 1024  # KiB: the flood never reached the host process
 
 
-@pytest.mark.parametrize("code", [
-    "import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)",
-    "import socket; socket.create_connection(('8.8.8.8', 53), timeout=3)",
-    "import socket; socket.getaddrinfo('example.com', 443)",
-    "import urllib.request; urllib.request.urlopen('http://example.com', timeout=3)",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)",
+        "import socket; socket.create_connection(('8.8.8.8', 53), timeout=3)",
+        "import socket; socket.getaddrinfo('example.com', 443)",
+        "import urllib.request; urllib.request.urlopen('http://example.com', timeout=3)",
+    ],
+)
 def test_egress_and_dns_are_blocked(sandbox: Any, runner: asyncio.Runner, code: str) -> None:
     r = runner.run(sandbox.run(["python3", "-c", code], timeout=15))
     assert r.exit_code != 0 and not r.timed_out
-    assert any(word in r.stderr for word in ("unreachable", "Name or service", "resolution", "URLError", "gaierror"))
+    assert any(
+        word in r.stderr for word in ("unreachable", "Name or service", "resolution", "URLError", "gaierror")
+    )
 
 
 def test_writes_to_root_and_etc_are_refused(sandbox: Any, runner: asyncio.Runner) -> None:
-    for path in ("/newfile", "/etc/passwd", "/etc/newfile", "/usr/bin/evil", "/opt/toolgym/main.py", "/run/toolgym/x"):
+    for path in (
+        "/newfile",
+        "/etc/passwd",
+        "/etc/newfile",
+        "/usr/bin/evil",
+        "/opt/toolgym/main.py",
+        "/run/toolgym/x",
+    ):
         r = runner.run(sandbox.run(["sh", "-c", f"echo x >> {path}"]))
         assert r.exit_code != 0, path
         assert "Read-only file system" in r.stderr or "Permission denied" in r.stderr, r.stderr
 
 
-def test_tmpfs_fill_hits_its_size_and_the_sandbox_survives(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_tmpfs_fill_hits_its_size_and_the_sandbox_survives(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     sb = runner.run(backend.acquire("python"))
     r = runner.run(sb.run("dd if=/dev/zero of=/tmp/fill bs=1M count=64", timeout=20))
     assert r.exit_code != 0 and ("No space left" in r.stderr or "too large" in r.stderr)
@@ -107,11 +123,16 @@ def test_privileges_cannot_be_gained(sandbox: Any, runner: asyncio.Runner) -> No
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
     assert fields["CapEff"].strip() == "0000000000000000" and fields["CapPrm"].strip() == "0000000000000000"
     assert fields["NoNewPrivs"].strip() == "1"
-    for code in ("import os; os.setuid(0)",
-                 "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
-                 "import os; open('f', 'w').close(); os.chown('f', 0, 0)"):
+    for code in (
+        "import os; os.setuid(0)",
+        "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
+        "import os; open('f', 'w').close(); os.chown('f', 0, 0)",
+    ):
         r = runner.run(sandbox.run(["python3", "-c", code]))
-        assert r.exit_code != 0 and ("PermissionError" in r.stderr or "Invalid argument" in r.stderr), (code, r.stderr)
+        assert r.exit_code != 0 and ("PermissionError" in r.stderr or "Invalid argument" in r.stderr), (
+            code,
+            r.stderr,
+        )
     # setuid-root mount(8) runs as the sandbox user: no_new_privs and nosuid mounts
     r = runner.run(sandbox.run("mount -t tmpfs none /tmp"))
     assert r.exit_code != 0
@@ -131,14 +152,20 @@ def test_docker_socket_and_host_channel_are_unreachable(sandbox: Any, runner: as
     for path in ("/var/run/docker.sock", "/run/docker.sock", "/run/toolgym/h.sock"):
         code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({path!r})"
         r = runner.run(sandbox.run(["python3", "-c", code]))
-        assert r.exit_code != 0 and ("FileNotFoundError" in r.stderr or "ConnectionRefused" in r.stderr), r.stderr
+        assert r.exit_code != 0 and ("FileNotFoundError" in r.stderr or "ConnectionRefused" in r.stderr), (
+            r.stderr
+        )
     assert runner.run(sandbox.run("ls /root /home 2>&1; env")).stdout.count("DOCKER") == 0
 
 
-def test_killing_the_agent_breaks_the_sandbox_and_it_is_replaced(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_killing_the_agent_breaks_the_sandbox_and_it_is_replaced(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     sb = runner.run(backend.acquire("python"))
     # the agent is PID 1 of the sandbox: signals from inside do not reach it
-    r = runner.run(sb.run(f"kill -STOP {sb.channel.agent_pid}; kill -9 {sb.channel.agent_pid}; sleep 0.5; echo alive"))
+    r = runner.run(
+        sb.run(f"kill -STOP {sb.channel.agent_pid}; kill -9 {sb.channel.agent_pid}; sleep 0.5; echo alive")
+    )
     assert sb.channel.agent_pid == 1 and r.stdout == "alive\n"
     assert runner.run(sb.run(["echo", "still"])).stdout == "still\n"
     # an agent that dies anyway (killed from the host here) breaks the sandbox, which is replaced

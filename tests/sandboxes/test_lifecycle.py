@@ -21,9 +21,15 @@ from toolgym.sandboxes import lifecycle
 ORCHESTRATOR = Path(__file__).with_name("orchestrator.py")
 
 
-def _start(backend: str, count: int, run_id: str, then: str = "wait") -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen([sys.executable, str(ORCHESTRATOR), backend, str(count), run_id, then],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(
+    backend: str, count: int, run_id: str, then: str = "wait"
+) -> tuple[subprocess.Popen[str], list[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, str(ORCHESTRATOR), backend, str(count), run_id, then],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY"):
@@ -94,9 +100,11 @@ def test_exit_and_signals_release_everything(backend_name: str, how: str) -> Non
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        raise AssertionError(f"the orchestrator did not exit within 30 s of {how}; this process's SIGINT handler "
-                             f"{signal.getsignal(signal.SIGINT)!r}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])}; "
-                             f"its stderr: {err[-2000:]}") from None
+        raise AssertionError(
+            f"the orchestrator did not exit within 30 s of {how}; this process's SIGINT handler "
+            f"{signal.getsignal(signal.SIGINT)!r}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])}; "
+            f"its stderr: {err[-2000:]}"
+        ) from None
     deadline = time.monotonic() + 3.0  # removal is synchronous; allow for the daemon's bookkeeping
     while _leftovers(backend_name, run_id, ids) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -112,14 +120,24 @@ def test_gc_command_removes_containers_of_dead_owners() -> None:
     api = engine.api()
     run_id = f"gc-{uuid.uuid4().hex[:8]}"
     dead_owner = f"{os.uname().nodename}:999999999:0"
-    created = api.create_container("toolgym/sandbox-python:latest", command=["true"],
-                                   labels={engine.LABEL: "python", "toolgym.run": run_id, "toolgym.owner": dead_owner})
-    live_owner = api.create_container("toolgym/sandbox-python:latest", command=["true"],
-                                      labels={engine.LABEL: "python", "toolgym.run": run_id, "toolgym.owner": lifecycle.owner_id()})
+    created = api.create_container(
+        "toolgym/sandbox-python:latest",
+        command=["true"],
+        labels={engine.LABEL: "python", "toolgym.run": run_id, "toolgym.owner": dead_owner},
+    )
+    live_owner = api.create_container(
+        "toolgym/sandbox-python:latest",
+        command=["true"],
+        labels={engine.LABEL: "python", "toolgym.run": run_id, "toolgym.owner": lifecycle.owner_id()},
+    )
     try:
-        listing = subprocess.run([sys.executable, "-m", "toolgym", "sandbox", "ls", "--json"], capture_output=True, text=True)
+        listing = subprocess.run(
+            [sys.executable, "-m", "toolgym", "sandbox", "ls", "--json"], capture_output=True, text=True
+        )
         assert listing.returncode == 0 and run_id in listing.stdout
-        out = subprocess.run([sys.executable, "-m", "toolgym", "sandbox", "gc"], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "toolgym", "sandbox", "gc"], capture_output=True, text=True
+        )
         assert out.returncode == 0, out.stderr
         left = {c["Id"] for c in _containers(run_id)}
         assert created["Id"] not in left and live_owner["Id"] in left

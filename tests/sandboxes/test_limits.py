@@ -36,7 +36,9 @@ def test_every_writable_tmpfs_caps_inodes(sandbox: Any, runner: asyncio.Runner) 
     assert not too_many, too_many
 
 
-def test_memory_is_capped_over_all_processes(backend: PooledBackend, sandbox: Any, runner: asyncio.Runner) -> None:
+def test_memory_is_capped_over_all_processes(
+    backend: PooledBackend, sandbox: Any, runner: asyncio.Runner
+) -> None:
     """Four processes of 100 MB each against a 256 MiB profile: they cannot all live."""
     if backend.name == "local":
         from toolgym.sandboxes.local import limits
@@ -52,14 +54,18 @@ def test_memory_is_capped_over_all_processes(backend: PooledBackend, sandbox: An
 def test_nested_user_namespaces_are_refused(sandbox: Any, runner: asyncio.Runner) -> None:
     r = runner.run(sandbox.run(["unshare", "--user", "--map-root-user", "id", "-u"]))
     assert r.exit_code != 0 and r.stdout.strip() != "0"
-    code = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
-            "print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))")
+    code = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))"
+    )
     assert runner.run(sandbox.run(["python3", "-c", code])).stdout.startswith("-1 ")
 
 
 def test_the_key_ring_is_refused(sandbox: Any, runner: asyncio.Runner) -> None:
-    code = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
-            "r = libc.syscall(248 if os.uname().machine == 'x86_64' else 217, b'user', b'tg', b'secret', 6, -2)\n"
-            "print(r, os.strerror(ctypes.get_errno()))")
+    code = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.syscall(248 if os.uname().machine == 'x86_64' else 217, b'user', b'tg', b'secret', 6, -2)\n"
+        "print(r, os.strerror(ctypes.get_errno()))"
+    )
     r = runner.run(sandbox.run(["python3", "-c", code]))
     assert r.stdout.startswith("-1 "), r.stdout

@@ -58,7 +58,11 @@ async def test_builtin_commands_answer_what_no_handler_does() -> None:
     missing = await sb.run(["cat", "nope"])
     assert missing.exit_code == 1 and "No such file" in missing.stderr
     unknown = await sb.run(["gcc", "x.c"])
-    assert unknown.exit_code == 127 and "command not found: 'gcc'" in unknown.stderr and "handler=" in unknown.stderr
+    assert (
+        unknown.exit_code == 127
+        and "command not found: 'gcc'" in unknown.stderr
+        and "handler=" in unknown.stderr
+    )
     piped = await sb.run("echo a | wc -l")
     assert piped.exit_code == 127 and "shell syntax is not interpreted" in piped.stderr
     assert [c.text for c in sb.commands][:2] == ["echo hi there", "cat dir/one.txt dir/two.txt"]
@@ -79,11 +83,14 @@ async def test_a_handler_answers_commands_with_limits_applied() -> None:
             return ExecResult(3, "", "bad input\n")
         if cmd.words[0] == "big":
             return "x" * 5000
-        return None if cmd.words[0] == "echo" else f"ran {cmd.text} in {cmd.cwd} with {cmd.env} <{cmd.stdin!r}>"
+        return (
+            None if cmd.words[0] == "echo" else f"ran {cmd.text} in {cmd.cwd} with {cmd.env} <{cmd.stdin!r}>"
+        )
 
     sb = MemorySandbox(handler=handler, profile=SandboxProfile(max_output_bytes=1000, default_timeout_s=2.0))
-    assert (await sb.run(["tool", "--flag"], env={"K": "1"}, stdin="in")).stdout == \
-        "ran tool --flag in /workspace with {'K': '1'} <b'in'>"
+    assert (
+        await sb.run(["tool", "--flag"], env={"K": "1"}, stdin="in")
+    ).stdout == "ran tool --flag in /workspace with {'K': '1'} <b'in'>"
     assert (await sb.run("echo fallback")).stdout == "fallback\n"
     failed = await sb.run("fail")
     assert (failed.exit_code, failed.stderr, failed.ok) == (3, "bad input\n", False)
@@ -106,7 +113,11 @@ async def test_the_in_process_python_session_is_persistent_and_bounded() -> None
     assert (await py.execute("x + 1")).value == "43"
     error = await py.execute("def f():\n    return 1 / 0\nf()")
     assert error.error == "ZeroDivisionError: division by zero"
-    assert error.traceback is not None and '"<cell-3>", line 2, in f' in error.traceback and "inprocess.py" not in error.traceback
+    assert (
+        error.traceback is not None
+        and '"<cell-3>", line 2, in f' in error.traceback
+        and "inprocess.py" not in error.traceback
+    )
     looping = await py.execute("while True:\n    pass", timeout=0.3)
     assert looping.timed_out and not looping.restarted and "interrupted" in (looping.error or "")
     assert (await py.execute("x")).value == "42"  # an interrupted cell keeps the session
@@ -123,12 +134,16 @@ async def test_prints_go_to_their_own_cell_even_concurrently(capsys: pytest.Capt
     p1, p2 = await one.python(), await two.python()
     code = "import time\nfor i in range(5):\n    print({tag!r}, i)\n    time.sleep(0.01)\n"
     a, b = await asyncio.gather(p1.execute(code.format(tag="a")), p2.execute(code.format(tag="b")))
-    assert a.stdout == "".join(f"a {i}\n" for i in range(5)) and b.stdout == "".join(f"b {i}\n" for i in range(5))
+    assert a.stdout == "".join(f"a {i}\n" for i in range(5)) and b.stdout == "".join(
+        f"b {i}\n" for i in range(5)
+    )
     print("the host's own print")
     assert capsys.readouterr().out == "the host's own print\n"  # the host's prints are not taken
 
 
-async def test_a_process_wide_redirect_elsewhere_does_not_empty_a_cell(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_process_wide_redirect_elsewhere_does_not_empty_a_cell(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Another thread swapping ``sys.stdout`` (``redirect_stdout``, as libraries do) while a cell
     runs must neither take the cell's prints nor leave the host's stream swapped."""
     import contextlib
@@ -192,7 +207,9 @@ async def test_the_shell_session_keeps_directory_and_exports() -> None:
 
 
 async def test_the_pool_resets_reuses_and_drops_broken_sandboxes() -> None:
-    backend = MemoryBackend(files={"start.txt": "fresh"}, max_idle=1, profiles={"python": {"max_output_bytes": 100}})
+    backend = MemoryBackend(
+        files={"start.txt": "fresh"}, max_idle=1, profiles={"python": {"max_output_bytes": 100}}
+    )
     sb = await backend.acquire("python", episode_id="a")
     assert sb.profile.max_output_bytes == 100
     await sb.write_file("start.txt", "dirty")

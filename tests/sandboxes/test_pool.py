@@ -81,8 +81,14 @@ def test_broken_sandbox_is_destroyed_on_release(pool: PooledBackend, runner: asy
 
 
 def test_poison_check() -> None:
-    ok = {"processes": 0, "memory_bytes": 10, "memory_limit_bytes": 100, "pids": 1, "pids_limit": 64,
-          "disk": {"/tmp": {"used": 0, "size": 100}}}
+    ok = {
+        "processes": 0,
+        "memory_bytes": 10,
+        "memory_limit_bytes": 100,
+        "pids": 1,
+        "pids_limit": 64,
+        "disk": {"/tmp": {"used": 0, "size": 100}},
+    }
     assert PooledBackend.poison_reason(None, ok) is None  # type: ignore[arg-type]
     assert "survived" in PooledBackend.poison_reason(None, {**ok, "processes": 3})  # type: ignore[arg-type,operator]
     assert "memory" in PooledBackend.poison_reason(None, {**ok, "memory_bytes": 95})  # type: ignore[arg-type,operator]

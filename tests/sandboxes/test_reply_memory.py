@@ -31,7 +31,9 @@ from toolgym.sandboxes.agent import protocol
 from toolgym.sandboxes.channel import AgentChannel
 
 CASES = [
-    pytest.param(backend, attack, marks=[pytest.mark.docker] if backend == "docker" else [], id=f"{backend}-{attack}")
+    pytest.param(
+        backend, attack, marks=[pytest.mark.docker] if backend == "docker" else [], id=f"{backend}-{attack}"
+    )
     for backend in ("docker", "local", "memory")
     for attack in ("exception", "stdout", "value", "forged")
     if not (backend == "memory" and attack == "forged")  # no control socket in this process
@@ -48,11 +50,16 @@ def test_one_hostile_python_call_holds_little_on_the_host(backend: str, attack: 
     assert m.hostile_bytes <= m.bound_bytes, explain(m)
     assert m.observation_chars <= 17_000, explain(m)  # the tool's own cap: 16 KiB and its marker line
     if attack == "forged":
-        assert m.error and "SessionRestarted" in m.observation and "reply frame of more than" in m.observation, explain(m)
+        assert (
+            m.error and "SessionRestarted" in m.observation and "reply frame of more than" in m.observation
+        ), explain(m)
         return
     # the model is told how much there was, not only that something was cut
-    total = {"stdout": f"{HOSTILE_MESSAGE_CHARS} bytes in all", "exception": f"of {HOSTILE_MESSAGE_CHARS} characters",
-             "value": f"of {HOSTILE_MESSAGE_CHARS + 2} characters"}[attack]  # a value's repr has its quotes
+    total = {
+        "stdout": f"{HOSTILE_MESSAGE_CHARS} bytes in all",
+        "exception": f"of {HOSTILE_MESSAGE_CHARS} characters",
+        "value": f"of {HOSTILE_MESSAGE_CHARS + 2} characters",
+    }[attack]  # a value's repr has its quotes
     if backend == "memory" and attack == "stdout":  # captured in this process as text, not read from a pipe
         total = f"of {HOSTILE_MESSAGE_CHARS} characters"
     assert any(total in note for note in m.notes), explain(m)
@@ -60,6 +67,7 @@ def test_one_hostile_python_call_holds_little_on_the_host(backend: str, attack: 
 
 
 # -- the pieces, without a sandbox --------------------------------------------------------------------
+
 
 def test_cut_texts_fit_their_limit_and_say_how_much_there_was() -> None:
     for size, limit in ((10**8, 262_144), (300, 200), (262_145, 262_144), (10**5 + 1, 99_998)):
@@ -79,14 +87,22 @@ def test_an_exception_is_cut_before_it_is_formatted() -> None:
         error, tb, cut = protocol.capped_exception(exc, exc.__traceback__, 4096)
     assert cut and len(error) <= 4096 and len(tb) <= 4096
     assert error.startswith("ValueError: vvv") and "of 1000000 characters" in error
-    assert "of 1000000 characters" in tb.rsplit("ValueError", 1)[1]  # the message's own line survives in the traceback
+    assert (
+        "of 1000000 characters" in tb.rsplit("ValueError", 1)[1]
+    )  # the message's own line survives in the traceback
 
 
 def test_the_host_refuses_a_reply_longer_than_its_request_allows() -> None:
-    limits = {op: protocol.reply_limit(op, max_output=256 * 1024, max_bytes=1024 * 1024)
-              for op in ("py_exec", "run", "read_file", "ping")}
-    assert limits == {"py_exec": 5 * 6 * (256 * 1024 + 512) + 65536, "run": 2 * 6 * (256 * 1024 + 512) + 65536,
-                      "read_file": 4 * (1024 * 1024 // 3 + 1) + 65536, "ping": protocol.CONTROL_REPLY_BYTES}
+    limits = {
+        op: protocol.reply_limit(op, max_output=256 * 1024, max_bytes=1024 * 1024)
+        for op in ("py_exec", "run", "read_file", "ping")
+    }
+    assert limits == {
+        "py_exec": 5 * 6 * (256 * 1024 + 512) + 65536,
+        "run": 2 * 6 * (256 * 1024 + 512) + 65536,
+        "read_file": 4 * (1024 * 1024 // 3 + 1) + 65536,
+        "ping": protocol.CONTROL_REPLY_BYTES,
+    }
 
     async def scenario() -> tuple[str, int]:
         host, agent = socket.socketpair()

@@ -37,7 +37,9 @@ def _find(sandbox: Any, runner: asyncio.Runner) -> dict[str, Any]:
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
-def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(pool: PooledBackend, runner: asyncio.Runner) -> None:
+def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
     first = runner.run(pool.acquire("python", episode_id="ep-1"))
     fresh = _find(first, runner)  # a sandbox just made: the reference
     py = runner.run(first.python())
@@ -103,7 +105,9 @@ def _bound_backend(name: str, host_dir: Path, monkeypatch: pytest.MonkeyPatch) -
         plain = docker_backend.hardened_host_config
 
         def with_srv(api: Any, profile: Any, mounts: list[Any], **extra: Any) -> dict[str, Any]:
-            return plain(api, profile, [*mounts, Mount(target="/srv", source=str(host_dir), type="bind")], **extra)
+            return plain(
+                api, profile, [*mounts, Mount(target="/srv", source=str(host_dir), type="bind")], **extra
+            )
 
         monkeypatch.setattr(docker_backend, "hardened_host_config", with_srv)
         return make_backend("docker", profiles={"python": TEST_PROFILE}, max_idle=1)
@@ -112,7 +116,9 @@ def _bound_backend(name: str, host_dir: Path, monkeypatch: pytest.MonkeyPatch) -
     class SharedDirLocalBackend(LocalBackend):
         def _launch_argv(self, *args: Any) -> tuple[list[str], bool]:  # type: ignore[override]
             argv, drop = LocalBackend._launch_argv(*args)
-            at = next(i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 2] == "/run/toolgym")
+            at = next(
+                i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 2] == "/run/toolgym"
+            )
             return [*argv[:at], "--bind", str(host_dir), "/srv", *argv[at:]], drop
 
     return SharedDirLocalBackend(profiles={"python": TEST_PROFILE}, max_idle=1)
@@ -149,7 +155,10 @@ def test_a_writable_directory_below_an_unwritable_mount_root_is_wiped(
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_operator_data_below_a_mount_is_kept_and_the_sandbox_made_anew(
-    name: str, shared_data_dir: Path, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    shared_data_dir: Path,
+    runner: asyncio.Runner,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A writable directory that held files before the sandbox started is not wiped (that would
@@ -164,7 +173,11 @@ def test_operator_data_below_a_mount_is_kept_and_the_sandbox_made_anew(
             runner.run(backend.settle())
         assert second.id != first_id
         assert (shared_data_dir / "scratch" / "keep.txt").read_text() == "operator data"
-        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "/srv/scratch" in r.getMessage()]
+        warnings = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.WARNING and "/srv/scratch" in r.getMessage()
+        ]
         assert len(warnings) == 1 and "\n" not in warnings[0], caplog.text
     finally:
         runner.run(backend.aclose())

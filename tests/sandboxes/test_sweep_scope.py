@@ -49,7 +49,9 @@ def _state_dir(root: Path, name: str, owner: str) -> Path:
 def test_sweeping_an_engine_with_everything_leaves_this_machines_state_dirs(state_root: Path) -> None:
     live = _state_dir(state_root, "sb-live", lifecycle.owner_id())
     dead = _state_dir(state_root, "sb-dead", f"{os.uname().nodename}:999999999:0")
-    other = FakeEngine([{"Id": "c1", "Labels": {engine.LABEL: "python", "toolgym.owner": lifecycle.owner_id()}}])
+    other = FakeEngine(
+        [{"Id": "c1", "Labels": {engine.LABEL: "python", "toolgym.owner": lifecycle.owner_id()}}]
+    )
     assert engine.sweep(other, everything=True) == 1 and other.removed == ["c1"]
     assert (live / "p.sock").exists() and (dead / "p.sock").exists()
 
@@ -59,4 +61,6 @@ def test_the_state_dir_sweep_removes_dead_owners_only_unless_told(state_root: Pa
     dead = _state_dir(state_root, "sb-dead", f"{os.uname().nodename}:999999999:0")
     assert lifecycle.sweep_state_dirs() == 1
     assert live.exists() and not dead.exists()
-    assert lifecycle.sweep_state_dirs(everything=True) == 1 and not live.exists()  # `toolgym sandbox gc --all`
+    assert (
+        lifecycle.sweep_state_dirs(everything=True) == 1 and not live.exists()
+    )  # `toolgym sandbox gc --all`

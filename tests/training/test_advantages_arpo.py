@@ -12,9 +12,21 @@ from toolgym.training.advantages import arpo_attribution, arpo_token_advantages,
 PROMPT = [1, 2, 3]
 
 
-def traj(tid: str, assistant: list[int], reward: float, parent: str | None = None, bp: int | None = None, group: str = "g") -> Trajectory:
+def traj(
+    tid: str,
+    assistant: list[int],
+    reward: float,
+    parent: str | None = None,
+    bp: int | None = None,
+    group: str = "g",
+) -> Trajectory:
     return Trajectory(
-        trajectory_id=tid, group_id=group, task="demo", reward=reward, parent_id=parent, branch_point=bp,
+        trajectory_id=tid,
+        group_id=group,
+        task="demo",
+        reward=reward,
+        parent_id=parent,
+        branch_point=bp,
         segments=[
             Segment(role="prompt", token_ids=PROMPT, loss_mask=[0, 0, 0]),
             Segment(role="assistant", token_ids=assistant, loss_mask=[1] * len(assistant)),
@@ -96,7 +108,9 @@ def test_absent_parent_still_links_its_branches() -> None:
 def test_single_trajectory_and_equal_rewards() -> None:
     (only,) = arpo_token_advantages([traj("R", [10, 11], 1.0)], mode="hard")
     assert only[0].tolist() == [0.0] * 5
-    tied = arpo_token_advantages([traj("R", [10, 11], 1.0), traj("B", [10, 12], 1.0, parent="R", bp=4)], mode="hard")
+    tied = arpo_token_advantages(
+        [traj("R", [10, 11], 1.0), traj("B", [10, 12], 1.0, parent="R", bp=4)], mode="hard"
+    )
     assert all(t[0].tolist() == [0.0] * 5 for t in tied)
 
 
@@ -115,9 +129,18 @@ def test_array_layer_with_placeholder() -> None:
     [
         ([traj("R", [10, 11], 1.0), traj("B", [10, 12], 0.0, parent="R")], "no branch_point"),
         ([traj("R", [10, 11], 1.0), traj("B", [19, 12], 0.0, parent="R", bp=4)], "token ids differ"),
-        ([traj("R", [10, 11], 1.0), traj("B", [10, 12], 0.0, parent="R", bp=9)], "outside its own sequence 0"),
-        ([traj("R", [10], 1.0), traj("B", [10, 12, 13], 0.0, parent="R", bp=5)], "parent's sequence 0 has only 4"),
-        ([traj("R", [10, 11], 1.0), traj("B", [10, 12], 0.0, parent="R", bp=4, group="h")], "belong to their parent's group"),
+        (
+            [traj("R", [10, 11], 1.0), traj("B", [10, 12], 0.0, parent="R", bp=9)],
+            "outside its own sequence 0",
+        ),
+        (
+            [traj("R", [10], 1.0), traj("B", [10, 12, 13], 0.0, parent="R", bp=5)],
+            "parent's sequence 0 has only 4",
+        ),
+        (
+            [traj("R", [10, 11], 1.0), traj("B", [10, 12], 0.0, parent="R", bp=4, group="h")],
+            "belong to their parent's group",
+        ),
         ([traj("R", [10, 11], 1.0), traj("R", [10, 12], 0.0)], "appears twice"),
         ([traj("A", [10, 11], 1.0, parent="B", bp=3), traj("B", [10, 12], 0.0, parent="A", bp=3)], "cycle"),
     ],
@@ -147,7 +170,9 @@ def _check_same_tokens_same_advantage(trajs: list[Trajectory], out: list[list[np
         for j, b in enumerate(trajs):
             if i < j and a.group_id == b.group_id:
                 n = _shared_len(a.sequence_ids(0), b.sequence_ids(0))
-                np.testing.assert_allclose(out[i][0][:n], out[j][0][:n], atol=1e-6, err_msg=f"{a.trajectory_id} vs {b.trajectory_id}")
+                np.testing.assert_allclose(
+                    out[i][0][:n], out[j][0][:n], atol=1e-6, err_msg=f"{a.trajectory_id} vs {b.trajectory_id}"
+                )
 
 
 def _without(trajs: list[Trajectory], *ids: str) -> list[Trajectory]:
@@ -175,7 +200,9 @@ def _reference(trajs: list[Trajectory], full: list[Trajectory]) -> list[np.ndarr
     from toolgym.training.advantages.grpo import grpo_trajectory_advantages
 
     present = {t.trajectory_id for t in trajs}
-    adv = dict(zip([t.trajectory_id for t in trajs], grpo_trajectory_advantages(trajs, std_norm=False), strict=True))
+    adv = dict(
+        zip([t.trajectory_id for t in trajs], grpo_trajectory_advantages(trajs, std_norm=False), strict=True)
+    )
     pos = {t.trajectory_id: k for k, t in enumerate(full)}
     a = [adv.get(t.trajectory_id, np.nan) for t in full]
     parent = [pos[t.parent_id] if t.parent_id else -1 for t in full]
@@ -196,7 +223,19 @@ def test_issue_minimal_case_root_and_grandchild_with_the_branch_between_absent()
 
 @pytest.mark.parametrize(
     "missing",
-    [(), ("R",), ("B",), ("D",), ("B", "D"), ("R", "B"), ("B", "G"), ("R", "B", "D"), ("E",), ("F", "B"), ("R", "C")],
+    [
+        (),
+        ("R",),
+        ("B",),
+        ("D",),
+        ("B", "D"),
+        ("R", "B"),
+        ("B", "G"),
+        ("R", "B", "D"),
+        ("E",),
+        ("F", "B"),
+        ("R", "C"),
+    ],
     ids=lambda m: "none" if not m else "-".join(m),
 )
 def test_absent_nodes_keep_their_place_in_the_tree(missing: tuple[str, ...]) -> None:
@@ -230,7 +269,11 @@ def test_lineage_must_start_at_the_parent() -> None:
 
 
 def test_branches_of_an_absent_parent_must_agree_on_its_tokens() -> None:
-    trajs = [traj("R", [10, 12], 0.0), traj("E", [10, 11, 12], 1.0, parent="X", bp=5), traj("F", [10, 19, 13], 0.0, parent="X", bp=5)]
+    trajs = [
+        traj("R", [10, 12], 0.0),
+        traj("E", [10, 11, 12], 1.0, parent="X", bp=5),
+        traj("F", [10, 19, 13], 0.0, parent="X", bp=5),
+    ]
     with pytest.raises(ConfigError, match="disagree on its first tokens"):
         arpo_token_advantages(trajs, mode="hard")
 
@@ -252,7 +295,9 @@ def test_random_trees_with_random_absent_nodes_match_the_full_tree(seed: int) ->
             own = ids[: bp - 3] + [next(fresh) for _ in range(rng.randint(1, 5))]
             full.append(traj(f"n{k}", own, float(rng.randint(0, 3)), parent=up.trajectory_id, bp=bp))
         else:
-            full.append(traj(f"n{k}", [next(fresh) for _ in range(rng.randint(1, 6))], float(rng.randint(0, 3))))
+            full.append(
+                traj(f"n{k}", [next(fresh) for _ in range(rng.randint(1, 6))], float(rng.randint(0, 3)))
+            )
     absent = {t.trajectory_id for t in full if rng.random() < 0.4}
     trajs = [t for t in full if t.trajectory_id not in absent] or full[:1]
     out = arpo_token_advantages(trajs, mode="hard", std_norm=False)

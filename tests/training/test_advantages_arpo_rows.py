@@ -13,12 +13,23 @@ from toolgym.training.verl.advantage import row_advantages
 from toolgym.training.verl.rows import RowMeta, trajectory_rows
 
 
-def traj(tid: str, assistant: list[int], reward: float, parent: str | None = None, bp: int | None = None) -> Trajectory:
+def traj(
+    tid: str, assistant: list[int], reward: float, parent: str | None = None, bp: int | None = None
+) -> Trajectory:
     return Trajectory(
-        trajectory_id=tid, group_id="g", task="demo", reward=reward, parent_id=parent, branch_point=bp,
-        segments=[Segment(role="prompt", token_ids=[1, 2, 3], loss_mask=[0, 0, 0]),
-                  Segment(role="assistant", token_ids=assistant, loss_mask=[1] * len(assistant))],
-        steps=[Step(index=0, action="a", llm=LLMCall(prompt_len=3, segment=1, completion_tokens=len(assistant)))],
+        trajectory_id=tid,
+        group_id="g",
+        task="demo",
+        reward=reward,
+        parent_id=parent,
+        branch_point=bp,
+        segments=[
+            Segment(role="prompt", token_ids=[1, 2, 3], loss_mask=[0, 0, 0]),
+            Segment(role="assistant", token_ids=assistant, loss_mask=[1] * len(assistant)),
+        ],
+        steps=[
+            Step(index=0, action="a", llm=LLMCall(prompt_len=3, segment=1, completion_tokens=len(assistant)))
+        ],
     )
 
 

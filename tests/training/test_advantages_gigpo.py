@@ -58,7 +58,9 @@ def test_defaults_follow_verl_agent() -> None:
     # γ = 0.95, ω = 1, mean_std_norm, penalty 0.1 (no invalid steps here)
     adv = gigpo_advantages(**two_trajectories())
     returns_s1 = np.array([0.95, 0.0])  # τ0 t1: 0.95 · 1; τ1 t2: 0
-    assert adv.step[1] == pytest.approx((returns_s1[0] - returns_s1.mean()) / (np.std(returns_s1, ddof=1) + 1e-6))
+    assert adv.step[1] == pytest.approx(
+        (returns_s1[0] - returns_s1.mean()) / (np.std(returns_s1, ddof=1) + 1e-6)
+    )
     np.testing.assert_allclose(adv.combined, adv.episode + adv.step)
 
 
@@ -83,7 +85,9 @@ def test_long_episode_matches_backward_recursion() -> None:
     for t in range(n - 1, -1, -1):
         acc = r[t] + 0.99 * acc
         expected[t] = acc
-    np.testing.assert_allclose(discounted_returns(np.zeros(n, int), np.arange(n), r, gamma=0.99), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        discounted_returns(np.zeros(n, int), np.arange(n), r, gamma=0.99), expected, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_invalid_penalty_on_reward_and_on_return() -> None:
@@ -111,13 +115,25 @@ def test_penalised_step_loses_to_its_valid_twin() -> None:
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 def test_one_trajectory_gets_zero_everywhere(mode: str) -> None:
     # One trajectory: its episode group and its (distinct-anchor) step groups are singletons.
-    adv = gigpo_advantages([0, 0, 0], ["g"] * 3, [0, 1, 2], [0.0, 0.5, 1.0], ["a", "b", "c"], None, [1.5] * 3, mode=mode)
+    adv = gigpo_advantages(
+        [0, 0, 0], ["g"] * 3, [0, 1, 2], [0.0, 0.5, 1.0], ["a", "b", "c"], None, [1.5] * 3, mode=mode
+    )
     assert adv.combined.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_one_trajectory_revisiting_a_state_compares_its_visits() -> None:
     # A step group can hold two visits of one trajectory: returns 0.25 and 1 at state "a" (γ = 0.5).
-    adv = gigpo_advantages([0, 0, 0], ["g"] * 3, [0, 1, 2], [0.0, 0.0, 1.0], ["a", "b", "a"], None, [1.0] * 3, gamma=0.5, mode="mean_norm")
+    adv = gigpo_advantages(
+        [0, 0, 0],
+        ["g"] * 3,
+        [0, 1, 2],
+        [0.0, 0.0, 1.0],
+        ["a", "b", "a"],
+        None,
+        [1.0] * 3,
+        gamma=0.5,
+        mode="mean_norm",
+    )
     np.testing.assert_allclose(adv.step, [-0.375, 0.0, 0.375])
     assert adv.episode.tolist() == [0.0, 0.0, 0.0]
 
@@ -125,12 +141,23 @@ def test_one_trajectory_revisiting_a_state_compares_its_visits() -> None:
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 def test_equal_rewards_give_zero(mode: str) -> None:
     # Two identical trajectories: every group has equal values.
-    adv = gigpo_advantages([0, 0, 1, 1], ["g"] * 4, [0, 1, 0, 1], [0.1, 0.2, 0.1, 0.2], ["a", "b", "a", "b"], None, [0.3] * 4, mode=mode)
+    adv = gigpo_advantages(
+        [0, 0, 1, 1],
+        ["g"] * 4,
+        [0, 1, 0, 1],
+        [0.1, 0.2, 0.1, 0.2],
+        ["a", "b", "a", "b"],
+        None,
+        [0.3] * 4,
+        mode=mode,
+    )
     assert adv.combined.tolist() == [0.0] * 4
 
 
 def test_all_steps_distinct_reduces_to_episode_level() -> None:
-    adv = gigpo_advantages(**two_trajectories(anchors=["a", "b", "c", "d", "e", "f"]), gamma=0.5, mode="mean_norm")
+    adv = gigpo_advantages(
+        **two_trajectories(anchors=["a", "b", "c", "d", "e", "f"]), gamma=0.5, mode="mean_norm"
+    )
     assert adv.step.tolist() == [0.0] * 6
     np.testing.assert_allclose(adv.combined, adv.episode)
 
@@ -143,7 +170,9 @@ def test_all_steps_identical_form_one_group() -> None:
 
 
 def test_empty_anchor_is_never_grouped() -> None:
-    adv = gigpo_advantages(**two_trajectories(anchors=["", "s1", "s2", "", "s3", "s1"]), gamma=0.5, mode="mean_norm")
+    adv = gigpo_advantages(
+        **two_trajectories(anchors=["", "s1", "s2", "", "s3", "s1"]), gamma=0.5, mode="mean_norm"
+    )
     assert adv.step[0] == adv.step[3] == 0.0
     assert adv.step[1] == pytest.approx(0.25)
     codes, n = step_groups(["g"] * 3, [None, None, "x"])
@@ -159,8 +188,15 @@ def test_step_groups_stay_inside_episode_groups() -> None:
 
 def test_episode_stats_trajectory_vs_step() -> None:
     # τ0 (R = 1) has three rows, τ1 (R = 0) one row.
-    args = dict(episode_index=[0, 0, 0, 1], group_ids=["g"] * 4, step_index=[0, 1, 2, 0], step_rewards=[0.0, 0.0, 1.0, 0.0],
-                anchors=["a", "b", "c", "d"], valid=None, episode_rewards=[1.0, 1.0, 1.0, 0.0])
+    args = dict(
+        episode_index=[0, 0, 0, 1],
+        group_ids=["g"] * 4,
+        step_index=[0, 1, 2, 0],
+        step_rewards=[0.0, 0.0, 1.0, 0.0],
+        anchors=["a", "b", "c", "d"],
+        valid=None,
+        episode_rewards=[1.0, 1.0, 1.0, 0.0],
+    )
     per_traj = gigpo_advantages(**args, mode="mean_norm")  # type: ignore[arg-type]
     per_step = gigpo_advantages(**args, mode="mean_norm", episode_stats="step")  # type: ignore[arg-type]
     np.testing.assert_allclose(per_traj.episode, [0.5, 0.5, 0.5, -0.5])
@@ -178,8 +214,17 @@ def test_similarity_threshold_groups_near_identical_texts() -> None:
     assert similar[3] not in (similar[0], similar[2])  # other episode group
     strict, n_strict = step_groups(groups, anchors, similarity_threshold=0.99)
     assert n_strict == 4 and strict[0] != strict[1]
-    adv = gigpo_advantages([0, 1, 2, 3], groups, [0] * 4, [1.0, 0.0, 0.0, 0.0], anchors, None, [1.0, 0.0, 0.0, 0.0],
-                           mode="mean_norm", similarity_threshold=0.9)
+    adv = gigpo_advantages(
+        [0, 1, 2, 3],
+        groups,
+        [0] * 4,
+        [1.0, 0.0, 0.0, 0.0],
+        anchors,
+        None,
+        [1.0, 0.0, 0.0, 0.0],
+        mode="mean_norm",
+        similarity_threshold=0.9,
+    )
     np.testing.assert_allclose(adv.step, [0.5, -0.5, 0.0, 0.0])
 
 

@@ -72,7 +72,9 @@ def test_progress_inside_a_failed_trajectory_gets_positive_credit() -> None:
 
 
 def test_mean_std_norm_and_weights() -> None:
-    adv = graphgpo_advantages(**table(THREE), omega=0.5, goal_reward=1.0, eps=0.0, step_weight=2.0, episode_weight=0.5)  # type: ignore[arg-type]
+    adv = graphgpo_advantages(
+        **table(THREE), omega=0.5, goal_reward=1.0, eps=0.0, step_weight=2.0, episode_weight=0.5
+    )  # type: ignore[arg-type]
     s = 1 / math.sqrt(2)  # (x − mean) / std for two distinct values
     np.testing.assert_allclose(adv.step[[1, 4, 3, 6]], [s, -s, s, -s])  # b and c: pairs
     a_group = np.array([0.5, 0.25, 0.25])
@@ -118,14 +120,21 @@ def test_group_without_success_falls_back_to_the_episode_level(mode: str) -> Non
     assert adv.step.tolist() == [0.0] * len(adv.step)
     np.testing.assert_allclose(adv.combined, adv.episode)
     assert adv.episode[0] > 0 > adv.episode[3]  # partial reward still ranks the trajectories (GRPO-like)
-    equal = graphgpo_advantages(**table([("g", "ab", False, 0.0), ("g", "ac", False, 0.0)]), mode=mode, eps=0.0)  # type: ignore[arg-type]
+    equal = graphgpo_advantages(
+        **table([("g", "ab", False, 0.0), ("g", "ac", False, 0.0)]), mode=mode, eps=0.0
+    )  # type: ignore[arg-type]
     assert equal.combined.tolist() == [0.0] * 4
 
 
 def test_each_task_has_its_own_graph() -> None:
     # Same anchor names in two groups: g1 succeeds through b, g2 never succeeds. If the groups
     # shared nodes, g2's b would be one step from g1's goal.
-    trajs = [("g1", "ab", True, 1.0), ("g1", "ac", False, 0.0), ("g2", "ab", False, 0.0), ("g2", "ac", False, 0.0)]
+    trajs = [
+        ("g1", "ab", True, 1.0),
+        ("g1", "ac", False, 0.0),
+        ("g2", "ab", False, 0.0),
+        ("g2", "ac", False, 0.0),
+    ]
     adv = graphgpo_advantages(**table(trajs), **EASY)  # type: ignore[arg-type]
     np.testing.assert_allclose(adv.next_distance[:4], [1, 0, 3, 3])  # c: no path, d_max + 1
     np.testing.assert_allclose(adv.next_distance[4:], [1, 1, 1, 1])
@@ -149,8 +158,15 @@ def test_empty_anchors_are_never_merged() -> None:
 
 def test_similar_anchor_texts_can_be_merged_into_one_node() -> None:
     anchors = ["room A, counter 1", "kitchen", "room A, counter 2", "hall"]
-    args = dict(episode_index=[0, 0, 1, 1], group_ids=["g"] * 4, step_index=[0, 1, 0, 1], anchors=anchors, valid=None,
-                success=[True, True, False, False], episode_rewards=[1.0, 1.0, 0.0, 0.0])
+    args = dict(
+        episode_index=[0, 0, 1, 1],
+        group_ids=["g"] * 4,
+        step_index=[0, 1, 0, 1],
+        anchors=anchors,
+        valid=None,
+        success=[True, True, False, False],
+        episode_rewards=[1.0, 1.0, 0.0, 0.0],
+    )
     exact = graphgpo_advantages(**args, **EASY)  # type: ignore[arg-type]
     assert exact.step.tolist() == [0.0] * 4  # every state left once
     merged = graphgpo_advantages(**args, **EASY, similarity_threshold=0.9)  # type: ignore[arg-type]
@@ -200,11 +216,14 @@ def test_empty_table() -> None:
 
 # -- trajectories and tokens -------------------------------------------------------------------
 
+
 def seg(role: str, ids: list[int]) -> Segment:
     return Segment(role=role, token_ids=ids, loss_mask=[1 if role == "assistant" else 0] * len(ids))  # type: ignore[arg-type]
 
 
-def episode(tid: str, anchors: str, *, won: bool | None, reward: float, group: str = "g", terminated: bool = True) -> Trajectory:
+def episode(
+    tid: str, anchors: str, *, won: bool | None, reward: float, group: str = "g", terminated: bool = True
+) -> Trajectory:
     """prompt [1 2] then, per step, assistant [10+i 10+i] · tool [9]; ``won`` goes into the last step's info."""
     segments, steps = [seg("prompt", [1, 2])], []
     for i, anchor in enumerate(anchors):
@@ -213,22 +232,37 @@ def episode(tid: str, anchors: str, *, won: bool | None, reward: float, group: s
         steps.append(Step(index=i, action=f"a{i}", anchor=anchor, llm=llm))
     if won is not None:
         steps[-1].info["won"] = won
-    return Trajectory(trajectory_id=tid, group_id=group, task="demo", reward=reward, segments=segments, steps=steps,
-                      terminated=terminated)
+    return Trajectory(
+        trajectory_id=tid,
+        group_id=group,
+        task="demo",
+        reward=reward,
+        segments=segments,
+        steps=steps,
+        terminated=terminated,
+    )
 
 
 def test_success_comes_from_the_environment() -> None:
     assert reached_goal(episode("t", "ab", won=True, reward=1.0))
-    assert not reached_goal(episode("t", "ab", won=False, reward=0.5))  # a partial WebShop score is not a success
-    assert reached_goal(episode("t", "ab", won=None, reward=1.0))  # no `won`: terminated with a positive reward
+    assert not reached_goal(
+        episode("t", "ab", won=False, reward=0.5)
+    )  # a partial WebShop score is not a success
+    assert reached_goal(
+        episode("t", "ab", won=None, reward=1.0)
+    )  # no `won`: terminated with a positive reward
     assert not reached_goal(episode("t", "ab", won=None, reward=1.0, terminated=False))
     assert reached_goal(episode("t", "ab", won=False, reward=0.5), success_threshold=0.5)
     assert not reached_goal(Trajectory(trajectory_id="t", group_id="g", task="demo"))
 
 
 def test_trajectory_layer_matches_the_array_layer_and_tokens_follow_the_masks() -> None:
-    trajs = [episode("t0", "ab", won=True, reward=1.0), episode("t1", "acb", won=False, reward=0.0),
-             Trajectory(trajectory_id="empty", group_id="g", task="demo"), episode("t2", "acd", won=False, reward=0.0)]
+    trajs = [
+        episode("t0", "ab", won=True, reward=1.0),
+        episode("t1", "acb", won=False, reward=0.0),
+        Trajectory(trajectory_id="empty", group_id="g", task="demo"),
+        episode("t2", "acd", won=False, reward=0.0),
+    ]
     per = graphgpo_trajectory_advantages(trajs, **EASY)
     assert [p.combined.size for p in per] == [2, 3, 0, 3]
     # the empty trajectory takes no part: the same numbers as the hand-worked table
@@ -250,7 +284,9 @@ def test_trajectory_layer_matches_the_array_layer_and_tokens_follow_the_masks() 
 
 def test_unclaimed_tokens_get_the_weighted_episode_advantage() -> None:
     trajs = [episode("t0", "ab", won=True, reward=1.0), episode("t1", "ab", won=False, reward=0.0)]
-    trajs[0].steps[1].llm = LLMCall(prompt_len=0, segment=-1, completion_tokens=2)  # chat backend: no token data
+    trajs[0].steps[1].llm = LLMCall(
+        prompt_len=0, segment=-1, completion_tokens=2
+    )  # chat backend: no token data
     (seq0,) = compute_token_advantages(trajs, "graphgpo", mode="mean_norm", episode_weight=0.5)[0]
     assert seq0[6] == pytest.approx(0.5 * 0.5)  # τ0's A^E = 0.5, weighted by β^E = 0.5
 
@@ -262,12 +298,19 @@ def test_unknown_estimator_lists_graphgpo() -> None:
 
 # -- against a plain-loop reference ------------------------------------------------------------
 
-def naive_graphgpo(batch: list[tuple[str, str, bool, float]], *, omega: float, std_norm: bool, progress: bool) -> list[float]:
+
+def naive_graphgpo(
+    batch: list[tuple[str, str, bool, float]], *, omega: float, std_norm: bool, progress: bool
+) -> list[float]:
     """Edges per trajectory, distances by Bellman-Ford relaxation, then the two normalisations."""
     edges = []  # (group, source, target) per row, in trajectory then step order
     for e, (group, anchors, success, _r) in enumerate(batch):
         for t, a in enumerate(anchors):
-            nxt = (group, anchors[t + 1]) if t + 1 < len(anchors) else ((group, "GOAL") if success else ("dead", e))
+            nxt = (
+                (group, anchors[t + 1])
+                if t + 1 < len(anchors)
+                else ((group, "GOAL") if success else ("dead", e))
+            )
             edges.append(((group, a), nxt))
     dist: dict[object, float] = {node: math.inf for edge in edges for node in edge}
     for g, _a, s, _r in batch:
@@ -282,7 +325,9 @@ def naive_graphgpo(batch: list[tuple[str, str, bool, float]], *, omega: float, s
         if d < math.inf:
             d_max[group_of[node]] = max(d_max[group_of[node]], d)
     final = {node: d if d < math.inf else d_max[group_of[node]] + 1 for node, d in dist.items()}
-    returns = [omega ** (final[dst] - final[src] + 1 if progress else final[dst]) * 10.0 for src, dst in edges]
+    returns = [
+        omega ** (final[dst] - final[src] + 1 if progress else final[dst]) * 10.0 for src, dst in edges
+    ]
     step = loop_normalize(returns, [src for src, _dst in edges], std_norm, 1e-6)
     ep = loop_normalize([r for _g, _a, _s, r in batch], [g for g, _a, _s, _r in batch], std_norm, 1e-6)
     rows_ep = [e for e, (_g, anchors, _s, _r) in enumerate(batch) for _ in anchors]
@@ -290,14 +335,21 @@ def naive_graphgpo(batch: list[tuple[str, str, bool, float]], *, omega: float, s
 
 
 batch_st = st.lists(
-    st.tuples(st.sampled_from(["g1", "g2"]), st.text(alphabet="abcde", min_size=1, max_size=7), st.booleans(),
-              st.sampled_from([0.0, 0.5, 1.0])),
-    min_size=1, max_size=10,
+    st.tuples(
+        st.sampled_from(["g1", "g2"]),
+        st.text(alphabet="abcde", min_size=1, max_size=7),
+        st.booleans(),
+        st.sampled_from([0.0, 0.5, 1.0]),
+    ),
+    min_size=1,
+    max_size=10,
 )
 
 
 @settings(deadline=None, max_examples=60)
-@given(batch_st, st.sampled_from(["mean_norm", "mean_std_norm"]), st.sampled_from([0.1, 0.5, 1.0]), st.booleans())
+@given(
+    batch_st, st.sampled_from(["mean_norm", "mean_std_norm"]), st.sampled_from([0.1, 0.5, 1.0]), st.booleans()
+)
 def test_graphgpo_matches_reference(batch: list, mode: str, omega: float, progress: bool) -> None:
     adv = graphgpo_advantages(**table(batch), mode=mode, omega=omega, normalize_distance=progress)  # type: ignore[arg-type]
     expected = naive_graphgpo(batch, omega=omega, std_norm=mode == "mean_std_norm", progress=progress)

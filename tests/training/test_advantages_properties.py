@@ -16,8 +16,16 @@ SETTINGS = settings(deadline=None, max_examples=60)  # per test: a global profil
 rewards_st = st.floats(-10, 10, allow_nan=False, allow_infinity=False).map(lambda x: round(x, 3))
 
 
-def naive_gigpo(episodes: list[list[tuple[str, float, bool]]], groups: list[str], rewards: list[float], *, gamma: float,
-                std_norm: bool, penalty: float, on_return: bool) -> list[float]:
+def naive_gigpo(
+    episodes: list[list[tuple[str, float, bool]]],
+    groups: list[str],
+    rewards: list[float],
+    *,
+    gamma: float,
+    std_norm: bool,
+    penalty: float,
+    on_return: bool,
+) -> list[float]:
     """Reference GiGPO, one trajectory at a time; rows in trajectory order then step order."""
     ep_adv = loop_normalize(rewards, groups, std_norm, 1e-6)
     rows_value, rows_key, rows_ep = [], [], []
@@ -38,7 +46,11 @@ def naive_gigpo(episodes: list[list[tuple[str, float, bool]]], groups: list[str]
 
 # "room a" ~ "room b" (ratio 0.83) and "hall a" ~ "hall b", so similarity 0.5 merges some states
 step_st = st.tuples(st.sampled_from(["room a", "room b", "hall a", "hall b"]), rewards_st, st.booleans())
-batch_st = st.lists(st.tuples(st.sampled_from(["g1", "g2", "g3"]), st.lists(step_st, min_size=1, max_size=6)), min_size=1, max_size=10)
+batch_st = st.lists(
+    st.tuples(st.sampled_from(["g1", "g2", "g3"]), st.lists(step_st, min_size=1, max_size=6)),
+    min_size=1,
+    max_size=10,
+)
 
 
 def flatten(batch: list[tuple[str, list[tuple[str, float, bool]]]]) -> dict[str, list]:
@@ -57,12 +69,24 @@ def flatten(batch: list[tuple[str, list[tuple[str, float, bool]]]]) -> dict[str,
 
 
 @SETTINGS
-@given(batch_st, st.sampled_from(["mean_norm", "mean_std_norm"]), st.sampled_from([0.0, 0.5, 0.95, 1.0]), st.booleans())
+@given(
+    batch_st,
+    st.sampled_from(["mean_norm", "mean_std_norm"]),
+    st.sampled_from([0.0, 0.5, 0.95, 1.0]),
+    st.booleans(),
+)
 def test_gigpo_matches_reference(batch: list, mode: str, gamma: float, on_return: bool) -> None:
     cols = flatten(batch)
     adv = gigpo_advantages(**cols, gamma=gamma, mode=mode, penalty_on="return" if on_return else "reward")  # type: ignore[arg-type]
-    expected = naive_gigpo([s for _g, s in batch], [g for g, _s in batch], [sum(r for _a, r, _v in s) for _g, s in batch],
-                           gamma=gamma, std_norm=mode == "mean_std_norm", penalty=0.1, on_return=on_return)
+    expected = naive_gigpo(
+        [s for _g, s in batch],
+        [g for g, _s in batch],
+        [sum(r for _a, r, _v in s) for _g, s in batch],
+        gamma=gamma,
+        std_norm=mode == "mean_std_norm",
+        penalty=0.1,
+        on_return=on_return,
+    )
     np.testing.assert_allclose(adv.combined, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -118,11 +142,13 @@ def branched_trees(draw: st.DrawFn) -> tuple[list[float], list[int], list[int], 
 
 def naive_shared(parent: list[int], bp: list[int], i: int, j: int) -> int:
     """Shared prefix of i and j: smallest branch point on the tree path (via the ancestor lists)."""
+
     def path(x: int) -> list[int]:
         out = [x]
         while parent[out[-1]] >= 0:
             out.append(parent[out[-1]])
         return out
+
     pi, pj = path(i), path(j)
     if pi[-1] != pj[-1]:
         return 0

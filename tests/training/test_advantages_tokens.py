@@ -21,18 +21,36 @@ def seg(role: str, ids: list[int], sequence: int = 0) -> Segment:
     return Segment(sequence=sequence, role=role, token_ids=ids, loss_mask=mask)  # type: ignore[arg-type]
 
 
-def step(i: int, segment: int, *, sequence: int = 0, anchor: str = "", reward: float = 0.0, valid: bool = True) -> Step:
+def step(
+    i: int, segment: int, *, sequence: int = 0, anchor: str = "", reward: float = 0.0, valid: bool = True
+) -> Step:
     llm = LLMCall(sequence=sequence, prompt_len=0, segment=segment, completion_tokens=1)
     return Step(index=i, action=f"a{i}", anchor=anchor, step_reward=reward, valid=valid, llm=llm)
 
 
-def two_turns(tid: str = "t", group: str = "g", reward: float = 0.0, anchors: tuple[str, str] = ("s0", "s1"),
-              rewards: tuple[float, float] = (0.0, 0.0)) -> Trajectory:
+def two_turns(
+    tid: str = "t",
+    group: str = "g",
+    reward: float = 0.0,
+    anchors: tuple[str, str] = ("s0", "s1"),
+    rewards: tuple[float, float] = (0.0, 0.0),
+) -> Trajectory:
     """prompt [1 2 3] · assistant [4 5] · tool [6] · assistant [7 8 9]; one step per assistant segment."""
     return Trajectory(
-        trajectory_id=tid, group_id=group, task="demo", reward=reward,
-        segments=[seg("prompt", [1, 2, 3]), seg("assistant", [4, 5]), seg("tool", [6]), seg("assistant", [7, 8, 9])],
-        steps=[step(0, 1, anchor=anchors[0], reward=rewards[0]), step(1, 3, anchor=anchors[1], reward=rewards[1])],
+        trajectory_id=tid,
+        group_id=group,
+        task="demo",
+        reward=reward,
+        segments=[
+            seg("prompt", [1, 2, 3]),
+            seg("assistant", [4, 5]),
+            seg("tool", [6]),
+            seg("assistant", [7, 8, 9]),
+        ],
+        steps=[
+            step(0, 1, anchor=anchors[0], reward=rewards[0]),
+            step(1, 3, anchor=anchors[1], reward=rewards[1]),
+        ],
     )
 
 
@@ -52,8 +70,15 @@ def test_aligned_with_sequence_mask_everywhere() -> None:
 
 def test_several_sequences() -> None:
     traj = Trajectory(
-        trajectory_id="t", group_id="g", task="demo",
-        segments=[seg("prompt", [1, 2]), seg("assistant", [3]), seg("prompt", [1, 9], sequence=1), seg("assistant", [4, 5], sequence=1)],
+        trajectory_id="t",
+        group_id="g",
+        task="demo",
+        segments=[
+            seg("prompt", [1, 2]),
+            seg("assistant", [3]),
+            seg("prompt", [1, 9], sequence=1),
+            seg("assistant", [4, 5], sequence=1),
+        ],
         steps=[step(0, 1), step(1, 3, sequence=1)],
     )
     seq0, seq1 = token_advantages(traj, [2.0, 3.0])
@@ -95,8 +120,11 @@ def test_broken_step_records_are_reported() -> None:
 
 
 def test_step_table_rows() -> None:
-    trajs = [two_turns("a", reward=1.0, rewards=(0.0, 1.0)), Trajectory(trajectory_id="empty", group_id="g", task="demo"),
-             two_turns("b", anchors=("s0", "s9"))]
+    trajs = [
+        two_turns("a", reward=1.0, rewards=(0.0, 1.0)),
+        Trajectory(trajectory_id="empty", group_id="g", task="demo"),
+        two_turns("b", anchors=("s0", "s9")),
+    ]
     table = step_table(trajs)
     assert len(table) == 4
     assert table.trajectory.tolist() == [0, 0, 2, 2]
@@ -130,9 +158,24 @@ def test_public_surface() -> None:
     import toolgym.training.advantages as api
 
     assert sorted(api.__all__) == [
-        "ESTIMATORS", "GiGPOAdvantages", "GraphGPOAdvantages", "StepTable", "arpo_attribution", "arpo_token_advantages",
-        "compute_token_advantages", "discounted_returns", "episode_token_advantages", "gigpo_advantages",
-        "gigpo_trajectory_advantages", "graphgpo_advantages", "graphgpo_trajectory_advantages", "grpo_advantages",
-        "grpo_trajectory_advantages", "segment_offsets", "step_groups", "step_table", "token_advantages",
+        "ESTIMATORS",
+        "GiGPOAdvantages",
+        "GraphGPOAdvantages",
+        "StepTable",
+        "arpo_attribution",
+        "arpo_token_advantages",
+        "compute_token_advantages",
+        "discounted_returns",
+        "episode_token_advantages",
+        "gigpo_advantages",
+        "gigpo_trajectory_advantages",
+        "graphgpo_advantages",
+        "graphgpo_trajectory_advantages",
+        "grpo_advantages",
+        "grpo_trajectory_advantages",
+        "segment_offsets",
+        "step_groups",
+        "step_table",
+        "token_advantages",
     ]
     assert all(hasattr(api, name) for name in api.__all__)

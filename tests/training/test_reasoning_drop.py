@@ -42,6 +42,7 @@ _SEEN: set[str] = set()
 def _thinker(family: str) -> Any:
     """Reasons, then answers yes the first time it sees a prompt and no after (so the samples of a
     group differ in return), in the family's format."""
+
     def respond(prompt: str, i: int) -> str:
         fresh = prompt not in _SEEN
         _SEEN.add(prompt)
@@ -51,6 +52,7 @@ def _thinker(family: str) -> Any:
         if family == "glm-4.5":
             return f"\n<think>turn {i}: {REASONING}</think>\n{answer}<|user|>"
         return f"<think>\nturn {i}: {REASONING}\n</think>\n\n{answer}"
+
     return respond
 
 
@@ -75,10 +77,19 @@ def chat(family: str) -> ChatFormat:
 
 @pytest.fixture(scope="module")
 def dropped(family: str, chat: ChatFormat) -> list[Trajectory]:
-    return run_family(chat.tokenizer, "family-chatter", _thinker(family), group_size=3, tasks=2, add_eos=family not in ENDS_WITH_ROLE)
+    return run_family(
+        chat.tokenizer,
+        "family-chatter",
+        _thinker(family),
+        group_size=3,
+        tasks=2,
+        add_eos=family not in ENDS_WITH_ROLE,
+    )
 
 
-def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(family: str, dropped: list[Trajectory], chat: ChatFormat) -> None:
+def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(
+    family: str, dropped: list[Trajectory], chat: ChatFormat
+) -> None:
     assert len(dropped) == 6
     for t in dropped:
         assert t.status is Status.OK and check_trajectory(t, chat=chat) == []
@@ -94,7 +105,9 @@ def test_each_call_gets_its_own_sequence_with_the_prefix_it_saw(family: str, dro
             for earlier in t.steps[:k]:
                 assert _answer(earlier.action) in prompt_text
             sampled = t.segments[step.llm.segment]
-            assert sampled.role == "assistant" and REASONING in sampled.text  # the reasoning is trained where it was sampled
+            assert (
+                sampled.role == "assistant" and REASONING in sampled.text
+            )  # the reasoning is trained where it was sampled
 
 
 def test_verl_rows_one_per_sequence_and_per_step_with_correct_masks(dropped: list[Trajectory]) -> None:
@@ -107,10 +120,14 @@ def test_verl_rows_one_per_sequence_and_per_step_with_correct_masks(dropped: lis
             sampled = t.segments[step.llm.segment]
             for row in (row_a, row_b):
                 assert row.prompt_ids == t.sequence_ids(step.llm.sequence)[: step.llm.prompt_len]
-                assert row.response_ids == sampled.token_ids  # nothing of the environment after the call in its sequence
+                assert (
+                    row.response_ids == sampled.token_ids
+                )  # nothing of the environment after the call in its sequence
                 assert row.response_mask == [1] * len(sampled.token_ids)
                 assert row.response_logprobs == sampled.logprobs
-                assert [(s.index, s.start, s.end) for s in row.meta.steps] == [(step.index, 0, len(sampled.token_ids))]
+                assert [(s.index, s.start, s.end) for s in row.meta.steps] == [
+                    (step.index, 0, len(sampled.token_ids))
+                ]
                 assert row.meta.sequence == step.llm.sequence and row.meta.offset == step.llm.prompt_len
 
 
@@ -130,7 +147,7 @@ def test_gigpo_on_rows_equals_gigpo_on_trajectories(dropped: list[Trajectory], l
     assert np.all(adv[mask == 0] == 0) and np.any(adv != 0)
     for k, (i, row) in enumerate(rows):
         start = row.meta.offset
-        expected = per_traj[i][row.meta.sequence][start:start + len(row.response_ids)]
+        expected = per_traj[i][row.meta.sequence][start : start + len(row.response_ids)]
         np.testing.assert_allclose(adv[k, : len(row.response_ids)], expected, rtol=1e-6, atol=1e-6)
         # every sampled token of every sequence gets its step's advantage, nothing else does
         seq_mask = np.array(dropped[i].sequence_mask(row.meta.sequence))
@@ -140,7 +157,9 @@ def test_gigpo_on_rows_equals_gigpo_on_trajectories(dropped: list[Trajectory], l
 def test_the_cost_tokens_reread_per_turn(qwen3: ChatFormat) -> None:
     """Qwen3 against the Qwen2.5 template (keeps history as sampled): same conversation, append-only."""
     dropped = run_family(qwen3.tokenizer, "family-chatter", _thinker("qwen3"), group_size=3, tasks=2)
-    baseline = run_family(load_tiny_tokenizer("qwen"), "family-chatter", _thinker("qwen3"), group_size=3, tasks=2)
+    baseline = run_family(
+        load_tiny_tokenizer("qwen"), "family-chatter", _thinker("qwen3"), group_size=3, tasks=2
+    )
     for t in baseline:
         assert t.num_sequences == 1 and check_trajectory(t) == []
     drop_costs = [call_costs(t) for t in dropped]
@@ -151,7 +170,9 @@ def test_the_cost_tokens_reread_per_turn(qwen3: ChatFormat) -> None:
             # append-only: only the new user turn is read; dropping: everything after the first
             # dropped think block, i.e. at least the earlier answers and the new turn
             assert later_base.prefill_tokens < later_drop.prefill_tokens
-            assert later_drop.prefill_tokens < later_drop.prompt_tokens  # the system prompt and question are reused
+            assert (
+                later_drop.prefill_tokens < later_drop.prompt_tokens
+            )  # the system prompt and question are reused
     assert sum(map(trained_tokens, dropped)) > sum(map(trained_tokens, baseline))
 
 
@@ -161,27 +182,39 @@ def test_tool_results_keep_one_sequence_unless_the_think_block_is_empty(qwen3: C
 
         def respond(prompt: str, _i: int) -> str:
             return call if "RESULT fox x2" not in prompt else reasoning + "done"
+
         return respond
 
-    thinking = run_family(qwen3.tokenizer, "family-lookup", caller("<think>\nlook it up\n</think>\n\n"), group_size=1)
+    thinking = run_family(
+        qwen3.tokenizer, "family-lookup", caller("<think>\nlook it up\n</think>\n\n"), group_size=1
+    )
     assert [t.num_sequences for t in thinking] == [1]
     # non-thinking mode: the model writes an empty think block, which history leaves out
     empty = run_family(qwen3.tokenizer, "family-lookup", caller("<think>\n\n</think>\n\n"), group_size=1)
     assert [t.num_sequences for t in empty] == [2] and check_trajectory(empty[0], chat=qwen3) == []
-    assert trajectory_rows(empty[0], "step")[1].prompt_ids == empty[0].sequence_ids(1)[: empty[0].steps[1].llm.prompt_len]  # type: ignore[union-attr]
+    assert (
+        trajectory_rows(empty[0], "step")[1].prompt_ids
+        == empty[0].sequence_ids(1)[: empty[0].steps[1].llm.prompt_len]
+    )  # type: ignore[union-attr]
 
 
 def test_gpt_oss_keeps_its_analysis_within_a_tool_chain() -> None:
     chat = ChatFormat(load_tiny_tokenizer("gpt-oss"))
-    call = "<|channel|>analysis<|message|>look it up<|end|><|start|>assistant" + \
-        assistant_text(chat, [ToolCall("lookup", {"key": "fox", "count": 2}, "abcdefghi")])
+    call = "<|channel|>analysis<|message|>look it up<|end|><|start|>assistant" + assistant_text(
+        chat, [ToolCall("lookup", {"key": "fox", "count": 2}, "abcdefghi")]
+    )
 
-    def respond(prompt: str, _i: int) -> str:  # sampling stops at <|call|>: no end-of-sequence token after a call
+    def respond(
+        prompt: str, _i: int
+    ) -> str:  # sampling stops at <|call|>: no end-of-sequence token after a call
         return call if "RESULT fox x2" not in prompt else "<|channel|>final<|message|>done"
 
     out = run_family(chat.tokenizer, "family-lookup", respond, parser="harmony", group_size=1, add_eos=False)
     assert [t.num_sequences for t in out] == [1] and out[0].reward == 1.0
-    assert check_trajectory(out[0], chat=chat) == [] and out[0].steps[0].tool_calls[0].arguments == {"key": "fox", "count": 2}
+    assert check_trajectory(out[0], chat=chat) == [] and out[0].steps[0].tool_calls[0].arguments == {
+        "key": "fox",
+        "count": 2,
+    }
 
 
 def test_local_trainer_rows_one_per_sequence(dropped: list[Trajectory]) -> None:

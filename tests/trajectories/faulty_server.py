@@ -35,8 +35,16 @@ KINDS = ("5xx", "timeout", "reset", "truncated", "invalid_json")
 
 
 class FaultyServer:
-    def __init__(self, output_ids: list[int], *, rate: float = 0.1, seed: int = 0, stall_s: float = 2.0,
-                 restart_after: int | None = None, down_s: float = 0.3) -> None:
+    def __init__(
+        self,
+        output_ids: list[int],
+        *,
+        rate: float = 0.1,
+        seed: int = 0,
+        stall_s: float = 2.0,
+        restart_after: int | None = None,
+        down_s: float = 0.3,
+    ) -> None:
         self.output_ids = output_ids
         self.rate = rate
         self.rng = random.Random(seed)
@@ -59,16 +67,23 @@ class FaultyServer:
     async def start(self) -> None:
         """Start listening (on ``port``, or a free one) on the server's own loop and thread."""
         loop = asyncio.new_event_loop()
-        self._loop, self._thread = loop, threading.Thread(target=loop.run_forever, name="faulty-server", daemon=True)
+        self._loop, self._thread = (
+            loop,
+            threading.Thread(target=loop.run_forever, name="faulty-server", daemon=True),
+        )
         self._thread.start()
-        await asyncio.wait_for(asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._listen(), loop)), 10)
+        await asyncio.wait_for(
+            asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._listen(), loop)), 10
+        )
 
     async def stop(self) -> None:
         """Close the listener and every open connection, then end the server's thread."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        await asyncio.wait_for(asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop)), 10)
+        await asyncio.wait_for(
+            asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop)), 10
+        )
         loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join, 10)
         loop.close()
@@ -102,8 +117,13 @@ class FaultyServer:
         await self._listen()
 
     def _answer(self) -> bytes:
-        meta = {"id": f"r{self.requests}", "finish_reason": {"type": "stop"}, "prompt_tokens": 1,
-                "completion_tokens": len(self.output_ids), "output_token_logprobs": [[-0.1, t, None] for t in self.output_ids]}
+        meta = {
+            "id": f"r{self.requests}",
+            "finish_reason": {"type": "stop"},
+            "prompt_tokens": 1,
+            "completion_tokens": len(self.output_ids),
+            "output_token_logprobs": [[-0.1, t, None] for t in self.output_ids],
+        }
         return json.dumps({"text": "", "output_ids": self.output_ids, "meta_info": meta}).encode()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -118,7 +138,9 @@ class FaultyServer:
                         length = int(value.strip())
                 await reader.readexactly(length)
                 if head.startswith(b"GET "):
-                    writer.write(b"HTTP/1.1 404 X\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+                    writer.write(
+                        b"HTTP/1.1 404 X\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+                    )
                     await writer.drain()
                     continue
                 self.requests += 1
@@ -145,12 +167,20 @@ class FaultyServer:
                 declared = len(body) * 2 if kind == "truncated" else len(body)
                 if kind == "truncated":
                     body = body[: len(body) // 2]
-                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n".encode() + body)
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n".encode()
+                    + body
+                )
                 await writer.drain()
                 if kind == "truncated":
                     writer.close()
                     return
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
+        except (
+            asyncio.IncompleteReadError,
+            ConnectionError,
+            asyncio.LimitOverrunError,
+            asyncio.CancelledError,
+        ):
             # a cancelled handler (at stop) ends quietly: asyncio's stream callback would report it as an error
             return
         finally:

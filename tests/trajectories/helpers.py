@@ -31,10 +31,20 @@ def png(width: int = 48, height: int = 24, rgb: tuple[int, int, int] = (40, 120,
     raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 @tool
@@ -58,7 +68,9 @@ class AdderEnv(ToolTaskEnv):
 
     def load_task(self, seed: int) -> Task:
         a, b = 3 + seed % 7, 10 + seed % 5
-        return Task(id=f"adder-{seed}", question=f"What is {a} + {b}?", answer=str(a + b), metadata={"a": a, "b": b})
+        return Task(
+            id=f"adder-{seed}", question=f"What is {a} + {b}?", answer=str(a + b), metadata={"a": a, "b": b}
+        )
 
     async def scripted_action(self) -> str | None:
         assert self.task is not None
@@ -73,7 +85,9 @@ class EchoDupEnv(Env):
 
     parser = "env_action"
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.word = ["alpha", "beta", "gamma"][seed % 3]
         return [{"role": "user", "content": f"Say {self.word}."}], {}
 
@@ -100,33 +114,85 @@ def dataset_registry() -> Registry:
     from tests.core.helpers import TestPlugin
     from toolgym.core.builtin import parsers as builtin
 
-    return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()), ("dataset", DatasetPlugin())])
+    return Registry.load(
+        entry_points=False,
+        plugins=[("parsers", builtin), ("test", TestPlugin()), ("dataset", DatasetPlugin())],
+    )
 
 
-def synthetic_trajectory(i: int, *, turns: int = 3, tokens_per_turn: int = 40, prompt_tokens: int = 60, env: str = "synthetic") -> Trajectory:
+def synthetic_trajectory(
+    i: int, *, turns: int = 3, tokens_per_turn: int = 40, prompt_tokens: int = 60, env: str = "synthetic"
+) -> Trajectory:
     """A token-faithful trajectory with ``turns`` model calls, each followed by a tool result;
     rewards and latencies vary with ``i`` (about one in three succeeds)."""
-    segments = [Segment(role="prompt", token_ids=[(i + k) % 1000 for k in range(prompt_tokens)], loss_mask=[0] * prompt_tokens, text=f"prompt {i}")]
+    segments = [
+        Segment(
+            role="prompt",
+            token_ids=[(i + k) % 1000 for k in range(prompt_tokens)],
+            loss_mask=[0] * prompt_tokens,
+            text=f"prompt {i}",
+        )
+    ]
     steps = []
     seq_len = prompt_tokens
     for t in range(turns):
         ids = [(i * 7 + t * 13 + k) % 5000 for k in range(tokens_per_turn)]
-        call = LLMCall(prompt_len=seq_len, prompt_sha256=prompt_digest([tid for s in segments for tid in s.token_ids]),
-                       segment=len(segments), completion_tokens=tokens_per_turn, latency_s=0.01 * (1 + t))
-        segments.append(Segment(role="assistant", token_ids=ids, loss_mask=[1] * tokens_per_turn, logprobs=[-0.5] * tokens_per_turn, text=f"call {t}"))
+        call = LLMCall(
+            prompt_len=seq_len,
+            prompt_sha256=prompt_digest([tid for s in segments for tid in s.token_ids]),
+            segment=len(segments),
+            completion_tokens=tokens_per_turn,
+            latency_s=0.01 * (1 + t),
+        )
+        segments.append(
+            Segment(
+                role="assistant",
+                token_ids=ids,
+                loss_mask=[1] * tokens_per_turn,
+                logprobs=[-0.5] * tokens_per_turn,
+                text=f"call {t}",
+            )
+        )
         seq_len += tokens_per_turn
         obs = [9000 + k for k in range(12)]
         segments.append(Segment(role="tool", token_ids=obs, loss_mask=[0] * len(obs), text=f"result {t}"))
         seq_len += len(obs)
-        record = ToolCallRecord(name="python", arguments={"code": f"print({i}+{t})"}, output=str(i + t), duration_s=0.001 * (1 + (i + t) % 50))
-        steps.append(Step(index=t, action=f"<tool_call>{{\"name\": \"python\", \"arguments\": {{\"code\": \"print({i}+{t})\"}}}}</tool_call>",
-                          action_kind="tool_calls", observation=str(i + t), tool_calls=[record], llm=call, anchor=f"a{t}"))
+        record = ToolCallRecord(
+            name="python",
+            arguments={"code": f"print({i}+{t})"},
+            output=str(i + t),
+            duration_s=0.001 * (1 + (i + t) % 50),
+        )
+        steps.append(
+            Step(
+                index=t,
+                action=f'<tool_call>{{"name": "python", "arguments": {{"code": "print({i}+{t})"}}}}</tool_call>',
+                action_kind="tool_calls",
+                observation=str(i + t),
+                tool_calls=[record],
+                llm=call,
+                anchor=f"a{t}",
+            )
+        )
     reward = 1.0 if i % 3 == 0 else 0.0
     steps[-1].step_reward = reward
     return Trajectory(
-        trajectory_id=f"syn{i:07d}", group_id=f"{env}/{i // 2}/{i // 2}", task=env, env=env, task_index=i // 2, sample_index=i % 2,
-        seed=i // 2, model="synthetic", prompt=[{"role": "user", "content": f"task {i // 2}"}], segments=segments, steps=steps,
-        reward=reward, terminated=True, timings=Timings(total_s=0.1, llm_s=0.05, tool_s=0.01), created_at=1.7e9, metadata={"policy": "model"},
+        trajectory_id=f"syn{i:07d}",
+        group_id=f"{env}/{i // 2}/{i // 2}",
+        task=env,
+        env=env,
+        task_index=i // 2,
+        sample_index=i % 2,
+        seed=i // 2,
+        model="synthetic",
+        prompt=[{"role": "user", "content": f"task {i // 2}"}],
+        segments=segments,
+        steps=steps,
+        reward=reward,
+        terminated=True,
+        timings=Timings(total_s=0.1, llm_s=0.05, tool_s=0.01),
+        created_at=1.7e9,
+        metadata={"policy": "model"},
     )
 
 

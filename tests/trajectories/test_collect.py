@@ -21,23 +21,63 @@ from toolgym.trajectories.store import TrajectoryWriter, completed_ids, dataset_
 
 def _cmd(out: Path, shard: str) -> list[str]:
     return [
-        sys.executable, "-m", "toolgym", "collect", "--env", "counter", "--model", "scripted", "--env-arg", "target=2",
-        "--episodes", "40", "--group-size", "2", "--concurrency", "4", "--out", str(out), "--no-progress",
-        "--sandbox-backend", "none", "--shard", shard,
+        sys.executable,
+        "-m",
+        "toolgym",
+        "collect",
+        "--env",
+        "counter",
+        "--model",
+        "scripted",
+        "--env-arg",
+        "target=2",
+        "--episodes",
+        "40",
+        "--group-size",
+        "2",
+        "--concurrency",
+        "4",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--sandbox-backend",
+        "none",
+        "--shard",
+        shard,
     ]
 
 
 def test_two_processes_collect_shards_into_one_directory(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "TOOLGYM_PLUGINS": PLUGINS, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen(_cmd(out, f"{k}/2"), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            _cmd(out, f"{k}/2"),
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k in (0, 1)
+    ]
     outputs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
-    assert sorted(p.name for p in out.glob("trajectories*.jsonl")) == ["trajectories-00000.jsonl", "trajectories-00001.jsonl"]
-    ids = [json.loads(line)["trajectory_id"] for f in sorted(out.glob("trajectories-*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(p.name for p in out.glob("trajectories*.jsonl")) == [
+        "trajectories-00000.jsonl",
+        "trajectories-00001.jsonl",
+    ]
+    ids = [
+        json.loads(line)["trajectory_id"]
+        for f in sorted(out.glob("trajectories-*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     assert len(ids) == 80 and len(set(ids)) == 80  # the union is complete and duplicate-free
     for k in (0, 1):  # each shard holds exactly its task instances
-        tasks = {json.loads(line)["task_index"] % 2 for line in (out / f"trajectories-{k:05d}.jsonl").read_text().splitlines()}
+        tasks = {
+            json.loads(line)["task_index"] % 2
+            for line in (out / f"trajectories-{k:05d}.jsonl").read_text().splitlines()
+        }
         assert tasks == {k}
     merged = dataset_manifest(out)
     assert merged["state"] == "complete" and merged["written"] == 80 and merged["num_shards"] == 2
@@ -47,8 +87,16 @@ def test_two_processes_collect_shards_into_one_directory(tmp_path: Path) -> None
 
 async def test_shard_resume_in_process_and_guards(tmp_path: Path) -> None:
     reg = dataset_registry()
-    opts = CollectOptions(env="counter", out=tmp_path, model="scripted", episodes=10, group_size=1,
-                          sandbox_backend="none", env_kwargs={"target": 1}, shard=(1, 3))
+    opts = CollectOptions(
+        env="counter",
+        out=tmp_path,
+        model="scripted",
+        episodes=10,
+        group_size=1,
+        sandbox_backend="none",
+        env_kwargs={"target": 1},
+        shard=(1, 3),
+    )
     first = await collect(opts, registry=reg)
     assert first.written == 3 and first.planned == 3  # tasks 1, 4, 7
     with TrajectoryWriter(tmp_path, shard=1):  # a live writer of shard 1 ...
@@ -57,7 +105,10 @@ async def test_shard_resume_in_process_and_guards(tmp_path: Path) -> None:
     opts.shard = (0, 3)
     await collect(opts, registry=reg)
     merged = dataset_manifest(tmp_path)
-    assert merged["state"] == "incomplete" and sorted(merged["shards"]) == ["0", "1"]  # shard 2 of 3 has not run
+    assert merged["state"] == "incomplete" and sorted(merged["shards"]) == [
+        "0",
+        "1",
+    ]  # shard 2 of 3 has not run
     opts.shard = None  # an unsharded run finishes the rest and skips what the shards stored
     rest = await collect(opts, registry=reg)
     assert rest.skipped == 7 and rest.written == 3 and len(completed_ids(tmp_path)) == 10
@@ -73,7 +124,14 @@ async def test_shard_resume_in_process_and_guards(tmp_path: Path) -> None:
 
 async def test_dedup_prompt_at_collection_and_after(tmp_path: Path) -> None:
     reg = dataset_registry()
-    plain = CollectOptions(env="echo-dup", out=tmp_path / "plain", model="scripted", episodes=7, group_size=2, sandbox_backend="none")
+    plain = CollectOptions(
+        env="echo-dup",
+        out=tmp_path / "plain",
+        model="scripted",
+        episodes=7,
+        group_size=2,
+        sandbox_backend="none",
+    )
     await collect(plain, registry=reg)
     assert len(list(iter_raw(tmp_path / "plain"))) == 14
     deduped = CollectOptions(**{**plain.__dict__, "out": tmp_path / "dedup", "dedup": "prompt"})
@@ -98,8 +156,15 @@ async def test_dedup_prompt_at_collection_and_after(tmp_path: Path) -> None:
 
 async def test_manifest_records_model_sampling_versions(tmp_path: Path) -> None:
     reg = dataset_registry()
-    opts = CollectOptions(env="adder", out=tmp_path, model="scripted", episodes=2, sandbox_backend="none",
-                          backend_options={"api_key": "sk-secret"}, engine=EngineConfig(max_tokens_per_turn=77))
+    opts = CollectOptions(
+        env="adder",
+        out=tmp_path,
+        model="scripted",
+        episodes=2,
+        sandbox_backend="none",
+        backend_options={"api_key": "sk-secret"},
+        engine=EngineConfig(max_tokens_per_turn=77),
+    )
     await collect(opts, registry=reg)
     m = json.loads((tmp_path / "manifest.json").read_text())
     assert m["state"] == "complete" and m["written"] == 2 and m["policy"] == "scripted"
@@ -107,9 +172,15 @@ async def test_manifest_records_model_sampling_versions(tmp_path: Path) -> None:
     assert m["sampling"]["temperature"] == 1.0 and m["sampling"]["max_tokens_per_turn"] == 77
     envd = m["environment"]
     assert envd["name"] == "adder" and envd["parser"] == "hermes" and envd["entry"].endswith(":AdderEnv")
-    assert [t["name"] for t in envd["tools"]] == ["add"] and envd["tools"][0]["module"] == "tests.trajectories.helpers"
-    assert m["plugin_packages"]["parsers"]["package"]["name"] == "toolgym"  # the installed distribution and its version
-    assert m["plugin_packages"]["dataset"]["package"] is None  # a checkout-only module belongs to no distribution
+    assert [t["name"] for t in envd["tools"]] == ["add"] and envd["tools"][0][
+        "module"
+    ] == "tests.trajectories.helpers"
+    assert (
+        m["plugin_packages"]["parsers"]["package"]["name"] == "toolgym"
+    )  # the installed distribution and its version
+    assert (
+        m["plugin_packages"]["dataset"]["package"] is None
+    )  # a checkout-only module belongs to no distribution
     assert m["toolgym_version"].startswith("0.") and m["runtime"]["libraries"]["pyarrow"]
     assert m["fingerprint"]["dedup"] == "none" and m["num_shards"] == 1
 
@@ -130,8 +201,15 @@ async def test_the_policy_is_made_off_the_event_loop(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(collect_module, "make_policy", recording)
     loop_thread = threading.current_thread()
-    opts = CollectOptions(env="counter", out=tmp_path, model="scripted", episodes=2, group_size=1, sandbox_backend="none",
-                          env_kwargs={"target": 1})
+    opts = CollectOptions(
+        env="counter",
+        out=tmp_path,
+        model="scripted",
+        episodes=2,
+        group_size=1,
+        sandbox_backend="none",
+        env_kwargs={"target": 1},
+    )
     result = await collect(opts, registry=dataset_registry())
     assert result.written == 2
     assert made_on and made_on[0] is not loop_thread

@@ -19,15 +19,26 @@ EPISODES = 150
 
 def _opts(out: Path, url: str) -> CollectOptions:
     engine = EngineConfig(max_live_episodes=8, llm_timeout_s=0.5, retry_backoff_s=0.1, llm_retries=3)
-    return CollectOptions(env="counter", out=out, model=url, backend="sglang", tokenizer="tiny", episodes=EPISODES,
-                          engine=engine, sandbox_backend="none", env_kwargs={"target": 1})
+    return CollectOptions(
+        env="counter",
+        out=out,
+        model=url,
+        backend="sglang",
+        tokenizer="tiny",
+        episodes=EPISODES,
+        engine=engine,
+        sandbox_backend="none",
+        env_kwargs={"target": 1},
+    )
 
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-async def test_model_server_faults_end_every_episode_with_a_reason(tmp_path: Path, qwen_chat: ChatFormat) -> None:
+async def test_model_server_faults_end_every_episode_with_a_reason(
+    tmp_path: Path, qwen_chat: ChatFormat
+) -> None:
     ids = qwen_chat.encode("count[1]") + sorted(qwen_chat.eos_token_ids)[:1]
     server = FaultyServer(ids, rate=0.1, seed=3, stall_s=1.5, restart_after=70, down_s=0.2)
     await server.start()
@@ -61,6 +72,8 @@ async def test_model_server_faults_end_every_episode_with_a_reason(tmp_path: Pat
     finally:
         await healthy.stop()
     final = [t["trajectory_id"] for t in _lines(out / "trajectories.jsonl")]
-    print(f"resume with a healthy server: {again.written} written, {again.skipped} already there, {again.failed} failed")
+    print(
+        f"resume with a healthy server: {again.written} written, {again.skipped} already there, {again.failed} failed"
+    )
     assert again.failed == 0 and again.written == len(failed)
     assert len(final) == EPISODES == len(set(final))

@@ -36,7 +36,9 @@ class ShotAdderEnv(AdderEnv):
         assert self.ctx.artifacts_dir
         return Path(self.ctx.artifacts_dir).parent
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         messages, info = await super().reset(seed=seed, options=options)
         sha = store_image(self._root(), png(rgb=(1, 2, 3)))
         messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}, image_part(sha)]
@@ -62,15 +64,23 @@ def registry() -> Registry:
     from tests.core.helpers import TestPlugin
     from toolgym.core.builtin import parsers as builtin
 
-    return Registry.load(entry_points=False, plugins=[("parsers", builtin), ("test", TestPlugin()),
-                                                      ("dataset", DatasetPlugin()), ("shots", ShotPlugin())])
+    return Registry.load(
+        entry_points=False,
+        plugins=[
+            ("parsers", builtin),
+            ("test", TestPlugin()),
+            ("dataset", DatasetPlugin()),
+            ("shots", ShotPlugin()),
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
 def shot_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("shots")
-    opts = CollectOptions(env="shot-adder", out=out, model="scripted", episodes=4, group_size=2,
-                          sandbox_backend="none")
+    opts = CollectOptions(
+        env="shot-adder", out=out, model="scripted", episodes=4, group_size=2, sandbox_backend="none"
+    )
     asyncio.run(collect(opts, registry=registry()))
     return out
 
@@ -99,7 +109,9 @@ def test_images_are_stored_once_by_hash_and_referenced_from_the_messages(shot_da
     assert "<image>" in t.steps[0].observation  # the step's reading text says where the image was
 
 
-def test_verify_accepts_the_dataset_and_catches_missing_or_altered_images(shot_dataset: Path, tmp_path: Path) -> None:
+def test_verify_accepts_the_dataset_and_catches_missing_or_altered_images(
+    shot_dataset: Path, tmp_path: Path
+) -> None:
     from toolgym.core.llm.local.tiny import load_tiny_tokenizer
     from toolgym.core.tokens.chat import ChatFormat
 
@@ -130,13 +142,19 @@ def test_verify_catches_an_image_part_the_ids_do_not_stand_for(shot_dataset: Pat
     assert any("image placeholder" in p for p in problems)
     unnamed = t.model_copy(deep=True)
     unnamed.metadata.pop("image_placeholder")
-    assert any("image_placeholder" in p for p in verify([unnamed], root=shot_dataset).violations[t.trajectory_id])
+    assert any(
+        "image_placeholder" in p for p in verify([unnamed], root=shot_dataset).violations[t.trajectory_id]
+    )
     forged = t.model_copy(deep=True)
     forged.messages[1]["content"][1]["image"] = "sha256:../../../etc/passwd"
-    assert any("not an image reference" in p for p in verify([forged], root=shot_dataset).violations[t.trajectory_id])
+    assert any(
+        "not an image reference" in p for p in verify([forged], root=shot_dataset).violations[t.trajectory_id]
+    )
 
 
-def test_cli_verify_fails_on_a_missing_image(shot_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_verify_fails_on_a_missing_image(
+    shot_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from typer.testing import CliRunner
 
     from toolgym.cli import app
@@ -155,7 +173,9 @@ def test_hf_export_round_trip_gives_the_same_images(shot_dataset: Path, tmp_path
 
     out = tmp_path / "hf"
     write_hf_dataset(iter_trajectories(shot_dataset), out, images_root=shot_dataset)
-    ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))  # not ~/.cache: equal names collide
+    ds = datasets.load_dataset(
+        str(out), split="train", cache_dir=str(tmp_path / "cache")
+    )  # not ~/.cache: equal names collide
     assert isinstance(ds.features["images"].feature, datasets.Image)
     for row in ds:
         messages = json.loads(row["messages_json"])
@@ -163,11 +183,16 @@ def test_hf_export_round_trip_gives_the_same_images(shot_dataset: Path, tmp_path
         assert len(row["images"]) == len(refs) == 2
         for ref, image in zip(refs, row["images"], strict=True):
             assert isinstance(image, Image.Image)
-            stored = Image.open(io.BytesIO((shot_dataset / "images" / f"{ref.split(':')[1]}.png").read_bytes()))
+            stored = Image.open(
+                io.BytesIO((shot_dataset / "images" / f"{ref.split(':')[1]}.png").read_bytes())
+            )
             assert image.size == stored.size and image.tobytes() == stored.tobytes()
     raw = pq.read_table(next((out / "data").glob("train-*.parquet")))
     first = raw.column("images")[0].as_py()[0]
-    assert hashlib.sha256(first["bytes"]).hexdigest() == image_refs(json.loads(raw.column("messages_json")[0].as_py()))[0][7:]
+    assert (
+        hashlib.sha256(first["bytes"]).hexdigest()
+        == image_refs(json.loads(raw.column("messages_json")[0].as_py()))[0][7:]
+    )
 
 
 def test_hf_export_refuses_screenshots_without_their_folder(shot_dataset: Path, tmp_path: Path) -> None:

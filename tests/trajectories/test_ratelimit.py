@@ -85,7 +85,9 @@ class CountingChat(ChatBackend):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None, sampling: SamplingParams) -> ChatResult:
+    async def chat(
+        self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None, sampling: SamplingParams
+    ) -> ChatResult:
         self.calls += 1
         return ChatResult(text="hi", usage={"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35})
 
@@ -100,7 +102,9 @@ async def test_chat_policy_charges_estimates_and_settles_reported_usage() -> Non
     for _ in range(4):
         result, attempts = await policy.chat(messages, None, SamplingParams(max_new_tokens=50))
         assert attempts == 1 and result.text == "hi"
-    assert backend.calls == 4 and policy.limiter.tokens == 4 * 35  # estimates replaced by the usage the API reported
+    assert (
+        backend.calls == 4 and policy.limiter.tokens == 4 * 35
+    )  # estimates replaced by the usage the API reported
 
 
 def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_path: Path) -> None:
@@ -108,9 +112,15 @@ def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_pa
 
     with serve("tiny") as server:
         opts = CollectOptions(
-            env="counter", out=tmp_path, model=server.url, backend="openai-chat", episodes=3, sandbox_backend="none",
+            env="counter",
+            out=tmp_path,
+            model=server.url,
+            backend="openai-chat",
+            episodes=3,
+            sandbox_backend="none",
             engine=EngineConfig(max_turns=2, max_tokens_per_turn=6, sampling={"temperature": 1.0}),
-            max_requests_per_s=2, max_tokens_per_min=1_000_000,
+            max_requests_per_s=2,
+            max_tokens_per_min=1_000_000,
         )
         started = time.perf_counter()
         result = asyncio.run(collect(opts, registry=dataset_registry()))
@@ -120,7 +130,10 @@ def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_pa
     calls = sum(len(t.steps) for t in trajs)
     for t in trajs:
         assert not t.token_faithful and not t.trainable and t.segments == []
-        assert t.messages[0]["role"] == "user" and [m["role"] for m in t.messages[1:3]] == ["assistant", "user"]
+        assert t.messages[0]["role"] == "user" and [m["role"] for m in t.messages[1:3]] == [
+            "assistant",
+            "user",
+        ]
         assert all(s.llm is not None and s.llm.attempts == 1 for s in t.steps)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["policy"] == "chat" and manifest["token_faithful"] is False
@@ -132,8 +145,14 @@ def test_black_box_chat_collection_is_rate_limited_and_not_token_faithful(tmp_pa
 
 async def test_rate_limit_paces_model_calls_of_a_collection(tmp_path: Path) -> None:
     opts = CollectOptions(
-        env="counter", out=tmp_path, model="sim:0.0", backend_options={"text": "count[1]"}, env_kwargs={"target": 1},
-        episodes=20, sandbox_backend="none", max_requests_per_s=10,
+        env="counter",
+        out=tmp_path,
+        model="sim:0.0",
+        backend_options={"text": "count[1]"},
+        env_kwargs={"target": 1},
+        episodes=20,
+        sandbox_backend="none",
+        max_requests_per_s=10,
     )
     started = time.perf_counter()
     result = await collect(opts, registry=dataset_registry())

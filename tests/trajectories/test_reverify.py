@@ -20,7 +20,9 @@ from toolgym.trajectories.store import iter_trajectories
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("adder")
-    opts = CollectOptions(env="adder", out=out, model="scripted", episodes=4, group_size=2, sandbox_backend="none")
+    opts = CollectOptions(
+        env="adder", out=out, model="scripted", episodes=4, group_size=2, sandbox_backend="none"
+    )
     asyncio.run(collect(opts, registry=dataset_registry()))
     return out
 
@@ -62,19 +64,30 @@ def _as_chat_api_call(record: dict) -> None:  # a chat API returns calls as stru
     record["token_faithful"], record["segments"] = False, []
 
 
-def test_tampered_rewards_and_actions_are_reported(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tampered_rewards_and_actions_are_reported(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "bad"
-    tampered, wrong, chat = _rewrite(dataset, bad, {1: _tamper_reward, 4: _wrong_answer, 6: _as_chat_api_call})
+    tampered, wrong, chat = _rewrite(
+        dataset, bad, {1: _tamper_reward, 4: _wrong_answer, 6: _as_chat_api_call}
+    )
     monkeypatch.setattr("toolgym.core.registry._default", dataset_registry())
     changes = tmp_path / "changes.jsonl"
-    res = CliRunner().invoke(app, ["reverify", str(bad), "--sandbox-backend", "none", "--changes", str(changes)])
+    res = CliRunner().invoke(
+        app, ["reverify", str(bad), "--sandbox-backend", "none", "--changes", str(changes)]
+    )
     assert res.exit_code == 1, res.output
     text = " ".join(res.output.split())
     assert "re-scored 8 trajectories: 6 unchanged, 1 changed, 1 replay errors" in text
     assert f"Δ {tampered} reward 0.5 → 1 (step 1: 0.5 → 1)" in text
     found = {c["trajectory_id"]: c for c in map(json.loads, changes.read_text().splitlines())}
-    assert set(found) == {tampered, wrong} and chat not in found  # structured calls replay from the stored records
-    assert found[tampered]["step_changes"] == [{"index": 1, "stored": 0.5, "new": 1.0}] and found[tampered]["error"] is None
+    assert (
+        set(found) == {tampered, wrong} and chat not in found
+    )  # structured calls replay from the stored records
+    assert (
+        found[tampered]["step_changes"] == [{"index": 1, "stored": 0.5, "new": 1.0}]
+        and found[tampered]["error"] is None
+    )
     assert "ends the episode at step 0" in found[wrong]["error"]
     clean = CliRunner().invoke(app, ["reverify", str(dataset), "--sandbox-backend", "none"])
     assert clean.exit_code == 0 and "8 unchanged, 0 changed" in " ".join(clean.output.split())

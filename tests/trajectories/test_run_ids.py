@@ -24,8 +24,16 @@ from toolgym.trajectories.store import ReadReport, completed_ids, iter_raw, read
 
 
 def _opts(out: Path, model: str, **kw: object) -> CollectOptions:
-    return CollectOptions(env="counter", out=out, model=model, episodes=3, group_size=2, sandbox_backend="none",
-                          env_kwargs={"target": 2}, **kw)  # type: ignore[arg-type]
+    return CollectOptions(
+        env="counter",
+        out=out,
+        model=model,
+        episodes=3,
+        group_size=2,
+        sandbox_backend="none",
+        env_kwargs={"target": 2},
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -56,9 +64,19 @@ async def test_two_models_pooled_into_one_store_keep_all_rows(tmp_path: Path) ->
 async def test_settings_that_change_episodes_change_the_ids(tmp_path: Path) -> None:
     reg = dataset_registry()
     base = await _ids(tmp_path / "a", _opts(tmp_path / "a", "scripted"), reg)
-    hot = await _ids(tmp_path / "b", _opts(tmp_path / "b", "scripted", engine=EngineConfig(sampling=SamplingConfig(temperature=0.5))), reg)
-    kwargs = await _ids(tmp_path / "c", CollectOptions(**{**_opts(tmp_path / "c", "scripted").__dict__, "env_kwargs": {"target": 3}}), reg)
-    turns = await _ids(tmp_path / "d", _opts(tmp_path / "d", "scripted", engine=EngineConfig(max_turns=5)), reg)
+    hot = await _ids(
+        tmp_path / "b",
+        _opts(tmp_path / "b", "scripted", engine=EngineConfig(sampling=SamplingConfig(temperature=0.5))),
+        reg,
+    )
+    kwargs = await _ids(
+        tmp_path / "c",
+        CollectOptions(**{**_opts(tmp_path / "c", "scripted").__dict__, "env_kwargs": {"target": 3}}),
+        reg,
+    )
+    turns = await _ids(
+        tmp_path / "d", _opts(tmp_path / "d", "scripted", engine=EngineConfig(max_turns=5)), reg
+    )
     assert len(base | hot | kwargs | turns) == 4 * 6
 
 
@@ -79,7 +97,9 @@ async def test_the_same_run_again_gets_the_same_ids_and_resumes(tmp_path: Path) 
     again = await collect(_opts(tmp_path, "sim:0"), registry=reg)
     assert (again.skipped, again.written) == (2, 4)
     assert completed_ids(tmp_path) == ids
-    other = _opts(tmp_path, "sim:0", engine=EngineConfig(max_turns=5))  # same fingerprint keys, other episodes
+    other = _opts(
+        tmp_path, "sim:0", engine=EngineConfig(max_turns=5)
+    )  # same fingerprint keys, other episodes
     with pytest.raises(ConfigError, match="different run"):
         await collect(other, registry=reg)
 
@@ -104,17 +124,23 @@ async def test_a_dataset_written_before_run_keys_resumes_with_its_own_ids(tmp_pa
     assert completed_ids(tmp_path) == set(legacy_ids)
 
 
-def test_readers_warn_when_an_id_repeats_with_different_content(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_readers_warn_when_an_id_repeats_with_different_content(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     asyncio.run(collect(_opts(tmp_path, "scripted"), registry=dataset_registry()))
     lines = (tmp_path / "trajectories.jsonl").read_text().splitlines()
     changed = [json.loads(line) for line in lines[:2]]
     for r in changed:
         r["reward"] = 0.25
-    (tmp_path / "trajectories-00001.jsonl").write_text(lines[2] + "\n" + "".join(json.dumps(r) + "\n" for r in changed))
+    (tmp_path / "trajectories-00001.jsonl").write_text(
+        lines[2] + "\n" + "".join(json.dumps(r) + "\n" for r in changed)
+    )
     report = ReadReport()
     rows = list(iter_raw(tmp_path, report=report))
     assert len(rows) == 6 and report.duplicates == 3 and report.conflicts == 2  # one line is an exact copy
-    assert "2 trajectory ids" in report.summary() and "different content" in report.summary()  # the CLI prints it
+    assert (
+        "2 trajectory ids" in report.summary() and "different content" in report.summary()
+    )  # the CLI prints it
     with caplog.at_level(logging.WARNING, logger="toolgym"):
         assert len(list(iter_raw(tmp_path))) == 6  # without a report: a logged warning
     assert any(r.getMessage().startswith("2 trajectory ids appear again") for r in caplog.records)

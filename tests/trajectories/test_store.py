@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 async def _some_trajectories(chat: ChatFormat, n: int = 4) -> list:
     out: list = []
-    engine = RolloutEngine(registry=test_registry(), policy=ScriptedPolicy(chat), config=EngineConfig(), on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=test_registry(), policy=ScriptedPolicy(chat), config=EngineConfig(), on_trajectory=out.append
+    )
     await engine.run(plan_episodes("counter", num_tasks=n // 2, group_size=2))
     return out
 
@@ -56,16 +58,38 @@ async def test_parquet_round_trip(tmp_path: Path, qwen_chat: ChatFormat) -> None
 
 def _collect_cmd(out: Path) -> list[str]:
     return [
-        sys.executable, "-m", "toolgym", "collect", "--env", "counter", "--model", "sim:0.03", "--backend-arg", "text=count[1]",
-        "--env-arg", "target=1", "--episodes", "150", "--group-size", "2", "--concurrency", "4", "--out", str(out), "--no-progress",
-        "--sandbox-backend", "none",
+        sys.executable,
+        "-m",
+        "toolgym",
+        "collect",
+        "--env",
+        "counter",
+        "--model",
+        "sim:0.03",
+        "--backend-arg",
+        "text=count[1]",
+        "--env-arg",
+        "target=1",
+        "--episodes",
+        "150",
+        "--group-size",
+        "2",
+        "--concurrency",
+        "4",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--sandbox-backend",
+        "none",
     ]
 
 
 def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "TOOLGYM_PLUGINS": "tests.core.helpers:TestPlugin", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(_collect_cmd(out), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        _collect_cmd(out), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     data = out / "trajectories.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -81,7 +105,10 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> Non
 
     done = subprocess.run(_collect_cmd(out), cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{300 - partial} trajectories written" in done.stderr.replace("\n", " ") or "trajectories written" in done.stderr
+    assert (
+        f"{300 - partial} trajectories written" in done.stderr.replace("\n", " ")
+        or "trajectories written" in done.stderr
+    )
     ids = [json.loads(line)["trajectory_id"] for line in data.read_text().splitlines()]
     assert len(ids) == 300 and len(set(ids)) == 300
     assert json.loads((out / "manifest.json").read_text())["state"] == "complete"

@@ -26,12 +26,24 @@ from toolgym.trajectories.store import (
 
 __all__ = ["cli"]  # the fixture
 
-BASE = ("collect", "--env", "counter", "--model", "sim:0", "--backend-arg", "text=count[1]",
-        "--sandbox-backend", "none", "--no-progress")
+BASE = (
+    "collect",
+    "--env",
+    "counter",
+    "--model",
+    "sim:0",
+    "--backend-arg",
+    "text=count[1]",
+    "--sandbox-backend",
+    "none",
+    "--no-progress",
+)
 
 
 def _trajs(n: int, status: Status = Status.OK) -> list[Trajectory]:
-    return [Trajectory(trajectory_id=f"t{i}", group_id=f"g{i}", task="counter", status=status) for i in range(n)]
+    return [
+        Trajectory(trajectory_id=f"t{i}", group_id=f"g{i}", task="counter", status=status) for i in range(n)
+    ]
 
 
 def _write(root: Path, trajs: list[Trajectory]) -> Path:
@@ -44,10 +56,16 @@ def _write(root: Path, trajs: list[Trajectory]) -> Path:
 @pytest.mark.parametrize(
     ("tail", "why"),
     [
-        pytest.param(lambda line: line[: len(line) // 2] + b"\n", "torn, ends in a newline", id="torn-with-newline"),
+        pytest.param(
+            lambda line: line[: len(line) // 2] + b"\n", "torn, ends in a newline", id="torn-with-newline"
+        ),
         pytest.param(lambda line: line[: len(line) // 2], "torn, no newline", id="torn-no-newline"),
         pytest.param(lambda line: line[:-2] + b"\n", "missing its closing brace", id="one-brace-short"),
-        pytest.param(lambda line: b'{"schema_version": 1, "note": "no id"}\n', "valid JSON, not a trajectory", id="json-not-trajectory"),
+        pytest.param(
+            lambda line: b'{"schema_version": 1, "note": "no id"}\n',
+            "valid JSON, not a trajectory",
+            id="json-not-trajectory",
+        ),
         pytest.param(lambda line: b"\x00\x00\x00\x00garbage\n", "binary garbage", id="garbage"),
     ],
 )
@@ -162,7 +180,13 @@ def test_lone_surrogates_are_stored_and_read_back(tmp_path: Path) -> None:
     """A chat API's JSON or a tool's surrogateescape-decoded output can hold lone surrogates, which
     UTF-8 cannot encode: the record must still be written (as JSON escapes) and read back equal."""
     weird = "a\ud800b\udcff c"
-    traj = Trajectory(trajectory_id="s0", group_id="g", task="counter", messages=[{"role": "tool", "content": weird}], status_reason=weird)
+    traj = Trajectory(
+        trajectory_id="s0",
+        group_id="g",
+        task="counter",
+        messages=[{"role": "tool", "content": weird}],
+        status_reason=weird,
+    )
     with TrajectoryWriter(tmp_path) as w:
         w.write(traj)
         w.write(_trajs(1)[0])
@@ -178,7 +202,9 @@ def test_a_value_json_cannot_hold_is_written_as_its_repr(tmp_path: Path) -> None
         def __repr__(self) -> str:
             return "<opaque thing>"
 
-    traj = Trajectory(trajectory_id="o0", group_id="g", task="counter", metadata={"left_by_a_plugin": Opaque()})
+    traj = Trajectory(
+        trajectory_id="o0", group_id="g", task="counter", metadata={"left_by_a_plugin": Opaque()}
+    )
     with TrajectoryWriter(tmp_path) as w:
         w.write(traj)
     back = next(iter_trajectories(tmp_path))

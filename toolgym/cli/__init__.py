@@ -33,11 +33,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "Check the token-faithfulness invariants of a stored dataset."),
     "show": ("show", "List a dataset or render one trajectory in the terminal."),
     "report": ("report", "Write a static HTML report of a dataset: episodes, tokens, rewards and plots."),
-    "reverify": ("reverify", "Re-score a stored dataset with the current reward functions and report what changed."),
+    "reverify": (
+        "reverify",
+        "Re-score a stored dataset with the current reward functions and report what changed.",
+    ),
     "dedup": ("dedup", "Copy a dataset without duplicate trajectories (by id or by prompt)."),
     "train": ("train", "Train a policy on an environment with RL (verl, or the local reference trainer)."),
     "demo": ("demo", "Run the embedded demo: scripted data, SFT warm start, GiGPO on a tool task, on a CPU."),
-    "warmstart": ("warmstart", "Build (once; cached) the warm-started tiny model an environment's local RL configs start from."),
+    "warmstart": (
+        "warmstart",
+        "Build (once; cached) the warm-started tiny model an environment's local RL configs start from.",
+    ),
 }
 
 
@@ -97,13 +103,19 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
-                                 callback=_print_version),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
-                                help="Log more to stderr: -v for INFO, -vv for DEBUG."),
-    log_level: str = typer.Option(None, "--log-level", metavar="LEVEL",
-                                  help="Log level on stderr: DEBUG, INFO, WARNING (default) or ERROR; "
-                                       "also TOOLGYM_LOG_LEVEL. Runs keep a DEBUG log in their output folder."),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log more to stderr: -v for INFO, -vv for DEBUG."
+    ),
+    log_level: str = typer.Option(
+        None,
+        "--log-level",
+        metavar="LEVEL",
+        help="Log level on stderr: DEBUG, INFO, WARNING (default) or ERROR; "
+        "also TOOLGYM_LOG_LEVEL. Runs keep a DEBUG log in their output folder.",
+    ),
 ) -> None:
     from toolgym import logs
     from toolgym.core.errors import ConfigError
@@ -131,12 +143,25 @@ def main() -> None:
         sys.exit(2 if exc.errno in _PATH_ERRNOS else 1)
 
 
-_PATH_ERRNOS = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+_PATH_ERRNOS = {
+    errno.ENOENT,
+    errno.EEXIST,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENAMETOOLONG,
+}
 
 
 def os_error_message(exc: OSError) -> str:
     """One sentence for an I/O error: what failed on which path, and what to do."""
     where = f" ({exc.filename})" if exc.filename else ""
     what = exc.strerror or type(exc).__name__
-    hint = "free space and run again" if exc.errno == errno.ENOSPC else "check the path (set TOOLGYM_DEBUG=1 for the traceback)"
+    hint = (
+        "free space and run again"
+        if exc.errno == errno.ENOSPC
+        else "check the path (set TOOLGYM_DEBUG=1 for the traceback)"
+    )
     return f"{what}{where}; {hint}"

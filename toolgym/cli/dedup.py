@@ -12,7 +12,10 @@ from toolgym.cli.common import console
 def command(
     path: Path = typer.Argument(..., help="A dataset directory."),
     out: Path = typer.Option(..., "--out", "-o", help="The new dataset directory."),
-    by: str = typer.Option("prompt", help="id: drop repeated trajectory ids · prompt: also drop task instances whose prompt repeats an earlier one."),
+    by: str = typer.Option(
+        "prompt",
+        help="id: drop repeated trajectory ids · prompt: also drop task instances whose prompt repeats an earlier one.",
+    ),
     include_failures: bool = typer.Option(False, help="Also copy episodes that ended in error."),
 ) -> None:
     """Write a copy of the dataset with duplicates removed (the first occurrence is kept)."""

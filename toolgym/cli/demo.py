@@ -30,8 +30,14 @@ class PhaseBars(LiveProgress):
     def __init__(self, console: Any) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-        super().__init__(console, TextColumn("[bold blue]{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), TextColumn("{task.fields[note]}"))
+        super().__init__(
+            console,
+            TextColumn("[bold blue]{task.description:<20}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
+        )
         self.tasks: dict[str, Any] = {}
         self._printed: dict[str, int] = {}
 
@@ -49,9 +55,13 @@ class PhaseBars(LiveProgress):
 
 
 def command(
-    out: Path = typer.Option(Path("toolgym-demo"), "--out", "-o", help="Output directory (datasets, PNG, report)."),
+    out: Path = typer.Option(
+        Path("toolgym-demo"), "--out", "-o", help="Output directory (datasets, PNG, report)."
+    ),
     seed: int = typer.Option(0, help="Seed of everything: weights, data, sampling, tasks."),
-    quick: bool = typer.Option(False, "--quick", help="A one-minute run through every phase (for smoke tests)."),
+    quick: bool = typer.Option(
+        False, "--quick", help="A one-minute run through every phase (for smoke tests)."
+    ),
     threads: int = typer.Option(2, help="Torch CPU threads."),
     rl_steps: int = typer.Option(None, help="RL steps (default: the tuned full run's)."),
 ) -> None:
@@ -60,7 +70,9 @@ def command(
     # Idle OpenMP workers sleep instead of spinning: on a shared or busy CPU, spinning threads
     # steal the cores the other thread needs (10x slower decode steps measured on 2 shared cores).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars: the phases have their own
+    os.environ.setdefault(
+        "HF_HUB_DISABLE_PROGRESS_BARS", "1"
+    )  # transformers' load/save bars: the phases have their own
     from toolgym.cli.common import err_console
     from toolgym.training.demo.run import DemoConfig, run_demo
 
@@ -75,4 +87,6 @@ def command(
         f"held-out success: warm start [bold]{result.before:.1%}[/] → after RL [bold green]{result.after:.1%}[/] "
         f"(seed {result.seed}, {result.config['eval_tasks']} tasks) · wall {result.wall_s:.0f} s, CPU {result.cpu_s:.0f} s"
     )
-    console.print(f"report: {out / 'report.md'} · curve: {out / 'learning_curve.png'} · rollouts: {out / 'trajectories'}")
+    console.print(
+        f"report: {out / 'report.md'} · curve: {out / 'learning_curve.png'} · rollouts: {out / 'trajectories'}"
+    )

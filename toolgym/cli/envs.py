@@ -17,7 +17,15 @@ def list_envs(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
     reg = registry_or_exit()
     specs = sorted(reg.envs.values(), key=lambda s: s.name)
     if as_json:
-        typer.echo(json.dumps([{"name": s.name, "plugin": s.plugin, "description": s.description, "tags": list(s.tags)} for s in specs], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {"name": s.name, "plugin": s.plugin, "description": s.description, "tags": list(s.tags)}
+                    for s in specs
+                ],
+                indent=2,
+            )
+        )
         return
     from rich.table import Table
 

@@ -30,11 +30,15 @@ def parquet(
 @app.command("hf")
 def hf(
     path: Path = typer.Argument(..., help="A dataset directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="The directory to write (datasets.load_dataset(OUT) reads it)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="The directory to write (datasets.load_dataset(OUT) reads it)."
+    ),
     test_fraction: float = typer.Option(0.0, help="Fraction of task instances (groups) put in a test split."),
     rows_per_file: int = typer.Option(10_000, help="Rows per Parquet file."),
     include_failures: bool = typer.Option(False, help="Also export episodes that ended in error."),
-    success_threshold: float = typer.Option(1.0, help="Reward at or above which an episode counts as a success (dataset card)."),
+    success_threshold: float = typer.Option(
+        1.0, help="Reward at or above which an episode counts as a success (dataset card)."
+    ),
 ) -> None:
     """A Hugging Face `datasets` directory: Parquet files and a dataset card (README.md)."""
     from toolgym.trajectories.export_hf import write_hf_dataset
@@ -42,8 +46,13 @@ def hf(
 
     skipped = ReadReport()
     result = write_hf_dataset(
-        iter_trajectories(path, include_failures=include_failures, report=skipped), out, manifest=dataset_manifest(path),
-        test_fraction=test_fraction, rows_per_file=rows_per_file, success_threshold=success_threshold, images_root=path,
+        iter_trajectories(path, include_failures=include_failures, report=skipped),
+        out,
+        manifest=dataset_manifest(path),
+        test_fraction=test_fraction,
+        rows_per_file=rows_per_file,
+        success_threshold=success_threshold,
+        images_root=path,
     )
     splits = ", ".join(f"{s}: {n} rows in {len(result.files[s])} file(s)" for s, n in result.rows.items())
     console().print(f"wrote {out} ({splits}); load it with datasets.load_dataset({str(out)!r})")
@@ -55,9 +64,13 @@ def sft(
     path: Path = typer.Argument(..., help="A dataset directory."),
     out: Path = typer.Option(..., "--out", "-o", help="The .jsonl file to write (one chat per line)."),
     min_reward: float = typer.Option(None, help="Keep only trajectories with at least this reward."),
-    only_success: bool = typer.Option(False, help="Keep only successful trajectories (reward ≥ --success-threshold)."),
+    only_success: bool = typer.Option(
+        False, help="Keep only successful trajectories (reward ≥ --success-threshold)."
+    ),
     success_threshold: float = typer.Option(1.0, help="Reward at or above which an episode is a success."),
-    untrainable: bool = typer.Option(True, help="Keep trajectories marked untrainable (SFT retokenises text)."),
+    untrainable: bool = typer.Option(
+        True, help="Keep trajectories marked untrainable (SFT retokenises text)."
+    ),
 ) -> None:
     """OpenAI-format chat messages with tool_calls and tool results, plus the tool schemas."""
     from toolgym.trajectories.export_sft import write_sft
@@ -65,7 +78,9 @@ def sft(
 
     skipped = ReadReport()
     floor = success_threshold if only_success else min_reward
-    written, dropped = write_sft(iter_trajectories(path, report=skipped), out, min_reward=floor, include_untrainable=untrainable)
+    written, dropped = write_sft(
+        iter_trajectories(path, report=skipped), out, min_reward=floor, include_untrainable=untrainable
+    )
     console().print(f"wrote {written} conversations to {out} ({dropped} filtered out)")
     warn_skipped(skipped)
 
@@ -73,9 +88,16 @@ def sft(
 @app.command("verl")
 def verl(
     path: Path = typer.Argument(..., help="A dataset directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="The .parquet file to write (verl's data.train_files)."),
-    min_success_rate: float = typer.Option(0.0, help="Keep task instances the collection solved at least this often."),
-    max_success_rate: float = typer.Option(1.0, help="Keep task instances the collection solved at most this often (0.99 drops always-solved ones)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="The .parquet file to write (verl's data.train_files)."
+    ),
+    min_success_rate: float = typer.Option(
+        0.0, help="Keep task instances the collection solved at least this often."
+    ),
+    max_success_rate: float = typer.Option(
+        1.0,
+        help="Keep task instances the collection solved at most this often (0.99 drops always-solved ones).",
+    ),
     success_threshold: float = typer.Option(1.0, help="Reward at or above which an episode is a success."),
 ) -> None:
     """verl's prompt Parquet: one row per task instance, for the toolgym_agent loop."""
@@ -86,8 +108,15 @@ def verl(
     manifest = dataset_manifest(path)
     env_kwargs = (manifest.get("fingerprint") or {}).get("env_kwargs") or {}
     result = write_verl_prompts(
-        lambda: iter_raw(path, report=skipped), out, env_kwargs=env_kwargs, success_threshold=success_threshold,
-        min_success_rate=min_success_rate, max_success_rate=max_success_rate, images_root=path,
+        lambda: iter_raw(path, report=skipped),
+        out,
+        env_kwargs=env_kwargs,
+        success_threshold=success_threshold,
+        min_success_rate=min_success_rate,
+        max_success_rate=max_success_rate,
+        images_root=path,
     )
-    console().print(f"wrote {result.rows} task instances to {out} ({result.filtered} of {result.groups} left out by the success-rate bounds)")
+    console().print(
+        f"wrote {result.rows} task instances to {out} ({result.filtered} of {result.groups} left out by the success-rate bounds)"
+    )
     warn_skipped(skipped)

@@ -12,13 +12,17 @@ app = typer.Typer(no_args_is_help=True, help="Scaffold a pip-installable plugin 
 
 
 @app.command("tool")
-def new_tool(name: str, out: Path = typer.Option(Path("."), "--out", "-o", help="Where to create the package.")) -> None:
+def new_tool(
+    name: str, out: Path = typer.Option(Path("."), "--out", "-o", help="Where to create the package.")
+) -> None:
     """A tool plugin (an async function with a schema from its signature)."""
     _made("tool", name, out)
 
 
 @app.command("env")
-def new_env(name: str, out: Path = typer.Option(Path("."), "--out", "-o", help="Where to create the package.")) -> None:
+def new_env(
+    name: str, out: Path = typer.Option(Path("."), "--out", "-o", help="Where to create the package.")
+) -> None:
     """An environment plugin (reset/step/anchor and a scripted solver)."""
     _made("env", name, out)
 

@@ -41,10 +41,19 @@ class LiveProgress:
 
 
 class EngineProgress(LiveProgress):
-    def __init__(self, console: Console, *, total: int, enabled: bool = True, label: str = "episodes") -> None:
+    def __init__(
+        self, console: Console, *, total: int, enabled: bool = True, label: str = "episodes"
+    ) -> None:
         super().__init__(
-            console, TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), enabled=enabled, transient=False,
+            console,
+            TextColumn("[bold blue]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            enabled=enabled,
+            transient=False,
         )
         self._plain = enabled and not console.is_terminal
         self._last_plain = -1
@@ -58,7 +67,9 @@ class EngineProgress(LiveProgress):
         if self.live:
             if self._images is None:
                 self._images = self.progress.add_task("images", total=total, counts="")
-            self.progress.update(self._images, completed=done, counts=f"{what} {shown(image)}")  # a dataset's name
+            self.progress.update(
+                self._images, completed=done, counts=f"{what} {shown(image)}"
+            )  # a dataset's name
         elif self._plain and what != "present":
             self.console.print(f"images {done}/{total}: {what} {shown(image)}", soft_wrap=True)
 
@@ -69,7 +80,12 @@ class EngineProgress(LiveProgress):
         )
         if self.live:
             self.progress.update(self._task, total=stats.total or None, completed=stats.done, counts=counts)
-        elif self._plain and stats.total and stats.done != self._last_plain and (stats.done == stats.total or stats.done % max(1, stats.total // 10) == 0):
+        elif (
+            self._plain
+            and stats.total
+            and stats.done != self._last_plain
+            and (stats.done == stats.total or stats.done % max(1, stats.total // 10) == 0)
+        ):
             # not a terminal (CI logs): a line every 10%
             self._last_plain = stats.done
             self.console.print(f"{self.label} {stats.done}/{stats.total} · {counts}")

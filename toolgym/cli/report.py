@@ -15,7 +15,9 @@ def command(
     sample: int = typer.Option(200, help="Episodes to give a page of their own (a uniform random sample)."),
     seed: int = typer.Option(0, help="Seed of the episode sample."),
     success_threshold: float = typer.Option(1.0, help="Reward at or above which an episode is a success."),
-    tokenizer: str = typer.Option(None, help="Tokenizer (tiny | local dir) to show tokens one by one with their ids and logprobs."),
+    tokenizer: str = typer.Option(
+        None, help="Tokenizer (tiny | local dir) to show tokens one by one with their ids and logprobs."
+    ),
 ) -> None:
     """Write index.html (summary, plots, tables) and one page per sampled episode."""
     from toolgym.core.errors import ConfigError
@@ -31,6 +33,16 @@ def command(
         tok = load_tokenizer(tokenizer)
     target = out or path / "report"
     skipped = ReadReport()
-    result = build_report(path, target, sample=sample, seed=seed, success_threshold=success_threshold, tokenizer=tok, report=skipped)
-    console().print(f"report of {result.trajectories} trajectories ({result.episode_pages} episode pages) → {result.index}")
+    result = build_report(
+        path,
+        target,
+        sample=sample,
+        seed=seed,
+        success_threshold=success_threshold,
+        tokenizer=tok,
+        report=skipped,
+    )
+    console().print(
+        f"report of {result.trajectories} trajectories ({result.episode_pages} episode pages) → {result.index}"
+    )
     warn_skipped(skipped)

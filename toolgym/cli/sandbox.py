@@ -12,12 +12,17 @@ import typer
 from toolgym.cli.common import console, shown
 from toolgym.core.util.terminal import visible
 
-app = typer.Typer(no_args_is_help=True, help="Build sandbox images, check the host, audit isolation, list and clean up sandboxes.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Build sandbox images, check the host, audit isolation, list and clean up sandboxes.",
+)
 
 
 @app.command("build")
 def build(
-    names: list[str] = typer.Argument(None, help="Images to build: python, shell, sql, browser, runtime (default: the four sandbox images)."),
+    names: list[str] = typer.Argument(
+        None, help="Images to build: python, shell, sql, browser, runtime (default: the four sandbox images)."
+    ),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the recipe has not changed."),
 ) -> None:
     """Build sandbox images from their recipes; up-to-date images are kept (no registry needed)."""
@@ -26,7 +31,9 @@ def build(
     if not engine.engine_answers():
         from toolgym.core.errors import SandboxError
 
-        raise SandboxError("no Docker engine answers: start one (bash scripts/ensure-docker.sh), then build again")
+        raise SandboxError(
+            "no Docker engine answers: start one (bash scripts/ensure-docker.sh), then build again"
+        )
     started = time.monotonic()
 
     def progress(message: str) -> None:
@@ -38,7 +45,9 @@ def build(
 
 
 @app.command("gc")
-def gc(everything: bool = typer.Option(False, "--all", help="Remove every toolgym sandbox, live owners' too.")) -> None:
+def gc(
+    everything: bool = typer.Option(False, "--all", help="Remove every toolgym sandbox, live owners' too."),
+) -> None:
     """Remove sandboxes left behind by processes that are gone (or past their TTL)."""
     from toolgym.sandboxes import lifecycle
     from toolgym.sandboxes.docker import engine
@@ -61,13 +70,18 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON rows.")) -
         for c in engine.api().containers(all=True, filters={"label": engine.LABEL}):
             labels = c.get("Labels") or {}
             holder = _holder(lifecycle, labels.get("toolgym.id", ""))
-            rows.append({
-                "id": labels.get("toolgym.id", c["Id"][:12]), "backend": "docker", "kind": labels.get(engine.LABEL),
-                "state": c.get("State"), "run": labels.get("toolgym.run", ""),
-                "episode": holder.get("episode", labels.get("toolgym.episode", "")),
-                "owner_alive": lifecycle.owner_alive(labels.get("toolgym.owner", "")),
-                "age_s": round(time.time() - c.get("Created", time.time())),
-            })
+            rows.append(
+                {
+                    "id": labels.get("toolgym.id", c["Id"][:12]),
+                    "backend": "docker",
+                    "kind": labels.get(engine.LABEL),
+                    "state": c.get("State"),
+                    "run": labels.get("toolgym.run", ""),
+                    "episode": holder.get("episode", labels.get("toolgym.episode", "")),
+                    "owner_alive": lifecycle.owner_alive(labels.get("toolgym.owner", "")),
+                    "age_s": round(time.time() - c.get("Created", time.time())),
+                }
+            )
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -75,8 +89,16 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON rows.")) -
 
     table = Table("id", "backend", "kind", "state", "run", "episode", "owner alive", "age")
     for r in rows:
-        table.add_row(r["id"], r["backend"], str(r["kind"]), str(r["state"]), r["run"], r["episode"] or "-",
-                      "yes" if r["owner_alive"] else "no", f"{r['age_s']}s")
+        table.add_row(
+            r["id"],
+            r["backend"],
+            str(r["kind"]),
+            str(r["state"]),
+            r["run"],
+            r["episode"] or "-",
+            "yes" if r["owner_alive"] else "no",
+            f"{r['age_s']}s",
+        )
     console().print(table)
 
 
@@ -88,7 +110,9 @@ def _holder(lifecycle: Any, sandbox_id: str) -> dict[str, Any]:
 
 
 @app.command("doctor")
-def doctor(smoke: bool = typer.Option(True, help="Start one sandbox per working backend and time a command.")) -> None:
+def doctor(
+    smoke: bool = typer.Option(True, help="Start one sandbox per working backend and time a command."),
+) -> None:
     """Check what sandboxes need on this host: Docker engine, images, bubblewrap."""
     from toolgym.sandboxes.docker import engine, images
     from toolgym.sandboxes.local.backend import bwrap_problem
@@ -96,8 +120,10 @@ def doctor(smoke: bool = typer.Option(True, help="Start one sandbox per working 
     ok = True
     if engine.engine_answers():
         info = engine.api().info()
-        typer.echo(f"docker: engine {info.get('ServerVersion')} answers (cgroup v{info.get('CgroupVersion', '?')}, "
-                   f"{info.get('Driver')}, security: {', '.join(o.split(',')[0] for o in info.get('SecurityOptions', []))})")
+        typer.echo(
+            f"docker: engine {info.get('ServerVersion')} answers (cgroup v{info.get('CgroupVersion', '?')}, "
+            f"{info.get('Driver')}, security: {', '.join(o.split(',')[0] for o in info.get('SecurityOptions', []))})"
+        )
         for name, status in images.image_status(engine.api()).items():
             hint = "" if status == "up to date" else f"  -> toolgym sandbox build {name}"
             typer.echo(f"  image {name:8s} {status}{hint}")
@@ -119,12 +145,20 @@ def doctor(smoke: bool = typer.Option(True, help="Start one sandbox per working 
 
 @app.command("audit")
 def audit(
-    backend: str = typer.Option(None, "--backend", help="docker | local | docker-hosts (default: the one other commands pick)."),
-    kinds: list[str] = typer.Option(None, "--kind", help="Sandbox kinds to audit (repeatable; default: python)."),
+    backend: str = typer.Option(
+        None, "--backend", help="docker | local | docker-hosts (default: the one other commands pick)."
+    ),
+    kinds: list[str] = typer.Option(
+        None, "--kind", help="Sandbox kinds to audit (repeatable; default: python)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows instead of a table."),
-    sql_dsn: str = typer.Option(None, "--sql-dsn", help="PostgreSQL DSN the SQL tool reads as (default: "
-                                "$TOOLGYM_SQL_DATABASE when it is a postgresql:// URL); without one the "
-                                "sql.postgres-* rows are skipped."),
+    sql_dsn: str = typer.Option(
+        None,
+        "--sql-dsn",
+        help="PostgreSQL DSN the SQL tool reads as (default: "
+        "$TOOLGYM_SQL_DATABASE when it is a postgresql:// URL); without one the "
+        "sql.postgres-* rows are skipped.",
+    ),
 ) -> None:
     """Run isolation, reset and egress checks in real sandboxes of a backend, then the SQL tool's
     database checks (SQLite always, PostgreSQL with a DSN); exit 1 if any FAILs.
@@ -134,7 +168,10 @@ def audit(
     started = time.monotonic()
 
     def progress(row: Any) -> None:
-        typer.echo(f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {visible(row.detail)}", err=True)  # may quote sandbox output
+        typer.echo(
+            f"[{time.monotonic() - started:6.1f}s] {row.result:4s} {row.label}: {visible(row.detail)}",
+            err=True,
+        )  # may quote sandbox output
 
     rows = asyncio.run(run_audit(backend, kinds or None, progress=progress))
     # the plugins' rows (the SQL tool's database checks): the audit package sits below the plugins,
@@ -159,9 +196,12 @@ def audit(
         console().print(table)
     failed = [r.label for r in rows if r.result == FAIL]
     residual = [r.label for r in rows if r.result == RESIDUAL]  # documented channels, mitigated: not failures
-    typer.echo(f"{len(rows)} checks in {time.monotonic() - started:.1f}s: "
-               + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "everything contained")
-               + (f"; {len(residual)} residual channels, mitigated ({', '.join(residual)})" if residual else ""), err=True)
+    typer.echo(
+        f"{len(rows)} checks in {time.monotonic() - started:.1f}s: "
+        + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "everything contained")
+        + (f"; {len(residual)} residual channels, mitigated ({', '.join(residual)})" if residual else ""),
+        err=True,
+    )
     if failed:
         raise typer.Exit(1)
 
@@ -180,9 +220,13 @@ def _smoke(backend_name: str) -> bool:
             result = await sb.run(["echo", "ok"], timeout=10)
             call = time.perf_counter() - start
             hardening = sb.channel.hello.get("hardening") or {}
-            agent = (f"agent dumpable: {hardening.get('dumpable', '?')}, seccomp filter: "
-                     f"{hardening.get('seccomp') or 'unknown (old agent)'}")
-            return f"{result.stdout.strip()} (create {ready * 1000:.0f} ms, call {call * 1000:.1f} ms; {agent})"
+            agent = (
+                f"agent dumpable: {hardening.get('dumpable', '?')}, seccomp filter: "
+                f"{hardening.get('seccomp') or 'unknown (old agent)'}"
+            )
+            return (
+                f"{result.stdout.strip()} (create {ready * 1000:.0f} ms, call {call * 1000:.1f} ms; {agent})"
+            )
         finally:
             await backend.aclose()
 

@@ -12,7 +12,9 @@ from toolgym.cli.common import console, warn_skipped
 
 def command(
     path: Path = typer.Argument(..., help="A dataset directory."),
-    trajectory_id: str = typer.Argument(None, help="Id (or unique prefix) of the trajectory to render; omit to list."),
+    trajectory_id: str = typer.Argument(
+        None, help="Id (or unique prefix) of the trajectory to render; omit to list."
+    ),
     tokens: bool = typer.Option(False, help="Also show the token stream coloured by loss mask."),
     limit: int = typer.Option(50, help="Rows to list."),
 ) -> None:

@@ -15,12 +15,23 @@ app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of
 
 
 @app.command("list")
-def list_tools(as_json: bool = typer.Option(False, "--json", help="Print the tools' schemas as JSON.")) -> None:
+def list_tools(
+    as_json: bool = typer.Option(False, "--json", help="Print the tools' schemas as JSON."),
+) -> None:
     """List every tool the installed plugins provide."""
     reg = registry_or_exit()
     tools = sorted(reg.tools.values(), key=lambda t: t.name)
     if as_json:
-        rows = [{"name": t.name, "plugin": t.plugin, "sandbox": t.sandbox, "timeout_s": t.timeout_s, "schema": t.schema} for t in tools]
+        rows = [
+            {
+                "name": t.name,
+                "plugin": t.plugin,
+                "sandbox": t.sandbox,
+                "timeout_s": t.timeout_s,
+                "schema": t.schema,
+            }
+            for t in tools
+        ]
         typer.echo(json.dumps(rows, indent=2))
         return
     from rich.table import Table
@@ -70,6 +81,10 @@ def try_tool(
                     await sb_backend.release(sandbox)
                 await sb_backend.aclose()
         typer.echo(visible(out.text))  # the tool's output: never raw control sequences on the terminal
-        typer.secho(f"[{'error' if out.error else 'ok'} in {elapsed * 1000:.1f} ms]", fg="red" if out.error else "green", err=True)
+        typer.secho(
+            f"[{'error' if out.error else 'ok'} in {elapsed * 1000:.1f} ms]",
+            fg="red" if out.error else "green",
+            err=True,
+        )
 
     asyncio.run(run())

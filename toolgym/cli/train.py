@@ -32,11 +32,29 @@ def default_trainer() -> str:
 
 
 def command(
-    config: str = typer.Option(..., "--config", "-c", help="Config file (YAML with toolgym: and verl: sections), or a shipped example's name."),
-    overrides: list[str] = typer.Argument(None, help="Overrides such as toolgym.env=webshop or verl.trainer.total_training_steps=2 (+verl.KEY=V adds a key verl does not declare)."),
-    trainer: str = typer.Option(None, "--trainer", help="verl | local (default: verl when installed, else local)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Compose and check the config, write the task files, print the config, and stop."),
-    data_dir: Path = typer.Option(None, "--data-dir", help="Where to write the task-index Parquet files (default: under trainer.default_local_dir)."),
+    config: str = typer.Option(
+        ...,
+        "--config",
+        "-c",
+        help="Config file (YAML with toolgym: and verl: sections), or a shipped example's name.",
+    ),
+    overrides: list[str] = typer.Argument(
+        None,
+        help="Overrides such as toolgym.env=webshop or verl.trainer.total_training_steps=2 (+verl.KEY=V adds a key verl does not declare).",
+    ),
+    trainer: str = typer.Option(
+        None, "--trainer", help="verl | local (default: verl when installed, else local)."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Compose and check the config, write the task files, print the config, and stop.",
+    ),
+    data_dir: Path = typer.Option(
+        None,
+        "--data-dir",
+        help="Where to write the task-index Parquet files (default: under trainer.default_local_dir).",
+    ),
 ) -> None:
     """Train a policy on an environment with RL."""
     choice = trainer or default_trainer()
@@ -50,7 +68,9 @@ def command(
 
 def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: Path | None) -> None:
     if importlib.util.find_spec("verl") is None:
-        raise ConfigError("verl is not installed; install it with `pip install toolgym[verl]` or use --trainer local")
+        raise ConfigError(
+            "verl is not installed; install it with `pip install toolgym[verl]` or use --trainer local"
+        )
     # verl lists every optional training engine it cannot import (torchtitan, megatron, ...) as a
     # UserWarning on import; none of them is used here.
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)

@@ -34,7 +34,9 @@ def command(
         try:
             report = verify(read_parquet(path), chat=chat)
         except (pa.ArrowException, OSError, KeyError) as exc:
-            raise ConfigError(f"{path} is not a Parquet file of trajectories ({exc}); give a file `toolgym export parquet` wrote") from None
+            raise ConfigError(
+                f"{path} is not a Parquet file of trajectories ({exc}); give a file `toolgym export parquet` wrote"
+            ) from None
     else:
         report = verify(iter_trajectories(path, include_failures=True, report=skipped), chat=chat, root=path)
     c = console()
@@ -45,10 +47,16 @@ def command(
         c.print(f"[red]✗ {shown(tid)}[/]")
         for p in problems:
             c.print(f"    {shown(p)}")
-    verdict = "[green]all invariants hold[/]" if report.ok else f"[red]{len(report.violations)} trajectories violate invariants[/]"
+    verdict = (
+        "[green]all invariants hold[/]"
+        if report.ok
+        else f"[red]{len(report.violations)} trajectories violate invariants[/]"
+    )
     if skipped.bad:
         verdict += f"; [red]{len(skipped.bad)} unreadable line(s) skipped[/]"
-    c.print(f"checked {report.checked} trajectories ({report.skipped} not token-faithful by design): {verdict}")
+    c.print(
+        f"checked {report.checked} trajectories ({report.skipped} not token-faithful by design): {verdict}"
+    )
     warn_skipped(skipped)
     if not report.ok or skipped.bad:
         raise typer.Exit(1)

@@ -14,12 +14,23 @@ import typer
 
 
 def command(
-    env: str = typer.Option(..., "--env", "-e", help="Recipe: alfworld, webshop or math-python (the environment's "
-                                                    "name; math_python, the recipe's, works too)."),
+    env: str = typer.Option(
+        ...,
+        "--env",
+        "-e",
+        help="Recipe: alfworld, webshop or math-python (the environment's "
+        "name; math_python, the recipe's, works too).",
+    ),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
     threads: int = typer.Option(2, help="Torch CPU threads."),
-    device: str = typer.Option("cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."),
-    set_: list[str] = typer.Option(None, "--set", help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_target=0.4); changes the cache key."),
+    device: str = typer.Option(
+        "cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."
+    ),
+    set_: list[str] = typer.Option(
+        None,
+        "--set",
+        help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_target=0.4); changes the cache key.",
+    ),
 ) -> None:
     """Build the warm start of an environment (cached) and print its directory."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -36,7 +47,9 @@ def command(
         if not eq:
             raise ConfigError(f"--set {item!r} must look like FIELD=VALUE")
         changes[key.strip()] = yaml.safe_load(raw)
-    by_env = {r.env: name for name, r in warmstart.RECIPES.items()}  # collect's name (math-python) or the recipe's
+    by_env = {
+        r.env: name for name, r in warmstart.RECIPES.items()
+    }  # collect's name (math-python) or the recipe's
     env = by_env.get(env, env)
     recipe = warmstart.recipe(env, **changes)
     console = err_console()
@@ -56,6 +69,8 @@ def command(
         out = warmstart.build(recipe, progress=progress, threads=threads, force=force, device=device)
     info = json.loads((out / "warmstart.json").read_text())
     checks = info.get("validation") or [[0, 0.0]]
-    console.print(f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows, validation success {checks[-1][1]:.0%} "
-                  f"(target {info['recipe']['sft_target']:.0%}); use it with model.path warmstart:{env}")
+    console.print(
+        f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows, validation success {checks[-1][1]:.0%} "
+        f"(target {info['recipe']['sft_target']:.0%}); use it with model.path warmstart:{env}"
+    )
     typer.echo(str(out))

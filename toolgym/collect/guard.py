@@ -45,8 +45,15 @@ class RunGuard:
     """Stores trajectories through ``write`` and calls ``stop`` once when the run must end early;
     ``reason`` then says why (one sentence for the user)."""
 
-    def __init__(self, write: Callable[[Trajectory], Any], *, fail_fast: int, stop: Callable[[], Any], failures_file: str = "failures.jsonl",
-                 scrub: Callable[[str], str] = str) -> None:
+    def __init__(
+        self,
+        write: Callable[[Trajectory], Any],
+        *,
+        fail_fast: int,
+        stop: Callable[[], Any],
+        failures_file: str = "failures.jsonl",
+        scrub: Callable[[str], str] = str,
+    ) -> None:
         """``scrub`` blanks secrets in the error reasons the guard repeats to the user."""
         self.write = write
         self.scrub = scrub
@@ -83,7 +90,12 @@ class RunGuard:
         kind = failure_kind(traj.status_reason)
         self.kinds[kind] += 1
         self.examples.setdefault(kind, self.scrub(traj.status_reason or "unknown error"))
-        if self.reason is None and self.fail_fast and self.finished == self.fail_fast and self.kinds[kind] == self.finished:
+        if (
+            self.reason is None
+            and self.fail_fast
+            and self.finished == self.fail_fast
+            and self.kinds[kind] == self.finished
+        ):
             self._halt(
                 f"collection stopped: the first {self.finished} episodes all failed with the same error: "
                 f"{self.examples[kind]} — fix its cause and run the same command again "
@@ -101,7 +113,11 @@ class RunGuard:
         if self.finished == 0 or self.succeeded:
             return None
         kind, count = self.kinds.most_common(1)[0]
-        which = "all with the same error" if count == self.finished else f"the most frequent error ({count} of them)"
+        which = (
+            "all with the same error"
+            if count == self.finished
+            else f"the most frequent error ({count} of them)"
+        )
         return (
             f"all {self.finished} episodes failed, {which}: {self.examples[kind]} — "
             f"fix its cause and run the same command again (reasons in {self.failures_file})"
@@ -119,7 +135,9 @@ def check_out_dir(out: Path) -> None:
         raise ConfigError(f"--out {out} is below {ancestor}, which is a file; give a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         why = os.strerror(errno.EROFS) if _read_only(ancestor) else "permission denied"
-        raise ConfigError(f"--out {out}: cannot write in {ancestor} ({why}); give a directory you can write to")
+        raise ConfigError(
+            f"--out {out}: cannot write in {ancestor} ({why}); give a directory you can write to"
+        )
 
 
 def _read_only(path: Path) -> bool:
@@ -146,7 +164,11 @@ def check_env_kwargs(registry: Registry, env: str, kwargs: dict[str, Any]) -> No
         return  # the episode will say what is wrong
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    names = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    names = [
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
     for key in kwargs:
         if key not in names:
             raise ConfigError(
@@ -163,7 +185,9 @@ def check_sandbox_backend(registry: Registry, name: str) -> None:
         registry.sandbox_backend(name)
     except UnknownNameError:
         known = ", ".join(["auto", "none", *sorted(registry.sandbox_backends)])
-        raise ConfigError(f"--sandbox-backend {name!r} is not a sandbox backend (known: {known}); check the spelling or install its plugin") from None
+        raise ConfigError(
+            f"--sandbox-backend {name!r} is not a sandbox backend (known: {known}); check the spelling or install its plugin"
+        ) from None
 
 
 UNSAFE_FLAG = "--unsafe-in-process-sandbox (unsafe_in_process_sandbox=True in CollectOptions)"
@@ -177,7 +201,9 @@ def model_driven(opts: Any, policy: Any = None) -> bool:
     if policy is not None:
         return not isinstance(policy, ScriptedPolicy)
     model = str(opts.model)
-    simulated_script = (model == "sim" or model.startswith("sim:")) and opts.backend_options.get("replay") == "scripted"
+    simulated_script = (model == "sim" or model.startswith("sim:")) and opts.backend_options.get(
+        "replay"
+    ) == "scripted"
     return not (model == "scripted" or simulated_script)
 
 
@@ -197,7 +223,10 @@ def apply_scripted_defaults(registry: Registry, opts: Any) -> None:
     for the options the user did not give (MiniWoB++: ``tasks=solvable``), in ``opts.env_kwargs``."""
     defaults = registry.env(opts.env).scripted_kwargs
     if defaults and not model_driven(opts):
-        opts.env_kwargs = {**opts.env_kwargs, **{k: v for k, v in defaults.items() if k not in opts.env_kwargs}}
+        opts.env_kwargs = {
+            **opts.env_kwargs,
+            **{k: v for k, v in defaults.items() if k not in opts.env_kwargs},
+        }
 
 
 def check_scripted_solver(registry: Registry, opts: Any) -> None:
@@ -210,7 +239,11 @@ def check_scripted_solver(registry: Registry, opts: Any) -> None:
 
     spec = registry.env(opts.env)
     factory = load_object(spec.entry) if isinstance(spec.entry, str) else spec.entry
-    if isinstance(factory, type) and issubclass(factory, Env) and factory.unscripted_task is Env.unscripted_task:
+    if (
+        isinstance(factory, type)
+        and issubclass(factory, Env)
+        and factory.unscripted_task is Env.unscripted_task
+    ):
         return  # cannot tell: not worth making an instance (some load data sets)
     seeds = [opts.engine.seed + i for i in range(opts.first_task, opts.first_task + opts.episodes)]
     task = spec.make(**opts.env_kwargs).unscripted_task(seeds)
@@ -218,4 +251,6 @@ def check_scripted_solver(registry: Registry, opts: Any) -> None:
         return
     fix = " ".join(f"--env-arg {k}={v}" for k, v in spec.scripted_kwargs.items())
     hint = f"add {fix} or choose other tasks" if fix else "choose other tasks"
-    raise ConfigError(f"--model scripted: task {task!r} of environment {opts.env!r} has no scripted solver; {hint}, or use a model")
+    raise ConfigError(
+        f"--model scripted: task {task!r} of environment {opts.env!r} has no scripted solver; {hint}, or use a model"
+    )

@@ -89,7 +89,9 @@ class CollectOptions:
         moved = self.engine.moved_group_size()  # EngineConfig(group_size=...), deprecated: it warned
         if moved is not None:
             if self.group_size not in (1, moved):
-                raise ConfigError(f"group_size is given twice: {self.group_size} here and {moved} in the engine settings (deprecated there)")
+                raise ConfigError(
+                    f"group_size is given twice: {self.group_size} here and {moved} in the engine settings (deprecated there)"
+                )
             self.group_size = moved
         if self.group_size < 1:
             raise ConfigError(f"--group-size must be at least 1, got {self.group_size}")
@@ -145,9 +147,13 @@ def run_settings(opts: CollectOptions) -> dict[str, Any]:
         "group_size": opts.group_size,
         "seed": eng.seed,
         "sampling": eng.sampling.model_dump(),
-        "engine": {"max_turns": eng.max_turns, "max_tokens_per_turn": eng.max_tokens_per_turn,
-                   "max_tokens_per_trajectory": eng.max_tokens_per_trajectory, "on_rewrite": eng.on_rewrite,
-                   "arpo": eng.arpo.model_dump()},
+        "engine": {
+            "max_turns": eng.max_turns,
+            "max_tokens_per_turn": eng.max_tokens_per_turn,
+            "max_tokens_per_trajectory": eng.max_tokens_per_trajectory,
+            "on_rewrite": eng.on_rewrite,
+            "arpo": eng.arpo.model_dump(),
+        },
     }
 
 
@@ -194,7 +200,12 @@ def prepare_output(opts: CollectOptions) -> None:
 
 
 async def drop_duplicate_prompts(
-    requests: list[EpisodeRequest], opts: CollectOptions, registry: Registry, sandboxes: Any, *, concurrency: int = 16
+    requests: list[EpisodeRequest],
+    opts: CollectOptions,
+    registry: Registry,
+    sandboxes: Any,
+    *,
+    concurrency: int = 16,
 ) -> tuple[list[EpisodeRequest], dict[str, Any]]:
     """Keep the requests of task instances whose initial prompt no earlier instance (in plan order)
     had. Resets each instance once to see its prompt; deterministic, so every shard agrees."""
@@ -226,10 +237,17 @@ async def drop_duplicate_prompts(
                 dropped.append({"group_id": group_id, "duplicate_of": first})
     gone = {d["group_id"] for d in dropped}
     kept = [r for r in requests if r.group_id not in gone]
-    return kept, {"by": "prompt", "dropped_groups": len(gone), "dropped_trajectories": len(requests) - len(kept), "examples": dropped[:20]}
+    return kept, {
+        "by": "prompt",
+        "dropped_groups": len(gone),
+        "dropped_trajectories": len(requests) - len(kept),
+        "examples": dropped[:20],
+    }
 
 
-def stored_samples(requests: list[EpisodeRequest], done: set[str], opts: CollectOptions) -> dict[str, list[int]]:
+def stored_samples(
+    requests: list[EpisodeRequest], done: set[str], opts: CollectOptions
+) -> dict[str, list[int]]:
     """For an ARPO resume: the sample indices already stored of each group still to run (initial
     samples and forks; a fork's index is below twice the budget plus the initial count)."""
     arpo = opts.engine.arpo
@@ -281,8 +299,14 @@ async def plan_collection(opts: CollectOptions, registry: Registry, sandboxes: A
     shard and skip the ids already written. Call ``check_options`` first."""
     prepare_output(opts)
     key = _resumed_run_key(opts)
-    planned = plan_episodes(opts.env, num_tasks=opts.episodes, group_size=opts.group_size, seed=opts.engine.seed,
-                            first_task=opts.first_task, run=key)
+    planned = plan_episodes(
+        opts.env,
+        num_tasks=opts.episodes,
+        group_size=opts.group_size,
+        seed=opts.engine.seed,
+        first_task=opts.first_task,
+        run=key,
+    )
     requests, dedup_info = planned, None
     if opts.dedup == "prompt":
         requests, dedup_info = await drop_duplicate_prompts(planned, opts, registry, sandboxes)
@@ -290,11 +314,18 @@ async def plan_collection(opts: CollectOptions, registry: Registry, sandboxes: A
         k, n = opts.shard
         requests = [r for r in requests if r.task_index % n == k]
     done = completed_ids(opts.out) if opts.out.exists() else set()
-    return CollectPlan(planned, requests, done, [r for r in requests if r.trajectory_id not in done], dedup_info, key)
+    return CollectPlan(
+        planned, requests, done, [r for r in requests if r.trajectory_id not in done], dedup_info, key
+    )
 
 
-def open_store(opts: CollectOptions, run: dict[str, Any], plan: CollectPlan, *,
-               scrub: Callable[[bytes], bytes] | None = None) -> tuple[TrajectoryWriter, dict[str, Any]]:
+def open_store(
+    opts: CollectOptions,
+    run: dict[str, Any],
+    plan: CollectPlan,
+    *,
+    scrub: Callable[[bytes], bytes] | None = None,
+) -> tuple[TrajectoryWriter, dict[str, Any]]:
     """Open this process's writer, then write the manifest: the run's (``run``, with the plan's
     dedup record) when unsharded; when sharded, the run's if none is there yet and this shard's own.
     Returns the writer and the manifest to finish (``state``, counts) at the end."""
@@ -303,15 +334,24 @@ def open_store(opts: CollectOptions, run: dict[str, Any], plan: CollectPlan, *,
     if plan.run_key:
         run["run_key"], run["run_settings"] = plan.run_key, run_settings(opts)
     shard = opts.shard[0] if opts.shard else None
-    writer = TrajectoryWriter(opts.out, shard=shard, scrub=scrub)  # first: its lock refuses a second writer of this shard
+    writer = TrajectoryWriter(
+        opts.out, shard=shard, scrub=scrub
+    )  # first: its lock refuses a second writer of this shard
     if shard is None:
         manifest = {**run, "started_at": time.time(), "state": "running"}
         write_manifest(opts.out, manifest)
         return writer, manifest
     if read_manifest(opts.out) is None:
         write_manifest(opts.out, run)
-    manifest = {"shard": shard, "num_shards": run["num_shards"], "planned_trajectories": len(plan.requests),
-                "host": socket.gethostname(), "pid": os.getpid(), "toolgym_version": run["toolgym_version"],
-                "started_at": time.time(), "state": "running"}
+    manifest = {
+        "shard": shard,
+        "num_shards": run["num_shards"],
+        "planned_trajectories": len(plan.requests),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "toolgym_version": run["toolgym_version"],
+        "started_at": time.time(),
+        "state": "running",
+    }
     write_manifest(opts.out, manifest, shard=shard)
     return writer, manifest

@@ -20,7 +20,18 @@ from urllib.parse import unquote, urlsplit
 
 REDACTED = "<redacted>"
 MIN_SECRET = 8
-SECRET_WORDS = ("key", "secret", "password", "passwd", "auth", "token", "bearer", "credential", "cookie", "session")
+SECRET_WORDS = (
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "token",
+    "bearer",
+    "credential",
+    "cookie",
+    "session",
+)
 _URL_CREDENTIALS = re.compile(r"://[^/@\s\"'<>]+@")  # starts at the literal "://": fast on long text
 
 
@@ -82,12 +93,16 @@ class Scrubber:
             self._bytes += [s.encode(), *([escaped.encode()] if escaped != s else [])]
 
     @classmethod
-    def for_collection(cls, *, model: str, backend_options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Scrubber:
+    def for_collection(
+        cls, *, model: str, backend_options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> Scrubber:
         """The secrets of a collection: secret-named options, URL credentials, secret-named
         environment variables."""
         environ = os.environ if environ is None else environ
         secrets = [*_secret_values(backend_options), *_url_secrets(model)]
-        secrets += [v for k, v in environ.items() if is_secret_name(k) and "/" not in v]  # not SSH_AUTH_SOCK's path
+        secrets += [
+            v for k, v in environ.items() if is_secret_name(k) and "/" not in v
+        ]  # not SSH_AUTH_SOCK's path
         return cls(secrets)
 
     def text(self, text: str) -> str:

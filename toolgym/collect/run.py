@@ -117,15 +117,27 @@ def describe_environment(opts: CollectOptions, registry: Registry) -> dict[str, 
     """The environment and tools a run uses, with the packages (and versions) that provide them."""
     spec = registry.env(opts.env)
     module = _module_of(spec.entry)
-    out: dict[str, Any] = {"name": opts.env, "plugin": spec.plugin, "entry": spec.entry if isinstance(spec.entry, str) else f"{module}:{getattr(spec.entry, '__qualname__', '?')}",
-                           "package": distribution_of(module), "kwargs": opts.env_kwargs}
+    out: dict[str, Any] = {
+        "name": opts.env,
+        "plugin": spec.plugin,
+        "entry": spec.entry
+        if isinstance(spec.entry, str)
+        else f"{module}:{getattr(spec.entry, '__qualname__', '?')}",
+        "package": distribution_of(module),
+        "kwargs": opts.env_kwargs,
+    }
     try:  # an instance shows the tools actually bound (ToolTaskEnv looks some up by name)
         env = spec.make(**opts.env_kwargs)
         env.bind(EpisodeContext(episode_id="manifest", registry=registry))
         out["parser"] = env.parser
         out["num_tasks"] = env.num_tasks
         out["tools"] = [
-            {"name": t.name, "plugin": getattr(t, "plugin", ""), "module": _module_of(t.fn), "package": distribution_of(_module_of(t.fn))}
+            {
+                "name": t.name,
+                "plugin": getattr(t, "plugin", ""),
+                "module": _module_of(t.fn),
+                "package": distribution_of(_module_of(t.fn)),
+            }
             for t in env.tools
         ]
     except Exception as exc:  # describing must never stop a collection
@@ -146,11 +158,19 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
         "toolgym_version": code_version(),
         "fingerprint": fingerprint(opts),
         "model_name": getattr(policy, "name", opts.model),
-        "model": {"arg": opts.model, "name": getattr(policy, "name", opts.model), "backend": opts.backend,
-                  "tokenizer": opts.tokenizer, "backend_options": redact_options(opts.backend_options)},
+        "model": {
+            "arg": opts.model,
+            "name": getattr(policy, "name", opts.model),
+            "backend": opts.backend,
+            "tokenizer": opts.tokenizer,
+            "backend_options": redact_options(opts.backend_options),
+        },
         "policy": policy.kind,
         "token_faithful": policy.token_faithful,
-        "sampling": {**opts.engine.sampling.model_dump(), "max_tokens_per_turn": opts.engine.max_tokens_per_turn},
+        "sampling": {
+            **opts.engine.sampling.model_dump(),
+            "max_tokens_per_turn": opts.engine.max_tokens_per_turn,
+        },
         "environment": describe_environment(opts, registry),
         "engine": opts.engine.model_dump(),
         "episodes": opts.episodes,
@@ -158,7 +178,11 @@ def describe_run(opts: CollectOptions, registry: Registry, policy: Policy, plann
         "plugins": sorted(registry.plugin_names),
         "plugin_packages": plugins,
         "runtime": runtime(),
-        "rate_limits": {"requests_per_s": opts.max_requests_per_s, "tokens_per_min": opts.max_tokens_per_min, "scope": "per process"},
+        "rate_limits": {
+            "requests_per_s": opts.max_requests_per_s,
+            "tokens_per_min": opts.max_tokens_per_min,
+            "scope": "per process",
+        },
         "num_shards": opts.shard[1] if opts.shard else 1,
     }
 
@@ -186,8 +210,14 @@ async def collect(
     if policy is None:
         # off the event loop: a server's client asks it for its model and context length with blocking
         # requests (10 s timeouts), and a server answering on this loop, or a slow one, would stall it
-        policy = await asyncio.to_thread(make_policy, opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=opts.engine,
-                                         options=opts.backend_options)
+        policy = await asyncio.to_thread(
+            make_policy,
+            opts.model,
+            backend=opts.backend,
+            tokenizer=opts.tokenizer,
+            config=opts.engine,
+            options=opts.backend_options,
+        )
     registry, parser_used = resolve_parser(opts, registry, policy)
     limiter = None
     if (opts.max_requests_per_s or opts.max_tokens_per_min) and not isinstance(policy, ScriptedPolicy):
@@ -200,16 +230,27 @@ async def collect(
     scrubber = Scrubber.for_collection(model=opts.model, backend_options=opts.backend_options)
     writer, manifest = open_store(opts, scrubber.obj(run), plan, scrub=scrubber.bytes)
     me = asyncio.current_task()
-    guard = RunGuard(writer.write, fail_fast=opts.fail_fast, stop=lambda: me and me.cancel(), failures_file=writer.failures_path.name,
-                     scrub=scrubber.text)
+    guard = RunGuard(
+        writer.write,
+        fail_fast=opts.fail_fast,
+        stop=lambda: me and me.cancel(),
+        failures_file=writer.failures_path.name,
+        scrub=scrubber.text,
+    )
     engine = RolloutEngine(
-        registry=registry, policy=policy, config=opts.engine, sandbox_backend=sandboxes,  # type: ignore[arg-type]
-        env_kwargs=opts.env_kwargs, artifacts_dir=str(opts.out / "artifacts"), on_trajectory=guard,
+        registry=registry,
+        policy=policy,
+        config=opts.engine,
+        sandbox_backend=sandboxes,  # type: ignore[arg-type]
+        env_kwargs=opts.env_kwargs,
+        artifacts_dir=str(opts.out / "artifacts"),
+        on_trajectory=guard,
     )
     engine.on_warm = on_warm
     started = time.perf_counter()
     ticker: asyncio.Task[None] | None = None
     if on_progress is not None:
+
         async def tick() -> None:
             while True:
                 on_progress(engine.stats)
@@ -222,7 +263,9 @@ async def collect(
     state = "interrupted"
     stats = EngineStats()
     try:
-        stats = await engine.run(todo, stored=stored_samples(todo, done, opts) if opts.engine.arpo.enabled else None)
+        stats = await engine.run(
+            todo, stored=stored_samples(todo, done, opts) if opts.engine.arpo.enabled else None
+        )
         state = "complete" if writer.failed == 0 else "complete_with_failures"
     except asyncio.CancelledError:
         if guard.reason is None or me is None:
@@ -243,7 +286,11 @@ async def collect(
                 await policy.backend.aclose()  # type: ignore[union-attr]
         manifest.update(state=state, finished_at=time.time(), written=writer.written, failed=writer.failed)
         if limiter is not None:
-            manifest["rate_limit_stats"] = {"requests": limiter.requests, "tokens": limiter.tokens, "waited_s": round(limiter.waited_s, 3)}
+            manifest["rate_limit_stats"] = {
+                "requests": limiter.requests,
+                "tokens": limiter.tokens,
+                "waited_s": round(limiter.waited_s, 3),
+            }
         if guard.reason is not None:
             manifest["stopped_because"] = guard.reason
         try:
@@ -253,7 +300,16 @@ async def collect(
                 raise  # after a write error the disk is likely still full: report the first error
     if guard.write_error is not None:
         raise guard.write_error
-    return CollectResult(opts.out, len(plan.requests), len(plan.requests) - len(todo), writer.written, writer.failed, stats,
-                         time.perf_counter() - started, plan.duplicates, stopped=guard.reason,
-                         all_failed=None if guard.reason else guard.all_failed(), quarantined=writer.quarantined)
-
+    return CollectResult(
+        opts.out,
+        len(plan.requests),
+        len(plan.requests) - len(todo),
+        writer.written,
+        writer.failed,
+        stats,
+        time.perf_counter() - started,
+        plan.duplicates,
+        stopped=guard.reason,
+        all_failed=None if guard.reason else guard.all_failed(),
+        quarantined=writer.quarantined,
+    )

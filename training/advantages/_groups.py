@@ -101,7 +101,9 @@ def as_float_vector(name: str, values: ArrayLike, n: int | None = None) -> NDArr
     if n is not None and arr.size != n:
         raise ConfigError(f"{name} has {arr.size} rows but the other inputs have {n}; pass one value per row")
     if not np.all(np.isfinite(arr)):
-        raise ConfigError(f"{name} contains NaN or infinite values; fix the rewards before computing advantages")
+        raise ConfigError(
+            f"{name} contains NaN or infinite values; fix the rewards before computing advantages"
+        )
     return arr
 
 

@@ -77,7 +77,9 @@ def _roots_and_depths(parent: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDA
     return nxt, depth
 
 
-def _shared_prefix_matrix(parent: NDArray[np.int64], branch_point: NDArray[np.int64], order: NDArray[np.int64]) -> NDArray[np.int64]:
+def _shared_prefix_matrix(
+    parent: NDArray[np.int64], branch_point: NDArray[np.int64], order: NDArray[np.int64]
+) -> NDArray[np.int64]:
     """``L[i, j]`` for one tree given in local indices; ``order`` lists parents before children."""
     c = parent.size
     lcp = np.full((c, c), _INF, dtype=np.int64)
@@ -133,10 +135,14 @@ def arpo_attribution(
         raise ConfigError("parent must be -1 (root) or the index of another trajectory")
     branch = par >= 0
     if np.any(branch & ((bp < 0) | ((bp > length) & ~placeholder))):
-        raise ConfigError("a branch point must lie within the branch's own sequence 0 (0 ≤ branch_point ≤ length)")
+        raise ConfigError(
+            "a branch point must lie within the branch's own sequence 0 (0 ≤ branch_point ≤ length)"
+        )
     real_parent = branch & ~placeholder[np.maximum(par, 0)]
     if np.any(real_parent & (bp > length[np.maximum(par, 0)])):
-        raise ConfigError("a branch point must lie within the parent's sequence 0 (branch_point ≤ parent length)")
+        raise ConfigError(
+            "a branch point must lie within the parent's sequence 0 (branch_point ≤ parent length)"
+        )
 
     out = [np.full(int(n), a) for n, a in zip(length.tolist(), np.nan_to_num(adv).tolist(), strict=True)]
     if mode == "soft" or not branch.any():
@@ -217,7 +223,9 @@ def link_absent_parents(
             continue
         chain = [(str(a), int(b)) for a, b in lineage]
         if chain[0][0] != parent_ids[i]:
-            raise ConfigError(f"trajectory {ids[i]!r}: its arpo_lineage starts at {chain[0][0]!r}, not at its parent {parent_ids[i]!r}")
+            raise ConfigError(
+                f"trajectory {ids[i]!r}: its arpo_lineage starts at {chain[0][0]!r}, not at its parent {parent_ids[i]!r}"
+            )
         for (child, _), (up, up_bp) in itertools.pairwise(chain):
             k = node(child, groups[i])
             if k < m:
@@ -241,7 +249,12 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _attach_by_tokens(
-    m: int, parent: list[int], bp: list[int], group: list[Hashable], placed: list[bool], prefixes: Sequence[Sequence[int]]
+    m: int,
+    parent: list[int],
+    bp: list[int],
+    group: list[Hashable],
+    placed: list[bool],
+    prefixes: Sequence[Sequence[int]],
 ) -> None:
     """Rule 2 of the module docstring: attach each unplaced absent node where its tokens put it."""
     n = len(parent)
@@ -260,7 +273,9 @@ def _attach_by_tokens(
             for c in children.get(x, []):
                 own = tokens(c)[: bp[c]]
                 if _lcp(own, best) < min(len(own), len(best)):
-                    raise ConfigError("two branches of one absent trajectory disagree on its first tokens; they cannot both be its branches")
+                    raise ConfigError(
+                        "two branches of one absent trajectory disagree on its first tokens; they cannot both be its branches"
+                    )
                 best = own if len(own) > len(best) else best
             known[x] = best
         return known[x]
@@ -314,29 +329,42 @@ def arpo_token_advantages(
         if t.trajectory_id in index:
             raise ConfigError(f"trajectory id {t.trajectory_id!r} appears twice; ARPO links branches by id")
         index[t.trajectory_id] = i
-    lengths = np.array([sum(len(s.token_ids) for s in t.segments if s.sequence == 0) for t in trajectories], dtype=np.int64)
+    lengths = np.array(
+        [sum(len(s.token_ids) for s in t.segments if s.sequence == 0) for t in trajectories], dtype=np.int64
+    )
     for i, t in enumerate(trajectories):
         if t.parent_id is None:
             continue
         if t.branch_point is None:
-            raise ConfigError(f"trajectory {t.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens")
+            raise ConfigError(
+                f"trajectory {t.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens"
+            )
         where = f"trajectory {t.trajectory_id!r} (branch of {t.parent_id!r} at {t.branch_point})"
         if not 0 <= t.branch_point <= lengths[i]:
-            raise ConfigError(f"{where}: the branch point lies outside its own sequence 0 of {lengths[i]} tokens")
+            raise ConfigError(
+                f"{where}: the branch point lies outside its own sequence 0 of {lengths[i]} tokens"
+            )
         if t.parent_id in index:
             p = index[t.parent_id]
             up = trajectories[p]
             if up.group_id != t.group_id:
-                raise ConfigError(f"{where} is in group {t.group_id!r} but its parent is in {up.group_id!r}; branches belong to their parent's group")
+                raise ConfigError(
+                    f"{where} is in group {t.group_id!r} but its parent is in {up.group_id!r}; branches belong to their parent's group"
+                )
             if t.branch_point > lengths[p]:
                 raise ConfigError(f"{where}: the parent's sequence 0 has only {lengths[p]} tokens")
             if check_prefix and t.sequence_ids(0)[: t.branch_point] != up.sequence_ids(0)[: t.branch_point]:
-                raise ConfigError(f"{where}: the first {t.branch_point} token ids differ from the parent's; the record is not a branch of it")
+                raise ConfigError(
+                    f"{where}: the first {t.branch_point} token ids differ from the parent's; the record is not a branch of it"
+                )
     if mode == "soft":
         return [episode_token_advantages(t, float(a)) for t, a in zip(trajectories, adv, strict=True)]
     all_parent, all_bp, n_extra = link_absent_parents(
-        [t.trajectory_id for t in trajectories], [t.group_id for t in trajectories], [t.parent_id for t in trajectories],
-        [t.branch_point or 0 for t in trajectories], lineages=[t.metadata.get("arpo_lineage") for t in trajectories],
+        [t.trajectory_id for t in trajectories],
+        [t.group_id for t in trajectories],
+        [t.parent_id for t in trajectories],
+        [t.branch_point or 0 for t in trajectories],
+        lineages=[t.metadata.get("arpo_lineage") for t in trajectories],
         prefixes=[t.sequence_ids(0) for t in trajectories],
     )
     all_adv = np.concatenate([adv, np.full(n_extra, np.nan)])

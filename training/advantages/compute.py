@@ -51,7 +51,9 @@ def compute_token_advantages(
         graph = graphgpo_trajectory_advantages(trajectories, **options)
         beta_e = float(options.get("episode_weight", 1.0))
         return [
-            token_advantages(t, p.combined, unassigned=beta_e * float(p.episode[0]) if p.episode.size else 0.0)
+            token_advantages(
+                t, p.combined, unassigned=beta_e * float(p.episode[0]) if p.episode.size else 0.0
+            )
             for t, p in zip(trajectories, graph, strict=True)
         ]
     raise ConfigError(f"unknown advantage estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")

@@ -213,7 +213,12 @@ def gigpo_advantages(
     r = as_float_vector("step_rewards", step_rewards)
     n = r.size
     ep_r = as_float_vector("episode_rewards", episode_rewards, n)
-    for name, arr in (("episode_index", episode_index), ("group_ids", group_ids), ("step_index", step_index), ("anchors", anchors)):
+    for name, arr in (
+        ("episode_index", episode_index),
+        ("group_ids", group_ids),
+        ("step_index", step_index),
+        ("anchors", anchors),
+    ):
         check_length(name, arr, n)
     if n == 0:
         empty = np.zeros(0)
@@ -246,7 +251,9 @@ def gigpo_advantages(
     return GiGPOAdvantages(a_episode, a_step, a_episode + omega * a_step)
 
 
-def _check_constant_per_episode(name: str, values: NDArray[np.float64], ep_codes: NDArray[np.int64], n_ep: int) -> None:
+def _check_constant_per_episode(
+    name: str, values: NDArray[np.float64], ep_codes: NDArray[np.int64], n_ep: int
+) -> None:
     hi = np.full(n_ep, -np.inf)
     lo = np.full(n_ep, np.inf)
     np.maximum.at(hi, ep_codes, values)

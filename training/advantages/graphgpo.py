@@ -92,8 +92,13 @@ class GraphGPOAdvantages(NamedTuple):
 
 
 def _next_nodes(
-    node: NDArray[np.int64], n_nodes: int, ep_codes: NDArray[np.int64], step_index: ArrayLike,
-    g_codes: NDArray[np.int64], n_groups: int, success: NDArray[np.bool_],
+    node: NDArray[np.int64],
+    n_nodes: int,
+    ep_codes: NDArray[np.int64],
+    step_index: ArrayLike,
+    g_codes: NDArray[np.int64],
+    n_groups: int,
+    success: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Each row's target node, each node's group, and the goal nodes that some edge reaches.
 
@@ -121,7 +126,10 @@ def _next_nodes(
 
 
 def goal_distances(
-    source: NDArray[np.int64], target: NDArray[np.int64], node_group: NDArray[np.int64], n_groups: int,
+    source: NDArray[np.int64],
+    target: NDArray[np.int64],
+    node_group: NDArray[np.int64],
+    n_groups: int,
     goals: NDArray[np.int64],
 ) -> NDArray[np.float64]:
     """Unit-cost shortest distance from every node to its group's goal; ``d_max + 1`` where there is no path.
@@ -192,15 +200,22 @@ def graphgpo_advantages(
     if not 0.0 < omega <= 1.0:
         raise ConfigError(f"omega (GraphGPO's distance discount) must be in (0, 1], got {omega}")
     if not goal_reward > 0.0:
-        raise ConfigError(f"goal_reward must be > 0 (the graph return of reaching the goal), got {goal_reward}")
+        raise ConfigError(
+            f"goal_reward must be > 0 (the graph return of reaching the goal), got {goal_reward}"
+        )
     if invalid_penalty < 0:
         raise ConfigError(f"invalid_penalty must be ≥ 0 (it is subtracted), got {invalid_penalty}")
     if episode_stats not in ("trajectory", "step"):
         raise ConfigError(f"episode_stats must be 'trajectory' or 'step', got {episode_stats!r}")
     ep_r = as_float_vector("episode_rewards", episode_rewards)
     n = ep_r.size
-    for name, arr in (("episode_index", episode_index), ("group_ids", group_ids), ("step_index", step_index),
-                      ("anchors", anchors), ("success", success)):
+    for name, arr in (
+        ("episode_index", episode_index),
+        ("group_ids", group_ids),
+        ("step_index", step_index),
+        ("anchors", anchors),
+        ("success", success),
+    ):
         check_length(name, arr, n)
     if n == 0:
         empty = np.zeros(0)

@@ -7,7 +7,9 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 
-def loop_normalize(values: Sequence[float], keys: Sequence[Hashable], std_norm: bool, eps: float = 1e-6) -> list[float]:
+def loop_normalize(
+    values: Sequence[float], keys: Sequence[Hashable], std_norm: bool, eps: float = 1e-6
+) -> list[float]:
     """One loop over the groups of equal ``keys``: each value minus its group's mean, divided by the
     group's sample std + ``eps`` when ``std_norm``; a group of one or of equal values gives 0."""
     groups: dict[Hashable, list[int]] = defaultdict(list)

@@ -52,7 +52,9 @@ def step_table(trajectories: Sequence[Trajectory]) -> StepTable:
     starts = np.cumsum(counts) - counts
     steps = [s for t in trajectories for s in t.steps]
     group_ids = object_vector([t.group_id for t in trajectories])[traj]
-    episode_rewards = np.fromiter((t.reward for t in trajectories), dtype=np.float64, count=len(trajectories))[traj]
+    episode_rewards = np.fromiter(
+        (t.reward for t in trajectories), dtype=np.float64, count=len(trajectories)
+    )[traj]
     return StepTable(
         trajectory=traj,
         step=np.arange(n, dtype=np.int64) - starts[traj],
@@ -76,8 +78,14 @@ def gigpo_trajectory_advantages(trajectories: Sequence[Trajectory], **options: A
     """
     table = step_table(trajectories)
     adv = gigpo_advantages(
-        table.trajectory, table.group_ids, table.step_index, table.step_rewards, table.anchors,
-        table.valid, table.episode_rewards, **options,
+        table.trajectory,
+        table.group_ids,
+        table.step_index,
+        table.step_rewards,
+        table.anchors,
+        table.valid,
+        table.episode_rewards,
+        **options,
     )
     bounds = np.cumsum([len(t.steps) for t in trajectories])[:-1]
     parts = [np.split(a, bounds) for a in adv]
@@ -115,10 +123,18 @@ def graphgpo_trajectory_advantages(
     if not trajectories:
         return []
     table = step_table(trajectories)
-    won = np.fromiter((reached_goal(t, success_threshold) for t in trajectories), dtype=bool, count=len(trajectories))
+    won = np.fromiter(
+        (reached_goal(t, success_threshold) for t in trajectories), dtype=bool, count=len(trajectories)
+    )
     adv = graphgpo_advantages(
-        table.trajectory, table.group_ids, table.step_index, table.anchors, table.valid,
-        won[table.trajectory], table.episode_rewards, **options,
+        table.trajectory,
+        table.group_ids,
+        table.step_index,
+        table.anchors,
+        table.valid,
+        won[table.trajectory],
+        table.episode_rewards,
+        **options,
     )
     bounds = np.cumsum([len(t.steps) for t in trajectories])[:-1]
     parts = [np.split(a, bounds) for a in adv]

@@ -35,7 +35,9 @@ def _spread(trajectory: Trajectory, segment_values: NDArray[np.float64]) -> list
     for s in range(trajectory.num_sequences):
         members = np.flatnonzero(seq == s)
         n = int(size[members].sum())
-        mask = np.fromiter(chain.from_iterable(segments[k].loss_mask for k in members.tolist()), dtype=np.float32, count=n)
+        mask = np.fromiter(
+            chain.from_iterable(segments[k].loss_mask for k in members.tolist()), dtype=np.float32, count=n
+        )
         out.append(np.repeat(segment_values[members].astype(np.float32), size[members]) * mask)
     return out
 
@@ -73,14 +75,22 @@ def token_advantages(
         k = step.llm.segment
         where = f"trajectory {trajectory.trajectory_id!r} step {i}"
         if k >= len(trajectory.segments):
-            raise ConfigError(f"{where} points at segment {k} but there are {len(trajectory.segments)}; the record is corrupt")
+            raise ConfigError(
+                f"{where} points at segment {k} but there are {len(trajectory.segments)}; the record is corrupt"
+            )
         seg = trajectory.segments[k]
         if seg.role != "assistant":
-            raise ConfigError(f"{where} points at segment {k}, a {seg.role!r} segment; it must be the assistant segment the call produced")
+            raise ConfigError(
+                f"{where} points at segment {k}, a {seg.role!r} segment; it must be the assistant segment the call produced"
+            )
         if seg.sequence != step.llm.sequence:
-            raise ConfigError(f"{where}: segment {k} is in sequence {seg.sequence} but the call says {step.llm.sequence}")
+            raise ConfigError(
+                f"{where}: segment {k} is in sequence {seg.sequence} but the call says {step.llm.sequence}"
+            )
         if k in claimed:
-            raise ConfigError(f"{where} and step {claimed[k]} both claim segment {k}; each model call has its own segment")
+            raise ConfigError(
+                f"{where} and step {claimed[k]} both claim segment {k}; each model call has its own segment"
+            )
         claimed[k] = i
         values[k] = adv[i]
     return _spread(trajectory, values)

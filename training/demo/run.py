@@ -88,23 +88,49 @@ class DemoConfig:
     @classmethod
     def quick(cls, **changes: Any) -> DemoConfig:
         """A run of about a minute that exercises every phase (for smoke tests)."""
-        base = dict(sft_episodes=64, sft_max_steps=20, sft_check_every=10, sft_val_tasks=8, rl_steps=3, tasks_per_step=4,
-                    group_size=4, eval_tasks=16, eval_every=3)
+        base = dict(
+            sft_episodes=64,
+            sft_max_steps=20,
+            sft_check_every=10,
+            sft_val_tasks=8,
+            rl_steps=3,
+            tasks_per_step=4,
+            group_size=4,
+            eval_tasks=16,
+            eval_every=3,
+        )
         return cls(**{**base, **changes})
 
     def rl_config(self) -> RLConfig:
         max_hops = int(self.env_kwargs.get("max_hops", 3))
         return RLConfig(
-            env=self.env, env_kwargs={**self.env_kwargs, "split": "train"}, estimator="gigpo",
-            group_size=self.group_size, tasks_per_step=self.tasks_per_step, steps=self.rl_steps,
-            seed=self.seed * 100_000 + 10_000, first_task=0,
+            env=self.env,
+            env_kwargs={**self.env_kwargs, "split": "train"},
+            estimator="gigpo",
+            group_size=self.group_size,
+            tasks_per_step=self.tasks_per_step,
+            steps=self.rl_steps,
+            seed=self.seed * 100_000 + 10_000,
+            first_task=0,
             engine={"max_turns": max_hops + 2, "max_tokens_per_turn": 32, "max_tokens_per_trajectory": 640},
-            optim=OptimConfig(lr=self.rl_lr, max_grad_norm=1.0), warmup_steps=self.rl_warmup,
-            ppo=PPOConfig(clip_low=self.clip, clip_high=self.clip, kl_coef=self.kl_coef, temperature=self.temperature,
-                          loss_agg=self.loss_agg,  # type: ignore[arg-type]
-                          mini_batch_size=self.mini_batch_size, micro_batch_size=self.micro_batch_size),
-            eval=EvalConfig(num_tasks=self.eval_tasks, seed=self.eval_seed, env_kwargs={"split": "test"},
-                            temperature=0.0, every=self.eval_every),
+            optim=OptimConfig(lr=self.rl_lr, max_grad_norm=1.0),
+            warmup_steps=self.rl_warmup,
+            ppo=PPOConfig(
+                clip_low=self.clip,
+                clip_high=self.clip,
+                kl_coef=self.kl_coef,
+                temperature=self.temperature,
+                loss_agg=self.loss_agg,  # type: ignore[arg-type]
+                mini_batch_size=self.mini_batch_size,
+                micro_batch_size=self.micro_batch_size,
+            ),
+            eval=EvalConfig(
+                num_tasks=self.eval_tasks,
+                seed=self.eval_seed,
+                env_kwargs={"split": "test"},
+                temperature=0.0,
+                every=self.eval_every,
+            ),
             max_batch_size=self.max_batch_size,
         )
 
@@ -155,8 +181,9 @@ async def _run(cfg: DemoConfig, progress: Progress) -> DemoResult:
 
     with _timed(phases, "model"):
         progress("setup", 0, 1, "building the tiny model and its tokenizer")
-        model_dir = models.demo_model_dir(spec, registry, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                                          num_heads=cfg.num_heads)
+        model_dir = models.demo_model_dir(
+            spec, registry, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads
+        )
         tokenizer = models.load_tokenizer(model_dir)
         model = models.fresh_model(model_dir, seed=cfg.seed, init_std=cfg.init_std)
         progress("setup", 1, 1, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
@@ -167,12 +194,22 @@ async def _run(cfg: DemoConfig, progress: Progress) -> DemoResult:
 
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=cfg.max_batch_size, model_name="tiny-demo", weight_version="0")
-    trainer = PolicyTrainer(model, optim=rl_cfg.optim, ppo=rl_cfg.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend)
+    backend = TransformersBackend(
+        model,
+        tokenizer=tokenizer,
+        max_batch_size=cfg.max_batch_size,
+        model_name="tiny-demo",
+        weight_version="0",
+    )
+    trainer = PolicyTrainer(
+        model, optim=rl_cfg.optim, ppo=rl_cfg.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend
+    )
     loop = RLLoop(rl_cfg, trainer=trainer, backend=backend, registry=registry)
     try:
         with _timed(phases, "sft"):
-            losses, sft_checks = await _warm_start(cfg, loop, load_sft_rows(out / "sft-data"), tokenizer, progress)
+            losses, sft_checks = await _warm_start(
+                cfg, loop, load_sft_rows(out / "sft-data"), tokenizer, progress
+            )
             model.save_pretrained(str(out / "warm-start"), safe_serialization=True)
             tokenizer.save_pretrained(str(out / "warm-start"))
         writer = _fresh_writer(out / "trajectories")
@@ -190,6 +227,7 @@ async def _run(cfg: DemoConfig, progress: Progress) -> DemoResult:
                 before = await loop.evaluate(held.write)
             progress("eval-before", 1, 1, f"success {before.success:.0%}")
         with _timed(phases, "rl"):
+
             def on_step(log: Any) -> None:
                 note = f"train success {log.success:.0%}"
                 if log.eval is not None:
@@ -212,16 +250,31 @@ async def _run(cfg: DemoConfig, progress: Progress) -> DemoResult:
         phases["eval_after"] = after.seconds
         phases["rl"] -= after.seconds
     result = DemoResult(
-        before=before.success, after=after.success, seed=cfg.seed, out=out, wall_s=wall, cpu_s=cpu, phases=phases,
-        history=[_log_dict(h) for h in loop.history], sft_losses=losses, sft_checks=sft_checks, verify_ok=verify_ok,
-        config={**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}, "model_dir": str(model_dir),
-                "threads_effective": torch.get_num_threads(), "cpu_count": os.cpu_count()},
+        before=before.success,
+        after=after.success,
+        seed=cfg.seed,
+        out=out,
+        wall_s=wall,
+        cpu_s=cpu,
+        phases=phases,
+        history=[_log_dict(h) for h in loop.history],
+        sft_losses=losses,
+        sft_checks=sft_checks,
+        verify_ok=verify_ok,
+        config={
+            **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "model_dir": str(model_dir),
+            "threads_effective": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+        },
     )
     write_outputs(result, before_eval=before, after_eval=after)
     return result
 
 
-async def _warm_start(cfg: DemoConfig, loop: Any, rows: list[Any], tokenizer: Any, progress: Progress) -> tuple[list[float], list[tuple[int, float]]]:
+async def _warm_start(
+    cfg: DemoConfig, loop: Any, rows: list[Any], tokenizer: Any, progress: Progress
+) -> tuple[list[float], list[tuple[int, float]]]:
     """SFT in chunks of ``sft_check_every`` steps until greedy success on validation tasks of the
     *training* split reaches ``sft_target`` (or ``sft_max_steps``): a deliberately partial warm
     start whose level does not hang on how fast one seed happens to learn. Held-out tasks are
@@ -230,10 +283,18 @@ async def _warm_start(cfg: DemoConfig, loop: Any, rows: list[Any], tokenizer: An
     from toolgym.training.local.sft import run_sft
     from toolgym.training.local.trainer import PolicyTrainer
 
-    sft = PolicyTrainer(loop.trainer.model, optim=OptimConfig(lr=cfg.sft_lr, weight_decay=cfg.sft_weight_decay),
-                        ppo=PPOConfig(micro_batch_size=cfg.micro_batch_size),
-                        pad_token_id=tokenizer.pad_token_id)
-    val = EvalConfig(num_tasks=cfg.sft_val_tasks, seed=cfg.seed * 100_000 + 90_000, env_kwargs={"split": "train"}, temperature=0.0)
+    sft = PolicyTrainer(
+        loop.trainer.model,
+        optim=OptimConfig(lr=cfg.sft_lr, weight_decay=cfg.sft_weight_decay),
+        ppo=PPOConfig(micro_batch_size=cfg.micro_batch_size),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    val = EvalConfig(
+        num_tasks=cfg.sft_val_tasks,
+        seed=cfg.seed * 100_000 + 90_000,
+        env_kwargs={"split": "train"},
+        temperature=0.0,
+    )
     engine = eval_engine(loop.config, loop.policy, loop.registry, val)
     losses: list[float] = []
     checks: list[tuple[int, float]] = []
@@ -248,14 +309,21 @@ async def _warm_start(cfg: DemoConfig, loop: Any, rows: list[Any], tokenizer: An
         def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
             progress("sft", base + i + 1, cfg.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
 
-        losses += run_sft(sft, rows, steps=n, batch_size=cfg.sft_batch_size, seed=cfg.seed * 1_000 + base, on_step=report)
+        losses += run_sft(
+            sft, rows, steps=n, batch_size=cfg.sft_batch_size, seed=cfg.seed * 1_000 + base, on_step=report
+        )
         result = await evaluate(engine, cfg.env, val)
         checks.append((len(losses), result.success))
         level = result.success
         note = f" · validation {result.success:.0%}"
         if result.success >= cfg.sft_target:
             break
-    progress("sft", len(losses), len(losses), f"stopped at validation {checks[-1][1]:.0%} (target {cfg.sft_target:.0%})")
+    progress(
+        "sft",
+        len(losses),
+        len(losses),
+        f"stopped at validation {checks[-1][1]:.0%} (target {cfg.sft_target:.0%})",
+    )
     loop.backend.set_weight_version("0")
     return losses, checks
 
@@ -269,7 +337,9 @@ def _fresh_writer(path: Path) -> Any:
     return TrajectoryWriter(path)
 
 
-async def _collect_scripted(cfg: DemoConfig, rl_cfg: RLConfig, model_dir: Path, registry: Any, progress: Progress) -> bool:
+async def _collect_scripted(
+    cfg: DemoConfig, rl_cfg: RLConfig, model_dir: Path, registry: Any, progress: Progress
+) -> bool:
     """Scripted trajectories of training tasks into ``OUT/sft-data``; returns whether they verify."""
     from toolgym.collect.run import CollectOptions, collect
     from toolgym.trajectories.store import iter_trajectories
@@ -277,14 +347,34 @@ async def _collect_scripted(cfg: DemoConfig, rl_cfg: RLConfig, model_dir: Path, 
 
     engine = rl_cfg.engine_config(seed=cfg.seed * 100_000 + 50_000)
     opts = CollectOptions(
-        env=cfg.env, out=Path(cfg.out) / "sft-data", model="scripted", tokenizer=str(model_dir), episodes=cfg.sft_episodes,
-        engine=engine, sandbox_backend="none", env_kwargs={**cfg.env_kwargs, "split": "train"}, overwrite=True,
+        env=cfg.env,
+        out=Path(cfg.out) / "sft-data",
+        model="scripted",
+        tokenizer=str(model_dir),
+        episodes=cfg.sft_episodes,
+        engine=engine,
+        sandbox_backend="none",
+        env_kwargs={**cfg.env_kwargs, "split": "train"},
+        overwrite=True,
     )
-    result = await collect(opts, registry=registry, on_progress=lambda s: progress("collect", s.done, s.total or cfg.sft_episodes, ""))
+    result = await collect(
+        opts,
+        registry=registry,
+        on_progress=lambda s: progress("collect", s.done, s.total or cfg.sft_episodes, ""),
+    )
     if result.failed:
-        raise ConfigError(f"the scripted solver failed {result.failed} episode(s); see {opts.out / 'failures.jsonl'}")
+        raise ConfigError(
+            f"the scripted solver failed {result.failed} episode(s); see {opts.out / 'failures.jsonl'}"
+        )
     report = verify(iter_trajectories(opts.out))
-    progress("collect", cfg.sft_episodes, cfg.sft_episodes, f"{result.written} trajectories · verify {'ok' if report.ok else 'FAILED'}")
+    progress(
+        "collect",
+        cfg.sft_episodes,
+        cfg.sft_episodes,
+        f"{result.written} trajectories · verify {'ok' if report.ok else 'FAILED'}",
+    )
     if not report.ok:
-        raise ConfigError(f"the scripted dataset {opts.out} violates token faithfulness: {next(iter(report.violations.items()))}")
+        raise ConfigError(
+            f"the scripted dataset {opts.out} violates token faithfulness: {next(iter(report.violations.items()))}"
+        )
     return report.ok

@@ -43,7 +43,10 @@ class Row:
 
 
 def trajectory_rows(
-    trajectory: Trajectory, advantages: Sequence[NDArray[np.float32]] | None = None, *, require_logprobs: bool = True
+    trajectory: Trajectory,
+    advantages: Sequence[NDArray[np.float32]] | None = None,
+    *,
+    require_logprobs: bool = True,
 ) -> list[Row]:
     """The rows of one trajectory; ``advantages[s]`` aligns with sequence ``s`` (None: zeros, for SFT).
 
@@ -80,9 +83,18 @@ def trajectory_rows(
         else:
             adv = np.asarray(advantages[s], dtype=np.float32)
             if adv.shape != (len(ids),):
-                raise ConfigError(f"trajectory {trajectory.trajectory_id!r} sequence {s}: {adv.size} advantages for {len(ids)} tokens")
-        rows.append(Row(np.asarray(ids, dtype=np.int64), mask_arr, np.asarray(logps, dtype=np.float32) * mask_arr, adv * mask_arr,
-                        trajectory.trajectory_id))
+                raise ConfigError(
+                    f"trajectory {trajectory.trajectory_id!r} sequence {s}: {adv.size} advantages for {len(ids)} tokens"
+                )
+        rows.append(
+            Row(
+                np.asarray(ids, dtype=np.int64),
+                mask_arr,
+                np.asarray(logps, dtype=np.float32) * mask_arr,
+                adv * mask_arr,
+                trajectory.trajectory_id,
+            )
+        )
     return [r for r in rows if r.num_tokens > 0]
 
 
@@ -106,7 +118,9 @@ class MicroBatch:
     """Flat, like ``old_logprobs``; present only when every row has ``rollout_logprobs``."""
 
 
-def collate(rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device: torch.device | str = "cpu") -> MicroBatch:
+def collate(
+    rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device: torch.device | str = "cpu"
+) -> MicroBatch:
     """Pad ``rows[i] for i in indices`` into one micro-batch; ``indices`` are the rows' mini-batch indices."""
     if not indices:
         raise ConfigError("a micro-batch needs at least one row")

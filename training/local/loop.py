@@ -74,7 +74,9 @@ class StepLog:
     """What the episode filters did (``filter/<class>``, ``filter/masked``, ... see :mod:`toolgym.training.filters`)."""
 
 
-async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajectory: Callable[[Trajectory], Any] | None = None) -> list[Trajectory]:
+async def run_episodes(
+    engine: RolloutEngine, requests: Sequence[Any], on_trajectory: Callable[[Trajectory], Any] | None = None
+) -> list[Trajectory]:
     """Run ``requests`` with ``engine``; returns their trajectories in request order."""
     got: dict[str, Trajectory] = {}
 
@@ -92,27 +94,48 @@ async def run_episodes(engine: RolloutEngine, requests: Sequence[Any], on_trajec
     return [got[r.trajectory_id] for r in requests if r.trajectory_id in got]
 
 
-def eval_engine(config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None) -> RolloutEngine:
+def eval_engine(
+    config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None
+) -> RolloutEngine:
     """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``, never
     branching (ARPO's forks would be sampled and thrown away: 15 times the work for the same figure)."""
     from toolgym.core.rollout.arpo import ArpoConfig
 
-    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(update={"arpo": ArpoConfig()})
-    return RolloutEngine(registry=registry, policy=policy, config=cfg, env_kwargs={**config.env_kwargs, **ev.env_kwargs},
-                         sandbox_backend=sandbox_backend)
+    cfg = config.engine_config(temperature=ev.temperature, seed=ev.seed).model_copy(
+        update={"arpo": ArpoConfig()}
+    )
+    return RolloutEngine(
+        registry=registry,
+        policy=policy,
+        config=cfg,
+        env_kwargs={**config.env_kwargs, **ev.env_kwargs},
+        sandbox_backend=sandbox_backend,
+    )
 
 
-async def evaluate(engine: RolloutEngine, env: str, ev: EvalConfig, on_trajectory: Callable[[Trajectory], Any] | None = None) -> EvalResult:
+async def evaluate(
+    engine: RolloutEngine, env: str, ev: EvalConfig, on_trajectory: Callable[[Trajectory], Any] | None = None
+) -> EvalResult:
     """Success on the ``ev.num_tasks`` tasks of ``ev`` (the same ones every call)."""
     started = time.perf_counter()
-    requests = plan_episodes(env, num_tasks=ev.num_tasks, group_size=1, seed=ev.seed, first_task=ev.first_task)
+    requests = plan_episodes(
+        env, num_tasks=ev.num_tasks, group_size=1, seed=ev.seed, first_task=ev.first_task
+    )
     trajs = await run_episodes(engine, requests, on_trajectory)
     raise_if_all_failed(trajs, "the evaluation")
     success, mean = summarize(trajs)
     failed = sum(t.status.value == "error" for t in trajs)
     version = getattr(getattr(engine.policy, "backend", None), "weight_version", None)
-    return EvalResult(success, mean, len(trajs), failed, time.perf_counter() - started, version,
-                      mean_score=mean_score(trajs), by_type=success_by_type(trajs))
+    return EvalResult(
+        success,
+        mean,
+        len(trajs),
+        failed,
+        time.perf_counter() - started,
+        version,
+        mean_score=mean_score(trajs),
+        by_type=success_by_type(trajs),
+    )
 
 
 def raise_if_all_failed(trajectories: Sequence[Trajectory], what: str) -> None:
@@ -121,8 +144,10 @@ def raise_if_all_failed(trajectories: Sequence[Trajectory], what: str) -> None:
     and report 0 % success as if it were a result."""
     if trajectories and all(t.status.value == "error" for t in trajectories):
         reasons = sorted({t.status_reason or "no reason given" for t in trajectories})
-        raise ToolgymError(f"every one of the {len(trajectories)} episodes of {what} failed; first reason: {reasons[0]}"
-                       + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""))
+        raise ToolgymError(
+            f"every one of the {len(trajectories)} episodes of {what} failed; first reason: {reasons[0]}"
+            + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else "")
+        )
 
 
 def _env_info(traj: Trajectory) -> dict[str, Any]:
@@ -155,7 +180,11 @@ def mean_score(trajectories: Sequence[Trajectory]) -> float:
     for t in trajectories:
         last = t.steps[-1].info if t.steps else {}
         score = last.get("task_score") if isinstance(last, dict) else None
-        scores.append(float(score) if isinstance(score, (int, float)) else (t.reward if t.status.value != "error" else 0.0))
+        scores.append(
+            float(score)
+            if isinstance(score, (int, float))
+            else (t.reward if t.status.value != "error" else 0.0)
+        )
     return sum(scores) / len(scores)
 
 
@@ -171,10 +200,20 @@ class RLLoop:
     """Samples, scores and updates; see the module docstring. ``backend`` must sample from
     ``trainer.model`` (the same object), which is how updated weights reach the sampler."""
 
-    def __init__(self, config: RLConfig, *, trainer: PolicyTrainer, backend: Any, registry: Registry,
-                 on_trajectory: Callable[[Trajectory], Any] | None = None, sandbox_backend: Any = None) -> None:
+    def __init__(
+        self,
+        config: RLConfig,
+        *,
+        trainer: PolicyTrainer,
+        backend: Any,
+        registry: Registry,
+        on_trajectory: Callable[[Trajectory], Any] | None = None,
+        sandbox_backend: Any = None,
+    ) -> None:
         if backend.model is not trainer.model:
-            raise ValueError("the backend must sample from the trainer's model object (pass model=trainer.model to it)")
+            raise ValueError(
+                "the backend must sample from the trainer's model object (pass model=trainer.model to it)"
+            )
         self.config = config
         self.trainer = trainer
         self.backend = backend
@@ -182,9 +221,16 @@ class RLLoop:
         self.on_trajectory = on_trajectory
         engine_cfg = config.engine_config()
         self.policy = ModelPolicy(backend, engine_cfg)
-        self.train_engine = RolloutEngine(registry=registry, policy=self.policy, config=engine_cfg, env_kwargs=config.env_kwargs,
-                                          sandbox_backend=sandbox_backend)
-        self.eval_engine = eval_engine(config, self.policy, registry, config.eval, sandbox_backend=sandbox_backend)
+        self.train_engine = RolloutEngine(
+            registry=registry,
+            policy=self.policy,
+            config=engine_cfg,
+            env_kwargs=config.env_kwargs,
+            sandbox_backend=sandbox_backend,
+        )
+        self.eval_engine = eval_engine(
+            config, self.policy, registry, config.eval, sandbox_backend=sandbox_backend
+        )
         self.history: list[StepLog] = []
         self.next_step = 0
         self.base_lr = config.optim.lr
@@ -203,7 +249,9 @@ class RLLoop:
         if cfg.warmup_steps:
             self.trainer.set_lr(self.base_lr * min(1.0, (k + 1) / cfg.warmup_steps))
         first = cfg.first_task + k * cfg.tasks_per_step
-        requests = plan_episodes(cfg.env, num_tasks=cfg.tasks_per_step, group_size=cfg.group_size, seed=cfg.seed, first_task=first)
+        requests = plan_episodes(
+            cfg.env, num_tasks=cfg.tasks_per_step, group_size=cfg.group_size, seed=cfg.seed, first_task=first
+        )
         t0 = time.perf_counter()
         trajs = await run_episodes(self.train_engine, requests, self.on_trajectory)
         raise_if_all_failed(trajs, f"RL step {k + 1}")
@@ -211,7 +259,9 @@ class RLLoop:
         success, mean = summarize(trajs)
         tokens = sum(sum(seg.loss_mask) for t in trajs for seg in t.segments)
         filtered = apply_filters(trajs, cfg.filters)
-        part, masked = filtered.select(trajs)  # masked rollouts count in their group's baseline, train nothing
+        part, masked = filtered.select(
+            trajs
+        )  # masked rollouts count in their group's baseline, train nothing
         trainable = [t for t, m in zip(part, masked, strict=True) if not m]
         rows: list[Row] = []
         metrics: dict[str, float] = {}
@@ -223,15 +273,32 @@ class RLLoop:
                     rows.extend(trajectory_rows(traj, adv))
             if any(r.advantages.any() for r in rows):  # all-equal groups carry no signal: skip the step
                 metrics = self.trainer.ppo_update(rows, seed=cfg.seed * 1_000_003 + k)
-        log = StepLog(k, mean, success, len(trajs), len(trainable), len(rows), sample_s, time.perf_counter() - t1, metrics,
-                      tokens=tokens, stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)},
-                      filters=filtered.counts)
+        log = StepLog(
+            k,
+            mean,
+            success,
+            len(trajs),
+            len(trainable),
+            len(rows),
+            sample_s,
+            time.perf_counter() - t1,
+            metrics,
+            tokens=tokens,
+            stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)},
+            filters=filtered.counts,
+        )
         self.next_step = k + 1
         self.history.append(log)
         return log
 
-    async def train(self, *, on_step: Callable[[StepLog], Any] | None = None, checkpoint_dir: Path | None = None,
-                    tokenizer: Any = None, final_eval_sink: Callable[[Trajectory], Any] | None = None) -> list[StepLog]:
+    async def train(
+        self,
+        *,
+        on_step: Callable[[StepLog], Any] | None = None,
+        checkpoint_dir: Path | None = None,
+        tokenizer: Any = None,
+        final_eval_sink: Callable[[Trajectory], Any] | None = None,
+    ) -> list[StepLog]:
         """Run the remaining RL steps, evaluating every ``eval.every`` steps (and after the last,
         whose held-out trajectories go to ``final_eval_sink``) and saving checkpoints every
         ``save_every`` steps (and at the end) under ``checkpoint_dir``. ``on_step`` runs before the
@@ -246,7 +313,9 @@ class RLLoop:
                 log.eval = await self.evaluate()
             if on_step is not None:
                 on_step(log)
-            if checkpoint_dir is not None and ((cfg.save_every and done % cfg.save_every == 0) or done == cfg.steps):
+            if checkpoint_dir is not None and (
+                (cfg.save_every and done % cfg.save_every == 0) or done == cfg.steps
+            ):
                 self.save(checkpoint_dir / f"step-{done:05d}", tokenizer=tokenizer)
         return self.history
 

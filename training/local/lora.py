@@ -44,8 +44,15 @@ def attach_lora(model: Any, cfg: LoraConfig, *, seed: int = 0) -> Any:
     if not cfg.enabled:
         raise ConfigError("attach_lora needs lora.rank > 0 (verl.actor_rollout_ref.model.lora_rank)")
     peft = _peft()
-    settings = peft.LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, target_modules=cfg.target_modules,
-                               exclude_modules=cfg.exclude_modules, bias="none", lora_dropout=0.0, task_type="CAUSAL_LM")
+    settings = peft.LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        target_modules=cfg.target_modules,
+        exclude_modules=cfg.exclude_modules,
+        bias="none",
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
@@ -53,7 +60,9 @@ def attach_lora(model: Any, cfg: LoraConfig, *, seed: int = 0) -> Any:
         except ValueError as exc:  # e.g. target modules that match nothing
             raise ConfigError(f"cannot put a LoRA adapter on this model: {exc}") from None
     if adapter.base_model.model is not model:  # the sampler shares ``model``: the layers must be in it
-        raise ConfigError("peft wrapped a copy of the model instead of injecting into it; upgrade peft (>= 0.14)")
+        raise ConfigError(
+            "peft wrapped a copy of the model instead of injecting into it; upgrade peft (>= 0.14)"
+        )
     return adapter
 
 
@@ -80,17 +89,23 @@ def load_adapter(adapter: Any, directory: Path) -> None:
     """Copy the adapter weights saved under ``directory`` into ``adapter`` (same rank and targets)."""
     src = Path(directory)
     if not is_adapter_checkpoint(src):
-        raise ConfigError(f"checkpoint {src} holds full weights, not a LoRA adapter ({ADAPTER_WEIGHTS}); "
-                          "resume it with lora_rank 0 or start a fresh output directory")
+        raise ConfigError(
+            f"checkpoint {src} holds full weights, not a LoRA adapter ({ADAPTER_WEIGHTS}); "
+            "resume it with lora_rank 0 or start a fresh output directory"
+        )
     from safetensors.torch import load_file
 
     weights = load_file(str(src / ADAPTER_WEIGHTS))
     expected = set(_peft().get_peft_model_state_dict(adapter))
     if set(weights) != expected:
-        raise ConfigError(f"the LoRA adapter in {src} does not fit this model's adapter (different target modules or model); "
-                          "use the lora settings it was trained with")
+        raise ConfigError(
+            f"the LoRA adapter in {src} does not fit this model's adapter (different target modules or model); "
+            "use the lora settings it was trained with"
+        )
     try:
         _peft().set_peft_model_state_dict(adapter, weights)
     except RuntimeError as exc:  # shape mismatch: another rank
-        raise ConfigError(f"the LoRA adapter in {src} does not fit this model's adapter (another lora_rank?): "
-                          f"{str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"the LoRA adapter in {src} does not fit this model's adapter (another lora_rank?): "
+            f"{str(exc).splitlines()[0]}"
+        ) from None

@@ -70,7 +70,9 @@ class Aggregation:
     num_episodes: int = 0
 
     @classmethod
-    def of(cls, mode: str, tokens_per_row: torch.Tensor, episode_of_row: list[str] | None = None) -> Aggregation:
+    def of(
+        cls, mode: str, tokens_per_row: torch.Tensor, episode_of_row: list[str] | None = None
+    ) -> Aggregation:
         """``episode_of_row[r]`` names row ``r``'s episode; needed by ``episode-mean-token-mean`` only."""
         if mode not in AGG_MODES:
             raise ConfigError(f"unknown loss aggregation {mode!r}; use one of {', '.join(AGG_MODES)}")
@@ -84,7 +86,9 @@ class Aggregation:
         for episode, n in zip(episode_of_row, counts.tolist(), strict=True):
             live[episode] = live.get(episode, 0) + (n > 0)
         rows_of = torch.tensor([float(live[e]) for e in episode_of_row])
-        return cls(agg.mode, counts, agg.num_tokens, agg.num_rows, rows_of, sum(1 for n in live.values() if n))
+        return cls(
+            agg.mode, counts, agg.num_tokens, agg.num_rows, rows_of, sum(1 for n in live.values() if n)
+        )
 
     def reduce(self, values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Sum of ``values`` weighted so that summing over every micro-batch gives the mode's mean."""
@@ -116,7 +120,9 @@ def ppo_clip_loss(
     (sum of ``old_logp − logp``), ``tokens``. ``tis_weights`` (from :func:`tis_weights`, one per
     token, no gradient) multiply each token's surrogate; None leaves the loss as it was."""
     if not (0 <= clip_low < 1 and clip_high >= 0):
-        raise ConfigError(f"clip ratios must satisfy 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+        raise ConfigError(
+            f"clip ratios must satisfy 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}"
+        )
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
@@ -140,7 +146,9 @@ TIS_SAFETY = 20.0
 impossible gives a large, finite ratio rather than inf (the weight is truncated at C anyway)."""
 
 
-def tis_weights(train_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+def tis_weights(
+    train_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Truncated importance weights ``min(π_train_old / π_rollout, cap)`` per token, computed from
     logprobs (no gradient), and sums for metrics: ``tis_ratio`` (sum of the untruncated ratios),
     ``tis_ratio_max``, ``tis_weight`` (sum of the truncated weights), ``tis_clipped`` (tokens whose

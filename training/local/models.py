@@ -46,7 +46,9 @@ def scripted_transcripts(spec: EnvSpec, registry: Any, *, episodes: int = 8) -> 
     async def play(seed: int, sandboxes: Any) -> str:
         env = spec.make()
         ctx = None
-        if getattr(env, "tool_names", ()):  # named tools (math-python's python) bind to the episode's sandboxes
+        if getattr(
+            env, "tool_names", ()
+        ):  # named tools (math-python's python) bind to the episode's sandboxes
             from toolgym.core.env.context import EpisodeContext
 
             ctx = EpisodeContext(episode_id=f"corpus-{seed}", registry=registry, sandbox_backend=sandboxes)
@@ -99,14 +101,33 @@ def whole_names(spec: EnvSpec) -> tuple[str, ...]:
     return tuple(getattr(_factory(spec), "whole_token_names", lambda: ())())
 
 
-def demo_spec(*, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4, context: int = 1024, vocab_size: int = 1024) -> TinySpec:
+def demo_spec(
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    context: int = 1024,
+    vocab_size: int = 1024,
+) -> TinySpec:
     if hidden_size % num_heads or hidden_size < 16:
-        raise ConfigError(f"hidden_size must be a multiple of num_heads and at least 16, got {hidden_size} and {num_heads}")
+        raise ConfigError(
+            f"hidden_size must be a multiple of num_heads and at least 16, got {hidden_size} and {num_heads}"
+        )
     if vocab_size < 512:
-        raise ConfigError(f"vocab_size must be at least 512 (the byte alphabet and the chat markup), got {vocab_size}")
-    return TinySpec(family=FAMILY, vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=hidden_size * 3,
-                    num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_heads, max_position_embeddings=context,
-                    corpus_docs=1500)
+        raise ConfigError(
+            f"vocab_size must be at least 512 (the byte alphabet and the chat markup), got {vocab_size}"
+        )
+    return TinySpec(
+        family=FAMILY,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 3,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        num_kv_heads=num_heads,
+        max_position_embeddings=context,
+        corpus_docs=1500,
+    )
 
 
 ACTION_TAGS = ("<action>", "</action>")
@@ -126,14 +147,31 @@ takes a match over two tokens; with these whole tokens it is the one-token copy 
 model learns first (`` cellphone`` `` 2``). Numbers of two digits become `` 1`` ``3``."""
 
 
-def demo_model_dir(spec: EnvSpec, registry: Any, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
-                   whole_tokens: tuple[str, ...] = (), context: int = 1024, vocab_size: int = 1024) -> Path:
+def demo_model_dir(
+    spec: EnvSpec,
+    registry: Any,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    whole_tokens: tuple[str, ...] = (),
+    context: int = 1024,
+    vocab_size: int = 1024,
+) -> Path:
     """Build (once; cached) the demo model directory for environment ``spec``: the tiny model with
     the environment's tokenizer corpus and the compact chat template; ``whole_tokens`` (e.g.
     :data:`ACTION_TAGS`) are added to the tokenizer as single tokens, and the embeddings grown to fit."""
-    tiny = demo_spec(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, context=context, vocab_size=vocab_size)
+    tiny = demo_spec(
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        context=context,
+        vocab_size=vocab_size,
+    )
     base = ensure_tiny_model(FAMILY, spec=tiny, extra_corpus=env_corpus(spec, registry))
-    suffix = "-compact" + ("-" + hashlib.sha256("\x00".join(whole_tokens).encode()).hexdigest()[:8] if whole_tokens else "")
+    suffix = "-compact" + (
+        "-" + hashlib.sha256("\x00".join(whole_tokens).encode()).hexdigest()[:8] if whole_tokens else ""
+    )
     out = base.with_name(base.name + suffix)
     if (out / "READY").exists():
         return out

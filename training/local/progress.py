@@ -12,19 +12,37 @@ from .loop import EvalResult, StepLog
 
 
 def eval_record(ev: EvalResult) -> dict[str, Any]:
-    return {"success": ev.success, "mean_reward": ev.mean_reward, "score": ev.mean_score, "episodes": ev.episodes,
-            "failed": ev.failed, "seconds": ev.seconds, "by_type": ev.by_type}
+    return {
+        "success": ev.success,
+        "mean_reward": ev.mean_reward,
+        "score": ev.mean_score,
+        "episodes": ev.episodes,
+        "failed": ev.failed,
+        "seconds": ev.seconds,
+        "by_type": ev.by_type,
+    }
 
 
 def step_record(log: StepLog, *, wall_s: float, kl_coef: float) -> dict[str, Any]:
     """The ``metrics.jsonl`` record of one RL step (``step`` counts steps done, from 1)."""
     m = log.metrics
     rec: dict[str, Any] = {
-        "step": log.step + 1, "train_success": log.success, "mean_reward": log.mean_reward, "episodes": log.episodes,
-        "trainable": log.trainable, "rows": log.rows, "policy_loss": m.get("loss"),
-        "kl": m.get("kl_ref") if kl_coef > 0 else m.get("approx_kl"), "kl_kind": "ref" if kl_coef > 0 else "old",
-        "entropy": m.get("entropy"), "clip_frac": m.get("clip_frac"), "grad_norm": m.get("grad_norm"),
-        "tokens": log.tokens, "sample_s": log.sample_s, "update_s": log.update_s, "wall_s": wall_s,
+        "step": log.step + 1,
+        "train_success": log.success,
+        "mean_reward": log.mean_reward,
+        "episodes": log.episodes,
+        "trainable": log.trainable,
+        "rows": log.rows,
+        "policy_loss": m.get("loss"),
+        "kl": m.get("kl_ref") if kl_coef > 0 else m.get("approx_kl"),
+        "kl_kind": "ref" if kl_coef > 0 else "old",
+        "entropy": m.get("entropy"),
+        "clip_frac": m.get("clip_frac"),
+        "grad_norm": m.get("grad_norm"),
+        "tokens": log.tokens,
+        "sample_s": log.sample_s,
+        "update_s": log.update_s,
+        "wall_s": wall_s,
         "tokens_per_s": log.tokens / log.sample_s if log.sample_s > 0 else 0.0,
         "episodes_per_s": log.episodes / log.sample_s if log.sample_s > 0 else 0.0,
         "step_groups": log.stats,
@@ -53,10 +71,14 @@ def progress_line(rec: dict[str, Any], *, total: int, eta_s: float) -> str:
     if "heldout" in rec:
         parts.append(f"held-out {rec['heldout']['success']:.0%}")
     parts += [
-        f"reward {rec['mean_reward']:.3f}", f"loss {_num(rec['policy_loss'], '.4f')}",
-        f"KL({rec['kl_kind']}) {_num(rec['kl'], '.4f')}", f"entropy {_num(rec['entropy'], '.3f')}",
+        f"reward {rec['mean_reward']:.3f}",
+        f"loss {_num(rec['policy_loss'], '.4f')}",
+        f"KL({rec['kl_kind']}) {_num(rec['kl'], '.4f')}",
+        f"entropy {_num(rec['entropy'], '.3f')}",
         *_filtered(rec.get("filters") or {}),
-        f"{rec['tokens_per_s']:,.0f} tok/s", f"{rec['episodes_per_s']:.2f} ep/s", f"{rec['wall_s']:.0f} s/step",
+        f"{rec['tokens_per_s']:,.0f} tok/s",
+        f"{rec['episodes_per_s']:.2f} ep/s",
+        f"{rec['wall_s']:.0f} s/step",
         f"ETA {format_eta(eta_s)}",
     ]
     return " · ".join(parts)
@@ -67,8 +89,11 @@ def _filtered(counts: dict[str, float]) -> list[str]:
     masked, dropped = int(counts.get("filter/masked", 0)), int(counts.get("filter/dropped", 0))
     if not masked and not dropped:
         return []
-    why = [f"{k.removeprefix('filter/')} {int(v)}" for k, v in counts.items()
-           if v and k not in ("filter/masked", "filter/dropped", "filter/kept", "filter/equal_reward_groups")]
+    why = [
+        f"{k.removeprefix('filter/')} {int(v)}"
+        for k, v in counts.items()
+        if v and k not in ("filter/masked", "filter/dropped", "filter/kept", "filter/equal_reward_groups")
+    ]
     groups = int(counts.get("filter/equal_reward_groups", 0))
     if groups:
         why.append(f"{groups} equal group{'s' if groups > 1 else ''}")
@@ -82,7 +107,9 @@ class MetricsFile:
     def __init__(self, path: Path, *, keep_through_step: int | None = None) -> None:
         self.path = path
         if keep_through_step is not None and path.exists():
-            kept = [ln for ln in path.read_text().splitlines() if ln.strip() and _step_of(ln) <= keep_through_step]
+            kept = [
+                ln for ln in path.read_text().splitlines() if ln.strip() and _step_of(ln) <= keep_through_step
+            ]
             tmp = path.with_suffix(".jsonl.tmp")
             tmp.write_text("".join(f"{ln}\n" for ln in kept))
             os.replace(tmp, path)

@@ -60,18 +60,38 @@ from .config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 EXAMPLES = Path(__file__).with_name("configs")
 KL_TYPES = {"low_var_kl": "k3", "k3": "k3", "kl": "k1", "k1": "k1"}
 SECTIONS = ("toolgym", "verl", "warm_start")
-LOCAL_VERL_KEYS = frozenset({
-    "actor_rollout_ref.model.path", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr_warmup_steps",
-    "actor_rollout_ref.actor.clip_ratio", "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high",
-    "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
-    "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_epochs", "actor_rollout_ref.actor.grad_clip",
-    "actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.max_num_seqs",
-    "actor_rollout_ref.rollout.val_kwargs.temperature", "actor_rollout_ref.rollout.val_kwargs.do_sample", "data.train_batch_size",
-    "trainer.total_training_steps", "trainer.test_freq", "trainer.save_freq", "trainer.default_local_dir", "trainer.device",
-    "actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora_alpha", "actor_rollout_ref.model.target_modules",
-    "actor_rollout_ref.model.exclude_modules",
-})
+LOCAL_VERL_KEYS = frozenset(
+    {
+        "actor_rollout_ref.model.path",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps",
+        "actor_rollout_ref.actor.clip_ratio",
+        "actor_rollout_ref.actor.clip_ratio_low",
+        "actor_rollout_ref.actor.clip_ratio_high",
+        "actor_rollout_ref.actor.loss_agg_mode",
+        "actor_rollout_ref.actor.use_kl_loss",
+        "actor_rollout_ref.actor.kl_loss_coef",
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        "actor_rollout_ref.actor.ppo_epochs",
+        "actor_rollout_ref.actor.grad_clip",
+        "actor_rollout_ref.rollout.temperature",
+        "actor_rollout_ref.rollout.max_num_seqs",
+        "actor_rollout_ref.rollout.val_kwargs.temperature",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample",
+        "data.train_batch_size",
+        "trainer.total_training_steps",
+        "trainer.test_freq",
+        "trainer.save_freq",
+        "trainer.default_local_dir",
+        "trainer.device",
+        "actor_rollout_ref.model.lora_rank",
+        "actor_rollout_ref.model.lora_alpha",
+        "actor_rollout_ref.model.target_modules",
+        "actor_rollout_ref.model.exclude_modules",
+    }
+)
 """The ``verl.*`` keys this trainer reads (the table above)."""
 
 
@@ -84,8 +104,16 @@ def resolve_config(name: str) -> Path:
         candidate = folder / f"{Path(name).stem}.yaml"
         if candidate.is_file():
             return candidate
-    known = sorted({p.stem for folder in (EXAMPLES, Path(__file__).parent.parent / "verl" / "configs") for p in folder.glob("*.yaml")})
-    raise ConfigError(f"config file {name!r} not found; give a path or one of the shipped examples: {', '.join(known)}")
+    known = sorted(
+        {
+            p.stem
+            for folder in (EXAMPLES, Path(__file__).parent.parent / "verl" / "configs")
+            for p in folder.glob("*.yaml")
+        }
+    )
+    raise ConfigError(
+        f"config file {name!r} not found; give a path or one of the shipped examples: {', '.join(known)}"
+    )
 
 
 def load_config(name: str, overrides: list[str]) -> dict[str, Any]:
@@ -100,17 +128,32 @@ def load_config(name: str, overrides: list[str]) -> dict[str, Any]:
         raise ConfigError(f"config file {name!r} needs a `toolgym:` section (env, advantage, ...)")
     unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"config file {name!r} has unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}")
+        raise ConfigError(
+            f"config file {name!r} has unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}"
+        )
     for item in overrides:
         key, eq, raw = item.lstrip("+").partition("=")
         parts = key.split(".")
         if not eq or parts[0] not in SECTIONS or len(parts) < 2:
-            raise ConfigError(f"override {item!r} must look like toolgym.KEY=VALUE, verl.KEY=VALUE or warm_start.KEY=VALUE")
+            raise ConfigError(
+                f"override {item!r} must look like toolgym.KEY=VALUE, verl.KEY=VALUE or warm_start.KEY=VALUE"
+            )
         dotted = ".".join(parts[1:])
-        if parts[0] == "verl" and not item.startswith("+") and dotted not in LOCAL_VERL_KEYS and _get(data.get("verl") or {}, dotted) is None:
+        if (
+            parts[0] == "verl"
+            and not item.startswith("+")
+            and dotted not in LOCAL_VERL_KEYS
+            and _get(data.get("verl") or {}, dotted) is None
+        ):
             close = difflib.get_close_matches(dotted, sorted(LOCAL_VERL_KEYS), n=1)
-            hint = f" (did you mean verl.{close[0]}?)" if close else " (write +verl.KEY=VALUE to add a key for verl anyway)"
-            raise ConfigError(f"unknown key verl.{dotted}: neither the file has it nor does the local trainer read it{hint}")
+            hint = (
+                f" (did you mean verl.{close[0]}?)"
+                if close
+                else " (write +verl.KEY=VALUE to add a key for verl anyway)"
+            )
+            raise ConfigError(
+                f"unknown key verl.{dotted}: neither the file has it nor does the local trainer read it{hint}"
+            )
         node = data
         for part in parts[:-1]:
             node = node.setdefault(part, {})
@@ -133,31 +176,41 @@ def build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     """(RL settings, run settings: model, device, output directory, cadences)."""
     try:
         return _build(data)
-    except ValidationError as e:  # a value of the verl section the local settings refuse: one line, no traceback
+    except (
+        ValidationError
+    ) as e:  # a value of the verl section the local settings refuse: one line, no traceback
         first = e.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or e.title
-        raise ConfigError(f"local trainer setting {where}: {first['msg']} (got {first.get('input')!r})") from None
+        raise ConfigError(
+            f"local trainer setting {where}: {first['msg']} (got {first.get('input')!r})"
+        ) from None
 
 
 def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     tg = toolgym_settings(data["toolgym"])
     for name in ("train_files", "val_files"):
         if getattr(tg, name, None):
-            raise ConfigError(f"toolgym.{name} (task files) is read by the verl trainer only; the local trainer samples "
-                              "the toolgym.train / toolgym.val ranges: remove it or use --trainer verl")
+            raise ConfigError(
+                f"toolgym.{name} (task files) is read by the verl trainer only; the local trainer samples "
+                "the toolgym.train / toolgym.val ranges: remove it or use --trainer verl"
+            )
     verl = data.get("verl") or {}
     actor = _get(verl, "actor_rollout_ref.actor", {}) or {}
     clip = actor.get("clip_ratio", 0.2)
     kl_type = str(actor.get("kl_loss_type", "low_var_kl"))
     if kl_type not in KL_TYPES:
-        raise ConfigError(f"kl_loss_type {kl_type!r} is not supported by the local trainer; use one of {', '.join(KL_TYPES)}")
+        raise ConfigError(
+            f"kl_loss_type {kl_type!r} is not supported by the local trainer; use one of {', '.join(KL_TYPES)}"
+        )
     ppo = PPOConfig(
-        clip_low=actor.get("clip_ratio_low", clip), clip_high=actor.get("clip_ratio_high", clip),
+        clip_low=actor.get("clip_ratio_low", clip),
+        clip_high=actor.get("clip_ratio_high", clip),
         loss_agg=actor.get("loss_agg_mode", "token-mean"),
         kl_coef=float(actor.get("kl_loss_coef", 0.0)) if actor.get("use_kl_loss", False) else 0.0,
         kl_estimator=KL_TYPES[kl_type],  # type: ignore[arg-type]
         # verl counts mini-batches in prompts (tasks) and multiplies by rollout.n; rows here
-        epochs=int(actor.get("ppo_epochs", 1)), mini_batch_size=int(actor.get("ppo_mini_batch_size", 8)) * tg.group_size,
+        epochs=int(actor.get("ppo_epochs", 1)),
+        mini_batch_size=int(actor.get("ppo_mini_batch_size", 8)) * tg.group_size,
         micro_batch_size=int(actor.get("ppo_micro_batch_size_per_gpu") or 16),
         temperature=float(_get(verl, "actor_rollout_ref.rollout.temperature", 1.0)),
         tis_cap=tg.tis_cap,
@@ -169,17 +222,33 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         engine["arpo"] = tg.arpo.engine_arpo().model_dump()
         group_size = tg.arpo.initial_rollouts
     rl = RLConfig(
-        env=tg.env, env_kwargs=tg.env_kwargs, estimator=tg.advantage.estimator, estimator_options=tg.advantage.options,
-        group_size=group_size, tasks_per_step=int(_get(verl, "data.train_batch_size", 16)),
-        steps=int(trainer.get("total_training_steps") or 10), seed=tg.train.seed, first_task=tg.train.first_task,
-        engine=engine, optim=OptimConfig(lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))),
-        ppo=ppo, eval=EvalConfig(num_tasks=tg.val.num_tasks, first_task=tg.val.first_task, seed=tg.val.seed,
-                                 env_kwargs=tg.val.env_kwargs, every=max(0, int(trainer.get("test_freq", 5) or 0)),
-                                 temperature=_val_temperature(verl)),
+        env=tg.env,
+        env_kwargs=tg.env_kwargs,
+        estimator=tg.advantage.estimator,
+        estimator_options=tg.advantage.options,
+        group_size=group_size,
+        tasks_per_step=int(_get(verl, "data.train_batch_size", 16)),
+        steps=int(trainer.get("total_training_steps") or 10),
+        seed=tg.train.seed,
+        first_task=tg.train.first_task,
+        engine=engine,
+        optim=OptimConfig(
+            lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))
+        ),
+        ppo=ppo,
+        eval=EvalConfig(
+            num_tasks=tg.val.num_tasks,
+            first_task=tg.val.first_task,
+            seed=tg.val.seed,
+            env_kwargs=tg.val.env_kwargs,
+            every=max(0, int(trainer.get("test_freq", 5) or 0)),
+            temperature=_val_temperature(verl),
+        ),
         save_every=max(0, int(trainer.get("save_freq", 0) or 0)),
         warmup_steps=int(_get(actor, "optim.lr_warmup_steps", 0) or 0),
         max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
-        filters=tg.filters, lora=lora_config(verl),
+        filters=tg.filters,
+        lora=lora_config(verl),
     )
     if rl.eval.every < 0:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")
@@ -198,10 +267,16 @@ def lora_config(verl: dict[str, Any]) -> LoraConfig:
     """verl's ``actor_rollout_ref.model.lora_rank`` / ``lora_alpha`` / ``target_modules`` / ``exclude_modules``, verl's defaults."""
     model = _get(verl, "actor_rollout_ref.model", {}) or {}
     if model.get("lora_adapter_path") is not None:
-        raise ConfigError("actor_rollout_ref.model.lora_adapter_path is read by the verl trainer only; the local trainer "
-                          "starts a fresh adapter (or resumes its own checkpoint): remove it or use --trainer verl")
-    return LoraConfig(rank=int(model.get("lora_rank", 0) or 0), alpha=float(model.get("lora_alpha", 16)),
-                      target_modules=model.get("target_modules") or "all-linear", exclude_modules=model.get("exclude_modules"))
+        raise ConfigError(
+            "actor_rollout_ref.model.lora_adapter_path is read by the verl trainer only; the local trainer "
+            "starts a fresh adapter (or resumes its own checkpoint): remove it or use --trainer verl"
+        )
+    return LoraConfig(
+        rank=int(model.get("lora_rank", 0) or 0),
+        alpha=float(model.get("lora_alpha", 16)),
+        target_modules=model.get("target_modules") or "all-linear",
+        exclude_modules=model.get("exclude_modules"),
+    )
 
 
 def _val_temperature(verl: dict[str, Any]) -> float:
@@ -239,14 +314,14 @@ def warm_start_section(section: Any) -> dict[str, Any] | None:
     if section is None:
         return None
     if not isinstance(section, dict) or "recipe" not in section:
-        raise ConfigError("the `warm_start:` section needs `recipe: NAME` (alfworld, webshop or math_python) and optional recipe fields")
+        raise ConfigError(
+            "the `warm_start:` section needs `recipe: NAME` (alfworld, webshop or math_python) and optional recipe fields"
+        )
     from toolgym.training.warmstart.recipe import recipe
 
     changes = {k: v for k, v in section.items() if k != "recipe"}
     recipe(str(section["recipe"]), **changes)  # unknown fields fail here, with the list of known ones
     return dict(section)
-
-
 
 
 def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
@@ -257,14 +332,24 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     console = Console(stderr=True, soft_wrap=True)  # one line per record, also in log files
     arpo = rl.engine.get("arpo") or {}
     lora = f" + LoRA adapter (rank {rl.lora.rank}, alpha {rl.lora.alpha:g})" if rl.lora.enabled else ""
-    samples = f"{rl.group_size} initial samples (ARPO: up to {arpo['budget']})" if arpo.get("enabled") else f"{rl.group_size} samples"
-    console.print(f"[bold]local trainer[/]: {rl.estimator} on {rl.env}, {rl.steps} steps × {rl.tasks_per_step} tasks × {samples}, "
-                  f"model {settings['model']}{lora} on {settings['device']}, output {settings['out']}")
+    samples = (
+        f"{rl.group_size} initial samples (ARPO: up to {arpo['budget']})"
+        if arpo.get("enabled")
+        else f"{rl.group_size} samples"
+    )
+    console.print(
+        f"[bold]local trainer[/]: {rl.estimator} on {rl.env}, {rl.steps} steps × {rl.tasks_per_step} tasks × {samples}, "
+        f"model {settings['model']}{lora} on {settings['device']}, output {settings['out']}"
+    )
     if dry_run:
         print(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2))
         return
-    check_environment(rl, settings["sandbox_backend"], unsafe_in_process=settings.get("unsafe_in_process_sandbox", False))
-    settings["model_dir"] = str(model_dir(settings["model"], settings.get("warm_start"), console))  # fail before anything is written
+    check_environment(
+        rl, settings["sandbox_backend"], unsafe_in_process=settings.get("unsafe_in_process_sandbox", False)
+    )
+    settings["model_dir"] = str(
+        model_dir(settings["model"], settings.get("warm_start"), console)
+    )  # fail before anything is written
     latest = latest_checkpoint(Path(settings["out"]))
     settings["resume"] = str(latest) if latest else None
     Path(settings["out"]).mkdir(parents=True, exist_ok=True)
@@ -294,24 +379,41 @@ def check_environment(rl: RLConfig, sandbox_backend: str, *, unsafe_in_process: 
         except ConfigError:
             raise
         except Exception as exc:
-            raise ConfigError(f"environment {rl.env!r} rejects its {name} options: {type(exc).__name__}: {exc}") from None
-        tools = [*env.tools, *(registry.tool(n) for n in getattr(env, "tool_names", ()) or ())]  # named tools bind at reset
+            raise ConfigError(
+                f"environment {rl.env!r} rejects its {name} options: {type(exc).__name__}: {exc}"
+            ) from None
+        tools = [
+            *env.tools,
+            *(registry.tool(n) for n in getattr(env, "tool_names", ()) or ()),
+        ]  # named tools bind at reset
         kinds |= {t.sandbox for t in tools if t.sandbox}
     if not kinds:
         return
     needs = ", ".join(sorted(kinds))
     if sandbox_backend == "none":
-        raise ConfigError(f"environment {rl.env!r} runs its tools in {needs} sandboxes but toolgym.sandbox_backend is none; "
-                          "set it to auto, docker or local")
+        raise ConfigError(
+            f"environment {rl.env!r} runs its tools in {needs} sandboxes but toolgym.sandbox_backend is none; "
+            "set it to auto, docker or local"
+        )
     specs = registry.sandbox_backends
     if sandbox_backend != "auto" and sandbox_backend not in specs:
-        raise ConfigError(f"unknown sandbox backend {sandbox_backend!r}; use auto, none or one of {', '.join(sorted(specs))}")
-    candidates = [s for s in specs.values() if s.isolates] if sandbox_backend == "auto" else [specs[sandbox_backend]]
+        raise ConfigError(
+            f"unknown sandbox backend {sandbox_backend!r}; use auto, none or one of {', '.join(sorted(specs))}"
+        )
+    candidates = (
+        [s for s in specs.values() if s.isolates] if sandbox_backend == "auto" else [specs[sandbox_backend]]
+    )
     # a backend that does not isolate says it is unavailable only to stay out of `auto`: named (and let through above), it works
     if not any(s.available() or not s.isolates for s in candidates):
-        which = "no sandbox backend works on this host" if sandbox_backend == "auto" else f"the {sandbox_backend} sandbox backend does not work on this host"
-        raise ConfigError(f"environment {rl.env!r} runs its tools in {needs} sandboxes but {which}: "
-                          "start Docker (scripts/ensure-docker.sh) or install bubblewrap")
+        which = (
+            "no sandbox backend works on this host"
+            if sandbox_backend == "auto"
+            else f"the {sandbox_backend} sandbox backend does not work on this host"
+        )
+        raise ConfigError(
+            f"environment {rl.env!r} runs its tools in {needs} sandboxes but {which}: "
+            "start Docker (scripts/ensure-docker.sh) or install bubblewrap"
+        )
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
@@ -327,11 +429,15 @@ def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any 
         return _warm_start(name.partition(":")[2], warm_start, console)
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():
-        raise ConfigError(f"model {name!r} is not a local Hugging Face directory; the local trainer downloads nothing: "
-                          "give a directory (e.g. OUT/warm-start from `toolgym demo`), `tiny`, `tiny-<family>` or `warmstart:alfworld`")
+        raise ConfigError(
+            f"model {name!r} is not a local Hugging Face directory; the local trainer downloads nothing: "
+            "give a directory (e.g. OUT/warm-start from `toolgym demo`), `tiny`, `tiny-<family>` or `warmstart:alfworld`"
+        )
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
-        raise ConfigError(f"model directory {path} has no tokenizer ({' / '.join(TOKENIZER_FILES)}); "
-                          "save the tokenizer beside the weights (tokenizer.save_pretrained(DIR)) or give a directory that has one")
+        raise ConfigError(
+            f"model directory {path} has no tokenizer ({' / '.join(TOKENIZER_FILES)}); "
+            "save the tokenizer beside the weights (tokenizer.save_pretrained(DIR)) or give a directory that has one"
+        )
     return path
 
 
@@ -358,13 +464,32 @@ def demo_warm_start(console: Any = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "READY").exists():
             if console is not None:
-                console.print(f"building the keychain warm start (the demo's SFT phase, about 15 s, once; cached in {out})")
-            done = subprocess.run([sys.executable, "-m", "toolgym", "demo", "--out", str(out), "--seed", "0", "--rl-steps", "0"],
-                                  capture_output=True, text=True, timeout=1800)
+                console.print(
+                    f"building the keychain warm start (the demo's SFT phase, about 15 s, once; cached in {out})"
+                )
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "toolgym",
+                    "demo",
+                    "--out",
+                    str(out),
+                    "--seed",
+                    "0",
+                    "--rl-steps",
+                    "0",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
             if done.returncode != 0 or not (model / "config.json").is_file():
-                raise ConfigError(f"building the keychain warm start failed (exit {done.returncode}): "
-                                  f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}; "
-                                  "run `toolgym demo --rl-steps 0` to see why")
+                raise ConfigError(
+                    f"building the keychain warm start failed (exit {done.returncode}): "
+                    f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}; "
+                    "run `toolgym demo --rl-steps 0` to see why"
+                )
             (out / "READY").write_text("1\n")
     return model
 
@@ -377,9 +502,13 @@ def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path
     section = dict(section or {})
     recipe_name = str(section.pop("recipe", name or ""))
     if not recipe_name:
-        raise ConfigError("model.path `warmstart` needs a recipe: write warmstart:alfworld (webshop, math_python), or add a warm_start: section")
+        raise ConfigError(
+            "model.path `warmstart` needs a recipe: write warmstart:alfworld (webshop, math_python), or add a warm_start: section"
+        )
     if name and name != recipe_name:
-        raise ConfigError(f"model.path names warm start {name!r} but the warm_start section's recipe is {recipe_name!r}; make them agree")
+        raise ConfigError(
+            f"model.path names warm start {name!r} but the warm_start section's recipe is {recipe_name!r}; make them agree"
+        )
     r = warmstart.recipe(recipe_name, **section)
     if not (warmstart.cache_dir(r) / "READY").exists() and console is not None:
         console.print(f"building the {recipe_name} warm start (once; cached in {warmstart.cache_dir(r)})")
@@ -391,8 +520,14 @@ def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path
     return warmstart.build(r, progress=note)
 
 
-def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_backend: str = "none",
-              on_trajectory: Any = None) -> tuple[Any, Any, Any]:
+def open_loop(
+    rl: RLConfig,
+    model_path: Path,
+    *,
+    device: str = "cpu",
+    sandbox_backend: str = "none",
+    on_trajectory: Any = None,
+) -> tuple[Any, Any, Any]:
     """(RL loop, tokenizer, closer) for ``rl`` with the model in ``model_path``: the KV-cached
     batched sampler shares the trainer's model and stops at the end of an action; ``closer`` is
     an async function that stops the sampler and the sandboxes."""
@@ -411,15 +546,31 @@ def open_loop(rl: RLConfig, model_path: Path, *, device: str = "cpu", sandbox_ba
     device = device if device != "cuda" or torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
-    adapter = attach_lora(model, rl.lora, seed=rl.seed) if rl.lora.enabled else None  # in place: the sampler runs it too
+    adapter = (
+        attach_lora(model, rl.lora, seed=rl.seed) if rl.lora.enabled else None
+    )  # in place: the sampler runs it too
     registry = get_registry()
     backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size)
     stops = action_stops(registry, rl.env, rl.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
-    trainer = PolicyTrainer(model, optim=rl.optim, ppo=rl.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend, device=device,
-                            adapter=adapter)
+    trainer = PolicyTrainer(
+        model,
+        optim=rl.optim,
+        ppo=rl.ppo,
+        pad_token_id=tokenizer.pad_token_id,
+        backend=backend,
+        device=device,
+        adapter=adapter,
+    )
     sandboxes = lazy_sandbox_backend(registry, sandbox_backend)
-    loop = RLLoop(rl, trainer=trainer, backend=sampler, registry=registry, on_trajectory=on_trajectory, sandbox_backend=sandboxes)
+    loop = RLLoop(
+        rl,
+        trainer=trainer,
+        backend=sampler,
+        registry=registry,
+        on_trajectory=on_trajectory,
+        sandbox_backend=sandboxes,
+    )
 
     async def close() -> None:
         await backend.aclose()
@@ -436,8 +587,13 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
 
     out = Path(settings["out"])
     writer = TrajectoryWriter(out / "trajectories")
-    loop, tokenizer, close = open_loop(rl, Path(settings["model_dir"]), device=settings["device"],
-                                       sandbox_backend=settings["sandbox_backend"], on_trajectory=writer.write)
+    loop, tokenizer, close = open_loop(
+        rl,
+        Path(settings["model_dir"]),
+        device=settings["device"],
+        sandbox_backend=settings["sandbox_backend"],
+        on_trajectory=writer.write,
+    )
     keep: int | None = None
     if settings.get("resume"):
         loop.resume(Path(settings["resume"]))
@@ -452,7 +608,9 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
         if not any(r.get("step") == 0 for r in metrics.records()):
             before = await loop.evaluate()
             metrics.append({"step": 0, "heldout": eval_record(before)})
-            console.print(f"held-out success before RL: {before.success:.1%} ({before.episodes} tasks, {before.seconds:.0f} s)")
+            console.print(
+                f"held-out success before RL: {before.success:.1%} ({before.episodes} tasks, {before.seconds:.0f} s)"
+            )
         last = {"t": time.perf_counter()}
 
         def on_step(log: Any) -> None:
@@ -470,4 +628,6 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
         await close()
     final = loop.history[-1].eval if loop.history and loop.history[-1].eval else None
     if final is not None:
-        console.print(f"held-out success after RL: {final.success:.1%} · metrics {out / 'metrics.jsonl'} · checkpoints in {out}")
+        console.print(
+            f"held-out success after RL: {final.success:.1%} · metrics {out / 'metrics.jsonl'} · checkpoints in {out}"
+        )

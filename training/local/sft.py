@@ -46,20 +46,32 @@ def load_sft_rows(dataset: str | Path, *, min_reward: float | None = None) -> li
     """Rows of a stored dataset directory (see :mod:`toolgym.trajectories.store`)."""
     rows = sft_rows(iter_trajectories(dataset), min_reward=min_reward)
     if not rows:
-        raise ConfigError(f"{dataset} holds no trainable trajectories to learn from; collect some first (`toolgym collect`)")
+        raise ConfigError(
+            f"{dataset} holds no trainable trajectories to learn from; collect some first (`toolgym collect`)"
+        )
     return rows
 
 
-def run_sft(trainer: PolicyTrainer, rows: list[Row], *, steps: int, batch_size: int, seed: int = 0,
-            on_step: Callable[[int, dict[str, Any]], Any] | None = None, context_weight: float = 0.0,
-            weights: Sequence[float] | None = None) -> list[float]:
+def run_sft(
+    trainer: PolicyTrainer,
+    rows: list[Row],
+    *,
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    on_step: Callable[[int, dict[str, Any]], Any] | None = None,
+    context_weight: float = 0.0,
+    weights: Sequence[float] | None = None,
+) -> list[float]:
     """``steps`` optimiser steps on shuffled batches of ``batch_size`` rows (epochs wrap around);
     returns the loss of each step (on the loss-masked tokens). ``context_weight``: see
     :meth:`PolicyTrainer.sft_step`. ``weights`` (one per row): draw each batch with replacement in
     proportion to them instead (see :func:`balance_weights`)."""
     if batch_size < 1:
         raise ConfigError(f"SFT batch size must be at least 1, got {batch_size}")
-    if weights is not None and (len(weights) != len(rows) or min(weights, default=0) < 0 or sum(weights) <= 0):
+    if weights is not None and (
+        len(weights) != len(rows) or min(weights, default=0) < 0 or sum(weights) <= 0
+    ):
         raise ConfigError(f"SFT weights must be {len(rows)} non-negative numbers with a positive sum")
     rng = random.Random(seed)
     order: list[int] = []

@@ -36,7 +36,9 @@ class StopAtBackend(LLMBackend):
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         stop = tuple(dict.fromkeys((*request.sampling.stop, *self.stops)))
-        result: GenerationResult = await self.backend.generate(replace(request, sampling=request.sampling.replace(stop=stop)))
+        result: GenerationResult = await self.backend.generate(
+            replace(request, sampling=request.sampling.replace(stop=stop))
+        )
         return result
 
     @property

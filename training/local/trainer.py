@@ -37,7 +37,9 @@ from .loss import Aggregation, kl_penalty, ppo_clip_loss, sft_loss, tis_weights
 CHECKPOINT_STATE = "trainer_state.pt"
 
 
-def token_logprobs(model: Any, mb: MicroBatch, *, temperature: float = 1.0, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(
+    model: Any, mb: MicroBatch, *, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs of ``mb.targets`` under ``model`` at ``temperature`` (flat, one per target token),
     and optionally the entropy of each of those next-token distributions."""
     # Two shortcuts that change no target's logprob (attention is causal): positions after the last
@@ -73,21 +75,35 @@ def context_logprobs(model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Te
 class PolicyTrainer:
     """PPO-clip and SFT updates of one causal LM; see the module docstring for the contract."""
 
-    def __init__(self, model: Any, *, optim: OptimConfig, ppo: PPOConfig | None = None, pad_token_id: int = 0,
-                 backend: Any = None, device: str | torch.device = "cpu", adapter: Any = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        optim: OptimConfig,
+        ppo: PPOConfig | None = None,
+        pad_token_id: int = 0,
+        backend: Any = None,
+        device: str | torch.device = "cpu",
+        adapter: Any = None,
+    ) -> None:
         self.model = model
         self.adapter = adapter
         """The ``PeftModel`` around ``model`` when only a LoRA adapter trains (:func:`.lora.attach_lora`)."""
         if adapter is not None and adapter.base_model.model is not model:
-            raise ConfigError("the LoRA adapter must wrap the trainer's model object (attach_lora(model, ...))")
+            raise ConfigError(
+                "the LoRA adapter must wrap the trainer's model object (attach_lora(model, ...))"
+            )
         self.optim_config = optim
         self.ppo = ppo or PPOConfig()
         self.pad_token_id = pad_token_id
         self.backend = backend
         self.device = torch.device(device)
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=optim.lr, betas=(optim.beta1, optim.beta2),
-            weight_decay=optim.weight_decay, eps=optim.eps,
+            [p for p in model.parameters() if p.requires_grad],
+            lr=optim.lr,
+            betas=(optim.beta1, optim.beta2),
+            weight_decay=optim.weight_decay,
+            eps=optim.eps,
         )
         self.step = 0
         """Optimiser steps taken (the weight version a backend is stamped with)."""
@@ -111,7 +127,9 @@ class PolicyTrainer:
         ``min(exp(train_old − rollout), tis_cap)`` and adds ``tis_ratio_mean``, ``tis_ratio_max``,
         ``tis_weight_mean`` and ``tis_clip_frac`` (tokens whose ratio exceeded the cap) to the metrics."""
         if not rows:
-            raise ConfigError("no trainable rows in this batch: every trajectory failed or had no sampled tokens")
+            raise ConfigError(
+                "no trainable rows in this batch: every trajectory failed or had no sampled tokens"
+            )
         cfg = self.ppo
         self._ensure_reference()
         tis: dict[str, float] = {}
@@ -156,8 +174,12 @@ class PolicyTrainer:
                 out[i].old_logprobs = recomputed
                 start += n
         total = max(sums["tis_tokens"], 1.0)
-        return out, {"tis_ratio_mean": sums["tis_ratio"] / total, "tis_ratio_max": ratio_max,
-                     "tis_weight_mean": sums["tis_weight"] / total, "tis_clip_frac": sums["tis_clipped"] / total}
+        return out, {
+            "tis_ratio_mean": sums["tis_ratio"] / total,
+            "tis_ratio_max": ratio_max,
+            "tis_weight_mean": sums["tis_weight"] / total,
+            "tis_clip_frac": sums["tis_clipped"] / total,
+        }
 
     def _ppo_step(self, rows: Sequence[Row], indices: list[int]) -> dict[str, float]:
         cfg = self.ppo
@@ -171,8 +193,16 @@ class PolicyTrainer:
             weights = None
             if cfg.tis_cap is not None and mb.rollout_logprobs is not None:
                 weights, _ = tis_weights(mb.old_logprobs, mb.rollout_logprobs, cfg.tis_cap)
-            loss, stats = ppo_clip_loss(logp, mb.old_logprobs, mb.advantages, mb.rows, agg,
-                                        clip_low=cfg.clip_low, clip_high=cfg.clip_high, tis_weights=weights)
+            loss, stats = ppo_clip_loss(
+                logp,
+                mb.old_logprobs,
+                mb.advantages,
+                mb.rows,
+                agg,
+                clip_low=cfg.clip_low,
+                clip_high=cfg.clip_high,
+                tis_weights=weights,
+            )
             if self.reference is not None:
                 with torch.no_grad():
                     ref_logp, _ = token_logprobs(self.reference, mb, temperature=cfg.temperature)
@@ -188,12 +218,19 @@ class PolicyTrainer:
         grad_norm = self._optimizer_step()
         n = max(totals["tokens"], 1.0)
         return {
-            "loss": loss_total, "grad_norm": grad_norm, "clip_frac": totals["clipped"] / n,
-            "ratio_mean": totals["ratio"] / n, "approx_kl": totals["approx_kl"] / n, "kl_ref": totals["kl"] / n,
-            "entropy": totals["entropy"] / n, "tokens": totals["tokens"],
+            "loss": loss_total,
+            "grad_norm": grad_norm,
+            "clip_frac": totals["clipped"] / n,
+            "ratio_mean": totals["ratio"] / n,
+            "approx_kl": totals["approx_kl"] / n,
+            "kl_ref": totals["kl"] / n,
+            "entropy": totals["entropy"] / n,
+            "tokens": totals["tokens"],
         }
 
-    def sft_step(self, rows: Sequence[Row], *, loss_agg: str = "token-mean", context_weight: float = 0.0) -> dict[str, float]:
+    def sft_step(
+        self, rows: Sequence[Row], *, loss_agg: str = "token-mean", context_weight: float = 0.0
+    ) -> dict[str, float]:
         """One optimiser step of cross-entropy on the loss-masked tokens of ``rows``, plus, when
         ``context_weight`` > 0, that weight times the token-mean cross-entropy of the rest of each
         row (the context: prompt and observations, i.e. language modelling on the environment's text).
@@ -222,7 +259,12 @@ class PolicyTrainer:
             loss_total += float(loss.detach().item())
             tokens += int(logp.numel())
         grad_norm = self._optimizer_step()
-        return {"loss": loss_total, "context_loss": context_loss, "grad_norm": grad_norm, "tokens": float(tokens)}
+        return {
+            "loss": loss_total,
+            "context_loss": context_loss,
+            "grad_norm": grad_norm,
+            "tokens": float(tokens),
+        }
 
     @torch.no_grad()
     def mean_nll(self, rows: Sequence[Row]) -> float:
@@ -230,7 +272,9 @@ class PolicyTrainer:
         self.model.eval()
         total, count = 0.0, 0
         for part in micro_batches(rows, list(range(len(rows))), self.ppo.micro_batch_size):
-            logp, _ = token_logprobs(self.model, collate(rows, part, pad_id=self.pad_token_id, device=self.device))
+            logp, _ = token_logprobs(
+                self.model, collate(rows, part, pad_id=self.pad_token_id, device=self.device)
+            )
             total -= float(logp.sum().item())
             count += int(logp.numel())
         return total / max(count, 1)
@@ -239,11 +283,17 @@ class PolicyTrainer:
         counts = torch.zeros(len(rows))
         for i in indices:
             counts[i] = rows[i].num_tokens
-        return Aggregation.of(mode, counts, [r.trajectory_id for r in rows] if mode == "episode-mean-token-mean" else None)
+        return Aggregation.of(
+            mode, counts, [r.trajectory_id for r in rows] if mode == "episode-mean-token-mean" else None
+        )
 
     def _optimizer_step(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.clip_grad_norm_(params, self.optim_config.max_grad_norm) if params else torch.tensor(0.0)
+        norm = (
+            torch.nn.utils.clip_grad_norm_(params, self.optim_config.max_grad_norm)
+            if params
+            else torch.tensor(0.0)
+        )
         with self._paused():
             self.optimizer.step()
             self.step += 1
@@ -264,7 +314,9 @@ class PolicyTrainer:
 
     # -- checkpoints -----------------------------------------------------------------------------
 
-    def save(self, directory: str | Path, *, extra: dict[str, Any] | None = None, tokenizer: Any = None) -> Path:
+    def save(
+        self, directory: str | Path, *, extra: dict[str, Any] | None = None, tokenizer: Any = None
+    ) -> Path:
         """Write a Hugging Face model directory plus the optimiser, step, RNG states and ``extra``
         (JSON-able loop state), so :meth:`load` resumes exactly where this left off."""
         out = Path(directory)
@@ -303,14 +355,18 @@ class PolicyTrainer:
         """Restore weights, optimiser, step and RNG states saved by :meth:`save`; returns ``extra``."""
         src = Path(directory)
         if not (src / CHECKPOINT_STATE).is_file():
-            raise ConfigError(f"{src} is not a local-trainer checkpoint (no {CHECKPOINT_STATE}); give a directory written by it")
+            raise ConfigError(
+                f"{src} is not a local-trainer checkpoint (no {CHECKPOINT_STATE}); give a directory written by it"
+            )
         from .lora import is_adapter_checkpoint, load_adapter
 
         with self._paused(), torch.no_grad():
             if self.adapter is not None:
                 load_adapter(self.adapter, src)
             elif is_adapter_checkpoint(src):
-                raise ConfigError(f"checkpoint {src} holds a LoRA adapter only; resume it with the lora_rank it was trained with")
+                raise ConfigError(
+                    f"checkpoint {src} holds a LoRA adapter only; resume it with the lora_rank it was trained with"
+                )
             else:
                 self._load_full_weights(src)
         state = torch.load(src / CHECKPOINT_STATE, weights_only=False)
@@ -336,4 +392,6 @@ class PolicyTrainer:
         missing, _ = self.model.load_state_dict(weights, strict=False)
         tied = {"lm_head.weight"}  # tied embeddings are saved once
         if set(missing) - tied:
-            raise ConfigError(f"checkpoint {src} lacks weights {sorted(set(missing) - tied)[:3]}; it was written for another model")
+            raise ConfigError(
+                f"checkpoint {src} lacks weights {sorted(set(missing) - tied)[:3]}; it was written for another model"
+            )

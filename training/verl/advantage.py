@@ -40,10 +40,30 @@ ESTIMATORS: dict[str, str] = {"toolgym_grpo": "grpo", "toolgym_gigpo": "gigpo", 
 
 _OPTIONS: dict[str, set[str]] = {
     "grpo": {"std_norm", "eps"},
-    "gigpo": {"gamma", "omega", "mode", "invalid_penalty", "penalty_on", "similarity_threshold", "episode_stats", "eps"},
+    "gigpo": {
+        "gamma",
+        "omega",
+        "mode",
+        "invalid_penalty",
+        "penalty_on",
+        "similarity_threshold",
+        "episode_stats",
+        "eps",
+    },
     "arpo": {"mode", "std_norm", "eps"},
-    "graphgpo": {"omega", "step_weight", "episode_weight", "mode", "goal_reward", "normalize_distance", "invalid_penalty",
-                 "similarity_threshold", "episode_stats", "eps", "success_threshold"},
+    "graphgpo": {
+        "omega",
+        "step_weight",
+        "episode_weight",
+        "mode",
+        "goal_reward",
+        "normalize_distance",
+        "invalid_penalty",
+        "similarity_threshold",
+        "episode_stats",
+        "eps",
+        "success_threshold",
+    },
 }
 """Options each toolgym estimator takes (the ``toolgym.advantage`` section is checked against them)."""
 
@@ -81,10 +101,14 @@ def row_advantages(
     """
     check_options(estimator, options)
     if estimator in LOCAL_ONLY:
-        raise ConfigError(f"the verl bridge does not compute {estimator} yet; train it with `toolgym train --trainer local`")
+        raise ConfigError(
+            f"the verl bridge does not compute {estimator} yet; train it with `toolgym train --trainer local`"
+        )
     mask = np.asarray(response_mask, dtype=np.float32)
     if mask.ndim != 2 or mask.shape[0] != len(metas) or len(groups) != len(metas):
-        raise ConfigError(f"response_mask has shape {mask.shape} but there are {len(metas)} row metadata and {len(groups)} group keys; pass one per row")
+        raise ConfigError(
+            f"response_mask has shape {mask.shape} but there are {len(metas)} row metadata and {len(groups)} group keys; pass one per row"
+        )
     live = [r for r, m in enumerate(metas) if m is not None]
     out = np.zeros(mask.shape, dtype=np.float32)
     if not live:
@@ -105,7 +129,9 @@ def row_advantages(
     return out * mask
 
 
-def _trajectories(metas: Sequence[RowMeta | None], groups: Sequence[Hashable], live: list[int]) -> dict[str, tuple[Hashable, float]]:
+def _trajectories(
+    metas: Sequence[RowMeta | None], groups: Sequence[Hashable], live: list[int]
+) -> dict[str, tuple[Hashable, float]]:
     """trajectory id → (group key, episode reward), in order of first appearance; checks constancy."""
     out: dict[str, tuple[Hashable, float]] = {}
     for r in live:
@@ -121,8 +147,12 @@ def _trajectories(metas: Sequence[RowMeta | None], groups: Sequence[Hashable], l
 
 
 def _fill_gigpo(
-    out: NDArray[np.float32], metas: Sequence[RowMeta | None], groups: Sequence[Hashable], live: list[int],
-    trajs: dict[str, tuple[Hashable, float]], options: dict[str, Any],
+    out: NDArray[np.float32],
+    metas: Sequence[RowMeta | None],
+    groups: Sequence[Hashable],
+    live: list[int],
+    trajs: dict[str, tuple[Hashable, float]],
+    options: dict[str, Any],
 ) -> None:
     where: list[tuple[int, int, int]] = []
     traj_key, group_key, step_index, rewards, anchors, valid, episode_rewards = [], [], [], [], [], [], []
@@ -140,8 +170,12 @@ def _fill_gigpo(
             episode_rewards.append(m.episode_reward)
     missing = [t for t in trajs if t not in set(traj_key)]
     if missing:
-        raise ConfigError(f"trajectory {missing[0]!r} has rows but no steps; GiGPO needs the step metadata of every row")
-    adv = gigpo_advantages(traj_key, group_key, step_index, rewards, anchors, valid, episode_rewards, **options)
+        raise ConfigError(
+            f"trajectory {missing[0]!r} has rows but no steps; GiGPO needs the step metadata of every row"
+        )
+    adv = gigpo_advantages(
+        traj_key, group_key, step_index, rewards, anchors, valid, episode_rewards, **options
+    )
     episode_adv = {t: float(a) for t, a in zip(traj_key, adv.episode, strict=True)}
     for r in live:
         out[r, :] = episode_adv[metas[r].trajectory_id]  # type: ignore[union-attr]
@@ -150,8 +184,11 @@ def _fill_gigpo(
 
 
 def _attribute_shared_prefixes(
-    out: NDArray[np.float32], metas: Sequence[RowMeta | None], live: list[int],
-    trajs: dict[str, tuple[Hashable, float]], per_traj: NDArray[np.float64],
+    out: NDArray[np.float32],
+    metas: Sequence[RowMeta | None],
+    live: list[int],
+    trajs: dict[str, tuple[Hashable, float]],
+    per_traj: NDArray[np.float64],
 ) -> None:
     """ARPO hard mode on sequence-0 rows (see :mod:`toolgym.training.advantages.arpo`)."""
     index = {t: k for k, t in enumerate(trajs)}
@@ -168,13 +205,20 @@ def _attribute_shared_prefixes(
             length[k] = m.sequence_len
         if m.parent_id is not None:
             if m.branch_point is None:
-                raise ConfigError(f"trajectory {m.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens")
+                raise ConfigError(
+                    f"trajectory {m.trajectory_id!r} has a parent_id but no branch_point; set the number of shared tokens"
+                )
             parent_ids[k], branch[k] = m.parent_id, m.branch_point
             lineages[k] = m.lineage  # absent ancestors' places (rule 1), as the local path reads them
-    parent, bp, n_extra = link_absent_parents(list(trajs), [trajs[t][0] for t in trajs], parent_ids, branch, lineages=lineages)
+    parent, bp, n_extra = link_absent_parents(
+        list(trajs), [trajs[t][0] for t in trajs], parent_ids, branch, lineages=lineages
+    )
     seq0 = arpo_attribution(
-        np.concatenate([per_traj, np.full(n_extra, np.nan)]), parent, bp,
-        np.concatenate([length, np.zeros(n_extra, dtype=np.int64)]), mode="hard",
+        np.concatenate([per_traj, np.full(n_extra, np.nan)]),
+        parent,
+        bp,
+        np.concatenate([length, np.zeros(n_extra, dtype=np.int64)]),
+        mode="hard",
     )
     for r in live:
         m = metas[r]
@@ -186,7 +230,9 @@ def _attribute_shared_prefixes(
 
 
 def filter_rows(
-    metas: Sequence[RowMeta | None], groups: Sequence[Hashable], filters: EpisodeFilters,
+    metas: Sequence[RowMeta | None],
+    groups: Sequence[Hashable],
+    filters: EpisodeFilters,
 ) -> tuple[list[RowMeta | None], list[bool], dict[str, float]]:
     """The episode filters (:mod:`toolgym.training.filters`) on a verl batch, per trajectory.
 
@@ -197,8 +243,12 @@ def filter_rows(
     trajs = _trajectories(metas, groups, live)
     outcome = {m.trajectory_id: m.outcome for m in metas if m is not None}
     ids = list(trajs)
-    result = decide([outcome[t] for t in ids], [trajs[t][0] for t in ids], [trajs[t][1] for t in ids], filters)
+    result = decide(
+        [outcome[t] for t in ids], [trajs[t][0] for t in ids], [trajs[t][1] for t in ids], filters
+    )
     fate = dict(zip(ids, result.actions, strict=True))
-    kept: list[RowMeta | None] = [m if m is not None and fate[m.trajectory_id] != "drop" else None for m in metas]
+    kept: list[RowMeta | None] = [
+        m if m is not None and fate[m.trajectory_id] != "drop" else None for m in metas
+    ]
     masked = [m is not None and fate[m.trajectory_id] == "mask" for m in metas]
     return kept, masked, result.counts

@@ -80,21 +80,32 @@ class ToolgymAgentLoop(AgentLoopBase):
         self.settings: ToolgymSettings = load_settings(self.config.get("toolgym"))
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
-        self.engine_config = self.settings.engine_config(max_prompt_len=self.prompt_length, max_response_len=self.response_length)
+        self.engine_config = self.settings.engine_config(
+            max_prompt_len=self.prompt_length, max_response_len=self.response_length
+        )
         self.chat = ChatFormat(self.tokenizer)
         if self.settings.arpo is not None:
             # one call runs the task's whole ARPO group: N initial rollouts plus their forks
-            self.engine_config = self.engine_config.model_copy(update={"arpo": self.settings.arpo.engine_arpo()})
+            self.engine_config = self.engine_config.model_copy(
+                update={"arpo": self.settings.arpo.engine_arpo()}
+            )
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:  # type: ignore[override]  # verl's V1 workers take lists
+    async def run(  # type: ignore[override]  # verl's V1 workers take lists
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> AgentLoopOutput | list[AgentLoopOutput]:
         task = task_of(kwargs)
         uid, session = kwargs.get("uid"), kwargs.get("session_id")
         trajectory_id = f"{uid}-{session}" if uid is not None and session is not None else uuid.uuid4().hex
         group_id = f"{task['env']}/{task['task_index']}/{task['seed']}"
         backend = VerlServerBackend(
-            self.server_manager, self.tokenizer, sampling_params, request_id=trajectory_id,
-            rollout_name=str(self.rollout_config.name), eos_token_ids=self.chat.eos_token_ids,
-            priority=int(kwargs.get("priority", 0) or 0), model_name=str(self.config.actor_rollout_ref.model.path),
+            self.server_manager,
+            self.tokenizer,
+            sampling_params,
+            request_id=trajectory_id,
+            rollout_name=str(self.rollout_config.name),
+            eos_token_ids=self.chat.eos_token_ids,
+            priority=int(kwargs.get("priority", 0) or 0),
+            model_name=str(self.config.actor_rollout_ref.model.path),
         )
         engine = RolloutEngine(
             registry=self.registry_factory(),
@@ -106,21 +117,32 @@ class ToolgymAgentLoop(AgentLoopBase):
         )
         if self.settings.arpo is not None:
             return await self._run_arpo_group(engine, task, group_id, trajectory_id, backend)
-        request = EpisodeRequest(task["env"], task["task_index"], int(session or 0), task["seed"], group_id, trajectory_id)
+        request = EpisodeRequest(
+            task["env"], task["task_index"], int(session or 0), task["seed"], group_id, trajectory_id
+        )
         trajectory = await engine.run_episode(request)
         engine.registry.notify_trajectory_done(trajectory)
         try:
             outputs = agent_loop_outputs(
-                trajectory, self.settings.layout, max_prompt_len=self.prompt_length, max_response_len=self.response_length,
+                trajectory,
+                self.settings.layout,
+                max_prompt_len=self.prompt_length,
+                max_response_len=self.response_length,
                 # read after the episode: the versions are those of the calls that answered it
-                global_steps=(backend.min_global_steps, backend.max_global_steps), num_preempted=backend.num_preempted,
+                global_steps=(backend.min_global_steps, backend.max_global_steps),
+                num_preempted=backend.num_preempted,
             )
         except ConfigError as exc:
             raise EpisodeFailed(f"episode {trajectory_id} of {group_id}: {exc}") from None
         return outputs[0] if len(outputs) == 1 and self.settings.layout == "trajectory" else outputs
 
     async def _run_arpo_group(
-        self, engine: RolloutEngine, task: dict[str, Any], group_id: str, call_id: str, backend: VerlServerBackend
+        self,
+        engine: RolloutEngine,
+        task: dict[str, Any],
+        group_id: str,
+        call_id: str,
+        backend: VerlServerBackend,
     ) -> list[AgentLoopOutput]:
         """ARPO: N initial rollouts of the task and the forks the engine branches from them (at
         most M trajectories), all returned as rows of this one call. Failed or untrainable
@@ -130,7 +152,8 @@ class ToolgymAgentLoop(AgentLoopBase):
         engine.on_trajectory = done.append
         initial = self.settings.arpo.initial_rollouts
         requests = [
-            EpisodeRequest(task["env"], task["task_index"], k, task["seed"], group_id, f"{call_id}-{k}") for k in range(initial)
+            EpisodeRequest(task["env"], task["task_index"], k, task["seed"], group_id, f"{call_id}-{k}")
+            for k in range(initial)
         ]
         await engine.run(requests)
         outputs: list[AgentLoopOutput] = []
@@ -138,13 +161,19 @@ class ToolgymAgentLoop(AgentLoopBase):
         for trajectory in done:
             try:
                 outputs += agent_loop_outputs(
-                    trajectory, self.settings.layout, max_prompt_len=self.prompt_length, max_response_len=self.response_length,
-                    global_steps=(backend.min_global_steps, backend.max_global_steps), num_preempted=backend.num_preempted,
+                    trajectory,
+                    self.settings.layout,
+                    max_prompt_len=self.prompt_length,
+                    max_response_len=self.response_length,
+                    global_steps=(backend.min_global_steps, backend.max_global_steps),
+                    num_preempted=backend.num_preempted,
                 )
             except ConfigError as exc:
                 problems.append(str(exc))
         if not outputs:
-            raise EpisodeFailed(f"no trainable trajectory in the ARPO group {group_id}: {'; '.join(problems[:3])}")
+            raise EpisodeFailed(
+                f"no trainable trajectory in the ARPO group {group_id}: {'; '.join(problems[:3])}"
+            )
         return outputs
 
     def _sandbox_backend(self) -> Any:
@@ -154,7 +183,9 @@ class ToolgymAgentLoop(AgentLoopBase):
         key = id(asyncio.get_running_loop())
         if key not in self._sandboxes:
             if not self.settings.unsafe_in_process_sandbox:  # verl started without `toolgym train`'s checks
-                require_isolation(self.registry_factory(), choice, allow="toolgym.unsafe_in_process_sandbox=true")
+                require_isolation(
+                    self.registry_factory(), choice, allow="toolgym.unsafe_in_process_sandbox=true"
+                )
             self._sandboxes[key] = LazySandboxBackend(self.registry_factory, choice)
         return self._sandboxes[key]
 
@@ -176,7 +207,9 @@ def agent_loop_outputs(
     weight versions that generated it (``min_global_steps`` / ``max_global_steps``).
     Raises ``ConfigError`` when the trajectory is not trainable.
     """
-    rows = trajectory_rows(trajectory, layout, max_prompt_len=max_prompt_len, max_response_len=max_response_len)
+    rows = trajectory_rows(
+        trajectory, layout, max_prompt_len=max_prompt_len, max_response_len=max_response_len
+    )
     timings = trajectory.timings
     outputs = []
     for row in rows:
@@ -192,16 +225,20 @@ def agent_loop_outputs(
         }
         if global_steps[0] is not None:
             extra["min_global_steps"], extra["max_global_steps"] = global_steps
-        outputs.append(AgentLoopOutput(
-            prompt_ids=row.prompt_ids,
-            response_ids=row.response_ids,
-            response_mask=row.response_mask,
-            response_logprobs=row.response_logprobs,
-            reward_score=float(trajectory.reward),
-            num_turns=row.num_turns,
-            metrics=AgentLoopMetrics(
-                generate_sequences=timings.llm_s, tool_calls=timings.env_s + timings.sandbox_s, num_preempted=num_preempted,
-            ),
-            extra_fields=extra,
-        ))
+        outputs.append(
+            AgentLoopOutput(
+                prompt_ids=row.prompt_ids,
+                response_ids=row.response_ids,
+                response_mask=row.response_mask,
+                response_logprobs=row.response_logprobs,
+                reward_score=float(trajectory.reward),
+                num_turns=row.num_turns,
+                metrics=AgentLoopMetrics(
+                    generate_sequences=timings.llm_s,
+                    tool_calls=timings.env_s + timings.sandbox_s,
+                    num_preempted=num_preempted,
+                ),
+                extra_fields=extra,
+            )
+        )
     return outputs

@@ -85,12 +85,20 @@ class VerlServerBackend(LLMBackend):
         extra: dict[str, Any] = {"priority": self.priority} if self.priority else {}
         try:
             out: TokenOutput = await self.client.generate(
-                request_id=self.request_id, prompt_ids=list(request.input_ids), sampling_params=self.sampling_params(sp), **extra
+                request_id=self.request_id,
+                prompt_ids=list(request.input_ids),
+                sampling_params=self.sampling_params(sp),
+                **extra,
             )
         except (ConnectionError, TimeoutError) as exc:
-            raise LLMError(f"rollout server unreachable: {type(exc).__name__}: {exc}", transient=True) from exc
+            raise LLMError(
+                f"rollout server unreachable: {type(exc).__name__}: {exc}", transient=True
+            ) from exc
         if out.stop_reason == "aborted":
-            raise LLMError("the rollout server aborted the request (generation paused for a weight update); retrying", transient=True)
+            raise LLMError(
+                "the rollout server aborted the request (generation paused for a weight update); retrying",
+                transient=True,
+            )
         ids = [int(t) for t in out.token_ids]
         logprobs = [float(x) for x in out.log_probs] if out.log_probs is not None else None
         if logprobs is not None and len(logprobs) != len(ids):
@@ -99,8 +107,12 @@ class VerlServerBackend(LLMBackend):
         self.num_preempted += int(out.num_preempted or 0)
         version = out.extra_fields.get("global_steps")
         if isinstance(version, int):
-            self.min_global_steps = version if self.min_global_steps is None else min(self.min_global_steps, version)
-            self.max_global_steps = version if self.max_global_steps is None else max(self.max_global_steps, version)
+            self.min_global_steps = (
+                version if self.min_global_steps is None else min(self.min_global_steps, version)
+            )
+            self.max_global_steps = (
+                version if self.max_global_steps is None else max(self.max_global_steps, version)
+            )
         return GenerationResult(
             output_ids=ids,
             logprobs=logprobs,
@@ -139,13 +151,17 @@ class LocalLLMServerClient(LLMServerClient):
         self.requests: list[tuple[str, list[int], dict[str, Any]]] = []
         """Every request seen, as (request_id, prompt_ids, sampling_params), for tests."""
 
-    async def generate(self, request_id: Any, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any) -> TokenOutput:  # type: ignore[override]
+    async def generate(
+        self, request_id: Any, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+    ) -> TokenOutput:  # type: ignore[override]
         params = dict(sampling_params)
         self.requests.append((str(request_id), list(prompt_ids), dict(params)))
         rollout = self.config.actor_rollout_ref.rollout
         budget = params.pop("max_new_tokens", params.pop("max_tokens", None))
         if budget is None:
-            budget = min(rollout.response_length, rollout.prompt_length + rollout.response_length - len(prompt_ids))
+            budget = min(
+                rollout.response_length, rollout.prompt_length + rollout.response_length - len(prompt_ids)
+            )
         penalty = float(params.pop("repetition_penalty", 1.0))
         if not math.isclose(penalty, 1.0):
             raise ConfigError(f"LocalLLMServerClient does not apply repetition_penalty={penalty}; use 1.0")
@@ -162,12 +178,18 @@ class LocalLLMServerClient(LLMServerClient):
         )
         unknown = sorted(set(params) - self._IGNORED)
         if unknown:
-            raise ConfigError(f"LocalLLMServerClient does not understand sampling parameter(s) {', '.join(unknown)}")
+            raise ConfigError(
+                f"LocalLLMServerClient does not understand sampling parameter(s) {', '.join(unknown)}"
+            )
         result = await self.backend.generate(GenerationRequest(list(prompt_ids), sp, str(request_id)))
         return TokenOutput(
             token_ids=list(result.output_ids),
             log_probs=list(result.logprobs) if want_logprobs and result.logprobs is not None else None,
             stop_reason="completed",
             num_preempted=0,
-            extra_fields={"global_steps": self.global_steps, "min_global_steps": self.global_steps, "max_global_steps": self.global_steps},
+            extra_fields={
+                "global_steps": self.global_steps,
+                "min_global_steps": self.global_steps,
+                "max_global_steps": self.global_steps,
+            },
         )

@@ -51,7 +51,9 @@ def resolve_config_path(name: str | os.PathLike[str]) -> Path:
     if shipped.exists():
         return shipped
     known = ", ".join(sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
-    raise ConfigError(f"config file {str(name)!r} not found; give a path or one of the shipped examples: {known}")
+    raise ConfigError(
+        f"config file {str(name)!r} not found; give a path or one of the shipped examples: {known}"
+    )
 
 
 def load_file(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> tuple[DictConfig, DictConfig]:
@@ -67,14 +69,20 @@ def load_file(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> tu
     for item in overrides:
         key, eq, _ = item.partition("=")
         if not eq or not key.lstrip("+"):
-            raise ConfigError(f"override {item!r} is not of the form section.key=value (e.g. verl.trainer.total_training_steps=2)")
+            raise ConfigError(
+                f"override {item!r} is not of the form section.key=value (e.g. verl.trainer.total_training_steps=2)"
+            )
         if key.lstrip("+").split(".")[0] not in SECTIONS:
-            raise ConfigError(f"override {item!r} must start with one of {', '.join(SECTIONS)} (e.g. toolgym.env=webshop)")
+            raise ConfigError(
+                f"override {item!r} must start with one of {', '.join(SECTIONS)} (e.g. toolgym.env=webshop)"
+            )
         (added if key.startswith("+") else plain).append(item.lstrip("+"))
     cfg = _dict(OmegaConf.merge(cfg, OmegaConf.from_dotlist(plain)))
     unknown = sorted(str(k) for k in set(cfg.keys()) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"config file has unknown section(s) {', '.join(map(str, unknown))}; use only {', '.join(SECTIONS)}")
+        raise ConfigError(
+            f"config file has unknown section(s) {', '.join(map(str, unknown))}; use only {', '.join(SECTIONS)}"
+        )
     return cfg, OmegaConf.from_dotlist(added)
 
 
@@ -99,7 +107,10 @@ def _verl_defaults() -> DictConfig:
 
 
 def compose_config(
-    path: str | os.PathLike[str], overrides: Sequence[str] = (), *, data_dir: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[DictConfig, ToolgymSettings]:
     """verl's full config for the file (and overrides), with the task files written.
 
@@ -113,10 +124,14 @@ def compose_config(
             f"toolgym.advantage.estimator {settings.advantage.estimator!r} is computed by the local trainer only "
             "(the verl bridge does not carry each trajectory's success yet); use `toolgym train --trainer local`"
         )
-    agg = (((file_cfg.get("verl") or {}).get("actor_rollout_ref") or {}).get("actor") or {}).get("loss_agg_mode")
+    agg = (((file_cfg.get("verl") or {}).get("actor_rollout_ref") or {}).get("actor") or {}).get(
+        "loss_agg_mode"
+    )
     if agg == "episode-mean-token-mean":
-        raise ConfigError("loss_agg_mode 'episode-mean-token-mean' is toolgym's and the local trainer's only "
-                          "(verl's modes are token-mean, seq-mean-token-mean, seq-mean-token-sum); use `toolgym train --trainer local`")
+        raise ConfigError(
+            "loss_agg_mode 'episode-mean-token-mean' is toolgym's and the local trainer's only "
+            "(verl's modes are token-mean, seq-mean-token-mean, seq-mean-token-sum); use `toolgym train --trainer local`"
+        )
     cfg = verl_defaults()
     try:
         cfg = _dict(OmegaConf.merge(cfg, file_cfg.get("verl") or {}))
@@ -136,8 +151,10 @@ def compose_config(
         cpu_config.check_cpu_budget(str(cfg.actor_rollout_ref.model.path))
     rollout = cfg.actor_rollout_ref.rollout
     if OmegaConf.is_missing(rollout, "name"):
-        raise ConfigError("set verl.actor_rollout_ref.rollout.name to the inference engine of the rollout servers: "
-                          "vllm or sglang (or toolgym_cpu, with verl.trainer.device=cpu, to train on this machine's CPU)")
+        raise ConfigError(
+            "set verl.actor_rollout_ref.rollout.name to the inference engine of the rollout servers: "
+            "vllm or sglang (or toolgym_cpu, with verl.trainer.device=cpu, to train on this machine's CPU)"
+        )
     # an unknown rollout.name fails here, in one sentence, not in a Ray worker; registering first: when
     # toolgym's modules imported verl, verl's plugin loader found them half-imported and skipped their hooks
     from .plugin import register_all
@@ -147,7 +164,9 @@ def compose_config(
     # ARPO: one agent-loop call runs the task's whole group (initial rollouts and their forks)
     samples_per_call = 1 if settings.arpo is not None else settings.group_size
     if OmegaConf.select(file_cfg, "verl.actor_rollout_ref.rollout.n") not in (None, samples_per_call):
-        raise ConfigError(f"verl.actor_rollout_ref.rollout.n ({rollout.n}) differs from what toolgym.group_size implies ({samples_per_call}); set only toolgym.group_size")
+        raise ConfigError(
+            f"verl.actor_rollout_ref.rollout.n ({rollout.n}) differs from what toolgym.group_size implies ({samples_per_call}); set only toolgym.group_size"
+        )
     rollout.n = samples_per_call
     if settings.arpo is not None and not rollout.calculate_log_probs:
         raise ConfigError(
@@ -155,7 +174,11 @@ def compose_config(
             "verl.actor_rollout_ref.rollout.calculate_log_probs is false, so ARPO would never branch; set it to true"
         )
     mode = str(rollout.get("logprobs_mode") or "processed_logprobs")
-    if rollout.name == "vllm" and mode != "processed_logprobs" and float(rollout.temperature) not in (0.0, 1.0):
+    if (
+        rollout.name == "vllm"
+        and mode != "processed_logprobs"
+        and float(rollout.temperature) not in (0.0, 1.0)
+    ):
         raise ConfigError(
             f"verl.actor_rollout_ref.rollout.logprobs_mode is {mode!r}: at temperature {rollout.temperature} vLLM would return "
             "logprobs of another distribution than the one it samples from; use processed_logprobs (verl's default)"
@@ -171,11 +194,15 @@ def compose_config(
     cfg.trainer.use_v1 = True
     cfg.trainer.v1.trainer_mode = TRAINER_MODE
     cfg.data.return_raw_chat = True
-    directory = Path(data_dir or settings.data_dir or Path(str(cfg.trainer.default_local_dir)) / "toolgym_tasks")
+    directory = Path(
+        data_dir or settings.data_dir or Path(str(cfg.trainer.default_local_dir)) / "toolgym_tasks"
+    )
     train_file, val_file = write_task_files(settings, directory)
     for given in (settings.train_files, settings.val_files):
         if given is not None and not Path(given).exists():
-            raise ConfigError(f"task file {given} does not exist; write one with `toolgym export verl DIR -o FILE`")
+            raise ConfigError(
+                f"task file {given} does not exist; write one with `toolgym export verl DIR -o FILE`"
+            )
     cfg.data.train_files = settings.train_files or str(train_file)
     cfg.data.val_files = settings.val_files or str(val_file)
     with open_dict(cfg):
@@ -202,11 +229,15 @@ def apply_tis(cfg: DictConfig, cap: float | None) -> None:
             f"rollout_is_threshold={corr.rollout_is_threshold}) disagree; set only one of them"
         )
     if corr.get("bypass_mode", False):
-        raise ConfigError("toolgym.tis_cap needs the trainer's own old logprobs, but "
-                          "verl.algorithm.rollout_correction.bypass_mode is true; set it to false")
+        raise ConfigError(
+            "toolgym.tis_cap needs the trainer's own old logprobs, but "
+            "verl.algorithm.rollout_correction.bypass_mode is true; set it to false"
+        )
     if not cfg.actor_rollout_ref.rollout.calculate_log_probs:
-        raise ConfigError("toolgym.tis_cap weighs tokens by π_train/π_rollout, but verl.actor_rollout_ref.rollout."
-                          "calculate_log_probs is false, so there are no rollout logprobs and verl would skip it; set it to true")
+        raise ConfigError(
+            "toolgym.tis_cap weighs tokens by π_train/π_rollout, but verl.actor_rollout_ref.rollout."
+            "calculate_log_probs is false, so there are no rollout logprobs and verl would skip it; set it to true"
+        )
     corr.rollout_is = "token"
     corr.rollout_is_threshold = float(cap)
     corr.bypass_mode = False
@@ -220,7 +251,9 @@ def check_config(cfg: DictConfig) -> None:
     try:
         with warnings.catch_warnings():  # "Disabled critic as adv_estimator != gae": expected here
             warnings.simplefilter("ignore", UserWarning)
-            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+            validate_config(
+                config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+            )
     except (AssertionError, ValueError) as exc:
         raise ConfigError(f"verl rejects the config: {exc}") from None
 
@@ -239,7 +272,9 @@ def check_environment(settings: ToolgymSettings, registry: Any = None) -> None:
         try:
             env = spec.make(**{**settings.env_kwargs, **split.env_kwargs})
         except Exception as exc:
-            raise ConfigError(f"environment {settings.env!r} rejects the {name} options: {type(exc).__name__}: {exc}") from None
+            raise ConfigError(
+                f"environment {settings.env!r} rejects the {name} options: {type(exc).__name__}: {exc}"
+            ) from None
         del env
 
 
@@ -254,8 +289,10 @@ def run_training(cfg: DictConfig) -> None:
         raise ConfigError(f"toolgym could not register itself with verl ({details}); install toolgym[verl]")
     engine = str(cfg.actor_rollout_ref.rollout.name)
     if engine in ("vllm", "sglang") and _missing(engine):
-        raise ConfigError(f"rollout.name is {engine!r} but {engine} is not installed here; install it on the GPU machine "
-                          f"(pip install {engine}), or train on this machine's CPU with the override verl.trainer.device=cpu")
+        raise ConfigError(
+            f"rollout.name is {engine!r} but {engine} is not installed here; install it on the GPU machine "
+            f"(pip install {engine}), or train on this machine's CPU with the override verl.trainer.device=cpu"
+        )
     if cpu_config.wants_cpu(cfg):
         run_on_cpu(cfg)
         return

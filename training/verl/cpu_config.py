@@ -111,10 +111,18 @@ def check_cpu_budget(model_path: str, available: int | None = None) -> None:
 
 def ray_env_vars() -> dict[str, str]:
     """Env vars every Ray worker needs on the CPU path."""
-    return {ENV: PLATFORM_NAME, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "TRANSFER_QUEUE_ENABLE": "1"}
+    return {
+        ENV: PLATFORM_NAME,
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "TRANSFER_QUEUE_ENABLE": "1",
+    }
 
 
 def ray_init_kwargs(extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """``ray.init`` keyword arguments for a local Ray on the CPU path."""
-    return {"num_cpus": RAY_CPUS, "include_dashboard": False,
-            "runtime_env": {"env_vars": {**ray_env_vars(), **(extra_env or {})}}}
+    return {
+        "num_cpus": RAY_CPUS,
+        "include_dashboard": False,
+        "runtime_env": {"env_vars": {**ray_env_vars(), **(extra_env or {})}},
+    }

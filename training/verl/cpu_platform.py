@@ -193,22 +193,40 @@ def _device_module() -> ModuleType:
         return None
 
     def mem_get_info(*_: Any) -> tuple[int, int]:
-        page, pages, free = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_AVPHYS_PAGES")
+        page, pages, free = (
+            os.sysconf("SC_PAGE_SIZE"),
+            os.sysconf("SC_PHYS_PAGES"),
+            os.sysconf("SC_AVPHYS_PAGES"),
+        )
         return free * page, pages * page
 
     class CPUDeviceModule(ModuleType):
         def __getattr__(self, name: str) -> Any:
             return getattr(torch.cpu, name)
 
-    module = CPUDeviceModule("toolgym_verl_cpu_device", "torch.cpu with verl's CUDA-only calls as host no-ops")
+    module = CPUDeviceModule(
+        "toolgym_verl_cpu_device", "torch.cpu with verl's CUDA-only calls as host no-ops"
+    )
     calls: dict[str, Any] = {
-        "memory_reserved": zero, "memory_allocated": zero, "max_memory_reserved": zero,
-        "max_memory_allocated": zero, "mem_get_info": mem_get_info, "empty_cache": nothing,
-        "ipc_collect": nothing, "reset_peak_memory_stats": nothing, "set_per_process_memory_fraction": nothing,
-        "set_device": nothing, "synchronize": nothing, "is_available": lambda: True, "device_count": lambda: 1,
-        "current_device": lambda: 0, "get_device_name": lambda *_: "cpu",
-        "get_rng_state": lambda *_: torch.get_rng_state(), "set_rng_state": lambda state, *_: torch.set_rng_state(state),
-        "manual_seed": torch.manual_seed, "manual_seed_all": torch.manual_seed,
+        "memory_reserved": zero,
+        "memory_allocated": zero,
+        "max_memory_reserved": zero,
+        "max_memory_allocated": zero,
+        "mem_get_info": mem_get_info,
+        "empty_cache": nothing,
+        "ipc_collect": nothing,
+        "reset_peak_memory_stats": nothing,
+        "set_per_process_memory_fraction": nothing,
+        "set_device": nothing,
+        "synchronize": nothing,
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "get_device_name": lambda *_: "cpu",
+        "get_rng_state": lambda *_: torch.get_rng_state(),
+        "set_rng_state": lambda state, *_: torch.set_rng_state(state),
+        "manual_seed": torch.manual_seed,
+        "manual_seed_all": torch.manual_seed,
     }
     for name, fn in calls.items():
         setattr(module, name, fn)
@@ -226,7 +244,10 @@ def _register_cpu_engines() -> None:
     from verl.workers.engine.base import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl as fsdp
 
-    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+    for model_type, cls_name in (
+        ("language_model", "FSDPEngineWithLMHead"),
+        ("value_model", "FSDPEngineWithValueHead"),
+    ):
         cls = getattr(fsdp, cls_name, None)
         backends = EngineRegistry._engines.get(model_type, {})
         if cls is None or all(PLATFORM_NAME in backends.get(b, {}) for b in ("fsdp", "fsdp2")):

@@ -45,8 +45,15 @@ def server_name(replica_rank: int) -> str:
 class ToolgymCPUServer:
     """One replica's generation server: toolgym's CPU sampler behind verl's server-actor methods."""
 
-    def __init__(self, model_path: str, replica_rank: int, response_length: int, max_model_len: int,
-                 max_batch_size: int = 16, serve_http: bool = True) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        replica_rank: int,
+        response_length: int,
+        max_model_len: int,
+        max_batch_size: int = 16,
+        serve_http: bool = True,
+    ) -> None:
         from toolgym.core.llm.local.transformers_backend import TransformersBackend
 
         self.replica_rank = replica_rank
@@ -67,24 +74,39 @@ class ToolgymCPUServer:
         """``host:port`` of the OpenAI/SGLang-shaped HTTP server (empty without one)."""
         return self.http.url.split("://", 1)[-1].rstrip("/") if self.http is not None else ""
 
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
-                       image_data: Any = None, video_data: Any = None, **_: Any) -> TokenOutput:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: Any = None,
+        video_data: Any = None,
+        **_: Any,
+    ) -> TokenOutput:
         """verl's token-in/token-out call; ``sampling_params`` as verl's agent loops build them."""
         if image_data is not None or video_data is not None:
-            raise ConfigError("the toolgym_cpu rollout generates from text tokens only; drop images/videos or use vllm/sglang")
+            raise ConfigError(
+                "the toolgym_cpu rollout generates from text tokens only; drop images/videos or use vllm/sglang"
+            )
         params = dict(sampling_params)
         max_new = params.pop("max_tokens", params.pop("max_new_tokens", self.response_length))
         max_new = max(1, min(int(max_new), self.response_length, self.max_model_len - len(prompt_ids)))
         top_k = int(params.get("top_k", 0) or 0)
         sampling = SamplingParams(
-            max_new_tokens=max_new, temperature=float(params.get("temperature", 1.0)),
-            top_p=float(params.get("top_p", 1.0)), top_k=max(top_k, 0), seed=params.get("seed"),
-            stop=tuple(params.get("stop") or ()), stop_token_ids=tuple(params.get("stop_token_ids") or ()),
+            max_new_tokens=max_new,
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=max(top_k, 0),
+            seed=params.get("seed"),
+            stop=tuple(params.get("stop") or ()),
+            stop_token_ids=tuple(params.get("stop_token_ids") or ()),
         )
         result = await self.backend.generate(GenerationRequest(list(prompt_ids), sampling, request_id))
         return TokenOutput(
             token_ids=list(result.output_ids),
-            log_probs=list(result.logprobs) if params.get("logprobs") and result.logprobs is not None else None,
+            log_probs=list(result.logprobs)
+            if params.get("logprobs") and result.logprobs is not None
+            else None,
             stop_reason="completed",
             extra_fields={"global_steps": self.global_steps},
         )
@@ -93,8 +115,10 @@ class ToolgymCPUServer:
         """Load the actor's tensors (HF names, CPU); returns how many were loaded."""
         unknown = sorted(set(state_dict) - self.param_names)
         if unknown:
-            raise ConfigError(f"the actor sent weights the rollout model does not have ({unknown[:3]}...): "
-                              "actor and rollout must load the same model")
+            raise ConfigError(
+                f"the actor sent weights the rollout model does not have ({unknown[:3]}...): "
+                "actor and rollout must load the same model"
+            )
         version = global_steps if global_steps is not None else self.backend.weight_version
         # strict=False: tied weights (lm_head of a tied model) may arrive under one name only
         await asyncio.to_thread(self.backend.load_state_dict, state_dict, version=version, strict=False)
@@ -125,9 +149,13 @@ class ToolgymCPUReplica(RolloutReplica):
         model_path = _get(self.model_config, "local_path") or _get(self.model_config, "path")
         server_cls: Any = ray.remote(ToolgymCPUServer)  # ray's stubs type the handle as the class
         actor: Any = server_cls.options(
-            name=server_name(self.replica_rank), num_cpus=0, max_concurrency=self.max_concurrency,
+            name=server_name(self.replica_rank),
+            num_cpus=0,
+            max_concurrency=self.max_concurrency,
         ).remote(
-            model_path, self.replica_rank, self.config.response_length,
+            model_path,
+            self.replica_rank,
+            self.config.response_length,
             self.config.max_model_len or (self.config.prompt_length + self.config.response_length),
         )
         self.servers = [actor]
@@ -147,10 +175,14 @@ class ToolgymCPUServerAdapter(BaseRollout):
         self.replica_rank, self.sends = rank // size, rank % size == 0
         self.sleep_level = 0
 
-    async def update_weights(self, weights: Iterable[Any], wire_format: str = "named_tensors", **kwargs: Any) -> None:
+    async def update_weights(
+        self, weights: Iterable[Any], wire_format: str = "named_tensors", **kwargs: Any
+    ) -> None:
         if wire_format != "named_tensors":
-            raise ConfigError(f"the toolgym_cpu rollout takes full tensors, not {wire_format!r}: "
-                              "set actor_rollout_ref.rollout.checkpoint_engine.backend=naive")
+            raise ConfigError(
+                f"the toolgym_cpu rollout takes full tensors, not {wire_format!r}: "
+                "set actor_rollout_ref.rollout.checkpoint_engine.backend=naive"
+            )
         state = {}
         for name, tensor in weights:  # every rank iterates: FSDP gathers are collective
             full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
@@ -174,7 +206,9 @@ def check_replica_name(name: str) -> None:
     verl's ``vllm`` entry imports vLLM)."""
     known = sorted(RolloutReplicaRegistry._registry)
     if name not in known:
-        raise ConfigError(f"unknown rollout replica {name!r}: actor_rollout_ref.rollout.name must be one of {', '.join(known)}")
+        raise ConfigError(
+            f"unknown rollout replica {name!r}: actor_rollout_ref.rollout.name must be one of {', '.join(known)}"
+        )
 
 
 def replica_class(name: str) -> type[RolloutReplica]:

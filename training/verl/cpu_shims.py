@@ -35,8 +35,11 @@ def _check_version() -> None:
     import verl
 
     if verl.__version__ != VERL_VERSION:
-        log.warning("toolgym's CPU shims were written for verl %s, found %s: re-check cpu_shims.py",
-                    VERL_VERSION, verl.__version__)
+        log.warning(
+            "toolgym's CPU shims were written for verl %s, found %s: re-check cpu_shims.py",
+            VERL_VERSION,
+            verl.__version__,
+        )
 
 
 def register_rollout_adapter(name: str, target: str, mode: str = "async") -> None:
@@ -46,8 +49,10 @@ def register_rollout_adapter(name: str, target: str, mode: str = "async") -> Non
     _check_version()
     registry = getattr(base, "_ROLLOUT_REGISTRY", None)
     if not isinstance(registry, dict):
-        raise RuntimeError(f"verl {_version()} has no dict verl.workers.rollout.base._ROLLOUT_REGISTRY; "
-                           "toolgym's CPU rollout needs cpu_shims.register_rollout_adapter updated")
+        raise RuntimeError(
+            f"verl {_version()} has no dict verl.workers.rollout.base._ROLLOUT_REGISTRY; "
+            "toolgym's CPU rollout needs cpu_shims.register_rollout_adapter updated"
+        )
     registry[(name, mode)] = target
 
 
@@ -71,11 +76,15 @@ def patch_resource_check() -> None:
             return _ORIGINAL_CHECK(self)
         import ray
 
-        available = sum(node.get("CPU", 0) for node in ray._private.state.available_resources_per_node().values())
+        available = sum(
+            node.get("CPU", 0) for node in ray._private.state.available_resources_per_node().values()
+        )
         required = sum(n for nodes in self.resource_pool_spec.values() for n in nodes)
         if available < required:
-            raise ValueError(f"the CPU platform needs {required} Ray CPUs for its worker pools, Ray has {available} free: "
-                             "lower trainer.n_gpus_per_node or start Ray with more num_cpus")
+            raise ValueError(
+                f"the CPU platform needs {required} Ray CPUs for its worker pools, Ray has {available} free: "
+                "lower trainer.n_gpus_per_node or start Ray with more num_cpus"
+            )
         return None
 
     ResourcePoolManager._check_resource_available = _check_resource_available  # type: ignore[method-assign]

@@ -32,13 +32,21 @@ def task_rows(env: str, split: TaskRange) -> list[dict[str, Any]]:
     rows = []
     for i in split.indices():
         seed = split.seed + i
-        rows.append({
-            "prompt": [{"role": "user", "content": f"toolgym task: env={env} task={i} seed={seed}"}],
-            "agent_name": AGENT_NAME,
-            "data_source": f"toolgym/{env}",
-            "reward_model": {"style": "env", "ground_truth": ""},
-            "extra_info": {"index": i, "toolgym_env": env, "task_index": i, "seed": seed, "env_kwargs_json": kwargs_json},
-        })
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": f"toolgym task: env={env} task={i} seed={seed}"}],
+                "agent_name": AGENT_NAME,
+                "data_source": f"toolgym/{env}",
+                "reward_model": {"style": "env", "ground_truth": ""},
+                "extra_info": {
+                    "index": i,
+                    "toolgym_env": env,
+                    "task_index": i,
+                    "seed": seed,
+                    "env_kwargs_json": kwargs_json,
+                },
+            }
+        )
     return rows
 
 

@@ -48,8 +48,11 @@ _current: ContextVar[AdvantageContext | None] = ContextVar("toolgym_advantage_co
 
 
 @contextmanager
-def advantage_context(metas: Sequence[RowMeta | None], options: dict[str, Any] | None = None,
-                      filters: EpisodeFilters | None = None) -> Iterator[AdvantageContext]:
+def advantage_context(
+    metas: Sequence[RowMeta | None],
+    options: dict[str, Any] | None = None,
+    filters: EpisodeFilters | None = None,
+) -> Iterator[AdvantageContext]:
     """Make ``metas``, ``options`` and ``filters`` visible to toolgym's registered estimators inside the block."""
     ctx = AdvantageContext(list(metas), dict(options or {}), filters or EpisodeFilters())
     token = _current.set(ctx)
@@ -59,7 +62,9 @@ def advantage_context(metas: Sequence[RowMeta | None], options: dict[str, Any] |
         _current.reset(token)
 
 
-def metas_from_extra_fields(extra_fields: Sequence[Any], padding: Sequence[bool] | None = None) -> list[RowMeta | None]:
+def metas_from_extra_fields(
+    extra_fields: Sequence[Any], padding: Sequence[bool] | None = None
+) -> list[RowMeta | None]:
     """Parse each row's ``extra_fields["toolgym"]``; padding rows give None.
 
     Raises ``ConfigError`` for a real row without toolgym metadata: mixing toolgym's agent loop
@@ -96,9 +101,13 @@ def _estimator(name: str) -> Any:
                 "trainer passes: set trainer.use_v1=true and trainer.v1.trainer_mode=toolgym (toolgym train does)"
             )
         if index is None:
-            raise ConfigError(f"advantage estimator {name!r} needs the batch's group keys (non_tensor_batch['uid'])")
+            raise ConfigError(
+                f"advantage estimator {name!r} needs the batch's group keys (non_tensor_batch['uid'])"
+            )
         if len(ctx.metas) != response_mask.shape[0]:
-            raise ConfigError(f"the batch has {response_mask.shape[0]} rows but metadata for {len(ctx.metas)} was bound; bind one per row")
+            raise ConfigError(
+                f"the batch has {response_mask.shape[0]} rows but metadata for {len(ctx.metas)} was bound; bind one per row"
+            )
         groups = np.asarray(index, dtype=object).tolist()
         metas, masked, ctx.counts = filter_rows(ctx.metas, groups, ctx.filters)
         adv = row_advantages(kind, metas, groups, response_mask.detach().cpu().numpy(), **ctx.options)

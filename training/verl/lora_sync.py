@@ -33,12 +33,17 @@ ADAPTER_MARKERS = (".lora_A.", ".lora_B.")
 def lora_config_of(peft_config: Mapping[str, Any]) -> LoraConfig:
     """The local trainer's settings for verl's ``peft_config`` dict (``LoraConfig.to_dict()``)."""
     if str(peft_config.get("peft_type", "LORA")).upper().removeprefix("PEFTTYPE.") != "LORA":
-        raise ConfigError(f"the rollout takes LoRA adapters only, got peft_type {peft_config.get('peft_type')!r}")
+        raise ConfigError(
+            f"the rollout takes LoRA adapters only, got peft_type {peft_config.get('peft_type')!r}"
+        )
     targets = peft_config.get("target_modules") or "all-linear"
     excludes = peft_config.get("exclude_modules")
-    return LoraConfig(rank=int(peft_config["r"]), alpha=float(peft_config["lora_alpha"]),
-                      target_modules=targets if isinstance(targets, str) else sorted(targets),
-                      exclude_modules=excludes if excludes is None or isinstance(excludes, str) else sorted(excludes))
+    return LoraConfig(
+        rank=int(peft_config["r"]),
+        alpha=float(peft_config["lora_alpha"]),
+        target_modules=targets if isinstance(targets, str) else sorted(targets),
+        exclude_modules=excludes if excludes is None or isinstance(excludes, str) else sorted(excludes),
+    )
 
 
 class RolloutLora:
@@ -62,14 +67,18 @@ class RolloutLora:
         adapter = {k: v for k, v in state.items() if any(m in k for m in ADAPTER_MARKERS)}
         base = {k: v for k, v in state.items() if k not in adapter}
         if adapter and self.adapter is None:
-            raise ConfigError("the actor sent LoRA adapter weights without a peft_config; "
-                              "the rollout cannot tell the adapter's rank and targets")
+            raise ConfigError(
+                "the actor sent LoRA adapter weights without a peft_config; "
+                "the rollout cannot tell the adapter's rank and targets"
+            )
         names = self.param_names()
         base = {_resolve(k, names): v for k, v in base.items()}
         unknown = sorted(set(base) - names)
         if unknown:
-            raise ConfigError(f"the actor sent weights the rollout model does not have ({unknown[:3]}...): "
-                              "actor and rollout must load the same model with the same LoRA settings")
+            raise ConfigError(
+                f"the actor sent weights the rollout model does not have ({unknown[:3]}...): "
+                "actor and rollout must load the same model with the same LoRA settings"
+            )
         with torch.no_grad():
             if base:
                 self.model.load_state_dict(dict(base), strict=False)  # tied weights may come under one name
@@ -78,8 +87,10 @@ class RolloutLora:
 
                 expected = set(_adapter_keys(self.adapter))
                 if set(adapter) != expected:
-                    raise ConfigError("the actor's LoRA adapter does not fit the rollout's (other target modules?): "
-                                      f"{sorted(set(adapter) ^ expected)[:3]}")
+                    raise ConfigError(
+                        "the actor's LoRA adapter does not fit the rollout's (other target modules?): "
+                        f"{sorted(set(adapter) ^ expected)[:3]}"
+                    )
                 set_peft_model_state_dict(self.adapter, dict(adapter))  # copied into the rollout's dtype
         return len(state)
 

@@ -131,19 +131,26 @@ def trajectory_rows(
     if layout not in LAYOUTS:
         raise ConfigError(f"unknown row layout {layout!r}; use one of {', '.join(LAYOUTS)}")
     if not trajectory.trainable:
-        why = trajectory.status_reason or ("not token-faithful" if not trajectory.token_faithful else trajectory.status)
+        why = trajectory.status_reason or (
+            "not token-faithful" if not trajectory.token_faithful else trajectory.status
+        )
         raise ConfigError(f"trajectory {trajectory.trajectory_id!r} is not trainable: {why}")
     calls = [(i, s) for i, s in enumerate(trajectory.steps) if s.llm is not None and s.llm.segment >= 0]
     if not calls:
-        raise ConfigError(f"trajectory {trajectory.trajectory_id!r} has no model call with token data; nothing to train on")
+        raise ConfigError(
+            f"trajectory {trajectory.trajectory_id!r} has no model call with token data; nothing to train on"
+        )
     lengths = [0] * trajectory.num_sequences
     offsets = []
     for seg in trajectory.segments:
         offsets.append(lengths[seg.sequence])
         lengths[seg.sequence] += len(seg.token_ids)
     has_logprobs = all(s.logprobs is not None for s in trajectory.segments if s.role == "assistant")
-    rows = _step_rows(trajectory, calls, offsets, lengths, has_logprobs) if layout == "step" else \
-        _sequence_rows(trajectory, calls, offsets, lengths, has_logprobs)
+    rows = (
+        _step_rows(trajectory, calls, offsets, lengths, has_logprobs)
+        if layout == "step"
+        else _sequence_rows(trajectory, calls, offsets, lengths, has_logprobs)
+    )
     for k, row in enumerate(rows):
         row.meta.row, row.meta.rows = k, len(rows)
         if max_prompt_len is not None and len(row.prompt_ids) > max_prompt_len:
@@ -173,20 +180,24 @@ def _sequence_rows(
         mine = [(i, step) for i, step in calls if step.llm.sequence == seq]
         prompt_len = mine[0][1].llm.prompt_len
         if any(mask[:prompt_len]):
-            raise ConfigError(f"trajectory {traj.trajectory_id!r}: sequence {seq} has sampled tokens before its first call's prompt ends; the record is corrupt")
+            raise ConfigError(
+                f"trajectory {traj.trajectory_id!r}: sequence {seq} has sampled tokens before its first call's prompt ends; the record is corrupt"
+            )
         end = len(mask)
         while end > prompt_len and not mask[end - 1]:
             end -= 1
         spans = [_span(traj, i, step, offsets[step.llm.segment] - prompt_len) for i, step in mine]
         n_messages = sum(1 for seg in traj.segments if seg.sequence == seq and seg.role != "prompt")
-        rows.append(Row(
-            prompt_ids=ids[:prompt_len],
-            response_ids=ids[prompt_len:end],
-            response_mask=mask[prompt_len:end],
-            response_logprobs=logprobs[prompt_len:end] if has_logprobs else None,
-            meta=_meta(traj, seq, prompt_len, lengths[seq], spans),
-            num_turns=1 + n_messages,
-        ))
+        rows.append(
+            Row(
+                prompt_ids=ids[:prompt_len],
+                response_ids=ids[prompt_len:end],
+                response_mask=mask[prompt_len:end],
+                response_logprobs=logprobs[prompt_len:end] if has_logprobs else None,
+                meta=_meta(traj, seq, prompt_len, lengths[seq], spans),
+                num_turns=1 + n_messages,
+            )
+        )
     return rows
 
 
@@ -198,32 +209,56 @@ def _step_rows(
     for i, step in calls:
         seg = traj.segments[step.llm.segment]
         if seg.role != "assistant" or seg.sequence != step.llm.sequence:
-            raise ConfigError(f"trajectory {traj.trajectory_id!r} step {i} points at a {seg.role!r} segment of sequence {seg.sequence}; the record is corrupt")
+            raise ConfigError(
+                f"trajectory {traj.trajectory_id!r} step {i} points at a {seg.role!r} segment of sequence {seg.sequence}; the record is corrupt"
+            )
         if offsets[step.llm.segment] != step.llm.prompt_len:
-            raise ConfigError(f"trajectory {traj.trajectory_id!r} step {i}: its sampled ids do not follow its prompt of {step.llm.prompt_len} tokens; the record is corrupt")
+            raise ConfigError(
+                f"trajectory {traj.trajectory_id!r} step {i}: its sampled ids do not follow its prompt of {step.llm.prompt_len} tokens; the record is corrupt"
+            )
         if seg.sequence not in seq_ids:
             seq_ids[seg.sequence] = traj.sequence_ids(seg.sequence)
-        rows.append(Row(
-            prompt_ids=seq_ids[seg.sequence][: step.llm.prompt_len],
-            response_ids=list(seg.token_ids),
-            response_mask=list(seg.loss_mask),
-            response_logprobs=list(seg.logprobs) if has_logprobs and seg.logprobs is not None else None,
-            meta=_meta(traj, seg.sequence, step.llm.prompt_len, lengths[seg.sequence], [_span(traj, i, step, 0)]),
-            num_turns=2,
-        ))
+        rows.append(
+            Row(
+                prompt_ids=seq_ids[seg.sequence][: step.llm.prompt_len],
+                response_ids=list(seg.token_ids),
+                response_mask=list(seg.loss_mask),
+                response_logprobs=list(seg.logprobs) if has_logprobs and seg.logprobs is not None else None,
+                meta=_meta(
+                    traj, seg.sequence, step.llm.prompt_len, lengths[seg.sequence], [_span(traj, i, step, 0)]
+                ),
+                num_turns=2,
+            )
+        )
     return rows
 
 
 def _span(traj: Trajectory, i: int, step: Any, start: int) -> StepSpan:
     size = len(traj.segments[step.llm.segment].token_ids)
-    return StepSpan(index=step.index, start=start, end=start + size, anchor=step.anchor, reward=float(step.step_reward), valid=bool(step.valid))
+    return StepSpan(
+        index=step.index,
+        start=start,
+        end=start + size,
+        anchor=step.anchor,
+        reward=float(step.step_reward),
+        valid=bool(step.valid),
+    )
 
 
 def _meta(traj: Trajectory, seq: int, offset: int, seq_len: int, spans: list[StepSpan]) -> RowMeta:
     return RowMeta(
-        trajectory_id=traj.trajectory_id, group_id=traj.group_id, episode_reward=float(traj.reward),
-        sequence=seq, offset=offset, sequence_len=seq_len, steps=spans, row=0, rows=1,
-        parent_id=traj.parent_id, branch_point=traj.branch_point, outcome=classify(traj),
+        trajectory_id=traj.trajectory_id,
+        group_id=traj.group_id,
+        episode_reward=float(traj.reward),
+        sequence=seq,
+        offset=offset,
+        sequence_len=seq_len,
+        steps=spans,
+        row=0,
+        rows=1,
+        parent_id=traj.parent_id,
+        branch_point=traj.branch_point,
+        outcome=classify(traj),
         lineage=_lineage(traj),
     )
 

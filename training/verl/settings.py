@@ -69,13 +69,20 @@ class ArpoRollout(BaseModel):
     @model_validator(mode="after")
     def _sizes(self) -> ArpoRollout:
         if self.initial_rollouts > self.global_rollouts:
-            raise ConfigError(f"arpo.initial_rollouts ({self.initial_rollouts}) cannot exceed arpo.global_rollouts ({self.global_rollouts})")
+            raise ConfigError(
+                f"arpo.initial_rollouts ({self.initial_rollouts}) cannot exceed arpo.global_rollouts ({self.global_rollouts})"
+            )
         return self
 
     def engine_arpo(self) -> ArpoConfig:
         return ArpoConfig(
-            enabled=True, budget=self.global_rollouts, initial=self.initial_rollouts, tau=self.tau, beta=self.beta,
-            entropy_k=self.entropy_k, branch_factor=self.branch_factor,
+            enabled=True,
+            budget=self.global_rollouts,
+            initial=self.initial_rollouts,
+            tau=self.tau,
+            beta=self.beta,
+            entropy_k=self.entropy_k,
+            branch_factor=self.branch_factor,
         )
 
 
@@ -136,7 +143,9 @@ class ToolgymSettings(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> ToolgymSettings:
         if self.arpo is not None and self.advantage.estimator != "arpo":
-            raise ConfigError("toolgym.arpo is set but toolgym.advantage.estimator is not 'arpo'; remove one of them")
+            raise ConfigError(
+                "toolgym.arpo is set but toolgym.advantage.estimator is not 'arpo'; remove one of them"
+            )
         if self.arpo is not None and self.group_size != self.arpo.global_rollouts:
             raise ConfigError(
                 f"toolgym.group_size ({self.group_size}) must equal arpo.global_rollouts ({self.arpo.global_rollouts}): "
@@ -149,7 +158,9 @@ class ToolgymSettings(BaseModel):
         cfg = EngineConfig(**self.engine)
         per_turn = min(cfg.max_tokens_per_turn, max_response_len)
         per_sequence = min(cfg.max_tokens_per_trajectory, max_prompt_len + max_response_len)
-        return cfg.model_copy(update={"max_tokens_per_turn": per_turn, "max_tokens_per_trajectory": per_sequence})
+        return cfg.model_copy(
+            update={"max_tokens_per_turn": per_turn, "max_tokens_per_trajectory": per_sequence}
+        )
 
 
 def load_settings(section: Any) -> ToolgymSettings:

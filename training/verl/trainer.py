@@ -56,7 +56,10 @@ def logprob_sync_metrics(data: Any) -> dict[str, float]:
     if not bool(mask.any()):
         return {}
     diff = (actor[:, :width].float() - rollout[:, :width].float()).abs()[mask]
-    return {"toolgym/rollout_logprob_diff_max": float(diff.max()), "toolgym/rollout_logprob_diff_mean": float(diff.mean())}
+    return {
+        "toolgym/rollout_logprob_diff_max": float(diff.max()),
+        "toolgym/rollout_logprob_diff_mean": float(diff.mean()),
+    }
 
 
 @register_trainer(TRAINER_MODE)
@@ -90,8 +93,11 @@ class ToolgymPPOTrainer(PPOTrainerSync):
         rollout = self.config.actor_rollout_ref.rollout
         corr = self.config.algorithm.get("rollout_correction", None)
         if rollout.calculate_log_probs and not (corr and corr.get("bypass_mode", False)):
-            data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id,
-                                   select_fields=["old_log_probs", "rollout_log_probs", "response_mask"])
+            data = tq.kv_batch_get(
+                keys=out.keys,
+                partition_id=out.partition_id,
+                select_fields=["old_log_probs", "rollout_log_probs", "response_mask"],
+            )
             metrics.update(logprob_sync_metrics(data.to_padded_tensor()))
         return out
 
@@ -99,7 +105,9 @@ class ToolgymPPOTrainer(PPOTrainerSync):
         estimator = str(self.config.algorithm.adv_estimator)
         if estimator not in ESTIMATORS:
             return super()._compute_advantage(batch, metrics)
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
+        )
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         extra = data["extra_fields"]
         # NonTensorStack, tensordict's LinkedList or an array, depending on the storage backend

@@ -111,14 +111,22 @@ def invalid_variants(command: str, previous: str | None, admissible: list[str]) 
     miscopied = []
     for m in re.finditer(r"\d+", command):
         for n in range(1, 10):
-            wrong = f"{command[:m.start()]}{n}{command[m.end():]}"
+            wrong = f"{command[: m.start()]}{n}{command[m.end() :]}"
             if wrong != command and wrong not in listed and wrong != previous:
                 miscopied.append(wrong)
     return [kind for kind in (repeat, miscopied) if kind]
 
 
-def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", invalid_rate: float = 0.0, think: bool = False,
-                 plan: bool = False) -> Any:
+def noisy_policy(
+    chat: Any,
+    *,
+    rate: float,
+    seed: int,
+    order: str = "natural",
+    invalid_rate: float = 0.0,
+    think: bool = False,
+    plan: bool = False,
+) -> Any:
     """A scripted policy that writes ``<action>CMD</action>`` from the oracle's command (for
     ALFWorld, through its searcher: see :func:`expert_of`), replaced with probability ``rate`` by a random
     admissible action. Choices are a function of (seed,
@@ -142,7 +150,9 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
                 raise TurnFailed(f"environment {type(env).__name__} has no scripted policy for this state")
             found = _ACTION.search(text)
             if found is None:  # free text (a tool call, a final answer): the expert's own words, no injection
-                return GenerationResult(output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop")
+                return GenerationResult(
+                    output_ids=self.chat.encode(text) + self._eos, logprobs=None, finish_reason="stop"
+                )
             expert = expert_of(env)
             command = expert.command(found.group(1).strip(), order)
             listed, anchor = expert.admissible(), env.anchor()
@@ -165,7 +175,9 @@ def noisy_policy(chat: Any, *, rate: float, seed: int, order: str = "natural", i
             step_plan = expert.plan(listed, command) if thought and plan else None
             thought = f"{thought}, {step_plan}" if step_plan else thought
             out = (f"<think>{thought}</think>" if thought else "") + f"<action>{command}</action>"
-            return GenerationResult(output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop")
+            return GenerationResult(
+                output_ids=self.chat.encode(out) + self._eos, logprobs=None, finish_reason="stop"
+            )
 
     return NoisyScripted(chat)
 
@@ -200,7 +212,14 @@ def action_kind(tokenizer: Any, row: Any) -> str:
 # -- build -------------------------------------------------------------------------------------------
 
 
-def build(r: WarmStartRecipe, *, progress: Progress | None = None, threads: int = 2, force: bool = False, device: str = "cpu") -> Path:
+def build(
+    r: WarmStartRecipe,
+    *,
+    progress: Progress | None = None,
+    threads: int = 2,
+    force: bool = False,
+    device: str = "cpu",
+) -> Path:
     """Build (once; cached under :func:`cache_dir`) the warm start of recipe ``r``; returns its
     directory. A partial build never becomes visible: it is written aside and renamed.
 
@@ -224,18 +243,24 @@ def _device(name: str) -> str:
     return name
 
 
-async def _build(r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str = "cpu") -> Path:
+async def _build(
+    r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str = "cpu"
+) -> Path:
     from toolgym.core.registry import get_registry
     from toolgym.core.sandbox import LazySandboxBackend
 
-    sandboxes = LazySandboxBackend(get_registry(), "auto")  # opened only when the env's tools need one (math-python)
+    sandboxes = LazySandboxBackend(
+        get_registry(), "auto"
+    )  # opened only when the env's tools need one (math-python)
     try:
         return await _build_in(r, out, progress, threads, device, sandboxes)
     finally:
         await sandboxes.aclose()
 
 
-async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str, sandboxes: Any) -> Path:
+async def _build_in(
+    r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str, sandboxes: Any
+) -> Path:
     import torch
 
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
@@ -256,15 +281,32 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
     registry = get_registry()
     spec = registry.env(r.env)
     progress("model", 0, 1, "tokenizer and tiny model")
-    whole = ((models.ACTION_TAGS if r.whole_action_tags else ()) + (models.THINK_TAGS if r.think_hint else ())
-             + (models.SPACED_DIGITS if r.spaced_digits else ()) + (models.whole_names(spec) if r.whole_names else ()))
-    model_dir = models.demo_model_dir(spec, registry, hidden_size=r.hidden_size, num_layers=r.num_layers, num_heads=r.num_heads,
-                                      context=r.context, vocab_size=r.vocab_size, whole_tokens=whole)
+    whole = (
+        (models.ACTION_TAGS if r.whole_action_tags else ())
+        + (models.THINK_TAGS if r.think_hint else ())
+        + (models.SPACED_DIGITS if r.spaced_digits else ())
+        + (models.whole_names(spec) if r.whole_names else ())
+    )
+    model_dir = models.demo_model_dir(
+        spec,
+        registry,
+        hidden_size=r.hidden_size,
+        num_layers=r.num_layers,
+        num_heads=r.num_heads,
+        context=r.context,
+        vocab_size=r.vocab_size,
+        whole_tokens=whole,
+    )
     tokenizer = models.load_tokenizer(model_dir)
     progress("model", 1, 1, str(model_dir.name))
 
-    engine_cfg = EngineConfig(max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, seed=r.seed,
-                              max_live_episodes=64, max_llm_calls=64)
+    engine_cfg = EngineConfig(
+        max_turns=r.max_turns,
+        max_tokens_per_turn=r.max_tokens_per_turn,
+        seed=r.seed,
+        max_live_episodes=64,
+        max_llm_calls=64,
+    )
     data_cfg, data_kwargs = engine_cfg, r.env_kwargs
     if r.data_max_steps is not None:
         limit = next((k for k in ("max_steps", "max_turns") if k in r.env_kwargs), "max_steps")
@@ -272,9 +314,18 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
         data_kwargs = {**r.env_kwargs, limit: r.data_max_steps}
     if r.search_order not in ("natural", "listed"):
         raise ConfigError(f"search_order must be natural or listed, got {r.search_order!r}")
-    expert = noisy_policy(ChatFormat(tokenizer), rate=r.mistake_rate, seed=r.seed, order=r.search_order, invalid_rate=r.invalid_rate,
-                          think=r.think_hint, plan=r.think_plan)
-    scripted = RolloutEngine(registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs, sandbox_backend=sandboxes)
+    expert = noisy_policy(
+        ChatFormat(tokenizer),
+        rate=r.mistake_rate,
+        seed=r.seed,
+        order=r.search_order,
+        invalid_rate=r.invalid_rate,
+        think=r.think_hint,
+        plan=r.think_plan,
+    )
+    scripted = RolloutEngine(
+        registry=registry, policy=expert, config=data_cfg, env_kwargs=data_kwargs, sandbox_backend=sandboxes
+    )
     done = {"n": 0}
 
     def counted(_: Any) -> None:
@@ -288,20 +339,40 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
         trajs = [expert_turns_only(t, expert.injected) for t in trajs]
     rows = [row for row in sft_rows(trajs, min_reward=1.0 - 1e-9) if row.num_tokens > 0]
     if not rows:
-        raise ConfigError(f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps")
+        raise ConfigError(
+            f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps"
+        )
     progress("data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}")
 
-    weights = balance_weights([action_kind(tokenizer, row) for row in rows], r.sft_balance) if r.sft_balance else None
+    weights = (
+        balance_weights([action_kind(tokenizer, row) for row in rows], r.sft_balance)
+        if r.sft_balance
+        else None
+    )
     model = models.fresh_model(model_dir, seed=r.seed, init_std=r.init_std).to(device)
-    backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=64, model_name=f"warmstart-{r.name}")
+    backend = TransformersBackend(
+        model, tokenizer=tokenizer, device=device, max_batch_size=64, model_name=f"warmstart-{r.name}"
+    )
     stops = action_stops(registry, r.env, r.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
-    sft = PolicyTrainer(model, optim=OptimConfig(lr=r.sft_lr, weight_decay=r.sft_weight_decay), ppo=PPOConfig(micro_batch_size=32),
-                        pad_token_id=tokenizer.pad_token_id, device=device)
+    sft = PolicyTrainer(
+        model,
+        optim=OptimConfig(lr=r.sft_lr, weight_decay=r.sft_weight_decay),
+        ppo=PPOConfig(micro_batch_size=32),
+        pad_token_id=tokenizer.pad_token_id,
+        device=device,
+    )
     val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=r.sft_val_temperature)
-    greedy = engine_cfg.model_copy(update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed})
-    val_engine = RolloutEngine(registry=registry, policy=ModelPolicy(sampler, greedy), config=greedy, env_kwargs={**r.env_kwargs, **r.val_env_kwargs},
-                               sandbox_backend=sandboxes)
+    greedy = engine_cfg.model_copy(
+        update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed}
+    )
+    val_engine = RolloutEngine(
+        registry=registry,
+        policy=ModelPolicy(sampler, greedy),
+        config=greedy,
+        env_kwargs={**r.env_kwargs, **r.val_env_kwargs},
+        sandbox_backend=sandboxes,
+    )
     losses: list[float] = []
     checks: list[tuple[int, float]] = []
     sft.set_lr(sft_lr_at(r, 0))
@@ -309,24 +380,47 @@ async def _build_in(r: WarmStartRecipe, out: Path, progress: Progress, threads: 
         while len(losses) < r.sft_max_steps:
             n = min(r.sft_check_every, r.sft_max_steps - len(losses))
             base = len(losses)
-            note = f" · last validation {checks[-1][1]:.0%}" if checks else ""  # a check's own line says " · validation"
+            note = (
+                f" · last validation {checks[-1][1]:.0%}" if checks else ""
+            )  # a check's own line says " · validation"
 
             def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
                 sft.set_lr(sft_lr_at(r, base + i + 1))  # the rate of the next step
                 progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
 
-            losses += run_sft(sft, rows, steps=n, batch_size=r.sft_batch_size, seed=r.seed * 1_000 + base, on_step=report, weights=weights,
-                              context_weight=r.sft_context_weight)
+            losses += run_sft(
+                sft,
+                rows,
+                steps=n,
+                batch_size=r.sft_batch_size,
+                seed=r.seed * 1_000 + base,
+                on_step=report,
+                weights=weights,
+                context_weight=r.sft_context_weight,
+            )
             result = await evaluate(val_engine, r.env, val)
             checks.append((len(losses), result.success))
-            progress("sft", len(losses), r.sft_max_steps, f"loss {losses[-1]:.3f} · validation {result.success:.0%}")
+            progress(
+                "sft",
+                len(losses),
+                r.sft_max_steps,
+                f"loss {losses[-1]:.3f} · validation {result.success:.0%}",
+            )
             if result.success >= r.sft_target:
                 break
     finally:
         await backend.aclose()
-    info = {"recipe": asdict(r), "model_dir": str(model_dir), "rows": len(rows), "scripted_success": data_success,
-            "sft_steps": len(losses), "sft_losses": losses, "validation": checks, "seconds": time.perf_counter() - started,
-            "device": device}
+    info = {
+        "recipe": asdict(r),
+        "model_dir": str(model_dir),
+        "rows": len(rows),
+        "scripted_success": data_success,
+        "sft_steps": len(losses),
+        "sft_losses": losses,
+        "validation": checks,
+        "seconds": time.perf_counter() - started,
+        "device": device,
+    }
     _publish(model.cpu(), tokenizer, info, out)
     return out
 

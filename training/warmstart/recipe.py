@@ -102,46 +102,84 @@ class WarmStartRecipe:
         return hashlib.sha256(json.dumps({**fields, "v": 1}, sort_keys=True).encode()).hexdigest()[:12]
 
 
-KEYED_WHEN_SET: dict[str, Any] = {"context": 1024, "vocab_size": 1024, "val_env_kwargs": {}, "whole_names": False, "sft_decay_steps": 0}
+KEYED_WHEN_SET: dict[str, Any] = {
+    "context": 1024,
+    "vocab_size": 1024,
+    "val_env_kwargs": {},
+    "whole_names": False,
+    "sft_decay_steps": 0,
+}
 """Recipe fields added after the shipped warm starts were keyed, with their defaults."""
 
 
 RECIPES: dict[str, WarmStartRecipe] = {
     "alfworld": WarmStartRecipe(
-        name="alfworld", env="alfworld-verl", env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
+        name="alfworld",
+        env="alfworld-verl",
+        env_kwargs={"history_length": 2, "max_steps": 30, "split": "train"},
         # docs/notes/warmstart.md: the plain recipe (400 episodes, every turn a target, no thought) stayed at 0 % for
         # 600-3,000 SFT steps: teacher-forced it never wrote `take` where the task's object lay (0 of 28); a short
         # observable thought, expert-only targets, rows balanced by action, more episodes and recovery examples
         # after injected slips brought `take` to 64 % and held-out success to 1-7 %; the plan in the thought and 2,800
         # steps to 9.6 % (480 held-out tasks, T = 0.4); 700 more steps whose rate falls linearly to 25.8 % (the first
         # 2,800 are that build's, batch for batch: docs/notes/warmstart.md, 2026-11-27, 86ae433)
-        episodes=1200, data_max_steps=50, expert_only=True, invalid_rate=0.3, think_hint=True, think_plan=True,
-        spaced_digits=True, sft_balance=0.5, sft_max_steps=3500, sft_decay_steps=700, sft_check_every=700, sft_target=0.9,
+        episodes=1200,
+        data_max_steps=50,
+        expert_only=True,
+        invalid_rate=0.3,
+        think_hint=True,
+        think_plan=True,
+        spaced_digits=True,
+        sft_balance=0.5,
+        sft_max_steps=3500,
+        sft_decay_steps=700,
+        sft_check_every=700,
+        sft_target=0.9,
         sft_val_temperature=0.4,
         max_tokens_per_turn=32,
     ),
     "webshop": WarmStartRecipe(
         # scripted data on WebShop's 1,000 `eval` goals, validation on the 500 `train` goals it never saw (the RL
         # configs' training tasks); the held-out figures use the `test` goals
-        name="webshop", env="webshop-verl", env_kwargs={"history_length": 2, "max_turns": 15, "split": "eval"},
+        name="webshop",
+        env="webshop-verl",
+        env_kwargs={"history_length": 2, "max_turns": 15, "split": "eval"},
         val_env_kwargs={"split": "train"},
         # the expert is the page shopper (toolgym.plugins.webshop.expert): the oracle opens the goal's own product, which the page
         # picks out in about a third of the tasks, and its warm start stayed at 0 % (docs/notes/warmstart.md, WebShop)
         # a 4,096-word vocabulary learnt from the catalog keeps the shop's words whole (at 1,024 validation on unseen goals
         # stayed at 0-6 %), and the product ids are whole tokens (without them: 12-28 % after 1,750 steps, 19 % held-out);
         # validation (32 unseen goals, T = 0.4): 0, 6, 28, 19, 41 % at 250-1,250 steps, where it stops
-        vocab_size=4096, whole_names=True, max_turns=15, max_tokens_per_turn=32, context=2048, episodes=800, expert_only=True,
-        sft_max_steps=3000, sft_check_every=250, sft_val_tasks=32, sft_target=0.35, sft_val_temperature=0.4,
+        vocab_size=4096,
+        whole_names=True,
+        max_turns=15,
+        max_tokens_per_turn=32,
+        context=2048,
+        episodes=800,
+        expert_only=True,
+        sft_max_steps=3000,
+        sft_check_every=250,
+        sft_val_tasks=32,
+        sft_target=0.35,
+        sft_val_temperature=0.4,
     ),
     "math_python": WarmStartRecipe(
         # the ARPO-vs-GRPO rows: the expert writes the problem's reference program as a python tool call,
         # then boxes what it printed; the tiny model must pick the program by the question's wording and
         # copy its numbers digit by digit (Qwen isolates digits, so no spaced-digit tokens here)
-        name="math_python", env="math-python", env_kwargs={"split": "train"},
+        name="math_python",
+        env="math-python",
+        env_kwargs={"split": "train"},
         # validation (32 tasks, T = 0.4) climbs steeply: 0, 6, 22, 69 % at 100-400 steps; checked every 50 steps it
         # stops inside 20-60 %
-        episodes=800, max_turns=4, max_tokens_per_turn=256, sft_max_steps=1200, sft_check_every=50, sft_val_tasks=32,
-        sft_target=0.3, sft_val_temperature=0.4,
+        episodes=800,
+        max_turns=4,
+        max_tokens_per_turn=256,
+        sft_max_steps=1200,
+        sft_check_every=50,
+        sft_val_tasks=32,
+        sft_target=0.3,
+        sft_val_temperature=0.4,
     ),
 }
 
@@ -153,7 +191,9 @@ def recipe(name: str, **changes: Any) -> WarmStartRecipe:
     known = set(WarmStartRecipe.__dataclass_fields__) - {"name"}
     unknown = sorted(set(changes) - known)
     if unknown:
-        raise ConfigError(f"unknown warm_start key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"unknown warm_start key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
     return replace(RECIPES[name], **changes)
 
 
@@ -173,5 +213,7 @@ def resolve(name: str) -> Path:
     """``warmstart:NAME`` → its built directory; a clear error naming the command when absent."""
     path = cached(name)
     if path is None:
-        raise ConfigError(f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 25 minutes on 2 CPU cores for ALFWorld, cached)")
+        raise ConfigError(
+            f"the {name} warm start is not built yet; run `toolgym warmstart --env {name}` first (about 25 minutes on 2 CPU cores for ALFWorld, cached)"
+        )
     return path

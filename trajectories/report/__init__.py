@@ -90,27 +90,69 @@ def build_report(
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     with (out / "episodes.csv").open("w", newline="", encoding="utf-8") as fh:
         rows = csv.writer(fh)
-        rows.writerow(["trajectory_id", "group_id", "env", "task_index", "sample_index", "seed", "turns", "reward", "success", "status", "token_faithful", "total_s"])
+        rows.writerow(
+            [
+                "trajectory_id",
+                "group_id",
+                "env",
+                "task_index",
+                "sample_index",
+                "seed",
+                "turns",
+                "reward",
+                "success",
+                "status",
+                "token_faithful",
+                "total_s",
+            ]
+        )
         for raw in iter_raw(root, include_failures=True, report=report):
             stats.add(raw)
             (failed if raw.get("status") == "error" else good).offer(raw)
-            rows.writerow([
-                raw.get("trajectory_id"), raw.get("group_id"), raw.get("env") or raw.get("task"), raw.get("task_index"), raw.get("sample_index"),
-                raw.get("seed"), len(raw.get("steps") or []), raw.get("reward"), int(stats.success(raw)), raw.get("status"),
-                int(bool(raw.get("token_faithful", True))), (raw.get("timings") or {}).get("total_s"),
-            ])
+            rows.writerow(
+                [
+                    raw.get("trajectory_id"),
+                    raw.get("group_id"),
+                    raw.get("env") or raw.get("task"),
+                    raw.get("task_index"),
+                    raw.get("sample_index"),
+                    raw.get("seed"),
+                    len(raw.get("steps") or []),
+                    raw.get("reward"),
+                    int(stats.success(raw)),
+                    raw.get("status"),
+                    int(bool(raw.get("token_faithful", True))),
+                    (raw.get("timings") or {}).get("total_s"),
+                ]
+            )
             if on_progress is not None and stats.n % 1000 == 0:
                 on_progress(stats.n)
     plots = draw_all(stats, out / "plots")
     episodes = []
-    chosen = sorted(good.items + failed.items, key=lambda r: (str(r.get("env") or r.get("task")), r.get("task_index", 0), r.get("sample_index", 0)))
+    chosen = sorted(
+        good.items + failed.items,
+        key=lambda r: (str(r.get("env") or r.get("task")), r.get("task_index", 0), r.get("sample_index", 0)),
+    )
     for raw in chosen:
         traj = Trajectory.model_validate(raw)
         name = _page_name(traj.trajectory_id)
         files = _copy_files(traj, root, out)
-        (out / "episodes" / f"{name}.html").write_text(episode_page(traj, files, tokenizer=tokenizer), encoding="utf-8")
-        episodes.append({"trajectory_id": name, "env": traj.env or traj.task, "task_index": traj.task_index, "sample_index": traj.sample_index,
-                         "turns": len(traj.steps), "reward": traj.reward, "status": traj.status.value})
+        (out / "episodes" / f"{name}.html").write_text(
+            episode_page(traj, files, tokenizer=tokenizer), encoding="utf-8"
+        )
+        episodes.append(
+            {
+                "trajectory_id": name,
+                "env": traj.env or traj.task,
+                "task_index": traj.task_index,
+                "sample_index": traj.sample_index,
+                "turns": len(traj.steps),
+                "reward": traj.reward,
+                "status": traj.status.value,
+            }
+        )
     manifest = dataset_manifest(root)
-    (out / "index.html").write_text(index_page(stats, manifest, plots, episodes, source=str(root)), encoding="utf-8")
+    (out / "index.html").write_text(
+        index_page(stats, manifest, plots, episodes, source=str(root)), encoding="utf-8"
+    )
     return ReportResult(out, stats.n, len(episodes), stats)

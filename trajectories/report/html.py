@@ -102,7 +102,11 @@ def page(title: str, body: str, *, script: str = "", home: str | None = None) ->
 
 
 def cards(items: list[tuple[str, str]]) -> str:
-    return "<div class=cards>" + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>" for k, v in items) + "</div>"
+    return (
+        "<div class=cards>"
+        + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>" for k, v in items)
+        + "</div>"
+    )
 
 
 def table(header: list[str], rows: list[list[Any]], *, table_id: str | None = None) -> str:
@@ -120,7 +124,14 @@ def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
 
-def index_page(stats: DatasetStats, manifest: dict[str, Any], plots: dict[str, str], episodes: list[dict[str, Any]], *, source: str) -> str:
+def index_page(
+    stats: DatasetStats,
+    manifest: dict[str, Any],
+    plots: dict[str, str],
+    episodes: list[dict[str, Any]],
+    *,
+    source: str,
+) -> str:
     """The report's front page: summary, plots, per-environment and per-tool tables, and the
     sampled episodes (filterable, sortable)."""
     ok = stats.overall
@@ -129,28 +140,51 @@ def index_page(stats: DatasetStats, manifest: dict[str, Any], plots: dict[str, s
         f"<p class=muted>dataset <code>{escape(source)}</code> · model <b>{escape(str(manifest.get('model_name') or fp.get('model', '?')))}</b>"
         f" · policy {escape(str(manifest.get('policy', '?')))} · collection state {escape(str(manifest.get('state', '?')))}"
         f" · toolgym {escape(str(manifest.get('toolgym_version', '?')))}</p>",
-        cards([
-            ("trajectories", f"{stats.n:,}"), ("success rate", _pct(ok.success_rate) if ok.n else "-"),
-            ("mean reward", f"{ok.mean_reward:.3f}" if ok.n else "-"), ("turns / episode", f"{stats.turns / stats.n:.2f}" if stats.n else "-"),
-            ("failed", f"{stats.status.get('error', 0):,}"), ("untrainable", f"{stats.status.get('untrainable', 0):,}"),
-            ("token-faithful", _pct(stats.token_faithful / stats.n) if stats.n else "-"),
-            ("tokens (sampled)", f"{stats.tokens:,} ({stats.sampled_tokens:,})"), ("tool calls", f"{stats.all_tools.calls:,}"),
-        ]),
+        cards(
+            [
+                ("trajectories", f"{stats.n:,}"),
+                ("success rate", _pct(ok.success_rate) if ok.n else "-"),
+                ("mean reward", f"{ok.mean_reward:.3f}" if ok.n else "-"),
+                ("turns / episode", f"{stats.turns / stats.n:.2f}" if stats.n else "-"),
+                ("failed", f"{stats.status.get('error', 0):,}"),
+                ("untrainable", f"{stats.status.get('untrainable', 0):,}"),
+                ("token-faithful", _pct(stats.token_faithful / stats.n) if stats.n else "-"),
+                ("tokens (sampled)", f"{stats.tokens:,} ({stats.sampled_tokens:,})"),
+                ("tool calls", f"{stats.all_tools.calls:,}"),
+            ]
+        ),
         f"<p class=muted>success: status not error and reward ≥ {stats.success_threshold:g}. Sampling: "
         f"<code>{escape(json.dumps(manifest.get('sampling') or fp.get('sampling') or {}))}</code></p>",
-        "<h2>Plots</h2><div class=plots>" + "".join(
-            f"<figure><img src='plots/{escape(f)}' alt='{escape(stem)}' data-plot='{escape(stem)}'></figure>" for stem, f in plots.items()
-        ) + "</div>",
-        "<h2>By environment</h2>" + table(
+        "<h2>Plots</h2><div class=plots>"
+        + "".join(
+            f"<figure><img src='plots/{escape(f)}' alt='{escape(stem)}' data-plot='{escape(stem)}'></figure>"
+            for stem, f in plots.items()
+        )
+        + "</div>",
+        "<h2>By environment</h2>"
+        + table(
             ["environment", "episodes", "success rate", "mean reward"],
             [[e, t.n, _pct(t.success_rate), f"{t.mean_reward:.3f}"] for e, t in sorted(stats.by_env.items())],
         ),
     ]
     if stats.tools:
-        parts.append("<h2>Tools</h2>" + table(
-            ["tool", "calls", "errors", "mean", "p50", "p95"],
-            [[n, t.calls, t.errors, _ms(t.seconds / t.calls), _ms(t.quantile(0.5)), _ms(t.quantile(0.95))] for n, t in sorted(stats.tools.items())],
-        ))
+        parts.append(
+            "<h2>Tools</h2>"
+            + table(
+                ["tool", "calls", "errors", "mean", "p50", "p95"],
+                [
+                    [
+                        n,
+                        t.calls,
+                        t.errors,
+                        _ms(t.seconds / t.calls),
+                        _ms(t.quantile(0.5)),
+                        _ms(t.quantile(0.95)),
+                    ]
+                    for n, t in sorted(stats.tools.items())
+                ],
+            )
+        )
     rows = []
     for e in episodes:
         status = e["status"]
@@ -187,11 +221,15 @@ def token_view(traj: Trajectory, tokenizer: Any = None) -> str:
             for k, tid in enumerate(seg.token_ids[: MAX_TOKENS - shown]):
                 lp = f" · logprob {seg.logprobs[k]:.3f}" if seg.logprobs is not None else ""
                 text = tokenizer.decode([tid])
-                out.append(f"<span class='tok m{seg.loss_mask[k]}' title='id {tid}{lp}'>{escape(text)}</span>")
+                out.append(
+                    f"<span class='tok m{seg.loss_mask[k]}' title='id {tid}{lp}'>{escape(text)}</span>"
+                )
             shown += len(seg.token_ids)
         else:
             lp = f" · mean logprob {sum(seg.logprobs) / len(seg.logprobs):.3f}" if seg.logprobs else ""
-            out.append(f"<span class='m{mask}' title='{escape(seg.role)} · {len(seg.token_ids)} tokens{lp}'>{escape(clip(seg.text))}</span>")
+            out.append(
+                f"<span class='m{mask}' title='{escape(seg.role)} · {len(seg.token_ids)} tokens{lp}'>{escape(clip(seg.text))}</span>"
+            )
     if tokenizer is not None and shown > MAX_TOKENS:
         out.append(f"<span class=seqbreak>… {shown - MAX_TOKENS} more tokens</span>")
     return "<div class=tokens>" + "".join(out) + "</div>"
@@ -211,29 +249,51 @@ def episode_page(traj: Trajectory, files: dict[str, str], *, tokenizer: Any = No
     screenshots, observation, reward), then the tokens coloured by loss mask."""
     t = traj.timings
     status = traj.status.value + (f" ({traj.status_reason})" if traj.status_reason else "")
-    end = "terminated" if traj.terminated else (f"truncated: {traj.truncation_reason}" if traj.truncated else "-")
+    end = (
+        "terminated"
+        if traj.terminated
+        else (f"truncated: {traj.truncation_reason}" if traj.truncated else "-")
+    )
     fields: list[list[Any]] = [
-        ["trajectory", traj.trajectory_id], ["group", traj.group_id], ["environment", f"{traj.env or traj.task} #{traj.task_index} (seed {traj.seed})"],
-        ["sample", traj.sample_index], ["model", traj.model], ["reward", f"{traj.reward:.4g}"], ["status", status], ["end", end],
+        ["trajectory", traj.trajectory_id],
+        ["group", traj.group_id],
+        ["environment", f"{traj.env or traj.task} #{traj.task_index} (seed {traj.seed})"],
+        ["sample", traj.sample_index],
+        ["model", traj.model],
+        ["reward", f"{traj.reward:.4g}"],
+        ["status", status],
+        ["end", end],
         ["token-faithful", "yes" if traj.token_faithful else "no (text API)"],
-        ["time", f"{t.total_s:.2f}s (llm {t.llm_s:.2f}s, env {t.env_s:.2f}s, tools {t.tool_s:.2f}s, sandbox {t.sandbox_s:.2f}s)"],
+        [
+            "time",
+            f"{t.total_s:.2f}s (llm {t.llm_s:.2f}s, env {t.env_s:.2f}s, tools {t.tool_s:.2f}s, sandbox {t.sandbox_s:.2f}s)",
+        ],
     ]
     if traj.parent_id:
         fields.append(["parent", f"{traj.parent_id} at token {traj.branch_point}"])
     head = table(["field", "value"], fields)
     parts = [head, "<h2>Prompt</h2>"]
-    parts += [f"<div><b>{escape(str(m.get('role', '?')))}</b>{pre(m.get('content', ''))}</div>" for m in traj.prompt]
-    parts.append("<h2>Steps</h2><p><button id=expand>expand all</button> <button id=collapse>collapse all</button></p>")
+    parts += [
+        f"<div><b>{escape(str(m.get('role', '?')))}</b>{pre(m.get('content', ''))}</div>" for m in traj.prompt
+    ]
+    parts.append(
+        "<h2>Steps</h2><p><button id=expand>expand all</button> <button id=collapse>collapse all</button></p>"
+    )
     for step in traj.steps:
         body = [f"<div class=muted>action ({escape(step.action_kind)})</div>", pre(step.action)]
         if step.error:
             body.append(f"<div class=error>error: {escape(step.error)}</div>")
         for call in step.tool_calls:
-            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False)
+            args = (
+                call.arguments
+                if isinstance(call.arguments, str)
+                else json.dumps(call.arguments, ensure_ascii=False)
+            )
             body.append(
                 f"<div class='tool{' err' if call.error else ''}'><b>→ {escape(call.name)}</b> <code>{escape(clip(args, 2000))}</code>"
                 f" <span class=muted>{call.duration_s * 1000:.1f} ms{' · error' if call.error else ''}</span>{pre(call.output)}"
-                + "".join(_file(f, files) for f in call.files) + "</div>"
+                + "".join(_file(f, files) for f in call.files)
+                + "</div>"
             )
         if step.observation:
             body += ["<div class=muted>observation</div>", pre(step.observation)]
@@ -242,9 +302,13 @@ def episode_page(traj: Trajectory, files: dict[str, str], *, tokenizer: Any = No
             meta += f" · {step.llm.completion_tokens} tokens, {escape(step.llm.finish_reason)}, {step.llm.latency_s * 1000:.0f} ms, {step.llm.attempts} attempt(s)"
         body.append(f"<div class=muted>{meta}</div>")
         cls = "step" + ("" if step.valid else " invalid")
-        summary = f"Step {step.index} · {escape(step.action_kind)} · reward {step.step_reward:.3g}" + ("" if step.valid else " · INVALID")
+        summary = f"Step {step.index} · {escape(step.action_kind)} · reward {step.step_reward:.3g}" + (
+            "" if step.valid else " · INVALID"
+        )
         parts.append(f"<details class='{cls}' open><summary>{summary}</summary>{''.join(body)}</details>")
-    parts.append("<h2>Tokens</h2><p class=legend><span class=m1>loss mask 1: sampled by the model</span>"
-                 "<span class=m0>loss mask 0: prompt, tool and environment text</span></p>")
+    parts.append(
+        "<h2>Tokens</h2><p class=legend><span class=m1>loss mask 1: sampled by the model</span>"
+        "<span class=m0>loss mask 0: prompt, tool and environment text</span></p>"
+    )
     parts.append(token_view(traj, tokenizer))
     return page(f"episode {traj.trajectory_id}", "".join(parts), script=EPISODE_JS, home="../index.html")

@@ -30,8 +30,12 @@ def draw_all(stats: DatasetStats, out: Path) -> dict[str, str]:
 
     out.mkdir(parents=True, exist_ok=True)
     files = {}
-    for stem, draw in (("reward_distribution", _rewards), ("success_by_env", _by_env),
-                       ("success_by_turns", _by_turns), ("tool_latency", _latency)):
+    for stem, draw in (
+        ("reward_distribution", _rewards),
+        ("success_by_env", _by_env),
+        ("success_by_turns", _by_turns),
+        ("tool_latency", _latency),
+    ):
         fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
         try:
             draw(ax, stats)
@@ -73,7 +77,14 @@ def _rate_bars(ax: Axes, labels: list[str], tallies: list[Tally], xlabel: str) -
     rates = [100 * t.success_rate for t in tallies]
     bars = ax.bar(labels, rates, color=_GREEN)
     for bar, t in zip(bars, tallies, strict=True):
-        ax.annotate(f"n={t.n}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7, color=_GREY)
+        ax.annotate(
+            f"n={t.n}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=_GREY,
+        )
     ax.set_ylim(0, 110)
     ax.set_ylabel("success rate (%)")
     ax.set_xlabel(xlabel)
@@ -102,7 +113,7 @@ def _latency(ax: Axes, stats: DatasetStats) -> None:
     if not stats.all_tools.calls:
         _empty(ax, "no tool calls in this dataset")
         return
-    edges = [LATENCY_BINS[0] / 10 ** 0.1, *LATENCY_BINS, LATENCY_BINS[-1] * 10 ** 0.1]
+    edges = [LATENCY_BINS[0] / 10**0.1, *LATENCY_BINS, LATENCY_BINS[-1] * 10**0.1]
     lo = next(i for i, c in enumerate(counts) if c)
     hi = max(i for i, c in enumerate(counts) if c) + 1
     lefts = edges[lo:hi]

@@ -29,8 +29,16 @@ def error_from_response(response: httpx.Response, what: str) -> LLMError:
     """An ``LLMError`` for a non-2xx answer, with the server's own message when it gave one."""
     status = response.status_code
     detail = _server_message(response)
-    hint = "retrying may help" if is_transient_status(status) else "the request was rejected; check the model name and parameters"
-    return LLMError(f"{what} answered HTTP {status}: {detail} ({hint})", transient=is_transient_status(status), status=status)
+    hint = (
+        "retrying may help"
+        if is_transient_status(status)
+        else "the request was rejected; check the model name and parameters"
+    )
+    return LLMError(
+        f"{what} answered HTTP {status}: {detail} ({hint})",
+        transient=is_transient_status(status),
+        status=status,
+    )
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -83,7 +91,9 @@ class HTTPClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop or self._client.is_closed:
             # A pool belongs to the loop it was opened on; a new loop (asyncio.run again) needs its own.
-            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, limits=self.limits, headers=self.headers)
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, timeout=self.timeout, limits=self.limits, headers=self.headers
+            )
             self._loop = loop
         return self._client
 
@@ -121,7 +131,9 @@ class HTTPClient:
                     try:
                         return response.json()
                     except (json.JSONDecodeError, ValueError) as exc:
-                        raise LLMError(f"{self.label} {path} answered with invalid JSON: {response.text[:200]!r}") from exc
+                        raise LLMError(
+                            f"{self.label} {path} answered with invalid JSON: {response.text[:200]!r}"
+                        ) from exc
                 error = error_from_response(response, f"{self.label} {path}")
                 delay = _retry_after(response)
             except httpx.HTTPError as exc:
@@ -141,9 +153,13 @@ class HTTPClient:
 
 def _transport_error(exc: httpx.HTTPError, label: str, url: str, timeout_s: float) -> LLMError:
     if isinstance(exc, httpx.TimeoutException):
-        return LLMError(f"{label} at {url} did not answer within {timeout_s:g}s ({type(exc).__name__})", transient=True)
+        return LLMError(
+            f"{label} at {url} did not answer within {timeout_s:g}s ({type(exc).__name__})", transient=True
+        )
     if isinstance(exc, httpx.TransportError):
-        return LLMError(f"cannot reach {label} at {url}: {type(exc).__name__}: {exc}; is it running?", transient=True)
+        return LLMError(
+            f"cannot reach {label} at {url}: {type(exc).__name__}: {exc}; is it running?", transient=True
+        )
     return LLMError(f"{label} request to {url} failed: {type(exc).__name__}: {exc}")
 
 

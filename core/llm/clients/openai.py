@@ -82,8 +82,16 @@ class OpenAICompletionsBackend(LLMBackend):
         logprobs_mode: str = "auto",
     ) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        self.http = _client(base_url, api_key, "completions server", timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
-                            retries=retries, backoff_s=backoff_s, max_connections=max_connections)
+        self.http = _client(
+            base_url,
+            api_key,
+            "completions server",
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            max_connections=max_connections,
+        )
         self.base_url = self.http.base_url
         candidates: list[str] = []
         model = served_model
@@ -99,7 +107,9 @@ class OpenAICompletionsBackend(LLMBackend):
     def _context_limit(self) -> int | None:
         """The served model's ``max_model_len`` from ``/v1/models``, if the server reports one."""
         answer = self.http.get_json_or_none("/v1/models")
-        cards = [c for c in (answer.get("data") or [] if isinstance(answer, dict) else []) if isinstance(c, dict)]
+        cards = [
+            c for c in (answer.get("data") or [] if isinstance(answer, dict) else []) if isinstance(c, dict)
+        ]
         return context_limit(*([c for c in cards if c.get("id") == self.model_name] or cards))
 
     def _discover(self, model: str | None) -> tuple[str | None, list[str]]:
@@ -107,7 +117,9 @@ class OpenAICompletionsBackend(LLMBackend):
         try:
             cards = self.http.get_json_sync("/v1/models").get("data") or []
         except (LLMError, AttributeError) as exc:
-            raise ConfigError(f"could not list the models of {self.base_url} ({exc}); is the server running? pass served_model= and tokenizer= otherwise") from exc
+            raise ConfigError(
+                f"could not list the models of {self.base_url} ({exc}); is the server running? pass served_model= and tokenizer= otherwise"
+            ) from exc
         card = next((c for c in cards if c.get("id") == model), cards[0] if cards else None)
         if card is None:
             raise ConfigError(f"{self.base_url}/v1/models lists no model; give the served model name")
@@ -115,16 +127,24 @@ class OpenAICompletionsBackend(LLMBackend):
         candidates += [str(p) for p in (card.get("root"), card.get("id")) if p]
         try:
             info = self.http.get_json_sync("/get_model_info")
-            candidates += [str(info[k]) for k in ("tokenizer_path", "model_path") if isinstance(info, dict) and info.get(k)]
+            candidates += [
+                str(info[k])
+                for k in ("tokenizer_path", "model_path")
+                if isinstance(info, dict) and info.get(k)
+            ]
         except LLMError:
             pass
         return model, candidates
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        mode = await self.logprobs.check(request.sampling.temperature, lambda t: self._top_at(request.input_ids, t))
+        mode = await self.logprobs.check(
+            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t)
+        )
         payload = completions_payload(self.model_name, request.input_ids, request.sampling)
         data = await self.http.post_json("/v1/completions", payload)
-        result = parse_completion(data, request.sampling.top_logprobs, prompt_ids=request.input_ids, tokenizer=self.tokenizer)
+        result = parse_completion(
+            data, request.sampling.top_logprobs, prompt_ids=request.input_ids, tokenizer=self.tokenizer
+        )
         result.meta["logprobs_mode"] = mode
         if request.request_id:
             result.meta["request_id"] = request.request_id
@@ -133,7 +153,9 @@ class OpenAICompletionsBackend(LLMBackend):
     async def _top_at(self, prompt_ids: Sequence[int], temperature: float) -> dict[int, float]:
         """One token at ``temperature``: the top logprobs of its position (the logprobs-mode probe)."""
         sp = SamplingParams(max_new_tokens=1, temperature=temperature, top_logprobs=PROBE_TOP)
-        data = await self.http.post_json("/v1/completions", completions_payload(self.model_name, prompt_ids, sp))
+        data = await self.http.post_json(
+            "/v1/completions", completions_payload(self.model_name, prompt_ids, sp)
+        )
         top = parse_completion(data, PROBE_TOP, tokenizer=self.tokenizer).top_logprobs
         return dict(top[0]) if top else {}
 
@@ -168,7 +190,9 @@ def completions_payload(model: str, input_ids: Sequence[int], sp: SamplingParams
     return body
 
 
-def parse_completion(data: Any, top_logprobs: int = 0, *, prompt_ids: Sequence[int] | None = None, tokenizer: Any = None) -> GenerationResult:
+def parse_completion(
+    data: Any, top_logprobs: int = 0, *, prompt_ids: Sequence[int] | None = None, tokenizer: Any = None
+) -> GenerationResult:
     """One ``/v1/completions`` answer → ``GenerationResult``; ``LLMError`` if not token-faithful."""
     try:
         choice = data["choices"][0]
@@ -176,7 +200,9 @@ def parse_completion(data: Any, top_logprobs: int = 0, *, prompt_ids: Sequence[i
         raise LLMError(f"completions answer has no choices: {str(data)[:200]}") from None
     echoed = choice.get("prompt_token_ids")
     if prompt_ids is not None and echoed is not None and list(echoed) != list(prompt_ids):
-        raise LLMError("the server conditioned on other prompt ids than those sent (it re-tokenized the prompt); the result is not token-faithful")
+        raise LLMError(
+            "the server conditioned on other prompt ids than those sent (it re-tokenized the prompt); the result is not token-faithful"
+        )
     lp = choice.get("logprobs") or {}
     tokens = lp.get("tokens") or []
     ids = choice.get("token_ids")
@@ -193,7 +219,9 @@ def parse_completion(data: Any, top_logprobs: int = 0, *, prompt_ids: Sequence[i
     logprobs = None
     if values is not None:
         if len(values) != len(ids):
-            raise LLMError(f"the server returned {len(values)} logprobs for {len(ids)} output tokens; the result is not token-faithful")
+            raise LLMError(
+                f"the server returned {len(values)} logprobs for {len(ids)} output tokens; the result is not token-faithful"
+            )
         logprobs = [float(v) if v is not None else float("nan") for v in values]
     top = None
     if top_logprobs:
@@ -209,11 +237,17 @@ def parse_completion(data: Any, top_logprobs: int = 0, *, prompt_ids: Sequence[i
     matched = choice.get("stop_reason", choice.get("matched_stop"))
     if matched is not None:
         meta["matched_stop"] = matched
-    version = (data.get("metadata") or {}).get("weight_version") if isinstance(data.get("metadata"), dict) else None
+    version = (
+        (data.get("metadata") or {}).get("weight_version") if isinstance(data.get("metadata"), dict) else None
+    )
     return GenerationResult(
-        output_ids=ids, logprobs=logprobs, finish_reason=finish, top_logprobs=top,
+        output_ids=ids,
+        logprobs=logprobs,
+        finish_reason=finish,
+        top_logprobs=top,
         weight_version=None if version is None else str(version),
-        prompt_tokens=int(usage.get("prompt_tokens") or len(prompt_ids or [])), meta=meta,
+        prompt_tokens=int(usage.get("prompt_tokens") or len(prompt_ids or [])),
+        meta=meta,
     )
 
 
@@ -250,7 +284,9 @@ def _tokenizer(tokenizer: Any, candidates: list[str], base_url: str) -> Any:
             return load_tokenizer(path)
         except (ConfigError, OSError):
             continue
-    raise ConfigError(f"none of {candidates or ['(no model path reported)']} served by {base_url} is a directory on this machine; pass the model's tokenizer with --tokenizer DIR")
+    raise ConfigError(
+        f"none of {candidates or ['(no model path reported)']} served by {base_url} is a directory on this machine; pass the model's tokenizer with --tokenizer DIR"
+    )
 
 
 class OpenAIChatBackend(ChatBackend):
@@ -280,15 +316,25 @@ class OpenAIChatBackend(ChatBackend):
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        self.http = _client(base_url, api_key, "chat server", timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
-                            retries=retries, backoff_s=backoff_s, max_connections=max_connections)
+        self.http = _client(
+            base_url,
+            api_key,
+            "chat server",
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            max_connections=max_connections,
+        )
         self.base_url = self.http.base_url
         self.model_name = served_model or ""
         self.tokenizer = tokenizer
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
 
-    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None, sampling: SamplingParams) -> ChatResult:
+    async def chat(
+        self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None, sampling: SamplingParams
+    ) -> ChatResult:
         if not self.model_name:
             cards = (await self.http.get_json("/v1/models")).get("data") or []
             if not cards:
@@ -319,16 +365,26 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     pending: list[str] = []  # ids of the last assistant turn's calls, for tool messages lacking one
     for message in messages:
-        m = {k: v for k, v in message.items() if k in ("role", "content", "name", "tool_calls", "tool_call_id")}
+        m = {
+            k: v for k, v in message.items() if k in ("role", "content", "name", "tool_calls", "tool_call_id")
+        }
         if m.get("tool_calls"):
             calls: list[dict[str, Any]] = []
             for i, call in enumerate(m["tool_calls"]):
                 fn = call.get("function", call)
                 args = fn.get("arguments", {})
-                calls.append({
-                    "id": call.get("id") or f"call_{len(out)}_{i}", "type": "function",
-                    "function": {"name": fn["name"], "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)},
-                })
+                calls.append(
+                    {
+                        "id": call.get("id") or f"call_{len(out)}_{i}",
+                        "type": "function",
+                        "function": {
+                            "name": fn["name"],
+                            "arguments": args
+                            if isinstance(args, str)
+                            else json.dumps(args, ensure_ascii=False),
+                        },
+                    }
+                )
             m["tool_calls"], pending = calls, [str(c["id"]) for c in calls]
         if m.get("role") == "tool":
             m.pop("name", None)
@@ -364,12 +420,23 @@ def parse_chat_completion(data: Any) -> ChatResult:
         try:
             args = raw if isinstance(raw, dict) else json.loads(raw or "{}")
         except json.JSONDecodeError:
-            broken.append(f'<tool_call>\n{{"name": {json.dumps(fn.get("name"))}, "arguments": {raw}}}\n</tool_call>')
+            broken.append(
+                f'<tool_call>\n{{"name": {json.dumps(fn.get("name"))}, "arguments": {raw}}}\n</tool_call>'
+            )
             continue
         if not isinstance(args, dict):
-            broken.append(f'<tool_call>\n{{"name": {json.dumps(fn.get("name"))}, "arguments": {raw}}}\n</tool_call>')
+            broken.append(
+                f'<tool_call>\n{{"name": {json.dumps(fn.get("name"))}, "arguments": {raw}}}\n</tool_call>'
+            )
             continue
-        calls.append(ToolCall(name=str(fn.get("name", "")), arguments=args, id=str(call.get("id") or f"call_{i}"), raw=raw if isinstance(raw, str) else json.dumps(raw)))
+        calls.append(
+            ToolCall(
+                name=str(fn.get("name", "")),
+                arguments=args,
+                id=str(call.get("id") or f"call_{i}"),
+                raw=raw if isinstance(raw, str) else json.dumps(raw),
+            )
+        )
     if broken:
         text, calls = "\n".join([text, *broken]).strip(), []
     usage = {k: int(v) for k, v in (data.get("usage") or {}).items() if isinstance(v, int)}

@@ -75,11 +75,17 @@ def fit_context_budget(config: Any, policy: Any) -> Any:
     limit = getattr(getattr(policy, "backend", None), "max_context_len", None)
     if not isinstance(limit, int) or limit <= 0 or config.max_tokens_per_trajectory <= limit:
         return config
-    log.info("context budget capped from %d to the model's context of %d tokens", config.max_tokens_per_trajectory, limit)
+    log.info(
+        "context budget capped from %d to the model's context of %d tokens",
+        config.max_tokens_per_trajectory,
+        limit,
+    )
     return config.model_copy(update={"max_tokens_per_trajectory": limit})
 
 
-def classify_logprobs_mode(at_one: Mapping[int, float], at_t: Mapping[int, float], temperature: float) -> LogprobsMode:
+def classify_logprobs_mode(
+    at_one: Mapping[int, float], at_t: Mapping[int, float], temperature: float
+) -> LogprobsMode:
     """Whether top logprobs answered at ``temperature`` are scaled, from the same position's top
     logprobs at temperature 1 (token id → logprob in each).
 
@@ -102,7 +108,9 @@ def classify_logprobs_mode(at_one: Mapping[int, float], at_t: Mapping[int, float
         return "unknown"
     ratio = statistics.median(ratios)
     scaled = 1.0 / temperature
-    return "processed" if abs(math.log(max(ratio, 1e-9) / scaled)) < abs(math.log(max(ratio, 1e-9))) else "raw"
+    return (
+        "processed" if abs(math.log(max(ratio, 1e-9) / scaled)) < abs(math.log(max(ratio, 1e-9))) else "raw"
+    )
 
 
 def raw_logprobs_error(server: str, temperature: float, *, engine_hint: str) -> str:
@@ -158,9 +166,16 @@ class LogprobsCheck:
         try:
             at_one, at_t = await top_at(1.0), await top_at(temperature)
         except LLMError as exc:
-            log.warning("could not probe how %s computes logprobs (%s); trusting them as temperature-scaled", self.server, exc)
+            log.warning(
+                "could not probe how %s computes logprobs (%s); trusting them as temperature-scaled",
+                self.server,
+                exc,
+            )
             return "unknown"
         mode = classify_logprobs_mode(at_one, at_t, temperature)
         if mode == "unknown":
-            log.warning("could not tell whether %s returns temperature-scaled logprobs; trusting them as such", self.server)
+            log.warning(
+                "could not tell whether %s returns temperature-scaled logprobs; trusting them as such",
+                self.server,
+            )
         return mode

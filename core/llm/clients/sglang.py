@@ -63,8 +63,14 @@ class SGLangBackend(LLMBackend):
             raise ConfigError(f"SGLang server address {base_url!r} must start with http:// or https://")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.http = HTTPClient(
-            base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, retries=retries,
-            backoff_s=backoff_s, max_connections=max_connections, headers=headers, label="SGLang server",
+            base_url,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            max_connections=max_connections,
+            headers=headers,
+            label="SGLang server",
         )
         self.base_url = self.http.base_url
         info: dict[str, Any] = {}
@@ -72,14 +78,17 @@ class SGLangBackend(LLMBackend):
             info = _model_info(self.http, need=tokenizer is None)
         self.tokenizer = _tokenizer(tokenizer, info, self.base_url)
         self.model_name = model_name or str(info.get("model_path") or "sglang")
-        self.max_context_len: int | None = context_limit(self.http.get_json_or_none("/v1/models")) or context_limit(
-            self.http.get_json_or_none("/get_server_info"))
+        self.max_context_len: int | None = context_limit(
+            self.http.get_json_or_none("/v1/models")
+        ) or context_limit(self.http.get_json_or_none("/get_server_info"))
         """The server's context length (prompt plus completion), when it reports one."""
         self.logprobs = LogprobsCheck(logprobs_mode, server=self.base_url, hint=SGLANG_HINT)
         """Whether the server's logprobs are temperature-scaled (probed before the first call at 0 < T != 1)."""
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        mode = await self.logprobs.check(request.sampling.temperature, lambda t: self._top_at(request.input_ids, t))
+        mode = await self.logprobs.check(
+            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t)
+        )
         payload = generate_payload(request.input_ids, request.sampling)
         data = await self.http.post_json("/generate", payload)
         result = parse_generate_response(data, request.sampling.top_logprobs)
@@ -145,12 +154,16 @@ def parse_generate_response(data: Any, top_logprobs: int = 0) -> GenerationResul
     if ids is None and entries is not None:
         ids = [int(e[1]) for e in entries]
     if ids is None:
-        raise LLMError("SGLang server returned no output_ids; run SGLang with a tokenizer-free or input_ids request (send input_ids, not text)")
+        raise LLMError(
+            "SGLang server returned no output_ids; run SGLang with a tokenizer-free or input_ids request (send input_ids, not text)"
+        )
     ids = [int(t) for t in ids]
     logprobs: list[float] | None = None
     if entries is not None:
         if len(entries) != len(ids) or any(int(e[1]) != t for e, t in zip(entries, ids, strict=False)):
-            raise LLMError("SGLang server returned logprobs for other tokens than its output_ids; the result is not token-faithful")
+            raise LLMError(
+                "SGLang server returned logprobs for other tokens than its output_ids; the result is not token-faithful"
+            )
         logprobs = [float(e[0]) if e[0] is not None else float("nan") for e in entries]
     top = None
     if top_logprobs:
@@ -163,8 +176,12 @@ def parse_generate_response(data: Any, top_logprobs: int = 0) -> GenerationResul
     if matched is not None:
         extra["matched_stop"] = matched
     return GenerationResult(
-        output_ids=ids, logprobs=logprobs, finish_reason=finish, top_logprobs=top,
-        weight_version=None if version is None else str(version), prompt_tokens=int(meta.get("prompt_tokens") or 0),
+        output_ids=ids,
+        logprobs=logprobs,
+        finish_reason=finish,
+        top_logprobs=top,
+        weight_version=None if version is None else str(version),
+        prompt_tokens=int(meta.get("prompt_tokens") or 0),
         meta={k: v for k, v in extra.items() if v is not None},
     )
 
@@ -190,7 +207,9 @@ def _model_info(http: HTTPClient, *, need: bool) -> dict[str, Any]:
         info = http.get_json_sync("/get_model_info")
     except LLMError as exc:
         if need:
-            raise ConfigError(f"could not ask {http.base_url} for its tokenizer ({exc}); pass the model's tokenizer with --tokenizer") from exc
+            raise ConfigError(
+                f"could not ask {http.base_url} for its tokenizer ({exc}); pass the model's tokenizer with --tokenizer"
+            ) from exc
         return {}
     return info if isinstance(info, dict) else {}
 

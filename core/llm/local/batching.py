@@ -61,7 +61,11 @@ class ContinuousBatch:
         self.device = device
         self.pad_token_id = pad_token_id
         params = inspect.signature(model.forward).parameters
-        self._keep_kw = "logits_to_keep" if "logits_to_keep" in params else ("num_logits_to_keep" if "num_logits_to_keep" in params else None)
+        self._keep_kw = (
+            "logits_to_keep"
+            if "logits_to_keep" in params
+            else ("num_logits_to_keep" if "num_logits_to_keep" in params else None)
+        )
         self.can_join = not _has_sliding_window(model.config)
         """Whether rows may join a running batch (not with sliding-window caches)."""
         self._slots: list[Row | None] = []
@@ -112,12 +116,20 @@ class ContinuousBatch:
         slots, past = self._slots, self._mask
         assert past is not None
         n = past.shape[0]
-        tokens = torch.tensor([r.out_ids[-1] if r is not None else self.pad_token_id for r in slots], device=self.device)
-        positions = torch.tensor([len(r.request.input_ids) + len(r.out_ids) - 1 if r is not None else 0 for r in slots], device=self.device)
+        tokens = torch.tensor(
+            [r.out_ids[-1] if r is not None else self.pad_token_id for r in slots], device=self.device
+        )
+        positions = torch.tensor(
+            [len(r.request.input_ids) + len(r.out_ids) - 1 if r is not None else 0 for r in slots],
+            device=self.device,
+        )
         mask = torch.cat([past, past.new_ones(n, 1)], dim=1)
         out = self.model(
-            input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None],
-            past_key_values=self._cache, use_cache=True,
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=positions[:, None],
+            past_key_values=self._cache,
+            use_cache=True,
         )
         self._cache, self._mask = out.past_key_values, mask
         self.steps += 1
@@ -143,7 +155,14 @@ class ContinuousBatch:
         except TypeError:  # older transformers
             cache = DynamicCache()
         kwargs: dict[str, Any] = {self._keep_kw: 1} if self._keep_kw else {}
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, **kwargs)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            **kwargs,
+        )
         self.max_rows_seen = max(self.max_rows_seen, len(prompts))
         return out.past_key_values, mask, out.logits[:, -1, :]
 
@@ -206,9 +225,14 @@ class ContinuousBatch:
             if row.version != self.version:
                 meta["weight_version_end"] = self.version
             result = GenerationResult(
-                output_ids=row.out_ids, logprobs=row.logprobs, finish_reason=row.finish or "length",
-                top_logprobs=row.top, weight_version=row.version, prompt_tokens=len(row.request.input_ids),
-                latency_s=now - row.enqueued, meta=meta,
+                output_ids=row.out_ids,
+                logprobs=row.logprobs,
+                finish_reason=row.finish or "length",
+                top_logprobs=row.top,
+                weight_version=row.version,
+                prompt_tokens=len(row.request.input_ids),
+                latency_s=now - row.enqueued,
+                meta=meta,
             )
             row.deliver(result)
 
@@ -231,19 +255,26 @@ def _set_kv(cache: Any, kv: list[list[torch.Tensor]]) -> None:
         cache.value_cache[:] = [v for _, v in kv]
 
 
-def _select(kv: list[list[torch.Tensor]], mask: torch.Tensor, rows: list[int]) -> tuple[list[list[torch.Tensor]], torch.Tensor]:
+def _select(
+    kv: list[list[torch.Tensor]], mask: torch.Tensor, rows: list[int]
+) -> tuple[list[list[torch.Tensor]], torch.Tensor]:
     if len(rows) == mask.shape[0]:
         return kv, mask
     idx = torch.tensor(rows, device=mask.device)
     return [[k.index_select(0, idx), v.index_select(0, idx)] for k, v in kv], mask.index_select(0, idx)
 
 
-def _concat(kv_a: list[list[torch.Tensor]], mask_a: torch.Tensor, kv_b: list[list[torch.Tensor]], mask_b: torch.Tensor) -> tuple[list[list[torch.Tensor]], torch.Tensor]:
+def _concat(
+    kv_a: list[list[torch.Tensor]], mask_a: torch.Tensor, kv_b: list[list[torch.Tensor]], mask_b: torch.Tensor
+) -> tuple[list[list[torch.Tensor]], torch.Tensor]:
     """Stack two batches, left-padding the shorter history (padding is masked out)."""
     width = max(mask_a.shape[1], mask_b.shape[1])
     pa, pb = width - mask_a.shape[1], width - mask_b.shape[1]
     kv = [
-        [torch.cat([F.pad(ka, (0, 0, pa, 0)), F.pad(kb, (0, 0, pb, 0))]), torch.cat([F.pad(va, (0, 0, pa, 0)), F.pad(vb, (0, 0, pb, 0))])]
+        [
+            torch.cat([F.pad(ka, (0, 0, pa, 0)), F.pad(kb, (0, 0, pb, 0))]),
+            torch.cat([F.pad(va, (0, 0, pa, 0)), F.pad(vb, (0, 0, pb, 0))]),
+        ]
         for (ka, va), (kb, vb) in zip(kv_a, kv_b, strict=True)
     ]
     return kv, torch.cat([F.pad(mask_a, (pa, 0)), F.pad(mask_b, (pb, 0))])

@@ -35,6 +35,10 @@ def load_tokenizer(path_or_name: str | os.PathLike[str]) -> Any:
 
         return load_tiny_tokenizer(family)
     path = Path(text).expanduser()
-    if not path.is_dir() or not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        raise ConfigError(f"no tokenizer in {text!r}: give a local directory holding tokenizer.json (or tokenizer_config.json), or 'tiny'")
+    if not path.is_dir() or not any(
+        (path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+    ):
+        raise ConfigError(
+            f"no tokenizer in {text!r}: give a local directory holding tokenizer.json (or tokenizer_config.json), or 'tiny'"
+        )
     return AutoTokenizer.from_pretrained(str(path))

@@ -56,7 +56,9 @@ def sample_step(logits: torch.Tensor, rows: Sequence[RowSettings], n_top: int = 
     """
     logits = logits.float()
     n, vocab = logits.shape
-    scale = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in rows], dtype=logits.dtype, device=logits.device)
+    scale = torch.tensor(
+        [r.temperature if r.temperature > 0 else 1.0 for r in rows], dtype=logits.dtype, device=logits.device
+    )
     logp = torch.log_softmax(logits / scale[:, None], dim=-1)
     chosen = torch.empty(n, dtype=torch.long, device=logits.device)
 
@@ -73,7 +75,9 @@ def sample_step(logits: torch.Tensor, rows: Sequence[RowSettings], n_top: int = 
         pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1).contiguous(), right=True).squeeze(-1)
         chosen[idx] = pick.clamp_(max=vocab - 1)
     if truncated:
-        chosen_t = _sample_truncated(logp[torch.tensor(truncated, device=logits.device)], [rows[i] for i in truncated])
+        chosen_t = _sample_truncated(
+            logp[torch.tensor(truncated, device=logits.device)], [rows[i] for i in truncated]
+        )
         chosen[torch.tensor(truncated, device=logits.device)] = chosen_t
 
     token_lp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)

@@ -22,7 +22,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-Family = Literal["qwen", "llama", "qwen3", "qwen3-coder", "mistral", "llama4", "deepseek-v3.1", "kimi-k2", "gpt-oss", "glm-4.5"]
+Family = Literal[
+    "qwen",
+    "llama",
+    "qwen3",
+    "qwen3-coder",
+    "mistral",
+    "llama4",
+    "deepseek-v3.1",
+    "kimi-k2",
+    "gpt-oss",
+    "glm-4.5",
+]
 
 RECIPE_VERSION = 2
 
@@ -37,7 +48,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "qwen": {
         "template": "qwen.jinja",
         "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"],
+        "added": [
+            "<tool_call>",
+            "</tool_call>",
+            "<tool_response>",
+            "</tool_response>",
+            "<think>",
+            "</think>",
+        ],
         "bos": None,
         "eos": "<|im_end|>",
         "pad": "<|endoftext|>",
@@ -45,7 +63,15 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "llama": {
         "template": "llama3.jinja",
-        "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"],
+        "special": [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|python_tag|>",
+        ],
         "added": [],
         "bos": "<|begin_of_text|>",
         "eos": "<|eot_id|>",
@@ -67,8 +93,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "template": "mistral.jinja",
         # the tekken (v3/v7) control tokens; no [ARGS]: that token marks v11+ tokenizers, whose calls
         # are NAME[ARGS]{json} (vLLM tells the two apart by it)
-        "special": ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
-                    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"],
+        "special": [
+            "<unk>",
+            "<s>",
+            "</s>",
+            "[INST]",
+            "[/INST]",
+            "[AVAILABLE_TOOLS]",
+            "[/AVAILABLE_TOOLS]",
+            "[TOOL_RESULTS]",
+            "[/TOOL_RESULTS]",
+            "[TOOL_CALLS]",
+            "[SYSTEM_PROMPT]",
+            "[/SYSTEM_PROMPT]",
+        ],
         "added": [],
         "bos": "<s>",
         "eos": "</s>",
@@ -78,8 +116,16 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "llama4": {
         "template": "llama4.jinja",
-        "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>",
-                    "<|python_start|>", "<|python_end|>"],
+        "special": [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|header_start|>",
+            "<|header_end|>",
+            "<|eot|>",
+            "<|eom|>",
+            "<|python_start|>",
+            "<|python_end|>",
+        ],
         "added": [],
         "bos": "<|begin_of_text|>",
         "eos": "<|eot|>",
@@ -89,9 +135,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "deepseek-v3.1": {
         "template": "deepseek_v31.jinja",
-        "special": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>",
-                    "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
-                    "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"],
+        "special": [
+            "<｜begin▁of▁sentence｜>",
+            "<｜end▁of▁sentence｜>",
+            "<｜▁pad▁｜>",
+            "<｜User｜>",
+            "<｜Assistant｜>",
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁calls▁end｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁output▁begin｜>",
+            "<｜tool▁output▁end｜>",
+        ],
         "added": ["<think>", "</think>"],
         "bos": "<｜begin▁of▁sentence｜>",
         "eos": "<｜end▁of▁sentence｜>",
@@ -101,9 +158,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "kimi-k2": {
         "template": "kimi_k2.jinja",
-        "special": ["[BOS]", "[EOS]", "[PAD]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
-                    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                    "<|tool_call_argument_begin|>", "<|tool_call_end|>"],
+        "special": [
+            "[BOS]",
+            "[EOS]",
+            "[PAD]",
+            "<|im_end|>",
+            "<|im_user|>",
+            "<|im_assistant|>",
+            "<|im_system|>",
+            "<|im_middle|>",
+            "<|tool_calls_section_begin|>",
+            "<|tool_calls_section_end|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_call_end|>",
+        ],
         "added": [],
         "bos": "[BOS]",
         "eos": "<|im_end|>",
@@ -113,8 +182,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "gpt-oss": {
         "template": "gpt_oss.jinja",
-        "special": ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
-                    "<|return|>", "<|call|>"],
+        "special": [
+            "<|startoftext|>",
+            "<|endoftext|>",
+            "<|start|>",
+            "<|end|>",
+            "<|message|>",
+            "<|channel|>",
+            "<|constrain|>",
+            "<|return|>",
+            "<|call|>",
+        ],
         "added": [],
         "bos": "<|startoftext|>",
         "eos": "<|return|>",
@@ -124,9 +202,28 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "glm-4.5": {
         "template": "glm45.jinja",
-        "special": ["<|endoftext|>", "[gMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"],
-        "added": ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
-                  "<tool_response>", "</tool_response>"],
+        "special": [
+            "<|endoftext|>",
+            "[gMASK]",
+            "<sop>",
+            "<eop>",
+            "<|system|>",
+            "<|user|>",
+            "<|assistant|>",
+            "<|observation|>",
+        ],
+        "added": [
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "<arg_key>",
+            "</arg_key>",
+            "<arg_value>",
+            "</arg_value>",
+            "<tool_response>",
+            "</tool_response>",
+        ],
         "bos": None,
         "eos": "<|endoftext|>",
         "pad": "<|endoftext|>",
@@ -134,7 +231,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "calls": "glm45",
     },
 }
-FAMILIES["qwen3"] = {**FAMILIES["qwen"], "template": "qwen3.jinja", "calls": "hermes"}  # Qwen2.5's tokens, its own template
+FAMILIES["qwen3"] = {
+    **FAMILIES["qwen"],
+    "template": "qwen3.jinja",
+    "calls": "hermes",
+}  # Qwen2.5's tokens, its own template
 
 
 @dataclass(frozen=True)
@@ -187,7 +288,12 @@ def ensure_tiny_model(
     extra = list(extra_corpus or [])
     spec = spec or TinySpec(family=family)
     if extra:
-        spec = TinySpec(**{**asdict(spec), "extra_corpus_digest": hashlib.sha256("\x00".join(extra).encode()).hexdigest()[:12]})
+        spec = TinySpec(
+            **{
+                **asdict(spec),
+                "extra_corpus_digest": hashlib.sha256("\x00".join(extra).encode()).hexdigest()[:12],
+            }
+        )
     root = cache_dir or cache_root() / "models"
     out = root / f"tiny-{spec.family}-{spec.key()}"
     marker = out / ("READY" if with_weights else "TOKENIZER_READY")
@@ -252,10 +358,12 @@ def _build_tokenizer(spec: TinySpec, extra: list[str], out: Path) -> None:
     split = QWEN_SPLIT if qwen_like else LLAMA3_SPLIT
     if qwen_like:
         tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     specials = fam["special"]
     trainer = trainers.BpeTrainer(
@@ -356,7 +464,10 @@ def generate_corpus(n_docs: int, *, seed: int = 0, family: str = "qwen") -> Iter
             )
         elif kind == 4:
             head = [t for t in fam["special"] + fam["added"]]
-            text = "".join(rng.choice(head) + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8))) for _ in range(3))
+            text = "".join(
+                rng.choice(head) + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8)))
+                for _ in range(3)
+            )
         else:
             cmd = rng.choice(["search", "click", "go to", "take", "put", "open"])
             obj = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4)))
@@ -375,17 +486,23 @@ def _call_text(style: str, name: str, args: dict[str, Any], rng: random.Random) 
     if style == "deepseek_v31":
         return f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{json.dumps(args)}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
     if style == "kimi_k2":
-        return (f"<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:{rng.randint(0, 3)}<|tool_call_argument_begin|>"
-                f"{json.dumps(args)}<|tool_call_end|><|tool_calls_section_end|>")
+        return (
+            f"<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:{rng.randint(0, 3)}<|tool_call_argument_begin|>"
+            f"{json.dumps(args)}<|tool_call_end|><|tool_calls_section_end|>"
+        )
     if style == "harmony":
         think = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 8)))
-        return (f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant<|channel|>commentary to=functions.{name} "
-                f"<|constrain|>json<|message|>{json.dumps(args)}<|call|>")
+        return (
+            f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant<|channel|>commentary to=functions.{name} "
+            f"<|constrain|>json<|message|>{json.dumps(args)}<|call|>"
+        )
     if style == "glm45":
         pairs = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in args.items())
         return f"<|assistant|>\n<think></think>\n<tool_call>{name}\n{pairs}</tool_call><|observation|>"
     if style == "mistral":
-        return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}])
+        return "[TOOL_CALLS]" + json.dumps(
+            [{"name": name, "arguments": args, "id": f"{rng.getrandbits(36):09x}"}]
+        )
     kwargs = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())
     return f"[{name}({kwargs})]"
 

@@ -78,7 +78,9 @@ class TransformersBackend(LLMBackend):
         if isinstance(model, (str, os.PathLike)):
             path = Path(model).expanduser()
             if not (path / "config.json").is_file():
-                raise ConfigError(f"{str(path)!r} is not a Hugging Face model directory (no config.json); give the folder a model was saved to")
+                raise ConfigError(
+                    f"{str(path)!r} is not a Hugging Face model directory (no config.json); give the folder a model was saved to"
+                )
             torch_dtype = _dtype(dtype)
             with _quiet_loading():
                 try:
@@ -97,7 +99,9 @@ class TransformersBackend(LLMBackend):
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
         self.model.eval()
         self.tokenizer = tokenizer
-        self.model_name = model_name or (Path(self.model_path).name if self.model_path else type(self.model).__name__)
+        self.model_name = model_name or (
+            Path(self.model_path).name if self.model_path else type(self.model).__name__
+        )
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_s
         self.eos_token_ids = _eos_ids(self.model, tokenizer)
@@ -162,14 +166,18 @@ class TransformersBackend(LLMBackend):
                 self._pausers -= 1
                 self._cond.notify_all()
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], *, version: str | int | None = None, strict: bool = True) -> None:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], *, version: str | int | None = None, strict: bool = True
+    ) -> None:
         """Copy new weights in with generation paused, then set the weight version."""
         with self.paused() as model, torch.no_grad():
             model.load_state_dict(dict(state_dict), strict=strict)
         if version is not None:
             self.set_weight_version(version)
 
-    async def update_weights(self, state_dict: Mapping[str, Any], *, version: str | int | None = None) -> None:
+    async def update_weights(
+        self, state_dict: Mapping[str, Any], *, version: str | int | None = None
+    ) -> None:
         """:meth:`load_state_dict` run off the event loop."""
         await asyncio.to_thread(self.load_state_dict, state_dict, version=version)
 
@@ -181,7 +189,9 @@ class TransformersBackend(LLMBackend):
         if self.max_context is not None:
             max_new = min(max_new, self.max_context - len(ids))
         if max_new <= 0:
-            return GenerationResult([], [], "length", [] if sp.top_logprobs else None, self._version, len(ids))
+            return GenerationResult(
+                [], [], "length", [] if sp.top_logprobs else None, self._version, len(ids)
+            )
         if self._closed:
             raise LLMError("the transformers backend is closed; create a new one")
         seed = sp.seed if sp.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
@@ -194,10 +204,15 @@ class TransformersBackend(LLMBackend):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerationResult] = loop.create_future()
         row = Row(
-            request=request, deliver=_deliverer(loop, future),
+            request=request,
+            deliver=_deliverer(loop, future),
             settings=RowSettings(sp.temperature, sp.top_p, sp.top_k, generator),
-            stops=StopStrings(self._decode, sp.stop), stop_ids=self.eos_token_ids | frozenset(sp.stop_token_ids),
-            max_new=max_new, seed=seed, version=self._version, enqueued=time.perf_counter(),
+            stops=StopStrings(self._decode, sp.stop),
+            stop_ids=self.eos_token_ids | frozenset(sp.stop_token_ids),
+            max_new=max_new,
+            seed=seed,
+            version=self._version,
+            enqueued=time.perf_counter(),
             top=[] if sp.top_logprobs else None,
         )
         future.add_done_callback(lambda f: setattr(row, "cancelled", f.cancelled()))
@@ -220,10 +235,14 @@ class TransformersBackend(LLMBackend):
             raise LLMError("empty prompt: give at least one input token id")
         bad = [t for t in ids if not 0 <= t < self.vocab_size]
         if bad:
-            raise LLMError(f"input token id {bad[0]} is outside the model's vocabulary (0..{self.vocab_size - 1}); was the prompt tokenized with another tokenizer?")
+            raise LLMError(
+                f"input token id {bad[0]} is outside the model's vocabulary (0..{self.vocab_size - 1}); was the prompt tokenized with another tokenizer?"
+            )
         if self.max_context is not None and len(ids) >= self.max_context:
-            raise ContextLengthError(f"prompt of {len(ids)} tokens does not fit the model's context of {self.max_context}; shorten it",
-                                     limit=self.max_context)
+            raise ContextLengthError(
+                f"prompt of {len(ids)} tokens does not fit the model's context of {self.max_context}; shorten it",
+                limit=self.max_context,
+            )
 
     def _decode(self, ids: list[int]) -> str:
         if self._fast is not None:
@@ -236,7 +255,9 @@ class TransformersBackend(LLMBackend):
         if self._thread is None or not self._thread.is_alive():
             with self._cond:
                 if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._work, name="toolgym-transformers", daemon=True)
+                    self._thread = threading.Thread(
+                        target=self._work, name="toolgym-transformers", daemon=True
+                    )
                     self._thread.start()
 
     def _work(self) -> None:
@@ -340,7 +361,10 @@ def _deliverer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Generatio
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     ids: set[int] = set()
-    for value in (getattr(tokenizer, "eos_token_id", None), getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+    for value in (
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+    ):
         if isinstance(value, int):
             ids.add(value)
         elif isinstance(value, (list, tuple)):

@@ -69,13 +69,17 @@ class Faults:
             return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
-def create_app(backend: TransformersBackend, *, model_name: str | None = None, faults: Faults | None = None) -> Any:
+def create_app(
+    backend: TransformersBackend, *, model_name: str | None = None, faults: Faults | None = None
+) -> Any:
     """The FastAPI application serving ``backend``."""
     try:
         from fastapi import FastAPI, Request
         from fastapi.responses import JSONResponse, Response
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise ConfigError("the model server needs FastAPI and uvicorn: pip install 'toolgym[dev]' (or fastapi uvicorn)") from exc
+        raise ConfigError(
+            "the model server needs FastAPI and uvicorn: pip install 'toolgym[dev]' (or fastapi uvicorn)"
+        ) from exc
     from .server_protocols import HTTPFail, Protocols
 
     faults = faults if faults is not None else Faults()
@@ -92,8 +96,12 @@ def create_app(backend: TransformersBackend, *, model_name: str | None = None, f
             if latency:
                 await asyncio.sleep(latency)
             if status is not None:
-                headers = {"Retry-After": f"{faults.retry_after_s:g}"} if faults.retry_after_s is not None else None
-                body = {"error": {"message": f"injected fault: HTTP {status}", "type": "injected", "code": status}}
+                headers = (
+                    {"Retry-After": f"{faults.retry_after_s:g}"} if faults.retry_after_s is not None else None
+                )
+                body = {
+                    "error": {"message": f"injected fault: HTTP {status}", "type": "injected", "code": status}
+                }
                 return JSONResponse(body, status_code=status, headers=headers)
         return await call_next(request)
 
@@ -117,13 +125,29 @@ def create_app(backend: TransformersBackend, *, model_name: str | None = None, f
 
     @app.get("/get_model_info")
     async def model_info() -> Any:
-        return {"model_path": backend.model_path or name, "tokenizer_path": backend.model_path, "is_generation": True,
-                "weight_version": backend.weight_version, "served_model_name": name}
+        return {
+            "model_path": backend.model_path or name,
+            "tokenizer_path": backend.model_path,
+            "is_generation": True,
+            "weight_version": backend.weight_version,
+            "served_model_name": name,
+        }
 
     @app.get("/v1/models")
     async def models() -> Any:
-        return {"object": "list", "data": [{"id": name, "object": "model", "created": int(time.time()), "owned_by": "toolgym",
-                                            "root": backend.model_path, "max_model_len": backend.max_context}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": int(time.time()),
+                    "owned_by": "toolgym",
+                    "root": backend.model_path,
+                    "max_model_len": backend.max_context,
+                }
+            ],
+        }
 
     @app.get("/toolgym/faults")
     async def get_faults() -> Any:
@@ -134,7 +158,11 @@ def create_app(backend: TransformersBackend, *, model_name: str | None = None, f
         body = await request.json()
         kinds = {"fail_next": int, "status": int, "latency_s": float, "retry_after_s": float}
         try:
-            changes = {k: (None if body[k] is None and k == "retry_after_s" else kinds[k](body[k])) for k in kinds if k in body}
+            changes = {
+                k: (None if body[k] is None and k == "retry_after_s" else kinds[k](body[k]))
+                for k in kinds
+                if k in body
+            }
         except (TypeError, ValueError):
             return _error(JSONResponse, 400, f"fault settings must be numbers: {', '.join(kinds)}")
         with faults._lock:
@@ -159,7 +187,9 @@ def create_app(backend: TransformersBackend, *, model_name: str | None = None, f
 
 def _error(response_cls: Any, status: int, message: str) -> Any:
     kind = "BadRequestError" if status < 500 else "ServiceUnavailableError"
-    return response_cls({"error": {"message": message, "type": kind, "code": status}, "message": message}, status_code=status)
+    return response_cls(
+        {"error": {"message": message, "type": kind, "code": status}, "message": message}, status_code=status
+    )
 
 
 class ServerThread(BackgroundServer):
@@ -170,8 +200,16 @@ class ServerThread(BackgroundServer):
 
     name = "model server"
 
-    def __init__(self, backend: TransformersBackend, *, host: str = "127.0.0.1", port: int = 0,
-                 model_name: str | None = None, faults: Faults | None = None, owns_backend: bool = False) -> None:
+    def __init__(
+        self,
+        backend: TransformersBackend,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model_name: str | None = None,
+        faults: Faults | None = None,
+        owns_backend: bool = False,
+    ) -> None:
         super().__init__(host=host, port=port)
         self.backend = backend
         self.faults = faults if faults is not None else Faults()
@@ -188,8 +226,15 @@ class ServerThread(BackgroundServer):
 
 
 @contextmanager
-def serve(model: str | TransformersBackend = "tiny", *, host: str = "127.0.0.1", port: int = 0, model_name: str | None = None,
-          faults: Faults | None = None, **backend_options: Any) -> Iterator[ServerThread]:
+def serve(
+    model: str | TransformersBackend = "tiny",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    model_name: str | None = None,
+    faults: Faults | None = None,
+    **backend_options: Any,
+) -> Iterator[ServerThread]:
     """Serve ``model`` (``tiny``, ``tiny-llama``, a model directory, or a backend) for the block.
 
     >>> with serve("tiny") as server:            # doctest: +SKIP
@@ -202,8 +247,20 @@ def serve(model: str | TransformersBackend = "tiny", *, host: str = "127.0.0.1",
 
         directory = resolve_model_dir(model)
         if directory is None:
-            raise ConfigError(f"cannot serve {model!r}: give 'tiny', 'tiny-llama' or a local Hugging Face model directory")
-        backend, owns = TransformersBackend(directory, model_name=model_name or str(model), **backend_options), True
-    server = ServerThread(backend, host=host, port=port, model_name=model_name or backend.model_name, faults=faults, owns_backend=owns)
+            raise ConfigError(
+                f"cannot serve {model!r}: give 'tiny', 'tiny-llama' or a local Hugging Face model directory"
+            )
+        backend, owns = (
+            TransformersBackend(directory, model_name=model_name or str(model), **backend_options),
+            True,
+        )
+    server = ServerThread(
+        backend,
+        host=host,
+        port=port,
+        model_name=model_name or backend.model_name,
+        faults=faults,
+        owns_backend=owns,
+    )
     with server:
         yield server

@@ -47,7 +47,9 @@ def sampling_from(body: dict[str, Any], *, max_key: str, default_max: int) -> Sa
             max_new_tokens=int(body[max_key]) if body.get(max_key) is not None else default_max,
             temperature=float(body["temperature"]) if body.get("temperature") is not None else 1.0,
             top_p=float(body["top_p"]) if body.get("top_p") is not None else 1.0,
-            top_k=max(top_k, 0), seed=None if seed is None else int(seed), stop=stop,
+            top_k=max(top_k, 0),
+            seed=None if seed is None else int(seed),
+            stop=stop,
             stop_token_ids=tuple(int(t) for t in body.get("stop_token_ids") or ()),
         )
     except (TypeError, ValueError) as exc:
@@ -58,7 +60,11 @@ def sampling_from(body: dict[str, Any], *, max_key: str, default_max: int) -> Sa
 
 
 def _check_ids(ids: Any) -> list[int]:
-    if not isinstance(ids, list) or not ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+    ):
         raise HTTPFail(400, "a prompt must be a non-empty list of integer token ids (or a string)")
     return ids
 
@@ -70,7 +76,9 @@ class Protocols:
         self.backend = backend
         self.model_name = model_name
         self.tokenizer = backend.tokenizer
-        self.chat = ChatFormat(backend.tokenizer) if getattr(backend.tokenizer, "chat_template", None) else None
+        self.chat = (
+            ChatFormat(backend.tokenizer) if getattr(backend.tokenizer, "chat_template", None) else None
+        )
         self.parser = HermesParser()
 
     # -- helpers -------------------------------------------------------------------------------
@@ -93,7 +101,11 @@ class Protocols:
         return [_check_ids(value)], False
 
     async def _run(self, prompts: list[list[int]], sampling: SamplingParams) -> list[GenerationResult]:
-        return list(await asyncio.gather(*(self.backend.generate(GenerationRequest(_check_ids(p), sampling)) for p in prompts)))
+        return list(
+            await asyncio.gather(
+                *(self.backend.generate(GenerationRequest(_check_ids(p), sampling)) for p in prompts)
+            )
+        )
 
     # -- SGLang native -------------------------------------------------------------------------
 
@@ -102,7 +114,9 @@ class Protocols:
             raise HTTPFail(400, "streaming is not supported by the toolgym model server; send stream=false")
         sp = body.get("sampling_params") or {}
         if not isinstance(sp, dict):
-            raise HTTPFail(400, "sampling_params must be one JSON object (per-prompt lists are not supported)")
+            raise HTTPFail(
+                400, "sampling_params must be one JSON object (per-prompt lists are not supported)"
+            )
         if body.get("input_ids") is not None:
             prompts, batched = self._prompts(body["input_ids"], add_special=False)
         elif body.get("text") is not None:
@@ -116,20 +130,40 @@ class Protocols:
         outs = [self._sglang_answer(p, r, sp, want_lp, top_n) for p, r in zip(prompts, results, strict=True)]
         return outs if batched else outs[0]
 
-    def _sglang_answer(self, prompt: list[int], r: GenerationResult, sp: dict[str, Any], want_lp: bool, top_n: int) -> dict[str, Any]:
+    def _sglang_answer(
+        self, prompt: list[int], r: GenerationResult, sp: dict[str, Any], want_lp: bool, top_n: int
+    ) -> dict[str, Any]:
         matched = r.meta.get("matched_stop")
-        finish = {"type": "length", "length": len(r.output_ids)} if r.finish_reason == "length" else {"type": "stop", "matched": matched}
+        finish = (
+            {"type": "length", "length": len(r.output_ids)}
+            if r.finish_reason == "length"
+            else {"type": "stop", "matched": matched}
+        )
         meta: dict[str, Any] = {
-            "id": new_id("gen"), "finish_reason": finish, "prompt_tokens": len(prompt), "completion_tokens": len(r.output_ids),
-            "cached_tokens": 0, "weight_version": r.weight_version, "e2e_latency": r.latency_s,
+            "id": new_id("gen"),
+            "finish_reason": finish,
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(r.output_ids),
+            "cached_tokens": 0,
+            "weight_version": r.weight_version,
+            "e2e_latency": r.latency_s,
         }
         if want_lp:
             meta["input_token_logprobs"] = []
-            meta["output_token_logprobs"] = [[lp, t, None] for t, lp in zip(r.output_ids, r.logprobs or [], strict=True)]
+            meta["output_token_logprobs"] = [
+                [lp, t, None] for t, lp in zip(r.output_ids, r.logprobs or [], strict=True)
+            ]
             if top_n:
                 meta["input_top_logprobs"] = []
-                meta["output_top_logprobs"] = [[[lp, t, None] for t, lp in pos] for pos in r.top_logprobs or []]
-        text = self._text(r.output_ids, skip_special=sp.get("skip_special_tokens", True), matched=matched, trim=not sp.get("no_stop_trim"))
+                meta["output_top_logprobs"] = [
+                    [[lp, t, None] for t, lp in pos] for pos in r.top_logprobs or []
+                ]
+        text = self._text(
+            r.output_ids,
+            skip_special=sp.get("skip_special_tokens", True),
+            matched=matched,
+            trim=not sp.get("no_stop_trim"),
+        )
         return {"text": text, "output_ids": r.output_ids, "meta_info": meta}
 
     # -- OpenAI completions --------------------------------------------------------------------
@@ -156,7 +190,12 @@ class Protocols:
             matched = r.meta.get("matched_stop")
             choice: dict[str, Any] = {
                 "index": i,
-                "text": self._text(r.output_ids, skip_special=body.get("skip_special_tokens", True), matched=matched, trim=not keep_stop),
+                "text": self._text(
+                    r.output_ids,
+                    skip_special=body.get("skip_special_tokens", True),
+                    matched=matched,
+                    trim=not keep_stop,
+                ),
                 "logprobs": self._completion_logprobs(r, as_ids) if k is not None else None,
                 "finish_reason": r.finish_reason,
                 "stop_reason": None if matched in self.backend.eos_token_ids else matched,
@@ -166,8 +205,13 @@ class Protocols:
                 choice["token_ids"], choice["prompt_token_ids"] = r.output_ids, prompt
             choices.append(choice)
         return {
-            "id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()), "model": self.model_name,
-            "choices": choices, "usage": _usage(prompts, results), "metadata": {"weight_version": results[0].weight_version},
+            "id": new_id("cmpl"),
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": choices,
+            "usage": _usage(prompts, results),
+            "metadata": {"weight_version": results[0].weight_version},
         }
 
     def _completion_logprobs(self, r: GenerationResult, as_ids: bool) -> dict[str, Any]:
@@ -175,7 +219,9 @@ class Protocols:
         lps = r.logprobs or []
         tops = []
         for pos, (token, lp) in enumerate(zip(r.output_ids, lps, strict=True)):
-            entry = {self._token_str(t, as_ids): v for t, v in (r.top_logprobs[pos] if r.top_logprobs else [])}
+            entry = {
+                self._token_str(t, as_ids): v for t, v in (r.top_logprobs[pos] if r.top_logprobs else [])
+            }
             entry.setdefault(self._token_str(token, as_ids), lp)  # the sampled token is always listed
             tops.append(entry)
         offsets, at = [], 0
@@ -197,7 +243,9 @@ class Protocols:
         tools = body.get("tools") or None
         if body.get("tool_choice") == "none":
             tools = None
-        prompt = self.chat.encode(self.chat.render([_plain(m) for m in messages], tools=tools, add_generation_prompt=True))
+        prompt = self.chat.encode(
+            self.chat.render([_plain(m) for m in messages], tools=tools, add_generation_prompt=True)
+        )
         max_key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
         sampling = sampling_from(body, max_key=max_key, default_max=256)
         if body.get("logprobs"):
@@ -211,18 +259,28 @@ class Protocols:
             rest = _TOOL_BLOCK.sub("", text).strip()
             message["content"] = rest or None
             message["tool_calls"] = [
-                {"id": new_id("call"), "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                {
+                    "id": new_id("call"),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+                }
                 for c in action.tool_calls
             ]
             finish = "tool_calls"  # type: ignore[assignment]
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
         if body.get("logprobs"):
-            choice["logprobs"] = {"content": self._chat_logprobs(r, bool(body.get("return_tokens_as_token_ids")))}
+            choice["logprobs"] = {
+                "content": self._chat_logprobs(r, bool(body.get("return_tokens_as_token_ids")))
+            }
         if body.get("return_token_ids"):
             choice["token_ids"], choice["prompt_token_ids"] = r.output_ids, prompt
         return {
-            "id": new_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()), "model": self.model_name,
-            "choices": [choice], "usage": _usage([prompt], [r]),
+            "id": new_id("chatcmpl"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": _usage([prompt], [r]),
         }
 
     def _chat_logprobs(self, r: GenerationResult, as_ids: bool) -> list[dict[str, Any]]:

@@ -47,7 +47,9 @@ VLLM_VENV = ".venv-vllm"
 LOGPROBS_MODE = "processed_logprobs"
 QUICK_START_ARGS = ("--enforce-eager", "--distributed-executor-backend", "uni")
 QUICK_START_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-INSTALL_HINT = "install it with `bash scripts/ensure-vllm.sh` (or point TOOLGYM_VLLM_PYTHON at a Python that has vLLM)"
+INSTALL_HINT = (
+    "install it with `bash scripts/ensure-vllm.sh` (or point TOOLGYM_VLLM_PYTHON at a Python that has vLLM)"
+)
 
 
 def vllm_python() -> Path:
@@ -63,7 +65,9 @@ def vllm_python() -> Path:
         candidate = root / VLLM_VENV / "bin" / "python"
         if candidate.exists():
             return candidate
-    raise ConfigError(f"vLLM is not installed here (no {VLLM_VENV}/bin/python in {Path.cwd()} or {checkout}); {INSTALL_HINT}")
+    raise ConfigError(
+        f"vLLM is not installed here (no {VLLM_VENV}/bin/python in {Path.cwd()} or {checkout}); {INSTALL_HINT}"
+    )
 
 
 def vllm_tiny_model(family: str = "qwen") -> Path:
@@ -73,8 +77,16 @@ def vllm_tiny_model(family: str = "qwen") -> Path:
     """
     from ..local.tiny import TinySpec, ensure_tiny_model
 
-    spec = TinySpec(family=family, vocab_size=2048, hidden_size=64, intermediate_size=192, num_layers=2, num_heads=2,
-                    num_kv_heads=2, max_position_embeddings=1024)
+    spec = TinySpec(
+        family=family,
+        vocab_size=2048,
+        hidden_size=64,
+        intermediate_size=192,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=2,
+        max_position_embeddings=1024,
+    )
     return ensure_tiny_model(family, spec=spec)  # type: ignore[arg-type]
 
 
@@ -124,13 +136,22 @@ class VLLMServer:
     ) -> None:
         directory = Path(model).expanduser()
         if not (directory / "config.json").is_file():
-            raise ConfigError(f"vLLM serves a local model directory here; {str(model)!r} has no config.json (nothing is downloaded)")
+            raise ConfigError(
+                f"vLLM serves a local model directory here; {str(model)!r} has no config.json (nothing is downloaded)"
+            )
         self.model_dir = directory.resolve()
         self.host = host
         self.port = port or free_port(host)
         self.served_model_name = served_model_name or str(self.model_dir)
-        self.dtype, self.max_model_len, self.seed, self.kv_cache_gib = dtype, max_model_len, seed, kv_cache_gib
-        self.log_path = Path(log_path) if log_path else Path(os.environ.get("TMPDIR", "/tmp")) / f"vllm-{self.port}.log"
+        self.dtype, self.max_model_len, self.seed, self.kv_cache_gib = (
+            dtype,
+            max_model_len,
+            seed,
+            kv_cache_gib,
+        )
+        self.log_path = (
+            Path(log_path) if log_path else Path(os.environ.get("TMPDIR", "/tmp")) / f"vllm-{self.port}.log"
+        )
         self.quick_start = quick_start
         self.extra_args = list(extra_args)
         self.python = Path(python) if python else vllm_python()
@@ -144,10 +165,24 @@ class VLLMServer:
 
     def command(self) -> list[str]:
         cmd = [
-            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.model_dir), "--served-model-name", self.served_model_name,
-            "--host", self.host, "--port", str(self.port), "--dtype", self.dtype, "--seed", str(self.seed),
-            "--logprobs-mode", LOGPROBS_MODE, "--disable-log-stats",
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_model_name,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--dtype",
+            self.dtype,
+            "--seed",
+            str(self.seed),
+            "--logprobs-mode",
+            LOGPROBS_MODE,
+            "--disable-log-stats",
         ]
         if self.max_model_len is not None:
             cmd += ["--max-model-len", str(self.max_model_len)]
@@ -174,8 +209,12 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # kept open for the server's lifetime
         self.process = subprocess.Popen(
-            self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=self.environment(), start_new_session=True,  # its own process group: stop() ends its workers too
+            self.command(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.environment(),
+            start_new_session=True,  # its own process group: stop() ends its workers too
         )
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
@@ -183,12 +222,16 @@ class VLLMServer:
             if code is not None:
                 self._close_log()
                 self.process = None
-                raise ConfigError(f"vLLM exited with status {code} while starting; see its log {self.log_path} (last lines: {self.log_tail(3)!r})")
+                raise ConfigError(
+                    f"vLLM exited with status {code} while starting; see its log {self.log_path} (last lines: {self.log_tail(3)!r})"
+                )
             if self.healthy():
                 return self
             time.sleep(0.5)
         self.stop()
-        raise ConfigError(f"vLLM did not answer on {self.url}/health within {self.startup_timeout_s:g}s; see its log {self.log_path}")
+        raise ConfigError(
+            f"vLLM did not answer on {self.url}/health within {self.startup_timeout_s:g}s; see its log {self.log_path}"
+        )
 
     def healthy(self, timeout_s: float = 2.0) -> bool:
         try:

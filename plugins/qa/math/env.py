@@ -29,7 +29,9 @@ class MathPythonEnv(ToolTaskEnv):
     tool_names = ("python",)
     max_turns = 6
 
-    def __init__(self, split: str = "train", families: str | list[str] | None = None, tool: str = "python") -> None:
+    def __init__(
+        self, split: str = "train", families: str | list[str] | None = None, tool: str = "python"
+    ) -> None:
         super().__init__()
         if split not in ("train", "test"):
             raise ConfigError(f"split must be 'train' or 'test', got {split!r}")
@@ -46,12 +48,19 @@ class MathPythonEnv(ToolTaskEnv):
     def load_task(self, seed: int) -> Task:
         offset = TEST_OFFSET if self.split == "test" else 0
         p = generate_problem(seed + offset, self.families)
-        return Task(id=f"{self.split}-{seed}", question=p.question, answer=p.answer, metadata={"family": p.family, "solution": p.solution})
+        return Task(
+            id=f"{self.split}-{seed}",
+            question=p.question,
+            answer=p.answer,
+            metadata={"family": p.family, "solution": p.solution},
+        )
 
     def reward(self, task: Task, answer: str) -> float:
         return float(numeric_match(extract_answer(answer), task.answer))
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self._last_output = None
         messages, info = await super().reset(seed=seed, options=options)
         assert self.task is not None

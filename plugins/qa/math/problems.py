@@ -46,12 +46,18 @@ def _primes(rng: random.Random) -> tuple[str, str]:
 
 def _factorial_digits(rng: random.Random) -> tuple[str, str]:
     k = rng.randint(20, 300)
-    return f"What is the sum of the decimal digits of {k}! ({k} factorial)?", f"import math\nprint(sum(int(d) for d in str(math.factorial({k}))))"
+    return (
+        f"What is the sum of the decimal digits of {k}! ({k} factorial)?",
+        f"import math\nprint(sum(int(d) for d in str(math.factorial({k}))))",
+    )
 
 
 def _lcm(rng: random.Random) -> tuple[str, str]:
     a, b, c = (rng.randint(12, 999) for _ in range(3))
-    return f"What is the least common multiple of {a}, {b} and {c}?", f"import math\nprint(math.lcm({a}, {b}, {c}))"
+    return (
+        f"What is the least common multiple of {a}, {b} and {c}?",
+        f"import math\nprint(math.lcm({a}, {b}, {c}))",
+    )
 
 
 def _fibonacci(rng: random.Random) -> tuple[str, str]:
@@ -63,7 +69,10 @@ def _fibonacci(rng: random.Random) -> tuple[str, str]:
 def _binomial(rng: random.Random) -> tuple[str, str]:
     n = rng.randint(20, 60)
     k = rng.randint(3, n // 2)
-    return f"In how many ways can {k} items be chosen from {n} distinct items (order does not matter)?", f"import math\nprint(math.comb({n}, {k}))"
+    return (
+        f"In how many ways can {k} items be chosen from {n} distinct items (order does not matter)?",
+        f"import math\nprint(math.comb({n}, {k}))",
+    )
 
 
 def _quadratic(rng: random.Random) -> tuple[str, str]:

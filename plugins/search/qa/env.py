@@ -64,10 +64,18 @@ def load_questions(path: str | Path = SHIPPED_QA) -> list[Task]:
                 continue
             q = json.loads(line)
             if not isinstance(q.get("question"), str) or not q.get("answers"):
-                raise ConfigError(f"{path}:{n}: a question needs 'question' (a string) and 'answers' (a list)")
+                raise ConfigError(
+                    f"{path}:{n}: a question needs 'question' (a string) and 'answers' (a list)"
+                )
             answers = q["answers"] if isinstance(q["answers"], list) else [q["answers"]]
-            tasks.append(Task(id=str(q.get("id", n - 1)), question=q["question"], answer=[str(a) for a in answers],
-                              metadata={k: q.get(k) for k in ("support", "hops", "type")}))
+            tasks.append(
+                Task(
+                    id=str(q.get("id", n - 1)),
+                    question=q["question"],
+                    answer=[str(a) for a in answers],
+                    metadata={k: q.get(k) for k in ("support", "hops", "type")},
+                )
+            )
     return tasks
 
 
@@ -79,8 +87,17 @@ def _search_tool(source: str, method: str, topk: int) -> Tool:
 class SearchQAEnv(ToolTaskEnv):
     max_turns = 6
 
-    def __init__(self, style: str = "xml", source: str = "shipped", method: str = "bm25", topk: int | str = 3,
-                 reward: str = "em", split: str = "all", types: str | None = None, questions: str | None = None) -> None:
+    def __init__(
+        self,
+        style: str = "xml",
+        source: str = "shipped",
+        method: str = "bm25",
+        topk: int | str = 3,
+        reward: str = "em",
+        split: str = "all",
+        types: str | None = None,
+        questions: str | None = None,
+    ) -> None:
         super().__init__()
         if style not in ("xml", "hermes"):
             raise ConfigError(f"style must be 'xml' (Search-R1 tags) or 'hermes' (tool calls), got {style!r}")
@@ -110,7 +127,9 @@ class SearchQAEnv(ToolTaskEnv):
     def reward(self, task: Task, answer: str) -> float:
         return REWARDS[self.reward_name](extract_answer(answer), task.answer)
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self._hop = 0
         # load the index (and an embedding model) now, so the first search is not charged for it
         await asyncio.to_thread(resolve_retriever, self.source, self.method)
@@ -123,8 +142,12 @@ class SearchQAEnv(ToolTaskEnv):
         assert self.task is not None, "reset() first"
         if action.kind is ActionKind.ANSWER:
             answer = action.answer if action.answer is not None else action.text
-            return StepResult(observation=[], reward=self.reward(self.task, answer), terminated=True,
-                              info={"answer": extract_answer(answer)})
+            return StepResult(
+                observation=[],
+                reward=self.reward(self.task, answer),
+                terminated=True,
+                info={"answer": extract_answer(answer)},
+            )
         if action.kind is ActionKind.INVALID or not action.tool_calls:
             problem = action.error or "no search and no answer found"
             self._record(f"invalid:{problem}")
@@ -135,18 +158,33 @@ class SearchQAEnv(ToolTaskEnv):
         call = action.tool_calls[0]
         tool = self.tools[0]
         if call.name != tool.name or len(action.tool_calls) > 1:
-            out_text, error, ids, duration = f"Error: call only the {tool.name} tool, one call per turn", True, [], 0.0
+            out_text, error, ids, duration = (
+                f"Error: call only the {tool.name} tool, one call per turn",
+                True,
+                [],
+                0.0,
+            )
         else:
             out = await self.call_tool(tool, call.arguments)
             out_text, error, ids, duration = out.text, out.error, out.metadata.get("ids", []), out.duration_s
-        record = ToolCallRecord(name=call.name, arguments=call.arguments, output=out_text, error=error, duration_s=duration)
+        record = ToolCallRecord(
+            name=call.name, arguments=call.arguments, output=out_text, error=error, duration_s=duration
+        )
         self._record(f"{call.name}:{call.arguments}:{out_text}")
         info = {"retrieved": ids}
         if self.style == "hermes":
-            return StepResult(observation=[{"role": "tool", "name": call.name, "content": out_text}],
-                              tool_calls=[record], valid=not error, info=info)
-        return StepResult(observation=f"\n\n<information>{out_text}</information>\n\n", tool_calls=[record],
-                          valid=not error, info=info)
+            return StepResult(
+                observation=[{"role": "tool", "name": call.name, "content": out_text}],
+                tool_calls=[record],
+                valid=not error,
+                info=info,
+            )
+        return StepResult(
+            observation=f"\n\n<information>{out_text}</information>\n\n",
+            tool_calls=[record],
+            valid=not error,
+            info=info,
+        )
 
     async def scripted_action(self) -> str | None:
         """Replay the question's oracle queries one per turn, then answer with the first gold answer."""

@@ -48,17 +48,34 @@ def load_questions(path: str | Path = QUESTIONS) -> list[Task]:
             if line.strip():
                 q = json.loads(line)
                 if not all(isinstance(q.get(k), str) for k in ("db", "question", "sql")):
-                    raise ConfigError(f"{path}:{n}: a question needs string fields 'db', 'question' and 'sql'")
-                tasks.append(Task(id=str(q.get("id", n - 1)), question=q["question"], answer=q["sql"], metadata={"db": q["db"]}))
+                    raise ConfigError(
+                        f"{path}:{n}: a question needs string fields 'db', 'question' and 'sql'"
+                    )
+                tasks.append(
+                    Task(
+                        id=str(q.get("id", n - 1)),
+                        question=q["question"],
+                        answer=q["sql"],
+                        metadata={"db": q["db"]},
+                    )
+                )
     return tasks
 
 
 class Text2SQLEnv(ToolTaskEnv):
     max_turns = 8
 
-    def __init__(self, backend: str = "sqlite", databases: str | None = None, split: str = "all", dsn: str | None = None,
-                 max_rows: int | str = 50, timeout_s: float | str = DEFAULT_TIMEOUT_S, questions: str | None = None,
-                 sql_sandbox: bool | str = True) -> None:
+    def __init__(
+        self,
+        backend: str = "sqlite",
+        databases: str | None = None,
+        split: str = "all",
+        dsn: str | None = None,
+        max_rows: int | str = 50,
+        timeout_s: float | str = DEFAULT_TIMEOUT_S,
+        questions: str | None = None,
+        sql_sandbox: bool | str = True,
+    ) -> None:
         super().__init__()
         if backend not in ("sqlite", "postgres"):
             raise ConfigError(f"backend must be 'sqlite' or 'postgres', got {backend!r}")
@@ -83,7 +100,9 @@ class Text2SQLEnv(ToolTaskEnv):
         self.host_database: SQLBackend | None = None
         """The same database from the host, for the gold queries."""
         self.system_prompt = SYSTEM_PROMPT.format(dialect="SQLite" if backend == "sqlite" else "PostgreSQL")
-        self.tools = make_sql_tools(self._database, max_rows=int(max_rows), timeout_s=self.timeout_s, sandbox=False)
+        self.tools = make_sql_tools(
+            self._database, max_rows=int(max_rows), timeout_s=self.timeout_s, sandbox=False
+        )
         self._gold: dict[str, Any] = {}
         self._turn = 0
 
@@ -100,13 +119,19 @@ class Text2SQLEnv(ToolTaskEnv):
     def user_prompt(self, task: Task) -> str:
         return f"Database: {task.metadata['db']}\nQuestion: {task.question}"
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         self._turn = 0
         task = self.load_task(seed)
         self.host_database = await self._open(task.metadata["db"])
-        self.database = await episode_backend(getattr(self, "ctx", None), self.host_database, enabled=self.sql_sandbox)
+        self.database = await episode_backend(
+            getattr(self, "ctx", None), self.host_database, enabled=self.sql_sandbox
+        )
         if isinstance(self.database, SandboxSQLiteBackend):
-            await self.database.prepare()  # copy the database in now: a sandbox that fails, fails the episode here
+            await (
+                self.database.prepare()
+            )  # copy the database in now: a sandbox that fails, fails the episode here
         messages, info = await super().reset(seed=seed, options=options)
         info["db"] = task.metadata["db"]
         info["sql_where"] = "sandbox" if isinstance(self.database, SandboxSQLiteBackend) else "host"
@@ -125,7 +150,9 @@ class Text2SQLEnv(ToolTaskEnv):
         gold = self._gold.get(task.id)
         if gold is None:
             host = self.host_database or database
-            gold = self._gold[task.id] = await host.query(task.answer, max_rows=SCORED_ROWS, timeout_s=self.timeout_s * 4)
+            gold = self._gold[task.id] = await host.query(
+                task.answer, max_rows=SCORED_ROWS, timeout_s=self.timeout_s * 4
+            )
         if predicted.truncated or gold.truncated:
             return 0.0, {"sql": sql, "error": f"result longer than {SCORED_ROWS} rows"}
         match = results_match(predicted.rows, gold.rows, ordered=orders_result(task.answer))

@@ -81,7 +81,9 @@ def _rows_equal(pred: list[Row], gold: list[Row], ordered: bool) -> bool:
     return pred == gold if ordered else Counter(pred) == Counter(gold)
 
 
-def results_match(pred_rows: Sequence[Sequence[Any]], gold_rows: Sequence[Sequence[Any]], *, ordered: bool) -> bool:
+def results_match(
+    pred_rows: Sequence[Sequence[Any]], gold_rows: Sequence[Sequence[Any]], *, ordered: bool
+) -> bool:
     """True when the two results hold the same rows (see the module docstring)."""
     pred, gold = normalize_rows(pred_rows), normalize_rows(gold_rows)
     if len(pred) != len(gold):
@@ -95,6 +97,7 @@ def results_match(pred_rows: Sequence[Sequence[Any]], gold_rows: Sequence[Sequen
         return True
     if width > 8:  # permutations of wide results are too many to try
         return False
+
     # Try column permutations, pairing only columns that hold the same multiset of values.
     def column(rows: list[Row], j: int) -> Counter[Any]:
         return Counter(r[j] for r in rows)

@@ -21,10 +21,16 @@ def test_the_default_budget_is_the_models_own_context(tiny_dir: Path) -> None:
     backend = TransformersBackend(tiny_dir, model_name="tiny", max_batch_size=1)
     try:
         config = EngineConfig()
-        assert backend.max_context_len == backend.max_context == 4096  # the tiny model's max_position_embeddings
-        assert fit_context_budget(config, ModelPolicy(backend, config)).max_tokens_per_trajectory == 4096  # min(8192, 4096)
+        assert (
+            backend.max_context_len == backend.max_context == 4096
+        )  # the tiny model's max_position_embeddings
+        assert (
+            fit_context_budget(config, ModelPolicy(backend, config)).max_tokens_per_trajectory == 4096
+        )  # min(8192, 4096)
         smaller = EngineConfig(max_tokens_per_trajectory=1000)
-        assert fit_context_budget(smaller, ModelPolicy(backend, smaller)) is smaller  # a smaller configured budget stays
+        assert (
+            fit_context_budget(smaller, ModelPolicy(backend, smaller)) is smaller
+        )  # a smaller configured budget stays
     finally:
         asyncio.run(backend.aclose())
 
@@ -34,8 +40,13 @@ def test_an_episode_that_outgrows_the_models_context_truncates_with_status_ok(ti
     backend.max_context = CONTEXT
     config = EngineConfig(max_turns=40, max_tokens_per_turn=24, max_live_episodes=2)  # default budget: 8192
     trajectories: list[Trajectory] = []
-    engine = RolloutEngine(registry=test_registry(), policy=ModelPolicy(backend, config), config=config,
-                           env_kwargs={"target": 1000}, on_trajectory=trajectories.append)
+    engine = RolloutEngine(
+        registry=test_registry(),
+        policy=ModelPolicy(backend, config),
+        config=config,
+        env_kwargs={"target": 1000},
+        on_trajectory=trajectories.append,
+    )
 
     async def run() -> None:
         try:
@@ -48,7 +59,9 @@ def test_an_episode_that_outgrows_the_models_context_truncates_with_status_ok(ti
     for t in trajectories:
         assert t.status is Status.OK, t.status_reason
         assert t.truncated and not t.terminated
-        assert "context" in (t.truncation_reason or "") and str(CONTEXT) in (t.truncation_reason or ""), t.truncation_reason
+        assert "context" in (t.truncation_reason or "") and str(CONTEXT) in (t.truncation_reason or ""), (
+            t.truncation_reason
+        )
         calls = [s.llm for s in t.steps if s.llm is not None]
         assert calls and all(c.prompt_len + c.completion_tokens <= CONTEXT for c in calls)
     assert config.max_tokens_per_trajectory == 8192  # the caller's config is not changed

@@ -59,13 +59,23 @@ def test_sampling_follows_the_distribution() -> None:
 def test_a_row_samples_the_same_alone_or_in_a_batch() -> None:
     torch.manual_seed(0)
     logits = torch.randn(5, 50)
-    settings = [dict(temperature=0.8, seed=1), dict(temperature=0.0), dict(top_k=5, seed=2), dict(top_p=0.5, seed=3), dict(seed=4)]
+    settings = [
+        dict(temperature=0.8, seed=1),
+        dict(temperature=0.0),
+        dict(top_k=5, seed=2),
+        dict(top_p=0.5, seed=3),
+        dict(seed=4),
+    ]
     batched = sample_step(logits, [row(**s) for s in settings], n_top=3)  # type: ignore[arg-type]
     for i, s in enumerate(settings):
         alone = sample_step(logits[i : i + 1], [row(**s)], n_top=3)  # type: ignore[arg-type]
         assert alone.token_ids[0] == batched.token_ids[i]
         assert alone.logprobs[0] == batched.logprobs[i]
-        assert alone.top_ids is not None and batched.top_ids is not None and alone.top_ids[0] == batched.top_ids[i]
+        assert (
+            alone.top_ids is not None
+            and batched.top_ids is not None
+            and alone.top_ids[0] == batched.top_ids[i]
+        )
 
 
 def test_same_seed_same_token_different_seed_varies() -> None:
@@ -80,5 +90,7 @@ def test_stop_strings_match_the_tail(qwen_chat) -> None:  # type: ignore[no-unty
     ids = qwen_chat.encode("print(1)\n</answer> and more")
     stops = StopStrings(qwen_chat.decode, ["</answer>"])
     first = next(n for n in range(1, len(ids) + 1) if stops.match(ids[:n]))
-    assert "</answer>" in qwen_chat.decode(ids[:first]) and "</answer>" not in qwen_chat.decode(ids[: first - 1])
+    assert "</answer>" in qwen_chat.decode(ids[:first]) and "</answer>" not in qwen_chat.decode(
+        ids[: first - 1]
+    )
     assert StopStrings(qwen_chat.decode, []).match(ids) is None

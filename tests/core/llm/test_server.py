@@ -14,15 +14,30 @@ def test_serve_a_backend_and_control_faults_over_http(local: TransformersBackend
             assert http.get("/health").status_code == 200
             assert http.get("/v1/models").json()["data"][0]["id"] == "mine"
             assert http.get("/get_model_info").json()["model_path"] == local.model_path
-            assert http.post("/toolgym/faults", json={"fail_next": 1, "status": 500, "retry_after_s": 0}).json()["fail_next"] == 1
-            failed = http.post("/generate", json={"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2}})
+            assert (
+                http.post("/toolgym/faults", json={"fail_next": 1, "status": 500, "retry_after_s": 0}).json()[
+                    "fail_next"
+                ]
+                == 1
+            )
+            failed = http.post(
+                "/generate", json={"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2}}
+            )
             assert failed.status_code == 500 and failed.headers["retry-after"] == "0"
             assert http.get("/toolgym/faults").json()["failed"] == 1
-            batch = http.post("/generate", json={"text": ["hello", "hi there"], "sampling_params": {"max_new_tokens": 3, "temperature": 0}})
+            batch = http.post(
+                "/generate",
+                json={
+                    "text": ["hello", "hi there"],
+                    "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+                },
+            )
             assert [len(r["output_ids"]) for r in batch.json()] == [3, 3]
             done = http.post("/v1/completions", json={"prompt": "hello", "max_tokens": 2, "logprobs": 2})
             choice = done.json()["choices"][0]
-            assert len(choice["logprobs"]["tokens"]) == 2 and all(len(t) >= 2 for t in choice["logprobs"]["top_logprobs"])
+            assert len(choice["logprobs"]["tokens"]) == 2 and all(
+                len(t) >= 2 for t in choice["logprobs"]["top_logprobs"]
+            )
             assert done.json()["usage"]["completion_tokens"] == 2
     assert local.weight_version is not None  # the borrowed backend is left running
 

@@ -24,10 +24,20 @@ ANSWERS: dict[str, Any] = SHAPES["answers"]
 
 
 def test_every_field_the_client_sends_is_one_sglang_declares() -> None:
-    sp = SamplingParams(max_new_tokens=8, temperature=0.7, top_p=0.9, top_k=20, stop=("</action>",),
-                        stop_token_ids=(151645,), seed=5, top_logprobs=3)
+    sp = SamplingParams(
+        max_new_tokens=8,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+        stop=("</action>",),
+        stop_token_ids=(151645,),
+        seed=5,
+        top_logprobs=3,
+    )
     body = generate_payload([1, 2, 3], sp)
-    assert set(body) <= set(SHAPES["generate_request_fields"]), set(body) - set(SHAPES["generate_request_fields"])
+    assert set(body) <= set(SHAPES["generate_request_fields"]), set(body) - set(
+        SHAPES["generate_request_fields"]
+    )
     assert set(body["sampling_params"]) <= set(SHAPES["sampling_params_fields"])
     assert body["input_ids"] == [1, 2, 3] and body["return_logprob"] is True and body["top_logprobs_num"] == 3
     assert "text" not in body  # token in: SGLang must not re-tokenize
@@ -40,14 +50,18 @@ def test_stop_token_answer() -> None:
     assert r.output_ids == answer["output_ids"] == [t[1] for t in triples]
     assert r.logprobs == [t[0] for t in triples]
     assert r.finish_reason == "stop" and r.meta["matched_stop"] == 151645
-    assert r.top_logprobs == [[(t[1], t[0]) for t in pos] for pos in answer["meta_info"]["output_top_logprobs"]]
+    assert r.top_logprobs == [
+        [(t[1], t[0]) for t in pos] for pos in answer["meta_info"]["output_top_logprobs"]
+    ]
     assert r.prompt_tokens == 12 and r.weight_version == "default" and r.meta["cached_tokens"] == 0
 
 
 def test_stop_string_answer_with_text_in_the_triples() -> None:
     answer = ANSWERS["stop_string_with_text_in_logprobs"]
     r = parse_generate_response(answer)
-    assert r.output_ids == answer["output_ids"]  # the stop string's tokens stay (no_stop_trim), only text is trimmed
+    assert (
+        r.output_ids == answer["output_ids"]
+    )  # the stop string's tokens stay (no_stop_trim), only text is trimmed
     assert r.finish_reason == "stop" and r.meta["matched_stop"] == "</action>"
     assert r.logprobs == [t[0] for t in answer["meta_info"]["output_token_logprobs"]]
 
@@ -120,13 +134,23 @@ def test_the_backend_round_trip_against_a_replayed_answer(replay: str) -> None:
 
     async def go() -> Any:
         try:
-            return await backend.generate(GenerationRequest([5, 6, 7], SamplingParams(max_new_tokens=3, temperature=1.0, top_logprobs=2), "r1"))
+            return await backend.generate(
+                GenerationRequest(
+                    [5, 6, 7], SamplingParams(max_new_tokens=3, temperature=1.0, top_logprobs=2), "r1"
+                )
+            )
         finally:
             await backend.aclose()
 
     r = asyncio.run(go())
     (body,) = _Replay.bodies
-    assert body["input_ids"] == [5, 6, 7] and body["return_logprob"] is True and body["logprob_start_len"] == -1
-    assert body["sampling_params"]["max_new_tokens"] == 3 and set(body) <= set(SHAPES["generate_request_fields"])
-    assert r.output_ids == [13048, 1052, 151645] and r.finish_reason == "stop" and r.meta["request_id"] == "r1"
+    assert (
+        body["input_ids"] == [5, 6, 7] and body["return_logprob"] is True and body["logprob_start_len"] == -1
+    )
+    assert body["sampling_params"]["max_new_tokens"] == 3 and set(body) <= set(
+        SHAPES["generate_request_fields"]
+    )
+    assert (
+        r.output_ids == [13048, 1052, 151645] and r.finish_reason == "stop" and r.meta["request_id"] == "r1"
+    )
     assert r.logprobs == pytest.approx([-0.6931471824645996, -1.2039728164672852, -0.010050326585769653])

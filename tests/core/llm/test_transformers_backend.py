@@ -28,12 +28,17 @@ async def gen(backend: TransformersBackend, ids: list[int], **sampling: object) 
 
 async def test_batched_rows_match_the_same_requests_alone(local: TransformersBackend) -> None:
     settings = [
-        dict(temperature=1.0, seed=1), dict(temperature=0.0), dict(temperature=0.7, top_k=20, seed=2),
-        dict(temperature=1.2, top_p=0.9, seed=3), dict(temperature=1.0, seed=4, top_logprobs=3),
+        dict(temperature=1.0, seed=1),
+        dict(temperature=0.0),
+        dict(temperature=0.7, top_k=20, seed=2),
+        dict(temperature=1.2, top_p=0.9, seed=3),
+        dict(temperature=1.0, seed=4, top_logprobs=3),
     ]
     prompts = [ids_of(local, p) for p in PROMPTS]
     alone = [await gen(local, p, max_new_tokens=10, **s) for p, s in zip(prompts, settings, strict=True)]
-    together = await asyncio.gather(*(gen(local, p, max_new_tokens=10, **s) for p, s in zip(prompts, settings, strict=True)))
+    together = await asyncio.gather(
+        *(gen(local, p, max_new_tokens=10, **s) for p, s in zip(prompts, settings, strict=True))
+    )
     for a, b in zip(alone, together, strict=True):
         assert a.output_ids == b.output_ids
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
@@ -52,8 +57,9 @@ async def test_rows_joining_a_running_batch_are_unaffected(local: TransformersBa
     assert [r.output_ids for r in staggered] == [r.output_ids for r in alone]
 
 
-async def test_stopped_rows_leave_the_cache_in_few_copies_and_change_no_output(local: TransformersBackend,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stopped_rows_leave_the_cache_in_few_copies_and_change_no_output(
+    local: TransformersBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Rows stopping one step apart: each is delivered when it stops, but the cache (copied whole
     to take a row out) is compacted only when a quarter of its slots are stopped rows; the rows
     still running sample exactly what they would alone."""
@@ -92,7 +98,9 @@ async def test_many_coroutines_share_bounded_batches(tiny_dir: Path) -> None:
     backend = TransformersBackend(tiny_dir, max_batch_size=4)
     try:
         p = ids_of(backend, "count")
-        results = await asyncio.gather(*(gen(backend, p, max_new_tokens=5 + i % 4, seed=i) for i in range(24)))
+        results = await asyncio.gather(
+            *(gen(backend, p, max_new_tokens=5 + i % 4, seed=i) for i in range(24))
+        )
         assert [len(r.output_ids) for r in results] == [5 + i % 4 for i in range(24)]
         assert all(r.finish_reason == "length" for r in results)
         assert 1 < backend.max_rows_seen <= 4
@@ -138,7 +146,9 @@ async def test_stop_strings_keep_the_completing_tokens(local: TransformersBacken
     r = await gen(local, p, max_new_tokens=16, temperature=0, stop=(stop,))
     assert r.finish_reason == "stop" and r.meta["matched_stop"] == stop
     assert r.output_ids == full.output_ids[: len(r.output_ids)]
-    assert stop in local.tokenizer.decode(r.output_ids) and stop not in local.tokenizer.decode(r.output_ids[:-1])
+    assert stop in local.tokenizer.decode(r.output_ids) and stop not in local.tokenizer.decode(
+        r.output_ids[:-1]
+    )
 
 
 async def test_eos_ends_a_taught_answer(taught_dir: Path) -> None:
@@ -147,7 +157,9 @@ async def test_eos_ends_a_taught_answer(taught_dir: Path) -> None:
     backend = TransformersBackend(taught_dir)
     try:
         chat = ChatFormat(backend.tokenizer)
-        prompt = chat.encode(chat.render([{"role": "user", "content": "Say hello."}], add_generation_prompt=True))
+        prompt = chat.encode(
+            chat.render([{"role": "user", "content": "Say hello."}], add_generation_prompt=True)
+        )
         r = await gen(backend, prompt, max_new_tokens=40, temperature=0)
         assert r.finish_reason == "stop" and r.output_ids[-1] == backend.tokenizer.eos_token_id
         assert chat.decode(r.output_ids[:-1]) == HELLO_TEXT

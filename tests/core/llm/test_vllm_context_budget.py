@@ -31,13 +31,22 @@ def short_server(tiny_dir: Path) -> Iterator[ServerThread]:
 
 
 @pytest.mark.parametrize("client_cls", [OpenAICompletionsBackend, SGLangBackend])
-def test_a_long_episode_truncates_at_the_servers_context_instead_of_failing(short_server: ServerThread, client_cls: type) -> None:
+def test_a_long_episode_truncates_at_the_servers_context_instead_of_failing(
+    short_server: ServerThread, client_cls: type
+) -> None:
     client = client_cls(short_server.url)
     assert client.max_context_len == CONTEXT
-    config = EngineConfig(max_turns=40, max_tokens_per_turn=24, max_tokens_per_trajectory=8192, max_live_episodes=2)
+    config = EngineConfig(
+        max_turns=40, max_tokens_per_turn=24, max_tokens_per_trajectory=8192, max_live_episodes=2
+    )
     trajectories: list[Trajectory] = []
-    engine = RolloutEngine(registry=test_registry(), policy=ModelPolicy(client, config), config=config,
-                           env_kwargs={"target": 1000}, on_trajectory=trajectories.append)
+    engine = RolloutEngine(
+        registry=test_registry(),
+        policy=ModelPolicy(client, config),
+        config=config,
+        env_kwargs={"target": 1000},
+        on_trajectory=trajectories.append,
+    )
 
     async def run() -> None:
         try:

@@ -41,7 +41,9 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         print(f"\nSKIPPED vLLM engine tests: {reason}")
         pytest.skip(reason)
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with VLLMServer(model_dir, served_model_name="tiny", max_model_len=MAX_MODEL_LEN, log_path=log, quick_start=True) as server:
+    with VLLMServer(
+        model_dir, served_model_name="tiny", max_model_len=MAX_MODEL_LEN, log_path=log, quick_start=True
+    ) as server:
         yield server
 
 
@@ -62,7 +64,9 @@ def recomputed(model: Any, prompt: list[int], output: list[int], temperature: fl
 
 
 def prompt_ids(client: OpenAICompletionsBackend, text: str = "Say something about keys.") -> list[int]:
-    rendered = client.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+    rendered = client.tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
     return list(client.tokenizer.encode(rendered, add_special_tokens=False))
 
 
@@ -71,14 +75,20 @@ def run(coro: Any) -> Any:
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_completions_give_token_ids_and_the_sampled_distributions_logprobs(vllm: VLLMServer, hf_model: Any, temperature: float) -> None:
+def test_completions_give_token_ids_and_the_sampled_distributions_logprobs(
+    vllm: VLLMServer, hf_model: Any, temperature: float
+) -> None:
     client = OpenAICompletionsBackend(vllm.url)
     assert client.max_context_len == MAX_MODEL_LEN
     prompt = prompt_ids(client)
 
     async def go() -> Any:
         try:
-            return await client.generate(GenerationRequest(prompt, SamplingParams(max_new_tokens=24, temperature=temperature, seed=5, top_logprobs=3)))
+            return await client.generate(
+                GenerationRequest(
+                    prompt, SamplingParams(max_new_tokens=24, temperature=temperature, seed=5, top_logprobs=3)
+                )
+            )
         finally:
             await client.aclose()
 
@@ -92,13 +102,25 @@ def test_completions_give_token_ids_and_the_sampled_distributions_logprobs(vllm:
         assert client.logprobs.modes == {0.7: "processed"}  # probed on the real server
 
 
-def test_vllms_default_raw_logprobs_are_detected_and_refused(model_dir: Path, vllm: VLLMServer, hf_model: Any, tmp_path: Path) -> None:
+def test_vllms_default_raw_logprobs_are_detected_and_refused(
+    model_dir: Path, vllm: VLLMServer, hf_model: Any, tmp_path: Path
+) -> None:
     """vLLM's default ``--logprobs-mode raw_logprobs``: the values are unscaled (as the issue found),
     the probe says so, and the backend refuses to store them at T = 0.7."""
-    raw = VLLMServer(model_dir, served_model_name="tiny", max_model_len=MAX_MODEL_LEN, log_path=tmp_path / "raw.log", quick_start=True)
-    raw.command = lambda: [a for a in VLLMServer.command(raw) if a not in ("--logprobs-mode", "processed_logprobs")]  # type: ignore[method-assign]
+    raw = VLLMServer(
+        model_dir,
+        served_model_name="tiny",
+        max_model_len=MAX_MODEL_LEN,
+        log_path=tmp_path / "raw.log",
+        quick_start=True,
+    )
+    raw.command = lambda: [
+        a for a in VLLMServer.command(raw) if a not in ("--logprobs-mode", "processed_logprobs")
+    ]  # type: ignore[method-assign]
     with raw:
-        trusting = OpenAICompletionsBackend(raw.url, logprobs_mode="processed")  # told it is fine: stores what comes
+        trusting = OpenAICompletionsBackend(
+            raw.url, logprobs_mode="processed"
+        )  # told it is fine: stores what comes
         prompt = prompt_ids(trusting)
         sp = SamplingParams(max_new_tokens=16, temperature=0.7, seed=1)
 
@@ -138,9 +160,16 @@ def test_stop_strings_end_the_completion_and_stay_in_its_ids(vllm: VLLMServer) -
         try:  # a seeded sample (the tiny model's greedy text is blank lines), then the same seed with a stop from it
             free = await go(SamplingParams(max_new_tokens=48, temperature=1.0, seed=11))
             text = client.tokenizer.decode(free.output_ids, skip_special_tokens=False)
-            middle = [i for i in range(len(text) // 3, len(text) - 2) if text[i : i + 2].strip() == text[i : i + 2]]
+            middle = [
+                i for i in range(len(text) // 3, len(text) - 2) if text[i : i + 2].strip() == text[i : i + 2]
+            ]
             stop = text[middle[0] : middle[0] + 2] if middle else ""
-            return free, (stop, await go(SamplingParams(max_new_tokens=48, temperature=1.0, seed=11, stop=(stop,) if stop else ())))
+            return free, (
+                stop,
+                await go(
+                    SamplingParams(max_new_tokens=48, temperature=1.0, seed=11, stop=(stop,) if stop else ())
+                ),
+            )
         finally:
             await client.aclose()
 
@@ -148,18 +177,48 @@ def test_stop_strings_end_the_completion_and_stay_in_its_ids(vllm: VLLMServer) -
     assert stop.strip(), "the greedy completion is too short to take a stop string from"
     assert stopped.finish_reason == "stop"
     assert len(stopped.output_ids) < len(free.output_ids)
-    assert stopped.output_ids == free.output_ids[: len(stopped.output_ids)]  # same greedy path, cut at the stop
-    assert stop in client.tokenizer.decode(stopped.output_ids, skip_special_tokens=False)  # the stop's tokens were sampled: kept
+    assert (
+        stopped.output_ids == free.output_ids[: len(stopped.output_ids)]
+    )  # same greedy path, cut at the stop
+    assert stop in client.tokenizer.decode(
+        stopped.output_ids, skip_special_tokens=False
+    )  # the stop's tokens were sampled: kept
 
 
-def _collect(url: str, model_dir: Path, out: Path, *, episodes: int, concurrency: int, retries: int = 8, on_progress: Any = None) -> Any:
+def _collect(
+    url: str,
+    model_dir: Path,
+    out: Path,
+    *,
+    episodes: int,
+    concurrency: int,
+    retries: int = 8,
+    on_progress: Any = None,
+) -> Any:
     from toolgym.collect.run import CollectOptions, collect
     from toolgym.core.rollout.config import EngineConfig, SamplingConfig
 
-    engine = EngineConfig(max_live_episodes=concurrency, max_llm_calls=concurrency, max_turns=4, max_tokens_per_turn=48,
-                          llm_retries=retries, retry_backoff_s=1.0, llm_timeout_s=120, sampling=SamplingConfig(temperature=0.7))
-    opts = CollectOptions(env="keychain", out=out, model=url, backend="openai", tokenizer=str(model_dir), episodes=episodes,
-                          engine=engine, sandbox_backend="none", fail_fast=0)
+    engine = EngineConfig(
+        max_live_episodes=concurrency,
+        max_llm_calls=concurrency,
+        max_turns=4,
+        max_tokens_per_turn=48,
+        llm_retries=retries,
+        retry_backoff_s=1.0,
+        llm_timeout_s=120,
+        sampling=SamplingConfig(temperature=0.7),
+    )
+    opts = CollectOptions(
+        env="keychain",
+        out=out,
+        model=url,
+        backend="openai",
+        tokenizer=str(model_dir),
+        episodes=episodes,
+        engine=engine,
+        sandbox_backend="none",
+        fail_fast=0,
+    )
     return asyncio.run(collect(opts, on_progress=on_progress))
 
 
@@ -188,7 +247,9 @@ def test_concurrent_episodes_collect_and_verify(vllm: VLLMServer, model_dir: Pat
     assert verified.exit_code == 0, verified.output
 
 
-def test_a_server_restart_mid_collection_loses_no_episode(vllm: VLLMServer, model_dir: Path, tmp_path: Path) -> None:
+def test_a_server_restart_mid_collection_loses_no_episode(
+    vllm: VLLMServer, model_dir: Path, tmp_path: Path
+) -> None:
     """The server goes away while episodes are in flight and comes back on the same port: every
     planned episode is stored, each either finished (its calls retried) or ended with a reason."""
     out = tmp_path / "restart"
@@ -206,7 +267,9 @@ def test_a_server_restart_mid_collection_loses_no_episode(vllm: VLLMServer, mode
 
     thread = threading.Thread(target=restart_when_running, daemon=True)
     thread.start()
-    result = _collect(vllm.url, model_dir, out, episodes=episodes, concurrency=4, retries=10, on_progress=progress)
+    result = _collect(
+        vllm.url, model_dir, out, episodes=episodes, concurrency=4, retries=10, on_progress=progress
+    )
     started.set()
     thread.join(timeout=900)
     assert before and restarted.is_set() and vllm.healthy()
@@ -215,7 +278,9 @@ def test_a_server_restart_mid_collection_loses_no_episode(vllm: VLLMServer, mode
     assert len({t.trajectory_id for t in trajectories}) == episodes
     for t in trajectories:
         assert t.status.value == "ok" or t.status_reason, t.trajectory_id
-    retried = [s.llm.attempts for t in trajectories for s in t.steps if s.llm is not None and s.llm.attempts > 1]
+    retried = [
+        s.llm.attempts for t in trajectories for s in t.steps if s.llm is not None and s.llm.attempts > 1
+    ]
     errors = [t for t in trajectories if t.status.value == "error"]
     assert retried or errors, "the restart hit no call; the test proved nothing"
     verified = _verify(out, model_dir)

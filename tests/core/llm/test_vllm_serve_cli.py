@@ -23,7 +23,9 @@ def test_not_installed_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "\n" not in str(result.exception)
 
 
-def test_the_checkouts_vllm_venv_is_found_from_another_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_checkouts_vllm_venv_is_found_from_another_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     checkout = Path(__file__).resolve().parents[3]
     assert (checkout / "pyproject.toml").is_file()
     monkeypatch.delenv("TOOLGYM_VLLM_PYTHON", raising=False)
@@ -36,14 +38,18 @@ def test_the_checkouts_vllm_venv_is_found_from_another_directory(monkeypatch: py
         assert found == checkout / ".venv-vllm" / "bin" / "python"
 
 
-def test_unknown_engine_and_non_local_models_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_unknown_engine_and_non_local_models_are_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     result = CliRunner().invoke(app, ["serve", "--engine", "tgi", "tiny"])
     assert "unknown --engine 'tgi'; use one of toolgym, vllm" in str(result.exception)
     result = CliRunner().invoke(app, ["serve", "--engine", "vllm", "Qwen/Qwen2.5-7B-Instruct"])
     assert "local Hugging Face model directory" in str(result.exception)
 
 
-def test_the_command_asks_for_scaled_logprobs_on_a_free_port(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_command_asks_for_scaled_logprobs_on_a_free_port(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from toolgym.core.llm.serving.server_vllm import vllm_tiny_model
 
     fake = tmp_path / "python"
@@ -76,14 +82,21 @@ def test_every_tiny_family_is_served_as_its_vllm_build() -> None:
     assert vllm_model_dir("tiny-nonesuch") is None
 
 
-def test_quick_start_runs_eager_without_a_worker_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_quick_start_runs_eager_without_a_worker_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from toolgym.core.llm.serving.server_vllm import vllm_tiny_model
 
     fake = tmp_path / "python"
     fake.write_text("")
     monkeypatch.setenv("TOOLGYM_VLLM_PYTHON", str(fake))
     plain, quick = VLLMServer(vllm_tiny_model()), VLLMServer(vllm_tiny_model(), quick_start=True)
-    assert "--enforce-eager" not in plain.command() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in plain.environment()
+    assert (
+        "--enforce-eager" not in plain.command()
+        and "VLLM_ENABLE_V1_MULTIPROCESSING" not in plain.environment()
+    )
     cmd = quick.command()
     assert "--enforce-eager" in cmd and cmd[cmd.index("--distributed-executor-backend") + 1] == "uni"
-    assert quick.environment()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # else vLLM's CPU platform turns uni back into mp
+    assert (
+        quick.environment()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    )  # else vLLM's CPU platform turns uni back into mp

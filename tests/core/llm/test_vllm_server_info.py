@@ -40,8 +40,12 @@ def test_fit_context_budget_only_ever_lowers_the_budget() -> None:
 
 
 def test_context_limit_reads_vllm_and_sglang_answers() -> None:
-    assert context_limit({"object": "list", "data": [{"id": "m", "max_model_len": 1024}]}) == 1024  # vLLM and SGLang /v1/models
-    assert context_limit({"context_length": 4096, "max_req_input_len": 4090}) == 4096  # SGLang /get_server_info
+    assert (
+        context_limit({"object": "list", "data": [{"id": "m", "max_model_len": 1024}]}) == 1024
+    )  # vLLM and SGLang /v1/models
+    assert (
+        context_limit({"context_length": 4096, "max_req_input_len": 4090}) == 4096
+    )  # SGLang /get_server_info
     assert context_limit({"context_length": None}, None, {"data": []}) is None
     assert context_limit({"max_model_len": True}) is None
 
@@ -66,7 +70,9 @@ def test_the_probe_does_not_guess() -> None:
     flat = {1: -2.0, 2: -2.0, 3: -2.0}
     assert classify_logprobs_mode(flat, flat, 0.7) == "unknown"  # no gap to measure
     assert classify_logprobs_mode({1: -0.1}, {1: -0.05}, 0.7) == "unknown"  # one common token
-    assert classify_logprobs_mode({1: -0.1, 2: -3.0}, {1: -0.01, 2: -5.0}, 1.0) == "unknown"  # T = 1: both agree
+    assert (
+        classify_logprobs_mode({1: -0.1, 2: -3.0}, {1: -0.01, 2: -5.0}, 1.0) == "unknown"
+    )  # T = 1: both agree
 
 
 def test_a_declared_raw_server_is_refused_at_other_temperatures_only() -> None:
@@ -77,14 +83,18 @@ def test_a_declared_raw_server_is_refused_at_other_temperatures_only() -> None:
 
     assert asyncio.run(check.check(1.0, never)) == "processed"
     assert asyncio.run(check.check(0.0, never)) == "processed"
-    with pytest.raises(Exception, match=r"unscaled distribution, not of the temperature-0\.7 one.*restart it"):
+    with pytest.raises(
+        Exception, match=r"unscaled distribution, not of the temperature-0\.7 one.*restart it"
+    ):
         asyncio.run(check.check(0.7, never))
     with pytest.raises(ConfigError, match="logprobs_mode 'scaled' is not one of auto, processed, raw"):
         LogprobsCheck("scaled", server="http://x", hint="")
 
 
 @pytest.mark.parametrize("client_cls", [OpenAICompletionsBackend, SGLangBackend])
-def test_toolgyms_server_is_probed_once_per_temperature_and_found_scaled(server: ServerThread, client_cls: type) -> None:
+def test_toolgyms_server_is_probed_once_per_temperature_and_found_scaled(
+    server: ServerThread, client_cls: type
+) -> None:
     client = client_cls(server.url)
     before = server.faults.requests
 

@@ -33,15 +33,33 @@ from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.tokens.tokenizer import load_tokenizer
 from toolgym.core.types import ActionKind, ToolCall
 
-VLLM_PARSER = {"qwen3": "hermes", "qwen3-coder": "qwen3_coder", "mistral": "mistral", "llama": "llama3_json", "llama4": "llama4_pythonic",
-               "deepseek-v3.1": "deepseek_v31", "kimi-k2": "kimi_k2",
-               "glm-4.5": "glm45", "gpt-oss": "openai"}
+VLLM_PARSER = {
+    "qwen3": "hermes",
+    "qwen3-coder": "qwen3_coder",
+    "mistral": "mistral",
+    "llama": "llama3_json",
+    "llama4": "llama4_pythonic",
+    "deepseek-v3.1": "deepseek_v31",
+    "kimi-k2": "kimi_k2",
+    "glm-4.5": "glm45",
+    "gpt-oss": "openai",
+}
 """Family → the name of vLLM's parser for it (vLLM's docs: ``--tool-call-parser``). gpt-oss's
 ``openai`` is a stub: vLLM parses harmony with its ``HarmonyParser`` on token ids of the real o200k
 harmony encoding, which ``vllm_tool_parse.py`` encodes the text with (the tiny tokenizer's ids are
 not those; the format is the same)."""
 CHECKED = tuple(f for f in FAMILIES if f in VLLM_PARSER)
-WORDS = ["fox", "red shoes", "Zürich", "a\nb", "quote \" and \\ backslash", "", "1, 2, 3", "日本語", "x = {'a': 1}"]
+WORDS = [
+    "fox",
+    "red shoes",
+    "Zürich",
+    "a\nb",
+    'quote " and \\ backslash',
+    "",
+    "1, 2, 3",
+    "日本語",
+    "x = {'a': 1}",
+]
 
 
 def _args(rng: random.Random) -> dict[str, Any]:
@@ -70,7 +88,9 @@ def _cases(family: str, chat: ChatFormat, n: int = 12) -> list[tuple[str, bool]]
 
 
 @pytest.fixture(scope="module")
-def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def vllm_results(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     try:
         python = vllm_python()
     except ConfigError as exc:
@@ -82,18 +102,33 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[st
         directory = ensure_tiny_model(family, with_weights=False)  # type: ignore[arg-type]
         chat = ChatFormat(load_tokenizer(directory))
         for text, is_call in _cases(family, chat):
-            cases.append({"family": family, "parser": VLLM_PARSER[family], "tokenizer": str(directory), "tools": [lookup.schema],
-                          "text": text, "is_call": is_call})
+            cases.append(
+                {
+                    "family": family,
+                    "parser": VLLM_PARSER[family],
+                    "tokenizer": str(directory),
+                    "tools": [lookup.schema],
+                    "text": text,
+                    "is_call": is_call,
+                }
+            )
     work = tmp_path_factory.mktemp("vllm-parsers")
     (work / "in.json").write_text(json.dumps(cases))
     script = Path(__file__).with_name("vllm_tool_parse.py")
-    done = subprocess.run([str(python), str(script), str(work / "in.json"), str(work / "out.json")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(python), str(script), str(work / "in.json"), str(work / "out.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return cases, json.loads((work / "out.json").read_text())
 
 
 @pytest.mark.parametrize("family", CHECKED)
-def test_vllm_and_toolgym_extract_the_same_calls(family: str, vllm_results: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+def test_vllm_and_toolgym_extract_the_same_calls(
+    family: str, vllm_results: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+) -> None:
     parser = {p.name: p for p in builtin_parsers()}[FAMILY_PARSER[family]]
     cases, results = vllm_results
     checked = 0

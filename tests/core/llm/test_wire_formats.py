@@ -22,22 +22,40 @@ from toolgym.core.types import SamplingParams
 
 
 def test_sglang_payload_and_answer() -> None:
-    body = generate_payload([1, 2], SamplingParams(max_new_tokens=5, temperature=0.5, top_k=0, seed=3, stop=("</a>",), top_logprobs=2))
+    body = generate_payload(
+        [1, 2],
+        SamplingParams(max_new_tokens=5, temperature=0.5, top_k=0, seed=3, stop=("</a>",), top_logprobs=2),
+    )
     assert body["input_ids"] == [1, 2] and body["return_logprob"] is True and body["top_logprobs_num"] == 2
     assert body["sampling_params"] | {} == {
-        "max_new_tokens": 5, "temperature": 0.5, "top_p": 1.0, "top_k": -1, "skip_special_tokens": False,
-        "no_stop_trim": True, "stop": ["</a>"], "sampling_seed": 3,
+        "max_new_tokens": 5,
+        "temperature": 0.5,
+        "top_p": 1.0,
+        "top_k": -1,
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+        "stop": ["</a>"],
+        "sampling_seed": 3,
     }
     answer = {
-        "text": "hi", "output_ids": [7, 8],
+        "text": "hi",
+        "output_ids": [7, 8],
         "meta_info": {
-            "id": "x", "finish_reason": {"type": "stop", "matched": 8}, "prompt_tokens": 2, "weight_version": 4,
+            "id": "x",
+            "finish_reason": {"type": "stop", "matched": 8},
+            "prompt_tokens": 2,
+            "weight_version": 4,
             "output_token_logprobs": [[-0.5, 7, None], [-1.5, 8, None]],
             "output_top_logprobs": [[[-0.5, 7, None], [-2.0, 9, None]], [[-1.0, 3, None], [-1.5, 8, None]]],
         },
     }
     r = parse_generate_response(answer, 2)
-    assert (r.output_ids, r.logprobs, r.finish_reason, r.weight_version) == ([7, 8], [-0.5, -1.5], "stop", "4")
+    assert (r.output_ids, r.logprobs, r.finish_reason, r.weight_version) == (
+        [7, 8],
+        [-0.5, -1.5],
+        "stop",
+        "4",
+    )
     assert r.top_logprobs == [[(7, -0.5), (9, -2.0)], [(3, -1.0), (8, -1.5)]] and r.meta["matched_stop"] == 8
     answer["meta_info"]["output_token_logprobs"] = [[-0.5, 7, None], [-1.5, 99, None]]
     with pytest.raises(LLMError, match="not token-faithful"):
@@ -46,7 +64,10 @@ def test_sglang_payload_and_answer() -> None:
 
 def test_sglang_aborts_are_errors() -> None:
     def abort(status: int | None) -> dict:
-        return {"output_ids": [], "meta_info": {"finish_reason": {"type": "abort", "message": "busy", "status_code": status}}}
+        return {
+            "output_ids": [],
+            "meta_info": {"finish_reason": {"type": "abort", "message": "busy", "status_code": status}},
+        }
 
     with pytest.raises(LLMError) as info:
         parse_generate_response(abort(None))
@@ -57,13 +78,35 @@ def test_sglang_aborts_are_errors() -> None:
 
 
 def test_completions_payload_and_vllm_answer_without_token_ids() -> None:
-    body = completions_payload("m", [5, 6], SamplingParams(max_new_tokens=3, top_k=4, seed=1, stop_token_ids=(2,)))
-    assert body["prompt"] == [5, 6] and body["logprobs"] == 1 and body["top_k"] == 4 and body["stop_token_ids"] == [2]
+    body = completions_payload(
+        "m", [5, 6], SamplingParams(max_new_tokens=3, top_k=4, seed=1, stop_token_ids=(2,))
+    )
+    assert (
+        body["prompt"] == [5, 6]
+        and body["logprobs"] == 1
+        and body["top_k"] == 4
+        and body["stop_token_ids"] == [2]
+    )
     assert body["return_token_ids"] and body["return_tokens_as_token_ids"]
-    vllm = {"id": "c", "choices": [{"text": "..", "finish_reason": "stop", "stop_reason": None, "logprobs": {
-        "tokens": ["token_id:11", "token_id:2"], "token_logprobs": [-0.1, -0.2],
-        "top_logprobs": [{"token_id:11": -0.1, "token_id:12": -3.0}, {"token_id:2": -0.2, "token_id:4": -1.9, "token_id:5": -2.5}],
-    }}], "usage": {"prompt_tokens": 2}}
+    vllm = {
+        "id": "c",
+        "choices": [
+            {
+                "text": "..",
+                "finish_reason": "stop",
+                "stop_reason": None,
+                "logprobs": {
+                    "tokens": ["token_id:11", "token_id:2"],
+                    "token_logprobs": [-0.1, -0.2],
+                    "top_logprobs": [
+                        {"token_id:11": -0.1, "token_id:12": -3.0},
+                        {"token_id:2": -0.2, "token_id:4": -1.9, "token_id:5": -2.5},
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 2},
+    }
     r = parse_completion(vllm, 2, prompt_ids=[5, 6])
     assert r.output_ids == [11, 2] and r.logprobs == [-0.1, -0.2] and r.finish_reason == "stop"
     assert r.top_logprobs == [[(11, -0.1), (12, -3.0)], [(2, -0.2), (4, -1.9)]]
@@ -71,15 +114,23 @@ def test_completions_payload_and_vllm_answer_without_token_ids() -> None:
     with pytest.raises(LLMError, match="no token ids"):
         parse_completion(vllm)
     with pytest.raises(LLMError, match="re-tokenized"):
-        parse_completion({"choices": [{"token_ids": [1], "prompt_token_ids": [9, 9], "logprobs": None}]}, prompt_ids=[5, 6])
+        parse_completion(
+            {"choices": [{"token_ids": [1], "prompt_token_ids": [9, 9], "logprobs": None}]}, prompt_ids=[5, 6]
+        )
 
 
 def test_chat_wire_messages() -> None:
-    wire = wire_messages([
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]},
-        {"role": "tool", "name": "f", "content": "r", "extra": 1},
-    ])
+    wire = wire_messages(
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
+            },
+            {"role": "tool", "name": "f", "content": "r", "extra": 1},
+        ]
+    )
     call = wire[1]["tool_calls"][0]
     assert call["function"]["arguments"] == '{"a": 1}' and call["id"]
     assert wire[2] == {"role": "tool", "content": "r", "tool_call_id": call["id"]}
@@ -87,7 +138,11 @@ def test_chat_wire_messages() -> None:
 
 def test_make_backend_resolves_models_and_servers(server: ServerThread, tiny_dir: Path) -> None:
     local = make_backend("tiny", max_batch_size=2)
-    assert isinstance(local, TransformersBackend) and local.max_batch_size == 2 and local.model_path == str(tiny_dir)
+    assert (
+        isinstance(local, TransformersBackend)
+        and local.max_batch_size == 2
+        and local.model_path == str(tiny_dir)
+    )
     assert isinstance(make_backend(str(tiny_dir)), TransformersBackend)
     sg = make_backend(server.url)
     assert isinstance(sg, SGLangBackend) and sg.tokenizer.name_or_path == str(tiny_dir)

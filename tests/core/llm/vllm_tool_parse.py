@@ -25,10 +25,17 @@ def harmony_calls(tokenizer: Any, request: Any, text: str) -> list[list[Any]]:
     from vllm.entrypoints.openai.parser.harmony_utils import get_encoding
     from vllm.parser.parser_manager import ParserManager
 
-    composed = ParserManager.get_parser(tool_parser_name=HARMONY, reasoning_parser_name="openai_gptoss", enable_auto_tools=True, is_harmony=True)
+    composed = ParserManager.get_parser(
+        tool_parser_name=HARMONY,
+        reasoning_parser_name="openai_gptoss",
+        enable_auto_tools=True,
+        is_harmony=True,
+    )
     assert composed is not None
     ids = get_encoding().encode(text, allowed_special="all")
-    _reasoning, _content, calls = composed(tokenizer, request.tools).parse(text, request, enable_auto_tools=True, model_output_token_ids=ids)
+    _reasoning, _content, calls = composed(tokenizer, request.tools).parse(
+        text, request, enable_auto_tools=True, model_output_token_ids=ids
+    )
     return [[c.name, json.loads(c.arguments)] for c in calls or []]
 
 
@@ -41,8 +48,12 @@ def main() -> None:
     tokenizers: dict[str, Any] = {}
     out = []
     for case in cases:
-        tok = tokenizers.get(case["tokenizer"]) or tokenizers.setdefault(case["tokenizer"], AutoTokenizer.from_pretrained(case["tokenizer"]))
-        request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "go"}], tools=case["tools"])
+        tok = tokenizers.get(case["tokenizer"]) or tokenizers.setdefault(
+            case["tokenizer"], AutoTokenizer.from_pretrained(case["tokenizer"])
+        )
+        request = ChatCompletionRequest(
+            model="m", messages=[{"role": "user", "content": "go"}], tools=case["tools"]
+        )
         try:
             if case["parser"] == HARMONY:
                 calls = harmony_calls(tok, request, case["text"])
@@ -50,7 +61,11 @@ def main() -> None:
                 continue
             parser = ToolParserManager.get_tool_parser(case["parser"])(tok, request.tools)
             info = parser.extract_tool_calls(case["text"], request)
-            calls = [[c.function.name, json.loads(c.function.arguments)] for c in info.tool_calls] if info.tools_called else []
+            calls = (
+                [[c.function.name, json.loads(c.function.arguments)] for c in info.tool_calls]
+                if info.tools_called
+                else []
+            )
             out.append({"tools_called": bool(info.tools_called), "calls": calls, "error": None})
         except Exception as exc:  # reported, compared as a failure to extract
             out.append({"tools_called": False, "calls": [], "error": f"{type(exc).__name__}: {exc}"})

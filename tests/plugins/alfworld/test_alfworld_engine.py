@@ -15,10 +15,17 @@ from toolgym.testing import MockLLMBackend
 from toolgym.trajectories.verify import check_trajectory
 
 
-async def run(env: str, policy: Any, num_tasks: int, group_size: int = 1, env_kwargs: dict | None = None, **config: Any) -> list[Trajectory]:
+async def run(
+    env: str, policy: Any, num_tasks: int, group_size: int = 1, env_kwargs: dict | None = None, **config: Any
+) -> list[Trajectory]:
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=Registry.load(), policy=policy, config=EngineConfig(max_live_episodes=8, **config),
-                           on_trajectory=out.append, env_kwargs=env_kwargs)
+    engine = RolloutEngine(
+        registry=Registry.load(),
+        policy=policy,
+        config=EngineConfig(max_live_episodes=8, **config),
+        on_trajectory=out.append,
+        env_kwargs=env_kwargs,
+    )
     await engine.run(plan_episodes(env, num_tasks=num_tasks, group_size=group_size))
     return sorted(out, key=lambda t: (t.task_index, t.sample_index))
 
@@ -34,13 +41,17 @@ async def test_scripted_policy_through_the_engine(qwen_chat: ChatFormat) -> None
     policy = ScriptedPolicy(qwen_chat)
     trajectories = await run("alfworld", policy, num_tasks=24, group_size=2)
     assert len(trajectories) == 48
-    assert all(t.status is Status.OK and t.terminated and not t.truncated for t in trajectories), [t.status_reason for t in trajectories]
+    assert all(t.status is Status.OK and t.terminated and not t.truncated for t in trajectories), [
+        t.status_reason for t in trajectories
+    ]
     assert sum(t.reward == 1.0 for t in trajectories) / len(trajectories) >= 0.99
     types = {t.metadata["env_info"]["task_type"] for t in trajectories}
     assert len(types) == 6, "seeds cycle through the six task types"
     first, twin = trajectories[0], trajectories[1]
     assert all(s.valid for s in first.steps) and first.steps[-1].step_reward == 1.0
-    assert [s.anchor for s in first.steps] == [s.anchor for s in twin.steps], "a group passes through equal states"
+    assert [s.anchor for s in first.steps] == [s.anchor for s in twin.steps], (
+        "a group passes through equal states"
+    )
     assert len({s.anchor for s in first.steps}) == len(first.steps)
     assert first.steps[0].observation.startswith("You arrive at ")
     for t in trajectories[:6]:
@@ -49,8 +60,12 @@ async def test_scripted_policy_through_the_engine(qwen_chat: ChatFormat) -> None
 
 async def test_scripted_policy_verl_format(qwen_chat: ChatFormat) -> None:
     policy = ScriptedPolicy(qwen_chat)
-    trajectories = await run("alfworld-verl", policy, num_tasks=12, env_kwargs={"split": "eval_out_of_distribution"})
-    assert all(t.status is Status.OK and t.reward == 1.0 for t in trajectories), [t.status_reason for t in trajectories]
+    trajectories = await run(
+        "alfworld-verl", policy, num_tasks=12, env_kwargs={"split": "eval_out_of_distribution"}
+    )
+    assert all(t.status is Status.OK and t.reward == 1.0 for t in trajectories), [
+        t.status_reason for t in trajectories
+    ]
     traj = trajectories[0]
     assert traj.steps[0].action.startswith("<think>") and "<action>go to " in traj.steps[0].action
     # one token sequence per turn: the prompt is rebuilt with the history window each time
@@ -60,8 +75,16 @@ async def test_scripted_policy_verl_format(qwen_chat: ChatFormat) -> None:
 
 def _garbage(_prompt: str, index: int) -> str:
     rng = random.Random(index)
-    junk = ["", "I think I should look around first.", "take everything", "<action>fly to the moon</action>",
-            "go to", "}{][", "PUT apple IN microwave", "<think>hmm</think>"]
+    junk = [
+        "",
+        "I think I should look around first.",
+        "take everything",
+        "<action>fly to the moon</action>",
+        "go to",
+        "}{][",
+        "PUT apple IN microwave",
+        "<think>hmm</think>",
+    ]
     return rng.choice(junk) + " " + "".join(rng.choice("abcxyz ") for _ in range(rng.randint(0, 12)))
 
 
@@ -76,7 +99,9 @@ async def test_mock_model_emitting_garbage(qwen_tokenizer: Any) -> None:
         assert all(s.observation == "Nothing happens." for s in traj.steps)
         assert len({s.anchor for s in traj.steps[1:]}) == 1, "every later state reads 'Nothing happens.'"
         assert check_trajectory(traj) == []
-    verl = await run("alfworld-verl", ModelPolicy(MockLLMBackend(tokenizer, _garbage), config), num_tasks=2, max_turns=5)
+    verl = await run(
+        "alfworld-verl", ModelPolicy(MockLLMBackend(tokenizer, _garbage), config), num_tasks=2, max_turns=5
+    )
     for traj in verl:
         assert traj.status is Status.OK and traj.truncated and not any(s.valid for s in traj.steps)
         assert any(s.error for s in traj.steps), "parse errors are recorded on the step"
@@ -98,9 +123,17 @@ async def test_tiny_model_runs_episodes_end_to_end() -> None:
     backend = TransformersBackend(ensure_tiny_model("qwen"), max_batch_size=4)
     try:
         config = EngineConfig(max_turns=3, max_tokens_per_turn=16)
-        trajectories = await run("alfworld", ModelPolicy(backend, config), num_tasks=1, group_size=2,
-                                 max_turns=3, max_tokens_per_turn=16)
-        verl = await run("alfworld-verl", ModelPolicy(backend, config), num_tasks=1, max_turns=2, max_tokens_per_turn=16)
+        trajectories = await run(
+            "alfworld",
+            ModelPolicy(backend, config),
+            num_tasks=1,
+            group_size=2,
+            max_turns=3,
+            max_tokens_per_turn=16,
+        )
+        verl = await run(
+            "alfworld-verl", ModelPolicy(backend, config), num_tasks=1, max_turns=2, max_tokens_per_turn=16
+        )
     finally:
         await backend.aclose()
     assert len(trajectories) == 2

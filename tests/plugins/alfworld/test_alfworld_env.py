@@ -44,8 +44,12 @@ async def test_inadmissible_commands_answer_nothing_happens_and_are_invalid() ->
     env = AlfworldEnv()
     await env.reset(seed=3)
     anchor = env.anchor()
-    for action in (cmd("take the moon from the sky"), cmd("go to nowhere 1"),
-                   Action("???", ActionKind.INVALID, error="empty action"), Action("hi", ActionKind.ANSWER, answer="hi")):
+    for action in (
+        cmd("take the moon from the sky"),
+        cmd("go to nowhere 1"),
+        Action("???", ActionKind.INVALID, error="empty action"),
+        Action("hi", ActionKind.ANSWER, answer="hi"),
+    ):
         result = await env.step(action)
         assert result.observation == [{"role": "user", "content": "Nothing happens."}]
         assert not result.valid and result.reward == 0.0 and not result.terminated
@@ -144,7 +148,10 @@ async def test_verl_prompt_format() -> None:
     assert f"Your task is to: {info['task']}" in body
     assert "already taken 3 step(s)" in body and "most recent 2 observations" in body and "step 4" in body
     a2, a3 = env.history[1][1], env.history[2][1]
-    assert f"[Observation 2: '{obs[1]}', Action 2: '{a2}']\n[Observation 3: '{obs[2]}', Action 3: '{a3}']" in body
+    assert (
+        f"[Observation 2: '{obs[1]}', Action 2: '{a2}']\n[Observation 3: '{obs[2]}', Action 3: '{a3}']"
+        in body
+    )
     assert "Observation 1:" not in body
     assert f"current observation is: {env.last_observation}" in body
     bad = await env.step(TAGS.parse("I will go to the fridge"))
@@ -174,17 +181,25 @@ async def test_plain_format_and_show_admissible() -> None:
 async def test_options_override_split_and_task_type() -> None:
     env = AlfworldEnv()
     _, info = await env.reset(seed=0, options={"split": "valid_unseen", "task_type": "heat"})
-    assert info["split"] == "eval_out_of_distribution" and info["task_type"] == "pick_heat_then_place_in_recep"
+    assert (
+        info["split"] == "eval_out_of_distribution" and info["task_type"] == "pick_heat_then_place_in_recep"
+    )
     assert info["scene"] <= 6 and info["room"] == "kitchen"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"split": "test"}, "unknown ALFWorld split"), ({"dialect": "old"}, "unknown ALFWorld dialect"),
-     ({"prompt": "react"}, "prompt must be one of"), ({"task_types": "7"}, "unknown ALFWorld task type"),
-     ({"history_length": "x"}, "history_length must be an integer"), ({"anchor": "text"}, "anchor must be one of"),
-     ({"show_admissible": "maybe"}, "show_admissible must be true or false"),
-     ({"colour": "red"}, "unknown argument.*colour.*known: split"), ({"template": "@/no/such/file"}, "does not exist")],
+    [
+        ({"split": "test"}, "unknown ALFWorld split"),
+        ({"dialect": "old"}, "unknown ALFWorld dialect"),
+        ({"prompt": "react"}, "prompt must be one of"),
+        ({"task_types": "7"}, "unknown ALFWorld task type"),
+        ({"history_length": "x"}, "history_length must be an integer"),
+        ({"anchor": "text"}, "anchor must be one of"),
+        ({"show_admissible": "maybe"}, "show_admissible must be true or false"),
+        ({"colour": "red"}, "unknown argument.*colour.*known: split"),
+        ({"template": "@/no/such/file"}, "does not exist"),
+    ],
 )
 def test_bad_arguments_say_what_to_do(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -194,7 +209,9 @@ def test_bad_arguments_say_what_to_do(kwargs: dict, message: str) -> None:
 async def test_templates_can_be_given_inline_or_from_a_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "first.txt"
     path.write_text("OBS={current_observation}|ACTS={admissible_actions}")
-    env = AlfworldEnv(prompt="verl", first_template=f"@{path}", template="T={task_description} N={step_count}")
+    env = AlfworldEnv(
+        prompt="verl", first_template=f"@{path}", template="T={task_description} N={step_count}"
+    )
     messages, info = await env.reset(seed=4)
     assert messages[0]["content"].startswith("OBS=-= Welcome") and "|ACTS='go to " in messages[0]["content"]
     await env.step(cmd("look"))

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-textworld = pytest.importorskip("textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'")
+textworld = pytest.importorskip(
+    "textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'"
+)
 
 from textworld.envs import PddlEnv  # noqa: E402
 
@@ -47,14 +49,19 @@ def games(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for dialect in ("move", "put"):
         insts = instances()
         paths = write_games(root / dialect / "json_2.1.1", insts, dialect)  # type: ignore[arg-type]
-        out[dialect] = {"root": root / dialect / "json_2.1.1", "by_path": dict(zip(map(str, paths), insts, strict=True))}
+        out[dialect] = {
+            "root": root / dialect / "json_2.1.1",
+            "by_path": dict(zip(map(str, paths), insts, strict=True)),
+        }
     return out
 
 
 def real_engine(path: str) -> Any:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
-    env = AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))))
+    env = AlfredInfos(
+        AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])))
+    )
     env.load(path)
     return env
 
@@ -70,7 +77,10 @@ async def test_games_are_found_per_split_and_task_type(games: dict[str, Any]) ->
     assert RealAlfworldEnv(data_path=str(root), split="eval_out_of_distribution").num_tasks == 3
     heat = RealAlfworldEnv(data_path=str(root), task_types="heat")
     assert heat.num_tasks == 1 and "pick_heat_then_place_in_recep" in heat.games()[0]
-    assert RealAlfworldEnv(game_files=str(root / "train")).games() == RealAlfworldEnv(data_path=str(root)).games()
+    assert (
+        RealAlfworldEnv(game_files=str(root / "train")).games()
+        == RealAlfworldEnv(data_path=str(root)).games()
+    )
 
 
 async def test_missing_data_says_how_to_get_it(tmp_path: Path) -> None:
@@ -80,8 +90,9 @@ async def test_missing_data_says_how_to_get_it(tmp_path: Path) -> None:
         RealAlfworldEnv(game_files=str(tmp_path / "nope.tw-pddl")).games()
 
 
-async def test_the_game_walk_keeps_other_threads_prints(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+async def test_the_game_walk_keeps_other_threads_prints(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """ALFWorld's game walk prints; silencing it must not take what an in-process Python cell
     prints at the same moment (a process-wide ``redirect_stdout`` did, and emptied the cell)."""
     import asyncio
@@ -138,28 +149,96 @@ async def test_real_engine_plays_the_builtin_tasks(games: dict[str, Any], dialec
 
 
 def _kitchen() -> Instance:
-    recs = (("cabinet", 1, 3), ("cabinet", 2, 5), ("countertop", 1, 7), ("desk", 1, 2), ("fridge", 1, 4),
-            ("microwave", 1, 6), ("sinkbasin", 1, 8))
-    items = (ItemSpec("apple", 1, "countertop 1"), ItemSpec("mug", 2, "countertop 1"), ItemSpec("knife", 1, "countertop 1"),
-             ItemSpec("mug", 1, "cabinet 1"), ItemSpec("desklamp", 1, "desk 1"), ItemSpec("keychain", 1, "desk 1"))
-    return Instance("train", 0, 10, "kitchen", Goal(TASK_TYPES[4], "apple", "countertop"), recs, items, 1, "kitchen")
+    recs = (
+        ("cabinet", 1, 3),
+        ("cabinet", 2, 5),
+        ("countertop", 1, 7),
+        ("desk", 1, 2),
+        ("fridge", 1, 4),
+        ("microwave", 1, 6),
+        ("sinkbasin", 1, 8),
+    )
+    items = (
+        ItemSpec("apple", 1, "countertop 1"),
+        ItemSpec("mug", 2, "countertop 1"),
+        ItemSpec("knife", 1, "countertop 1"),
+        ItemSpec("mug", 1, "cabinet 1"),
+        ItemSpec("desklamp", 1, "desk 1"),
+        ItemSpec("keychain", 1, "desk 1"),
+    )
+    return Instance(
+        "train", 0, 10, "kitchen", Goal(TASK_TYPES[4], "apple", "countertop"), recs, items, 1, "kitchen"
+    )
 
 
 SCRIPTS = [
-    ["look", "inventory", "go to countertop 1", "go to countertop 1", "look", "examine countertop 1", "examine apple 1",
-     "take apple 1 from countertop 1", "take mug 2 from countertop 1", "inventory", "examine apple 1",
-     "put apple 1 in/on countertop 1", "move apple 1 to countertop 1", "take apple 1 from countertop 1",
-     "heat apple 1 with microwave 1", "go to microwave 1", "move apple 1 to microwave 1", "heat apple 1 with microwave 1",
-     "examine apple 1", "go to sinkbasin 1", "clean apple 1 with sinkbasin 1", "examine apple 1", "go to fridge 1",
-     "cool apple 1 with fridge 1", "examine apple 1", "open fridge 1", "put apple 1 in/on fridge 1", "help"],
-    ["go to cabinet 1", "take mug 1 from cabinet 1", "open cabinet 1", "examine cabinet 1", "open cabinet 1",
-     "close cabinet 1", "close cabinet 1", "examine cabinet 1", "use desklamp 1", "go to desk 1", "use desklamp 1",
-     "use desklamp 1", "take desklamp 1 from desk 1", "take keychain 1 from desk 1", "go to fridge 1", "open fridge 1",
-     "move keychain 1 to fridge 1", "go to countertop 1", "move keychain 1 to countertop 1", "examine mug 2",
-     "take mug 2 from countertop 1", "examine mug 2", "move mug 2 to countertop 1", "take knife 1 from countertop 1",
-     "slice apple 1 with knife 1", "move knife 1 to countertop 1", "put knife 1 in/on countertop 1",
-     "take apple 1 from countertop 1", "examine apple 1", "go to microwave 1", "open microwave 1",
-     "move apple 1 to microwave 1", "put apple 1 in/on microwave 1", "go to nowhere", "Go To Desk 1"],
+    [
+        "look",
+        "inventory",
+        "go to countertop 1",
+        "go to countertop 1",
+        "look",
+        "examine countertop 1",
+        "examine apple 1",
+        "take apple 1 from countertop 1",
+        "take mug 2 from countertop 1",
+        "inventory",
+        "examine apple 1",
+        "put apple 1 in/on countertop 1",
+        "move apple 1 to countertop 1",
+        "take apple 1 from countertop 1",
+        "heat apple 1 with microwave 1",
+        "go to microwave 1",
+        "move apple 1 to microwave 1",
+        "heat apple 1 with microwave 1",
+        "examine apple 1",
+        "go to sinkbasin 1",
+        "clean apple 1 with sinkbasin 1",
+        "examine apple 1",
+        "go to fridge 1",
+        "cool apple 1 with fridge 1",
+        "examine apple 1",
+        "open fridge 1",
+        "put apple 1 in/on fridge 1",
+        "help",
+    ],
+    [
+        "go to cabinet 1",
+        "take mug 1 from cabinet 1",
+        "open cabinet 1",
+        "examine cabinet 1",
+        "open cabinet 1",
+        "close cabinet 1",
+        "close cabinet 1",
+        "examine cabinet 1",
+        "use desklamp 1",
+        "go to desk 1",
+        "use desklamp 1",
+        "use desklamp 1",
+        "take desklamp 1 from desk 1",
+        "take keychain 1 from desk 1",
+        "go to fridge 1",
+        "open fridge 1",
+        "move keychain 1 to fridge 1",
+        "go to countertop 1",
+        "move keychain 1 to countertop 1",
+        "examine mug 2",
+        "take mug 2 from countertop 1",
+        "examine mug 2",
+        "move mug 2 to countertop 1",
+        "take knife 1 from countertop 1",
+        "slice apple 1 with knife 1",
+        "move knife 1 to countertop 1",
+        "put knife 1 in/on countertop 1",
+        "take apple 1 from countertop 1",
+        "examine apple 1",
+        "go to microwave 1",
+        "open microwave 1",
+        "move apple 1 to microwave 1",
+        "put apple 1 in/on microwave 1",
+        "go to nowhere",
+        "Go To Desk 1",
+    ],
 ]
 
 
@@ -199,11 +278,22 @@ def test_random_walks_match_the_real_engine(tmp_path: Path, dialect: str) -> Non
                 command = rng.choice(world.admissible_commands())
             else:
                 thing = rng.choice([*world.items, *world.receptacles])
-                command = rng.choice([f"examine {thing}", f"take {thing} from {rng.choice(list(world.receptacles))}",
-                                      f"open {thing}", f"go to {world.at}", "look", f"use {thing}"])
+                command = rng.choice(
+                    [
+                        f"examine {thing}",
+                        f"take {thing} from {rng.choice(list(world.receptacles))}",
+                        f"open {thing}",
+                        f"go to {world.at}",
+                        "look",
+                        f"use {thing}",
+                    ]
+                )
             state, _score, _done = real.step(command)
             feedback, _ = world.step(command)
-            assert (feedback, inst.goal.satisfied(world)) == (state.feedback, state["won"]), (inst.id, command)
+            assert (feedback, inst.goal.satisfied(world)) == (state.feedback, state["won"]), (
+                inst.id,
+                command,
+            )
 
 
 async def test_experts_give_scripted_actions(games: dict[str, Any]) -> None:
@@ -234,10 +324,14 @@ async def test_experts_give_scripted_actions(games: dict[str, Any]) -> None:
 async def test_alfworld_real_through_the_engine(games: dict[str, Any], qwen_chat: ChatFormat) -> None:
     out: list[Any] = []
     engine = RolloutEngine(
-        registry=Registry.load(), policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_live_episodes=2),
+        registry=Registry.load(),
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_live_episodes=2),
         on_trajectory=out.append,
         env_kwargs={"data_path": str(games["move"]["root"]), "expert": "planner", "task_types": "look,heat"},
     )
     await engine.run(plan_episodes("alfworld-real", num_tasks=2, group_size=1))
-    assert len(out) == 2 and all(t.reward == 1.0 and t.terminated for t in out), [t.status_reason for t in out]
+    assert len(out) == 2 and all(t.reward == 1.0 and t.terminated for t in out), [
+        t.status_reason for t in out
+    ]
     assert all(s.valid for t in out for s in t.steps)

@@ -37,9 +37,17 @@ def test_parse_task_types_accepts_ids_names_and_aliases() -> None:
 
 def test_goal_sentences() -> None:
     assert Goal(TASK_TYPES[1], "apple", "countertop", template=0).description == "put a apple in countertop"
-    assert Goal(TASK_TYPES[1], "apple", "countertop", template=1).description == "put some apple on countertop"
-    assert Goal(TASK_TYPES[2], "book", toggle="desklamp", template=0).description == "look at book under the desklamp"
-    assert Goal(TASK_TYPES[2], "book", toggle="desklamp", template=1).description == "examine the book with the desklamp"
+    assert (
+        Goal(TASK_TYPES[1], "apple", "countertop", template=1).description == "put some apple on countertop"
+    )
+    assert (
+        Goal(TASK_TYPES[2], "book", toggle="desklamp", template=0).description
+        == "look at book under the desklamp"
+    )
+    assert (
+        Goal(TASK_TYPES[2], "book", toggle="desklamp", template=1).description
+        == "examine the book with the desklamp"
+    )
     assert Goal(TASK_TYPES[3], "mug", "shelf", template=1).description == "clean some mug and put it in shelf"
     assert Goal(TASK_TYPES[4], "mug", "shelf").description == "put a hot mug in shelf"
     assert Goal(TASK_TYPES[5], "mug", "shelf", template=1).description == "cool some mug and put it in shelf"
@@ -57,7 +65,14 @@ def test_pick_and_place_needs_the_class_in_any_receptacle_of_the_class() -> None
     assert goal.satisfied(w)
 
 
-@pytest.mark.parametrize(("task", "verb", "appliance", "flag"), [(3, "clean", "sinkbasin 1", "clean"), (4, "heat", "microwave 1", "hot"), (5, "cool", "fridge 1", "cool")])
+@pytest.mark.parametrize(
+    ("task", "verb", "appliance", "flag"),
+    [
+        (3, "clean", "sinkbasin 1", "clean"),
+        (4, "heat", "microwave 1", "hot"),
+        (5, "cool", "fridge 1", "cool"),
+    ],
+)
 def test_state_tasks_need_the_state_before_placing(task: int, verb: str, appliance: str, flag: str) -> None:
     goal = Goal(TASK_TYPES[task], "mug", "shelf")
     w = room(Item("mug 1", "mug", 1, "countertop 1"))
@@ -76,8 +91,16 @@ def test_state_tasks_need_the_state_before_placing(task: int, verb: str, applian
 def test_pick_two_needs_two_in_the_same_receptacle() -> None:
     goal = Goal(TASK_TYPES[6], "apple", "countertop")
     w = room(Item("apple 1", "apple", 1, "shelf 1"), Item("apple 2", "apple", 2, "shelf 1"))
-    for c in ("go to shelf 1", "take apple 1 from shelf 1", "go to countertop 1", "move apple 1 to countertop 1",
-              "go to shelf 1", "take apple 2 from shelf 1", "go to countertop 2", "move apple 2 to countertop 2"):
+    for c in (
+        "go to shelf 1",
+        "take apple 1 from shelf 1",
+        "go to countertop 1",
+        "move apple 1 to countertop 1",
+        "go to shelf 1",
+        "take apple 2 from shelf 1",
+        "go to countertop 2",
+        "move apple 2 to countertop 2",
+    ):
         w.step(c)
     assert not goal.satisfied(w), "one on each countertop"
     for c in ("take apple 2 from countertop 2", "go to countertop 1", "move apple 2 to countertop 1"):
@@ -117,7 +140,10 @@ def test_splits_are_disjoint() -> None:
     assert {i.scene for i in seen} <= set(catalog.seen_scenes())
     assert not {i.scene for i in unseen} & (train_scenes | set(catalog.seen_scenes())), "unseen rooms"
     assert len({i.scene for i in unseen}) > 12 and len(train_scenes) > 60
-    assert check_split("valid_seen") == "eval_in_distribution" and check_split("valid_unseen") == "eval_out_of_distribution"
+    assert (
+        check_split("valid_seen") == "eval_in_distribution"
+        and check_split("valid_unseen") == "eval_out_of_distribution"
+    )
     with pytest.raises(ValueError, match="unknown ALFWorld split"):
         check_split("test")
 
@@ -130,7 +156,11 @@ def test_every_task_type_appears_in_its_rooms_and_starts_unsolved(task_type: str
         assert inst.goal.task_type == task_type
         assert not inst.goal.satisfied(inst.world())
         rooms.add(inst.room)
-    expected = {TASK_TYPES[2]: {"livingroom", "bedroom"}, TASK_TYPES[4]: {"kitchen"}, TASK_TYPES[5]: {"kitchen"}}
+    expected = {
+        TASK_TYPES[2]: {"livingroom", "bedroom"},
+        TASK_TYPES[4]: {"kitchen"},
+        TASK_TYPES[5]: {"kitchen"},
+    }
     if task_type in expected:
         assert rooms == expected[task_type]
 

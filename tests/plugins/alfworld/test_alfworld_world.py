@@ -48,17 +48,27 @@ def test_intro_and_look_from_the_middle_of_the_room() -> None:
         "Your task is to: put a hot apple in countertop."
     )
     # the real engine lists the receptacles at the agent's location, and there are none at the start
-    assert w.step("look") == ("You are in the middle of a room. Looking quickly around you, you see nothing.", True)
+    assert w.step("look") == (
+        "You are in the middle of a room. Looking quickly around you, you see nothing.",
+        True,
+    )
     assert w.step("inventory") == ("You are not carrying anything.", True)
 
 
-@pytest.mark.parametrize(("dialect", "arrive"), [("move", "You arrive at countertop 1."), ("put", "You arrive at loc 7.")])
+@pytest.mark.parametrize(
+    ("dialect", "arrive"), [("move", "You arrive at countertop 1."), ("put", "You arrive at loc 7.")]
+)
 def test_go_to_reports_arrival_and_contents(dialect: str, arrive: str) -> None:
     w = kitchen(dialect)
-    assert w.step("go to countertop 1") == (f"{arrive} On the countertop 1, you see a apple 1, a knife 1, and a mug 2.", True)
+    assert w.step("go to countertop 1") == (
+        f"{arrive} On the countertop 1, you see a apple 1, a knife 1, and a mug 2.",
+        True,
+    )
     assert w.step("go to countertop 1") == (NOTHING, False), "going where you stand is not admissible"
     assert w.step("look")[0] == "You are facing the countertop 1. Next to it, you see nothing."
-    assert w.step("examine countertop 1")[0] == "On the countertop 1, you see a apple 1, a knife 1, and a mug 2."
+    assert (
+        w.step("examine countertop 1")[0] == "On the countertop 1, you see a apple 1, a knife 1, and a mug 2."
+    )
 
 
 def test_open_close_and_closed_receptacles() -> None:
@@ -70,9 +80,15 @@ def test_open_close_and_closed_receptacles() -> None:
         "The cabinet 1 is open. In it, you see a mug 1.",
     ]
     assert run(w, "open cabinet 1", "close cabinet 1", "close cabinet 1", "examine cabinet 1") == [
-        NOTHING, "You close the cabinet 1.", NOTHING, "The cabinet 1 is closed.",
+        NOTHING,
+        "You close the cabinet 1.",
+        NOTHING,
+        "The cabinet 1 is closed.",
     ]
-    assert run(w, "go to fridge 1", "open fridge 1")[1] == "You open the fridge 1. The fridge 1 is open. In it, you see nothing."
+    assert (
+        run(w, "go to fridge 1", "open fridge 1")[1]
+        == "You open the fridge 1. The fridge 1 is open. In it, you see nothing."
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,20 +101,31 @@ def test_open_close_and_closed_receptacles() -> None:
 def test_take_and_put_in_both_dialects(dialect: str, put: str, said: str) -> None:
     w = kitchen(dialect)
     w.step("go to countertop 1")
-    assert w.step("take apple 1 from countertop 1") == ("You pick up the apple 1 from the countertop 1.", True)
+    assert w.step("take apple 1 from countertop 1") == (
+        "You pick up the apple 1 from the countertop 1.",
+        True,
+    )
     assert w.step("take mug 2 from countertop 1") == (NOTHING, False), "one object at a time"
     assert w.step("inventory")[0] == "You are carrying: a apple 1."
     other = "put apple 1 in/on countertop 1" if dialect == "move" else "move apple 1 to countertop 1"
     assert w.step(other) == (NOTHING, False), "the other dialect's command is not admissible"
     assert w.step(put) == (said, True)
-    assert w.step("examine countertop 1")[0] == "On the countertop 1, you see a apple 1, a knife 1, and a mug 2."
+    assert (
+        w.step("examine countertop 1")[0] == "On the countertop 1, you see a apple 1, a knife 1, and a mug 2."
+    )
 
 
 def test_put_needs_an_open_receptacle_that_can_hold_the_object() -> None:
     w = kitchen()
     run(w, "go to desk 1", "take keychain 1 from desk 1", "go to fridge 1", "open fridge 1")
     assert not w.is_admissible("move keychain 1 to fridge 1"), "a fridge does not hold keychains"
-    run(w, "go to countertop 1", "move keychain 1 to countertop 1", "take apple 1 from countertop 1", "go to microwave 1")
+    run(
+        w,
+        "go to countertop 1",
+        "move keychain 1 to countertop 1",
+        "take apple 1 from countertop 1",
+        "go to microwave 1",
+    )
     assert w.step("move apple 1 to microwave 1") == (NOTHING, False), "closed"
     w.step("open microwave 1")
     assert w.step("move apple 1 to microwave 1") == ("You move the apple 1 to the microwave 1.", True)
@@ -111,13 +138,17 @@ def test_heat_cool_clean_and_examine_wording() -> None:
     assert w.step("heat apple 1 with microwave 1") == (NOTHING, False), "not at the microwave"
     # the microwave need not be open to heat
     assert run(w, "go to microwave 1", "heat apple 1 with microwave 1", "examine apple 1") == [
-        "You arrive at microwave 1. The microwave 1 is closed.", "You heat the apple 1 using the microwave 1.", "This is a hot apple 1.",
+        "You arrive at microwave 1. The microwave 1 is closed.",
+        "You heat the apple 1 using the microwave 1.",
+        "This is a hot apple 1.",
     ]
     assert run(w, "go to sinkbasin 1", "clean apple 1 with sinkbasin 1", "examine apple 1")[1:] == [
-        "You clean the apple 1 using the sinkbasin 1.", "This is a hot and clean apple 1.",
+        "You clean the apple 1 using the sinkbasin 1.",
+        "This is a hot and clean apple 1.",
     ]
     assert run(w, "go to fridge 1", "cool apple 1 with fridge 1", "examine apple 1")[1:] == [
-        "You cool the apple 1 using the fridge 1.", "This is a cool and clean apple 1.",
+        "You cool the apple 1 using the fridge 1.",
+        "This is a cool and clean apple 1.",
     ]
     assert w.items["apple 1"].hot is False, "cooling undoes heating"
 
@@ -135,7 +166,8 @@ def test_use_a_desklamp_and_slice() -> None:
     assert w.step("use desklamp 1") == (NOTHING, False)
     assert run(w, "go to desk 1", "use desklamp 1", "use desklamp 1") == [
         "You arrive at desk 1. On the desk 1, you see a desklamp 1, and a keychain 1.",
-        "You turn on the desklamp 1.", "You turn on the desklamp 1.",
+        "You turn on the desklamp 1.",
+        "You turn on the desklamp 1.",
     ]
     assert not w.is_admissible("take desklamp 1 from desk 1"), "lamps are not pickupable"
     run(w, "go to countertop 1", "take knife 1 from countertop 1")
@@ -152,12 +184,31 @@ def test_help_exists_only_in_the_move_dialect() -> None:
 
 def test_admissible_commands_are_exactly_the_possible_actions() -> None:
     w = kitchen()
-    goes = [f"go to {r}" for r in ("cabinet 1", "cabinet 2", "countertop 1", "desk 1", "fridge 1", "microwave 1", "sinkbasin 1")]
+    goes = [
+        f"go to {r}"
+        for r in (
+            "cabinet 1",
+            "cabinet 2",
+            "countertop 1",
+            "desk 1",
+            "fridge 1",
+            "microwave 1",
+            "sinkbasin 1",
+        )
+    ]
     assert w.admissible_commands() == sorted([*goes, "help", "inventory", "look"])
     run(w, "go to countertop 1", "take apple 1 from countertop 1", "go to microwave 1")
     assert w.admissible_commands() == sorted(
-        [*(g for g in goes if g != "go to microwave 1"), "help", "inventory", "look", "examine apple 1",
-         "examine microwave 1", "heat apple 1 with microwave 1", "open microwave 1"]
+        [
+            *(g for g in goes if g != "go to microwave 1"),
+            "help",
+            "inventory",
+            "look",
+            "examine apple 1",
+            "examine microwave 1",
+            "heat apple 1 with microwave 1",
+            "open microwave 1",
+        ]
     )
     for command in w.admissible_commands():
         probe = kitchen()
@@ -165,7 +216,9 @@ def test_admissible_commands_are_exactly_the_possible_actions() -> None:
         assert probe.step(command)[1], command
 
 
-@pytest.mark.parametrize("command", ["", "go to", "go to countertop 9", "take apple 1", "eat apple 1", "Go To Desk 1", "jump"])
+@pytest.mark.parametrize(
+    "command", ["", "go to", "go to countertop 9", "take apple 1", "eat apple 1", "Go To Desk 1", "jump"]
+)
 def test_anything_else_does_nothing(command: str) -> None:
     w = kitchen()
     before = w.state_key()

@@ -39,9 +39,17 @@ def test_python_tool_is_a_persistent_session(backend: PooledBackend, runner: asy
     async def calls() -> list[Any]:
         sb = await backend.acquire("python")
         try:
-            return [await python.call({"code": code}, sandbox=sb) for code in (
-                "x = 6 * 7\nprint('working')\nx", "x + 1", "import numpy, sympy, pandas\nsympy.factorint(360)",
-                "1 / 0", "", "print('a' * 100000)")]
+            return [
+                await python.call({"code": code}, sandbox=sb)
+                for code in (
+                    "x = 6 * 7\nprint('working')\nx",
+                    "x + 1",
+                    "import numpy, sympy, pandas\nsympy.factorint(360)",
+                    "1 / 0",
+                    "",
+                    "print('a' * 100000)",
+                )
+            ]
         finally:
             await backend.release(sb)
 
@@ -55,19 +63,31 @@ def test_python_tool_is_a_persistent_session(backend: PooledBackend, runner: asy
     assert len(long.text) < 20_000 and "characters omitted" in long.text
 
 
-def test_bash_tool_keeps_directory_and_reports_exit_codes(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_bash_tool_keeps_directory_and_reports_exit_codes(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     async def calls() -> list[Any]:
         sb = await backend.acquire("shell")
         try:
-            return [await bash.call({"command": c}, sandbox=sb) for c in (
-                "mkdir -p repo && cd repo && export STAGE=dev", "pwd; echo $STAGE", "ls missing-file",
-                "git --version >/dev/null && echo has-git")]
+            return [
+                await bash.call({"command": c}, sandbox=sb)
+                for c in (
+                    "mkdir -p repo && cd repo && export STAGE=dev",
+                    "pwd; echo $STAGE",
+                    "ls missing-file",
+                    "git --version >/dev/null && echo has-git",
+                )
+            ]
         finally:
             await backend.release(sb)
 
     _, where, failed, git = runner.run(calls())
     assert where.text == "/workspace/repo\ndev"
-    assert failed.text.endswith("[exit code 2]") and "missing-file" in failed.text and failed.metadata["exit_code"] == 2
+    assert (
+        failed.text.endswith("[exit code 2]")
+        and "missing-file" in failed.text
+        and failed.metadata["exit_code"] == 2
+    )
     assert git.text == "has-git"
 
 
@@ -100,8 +120,13 @@ def test_math_python_task_end_to_end(backend_name: str, qwen_chat: ChatFormat) -
     async def run() -> list[Any]:
         sandboxes = make_backend(backend_name)
         out: list[Any] = []
-        engine = RolloutEngine(registry=registry, policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=4),
-                               sandbox_backend=sandboxes, on_trajectory=out.append)
+        engine = RolloutEngine(
+            registry=registry,
+            policy=ScriptedPolicy(qwen_chat),
+            config=EngineConfig(max_turns=4),
+            sandbox_backend=sandboxes,
+            on_trajectory=out.append,
+        )
         try:
             await engine.run(plan_episodes("math-python", num_tasks=3, group_size=1))
         finally:

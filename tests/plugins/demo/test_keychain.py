@@ -29,8 +29,12 @@ def test_registered_through_the_plugin_hook() -> None:
 
 @pytest.mark.parametrize("split", ["train", "test"])
 async def test_scripted_solver_solves_every_task(split: str, qwen_chat: ChatFormat) -> None:
-    engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(qwen_chat),
-                           config=EngineConfig(max_turns=8), env_kwargs={"split": split, "max_hops": 4})
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=8),
+        env_kwargs={"split": split, "max_hops": 4},
+    )
     got = []
     engine.on_trajectory = got.append
     await engine.run(plan_episodes("keychain", num_tasks=40, group_size=1, seed=11))
@@ -94,4 +98,6 @@ async def test_rewards_and_invalid_calls() -> None:
     assert not bad.valid and "no key 'zebra'" in bad.observation[0]["content"]
     wrong = next(v for v in VALUES if v != chain.value)
     assert (await env.step(Action(answer_text(wrong), ActionKind.ANSWER, answer=wrong))).reward == 0.0
-    assert (await env.step(Action(answer_text(chain.value), ActionKind.ANSWER, answer=chain.value))).reward == 1.0
+    assert (
+        await env.step(Action(answer_text(chain.value), ActionKind.ANSWER, answer=chain.value))
+    ).reward == 1.0

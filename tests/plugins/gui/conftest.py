@@ -39,8 +39,12 @@ def webshop() -> Iterator[WebShopServer]:
 
 @pytest.fixture(scope="module")
 def backend(runner: asyncio.Runner, site: TestSite, webshop: WebShopServer) -> Iterator[PooledBackend]:
-    b = make_backend("docker", images=("browser",), max_idle=2,
-                     profiles={"browser": {"network": network_allowlist(site.url, webshop.url)}})
+    b = make_backend(
+        "docker",
+        images=("browser",),
+        max_idle=2,
+        profiles={"browser": {"network": network_allowlist(site.url, webshop.url)}},
+    )
     yield b
     runner.run(b.aclose())
 

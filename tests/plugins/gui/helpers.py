@@ -38,8 +38,8 @@ def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, header = 8, b"", b""
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             header = body
@@ -51,7 +51,7 @@ def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
     raw, stride, rows = zlib.decompress(idat), width * bpp, bytearray()
     previous = bytearray(stride)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             left = line[i - bpp] if i >= bpp else 0
             up, corner = previous[i], previous[i - bpp] if i >= bpp else 0

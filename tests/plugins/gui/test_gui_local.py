@@ -27,5 +27,7 @@ def test_on_the_local_backend_the_browser_tools_name_the_image_they_need() -> No
             await backend.aclose()
 
     text = asyncio.run(attempt())
-    assert ("toolgym/sandbox-browser image on the Docker backend" in text  # no Playwright for the host's python3
-            or "Chromium could not start" in text), text  # Playwright there, but Chromium aborts under the rlimit
+    assert (
+        "toolgym/sandbox-browser image on the Docker backend" in text  # no Playwright for the host's python3
+        or "Chromium could not start" in text
+    ), text  # Playwright there, but Chromium aborts under the rlimit

@@ -103,7 +103,10 @@ def test_screenshot_pixels_and_artifacts(browser: Browser, site: TestSite, tmp_p
 
 def test_hosts_outside_the_allowlist_are_blocked(browser: Browser, site: TestSite) -> None:
     plain = browser.call("browser_goto", url="http://example.com/")
-    assert plain.error and "blocked: example.com:80 is not in this browser sandbox's network allowlist" in plain.text
+    assert (
+        plain.error
+        and "blocked: example.com:80 is not in this browser sandbox's network allowlist" in plain.text
+    )
     tls = browser.call("browser_goto", url="https://example.com/")
     assert tls.error and "ERR_TUNNEL_CONNECTION_FAILED" in tls.text and "allowlist" in tls.text
     browser.call("browser_goto", url=f"{site.url}/links")
@@ -119,23 +122,45 @@ def test_argument_errors_say_what_to_do(browser: Browser, site: TestSite) -> Non
     browser.call("browser_goto", url=f"{site.url}/form")
     cases: dict[str, tuple[str, dict[str, Any]]] = {
         "there is no element [999] on this page": ("browser_click", {"element_id": 999}),
-        "is not a text field; type into a textbox": ("browser_type", {"element_id": browser.id_of("button 'Send'"), "text": "x"}),
+        "is not a text field; type into a textbox": (
+            "browser_type",
+            {"element_id": browser.id_of("button 'Send'"), "text": "x"},
+        ),
         "has no option 'Purple'; its options are 'Red', 'Green', 'Blue'": (
-            "browser_select", {"element_id": browser.id_of("combobox 'Colour'"), "option": "Purple"}),
-        "is a <input>, not a drop-down list": ("browser_select", {"element_id": browser.id_of("checkbox"), "option": "x"}),
+            "browser_select",
+            {"element_id": browser.id_of("combobox 'Colour'"), "option": "Purple"},
+        ),
+        "is a <input>, not a drop-down list": (
+            "browser_select",
+            {"element_id": browser.id_of("checkbox"), "option": "x"},
+        ),
         "unknown key 'Enterr': use key names such as Enter": ("browser_press", {"key": "Enterr"}),
         "there is no tab 3; tabs are numbered 0 to 0": ("browser_switch_tab", {"index": 3}),
-        "cannot open 'file:///etc/passwd': give a full http:// or https:// URL": ("browser_goto", {"url": "file:///etc/passwd"}),
+        "cannot open 'file:///etc/passwd': give a full http:// or https:// URL": (
+            "browser_goto",
+            {"url": "file:///etc/passwd"},
+        ),
         "invalid arguments for browser_click: missing required argument 'element_id'": ("browser_click", {}),
-        "argument 'element_id': Input should be a valid integer": ("browser_click", {"element_id": "the button"}),
+        "argument 'element_id': Input should be a valid integer": (
+            "browser_click",
+            {"element_id": "the button"},
+        ),
         "amount must be a positive number of pixels": ("browser_scroll", {"amount": -5}),
-        "argument 'direction': Input should be 'up', 'down', 'left' or 'right'": ("browser_scroll", {"direction": "sideways"}),
-        "could not click element [18] within 1 s: it is disabled": ("browser_click", {"element_id": browser.id_of("button 'Not now'")}),
+        "argument 'direction': Input should be 'up', 'down', 'left' or 'right'": (
+            "browser_scroll",
+            {"direction": "sideways"},
+        ),
+        "could not click element [18] within 1 s: it is disabled": (
+            "browser_click",
+            {"element_id": browser.id_of("button 'Not now'")},
+        ),
     }
     for expected, (name, arguments) in cases.items():
         out = browser.call(name, tools=quick, **arguments)
         assert out.error and expected in out.text, (name, out.text)
-    assert browser.call("browser_back").text.startswith("Error: there is no earlier page in this tab's history")
+    assert browser.call("browser_back").text.startswith(
+        "Error: there is no earlier page in this tab's history"
+    )
     assert "heading 'Order form'" in browser.call("browser_tabs").text  # the page survived every error
 
 
@@ -178,10 +203,14 @@ def test_the_browser_tools_buy_in_webshop(browser: Browser, webshop: WebShopServ
         action = step[0]
         actions.append(action)
         if action.startswith("search["):
-            out = browser.call("browser_type", element_id=browser.id_of("textbox 'Search...'"),
-                               text=action[len("search["):-1], submit=True)
+            out = browser.call(
+                "browser_type",
+                element_id=browser.id_of("textbox 'Search...'"),
+                text=action[len("search[") : -1],
+                submit=True,
+            )
         else:
-            out = browser.call("browser_click", element_id=_click_target(browser, action[len("click["):-1]))
+            out = browser.call("browser_click", element_id=_click_target(browser, action[len("click[") : -1]))
         assert not out.error, out.text
     with urllib.request.urlopen(f"{webshop.url}/s/{session_id}/state", timeout=10) as reply:
         state = json.load(reply)

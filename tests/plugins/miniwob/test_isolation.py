@@ -77,7 +77,9 @@ def test_no_browser_state_crosses_episodes() -> None:
         later, ctx3, box3 = await _open(one, "iso-later")
         try:
             assert box3 == box1
-            assert await _eval(later, READ) == CLEAN, "state survived the reset: " + json.dumps(await _eval(later, READ))
+            assert await _eval(later, READ) == CLEAN, "state survived the reset: " + json.dumps(
+                await _eval(later, READ)
+            )
         finally:
             ctx3._sandboxes.clear()
             await ctx1.aclose()

@@ -27,11 +27,22 @@ from toolgym.plugins.miniwob.solvers import SOLVERS
 from toolgym.plugins.miniwob.tasks import UNSUPPORTED, shipped_tasks, supported_tasks, task_list
 from toolgym.sandboxes.pool import PooledBackend
 
-ISSUE_TASKS = ("click-button", "click-link", "enter-text", "click-checkboxes", "choose-list", "click-option",
-               "login-user", "focus-text", "click-tab", "enter-password")
+ISSUE_TASKS = (
+    "click-button",
+    "click-link",
+    "enter-text",
+    "click-checkboxes",
+    "choose-list",
+    "click-option",
+    "login-user",
+    "focus-text",
+    "click-tab",
+    "enter-password",
+)
 
 
 # -- task lists (no browser) -------------------------------------------------------------------
+
 
 def test_task_lists_come_from_the_installed_package() -> None:
     shipped = shipped_tasks()
@@ -42,22 +53,28 @@ def test_task_lists_come_from_the_installed_package() -> None:
     assert set(task_list("reported")) <= set(supported_tasks()) and len(task_list("reported")) > 40
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("drag-box", "not offered: it needs pointer coordinates"),
-    ("click-color", "not offered: what matters in it is drawn"),
-    ("no-such-task", "unknown MiniWoB++ task 'no-such-task'"),
-    (" , ", "tasks is empty"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("drag-box", "not offered: it needs pointer coordinates"),
+        ("click-color", "not offered: what matters in it is drawn"),
+        ("no-such-task", "unknown MiniWoB++ task 'no-such-task'"),
+        (" , ", "tasks is empty"),
+    ],
+)
 def test_bad_task_names_are_one_clear_error(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         MiniWoBEnv(tasks=spec)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"reward": "shaped"}, "reward must be one of raw, original, binary"),
-    ({"time_limit": "soon"}, "time_limit must be 'task' or a number of seconds"),
-    ({"time_limit": "-1"}, "time_limit must be positive"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reward": "shaped"}, "reward must be one of raw, original, binary"),
+        ({"time_limit": "soon"}, "time_limit must be 'task' or a number of seconds"),
+        ({"time_limit": "-1"}, "time_limit must be positive"),
+    ],
+)
 def test_bad_options_are_one_clear_error(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         MiniWoBEnv(task="click-button", **kwargs)
@@ -74,7 +91,9 @@ def test_the_site_serves_the_shipped_pages_read_only() -> None:
     with pytest.raises(urllib.error.HTTPError, match="404"):
         urllib.request.urlopen(f"{site.url}/miniwob/", timeout=10)  # no listings
     with pytest.raises(urllib.error.HTTPError, match="501"):
-        urllib.request.urlopen(urllib.request.Request(site.task_url("click-button"), data=b"x", method="POST"), timeout=10)
+        urllib.request.urlopen(
+            urllib.request.Request(site.task_url("click-button"), data=b"x", method="POST"), timeout=10
+        )
 
 
 # -- in the browser ----------------------------------------------------------------------------
@@ -97,9 +116,14 @@ def backend() -> Iterator[PooledBackend]:
 def _collect(backend: PooledBackend, env_kwargs: dict[str, Any], n: int, chat: Any) -> list[Any]:
     async def run() -> list[Any]:
         out: list[Any] = []
-        engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(chat),
-                               config=EngineConfig(max_live_episodes=8, max_sandboxes=8), sandbox_backend=backend,
-                               env_kwargs=env_kwargs, on_trajectory=out.append)
+        engine = RolloutEngine(
+            registry=get_registry(),
+            policy=ScriptedPolicy(chat),
+            config=EngineConfig(max_live_episodes=8, max_sandboxes=8),
+            sandbox_backend=backend,
+            env_kwargs=env_kwargs,
+            on_trajectory=out.append,
+        )
         await engine.run(plan_episodes("miniwob", num_tasks=n, group_size=1))
         return out
 
@@ -139,10 +163,13 @@ _CENTRE_COVERED = """() => {
 
 
 @pytest.mark.parametrize(("task", "seed"), [("click-test-2", 57), ("click-button-sequence", 34)])
-def test_a_button_covered_by_another_is_reached_with_the_keyboard(backend: PooledBackend, task: str, seed: int) -> None:
+def test_a_button_covered_by_another_is_reached_with_the_keyboard(
+    backend: PooledBackend, task: str, seed: int
+) -> None:
     """These tasks place their two buttons at random, and on these seeds TWO covers the centre of
     ONE, where a click lands (the browser refuses it: another element would receive it). The
     solver tabs to ONE and presses Enter, as a person would; a clicking solver loses them."""
+
     async def body(ep: Episode) -> tuple[list[str], Any]:
         await ep.reset(seed=seed)
         covered = await ep.env._evaluate(_CENTRE_COVERED)
@@ -165,7 +192,9 @@ class Episode:
 
     def __init__(self, backend: PooledBackend, **kwargs: Any) -> None:
         self.env = MiniWoBEnv(**kwargs)
-        self.ctx = EpisodeContext(episode_id="miniwob-attack", sandbox_backend=backend, registry=get_registry())
+        self.ctx = EpisodeContext(
+            episode_id="miniwob-attack", sandbox_backend=backend, registry=get_registry()
+        )
         self.env.bind(self.ctx)
 
     async def reset(self, seed: int = 0) -> str:
@@ -174,7 +203,9 @@ class Episode:
 
     async def call(self, name: str, **arguments: Any) -> Any:
         call = ToolCall(name=name, arguments=arguments)
-        return await self.env.step(Action(text=json.dumps(arguments), kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
+        return await self.env.step(
+            Action(text=json.dumps(arguments), kind=ActionKind.TOOL_CALLS, tool_calls=[call])
+        )
 
     async def solve_step(self) -> Any:
         text = await self.env.scripted_action()
@@ -202,6 +233,7 @@ def _episode(backend: PooledBackend, body: Any, **kwargs: Any) -> Any:
 
 def test_solving_another_task_page_does_not_score(backend: PooledBackend) -> None:
     """A hard task's agent opens an easy task's page in the same tab and solves that."""
+
     async def body(ep: Episode) -> Any:
         await ep.reset()
         page = await ep.call("browser_goto", url=shared_site().task_url("click-test"))
@@ -218,7 +250,9 @@ def test_solving_in_another_tab_does_not_score(backend: PooledBackend) -> None:
         await ep.reset()
         opened = await ep.call("browser_new_tab", url=shared_site().task_url("click-test"))
         assert not opened.terminated, "the task page is still open in its tab"
-        button = next(line for line in opened.observation[0]["content"].splitlines() if "button 'Click Me!'" in line)
+        button = next(
+            line for line in opened.observation[0]["content"].splitlines() if "button 'Click Me!'" in line
+        )
         return await ep.call("browser_click", element_id=int(button.split("]")[0].split("[")[1]))
 
     step = _episode(backend, body, task="login-user")
@@ -236,13 +270,16 @@ def test_reloading_the_task_page_ends_the_episode(backend: PooledBackend) -> Non
 
 def test_only_the_first_result_of_the_instance_counts(backend: PooledBackend) -> None:
     """Fail the instance, start another from the page's own START cover, solve that one."""
+
     async def body(ep: Episode) -> Any:
         text = await ep.reset(seed=3)
         wrong = next(line for line in text.splitlines() if "button 'TWO'" in line)
         step = await ep.call("browser_click", element_id=int(wrong.split("]")[0].split("[")[1]))
         assert step.terminated and step.reward == -1.0  # the env ends here; a policy would go on:
-        page = await ep.env._evaluate("() => { document.getElementById('sync-task-cover').click(); "
-                                      "document.getElementById('subbtn').click(); return WOB_RAW_REWARD_GLOBAL; }")
+        page = await ep.env._evaluate(
+            "() => { document.getElementById('sync-task-cover').click(); "
+            "document.getElementById('subbtn').click(); return WOB_RAW_REWARD_GLOBAL; }"
+        )
         assert page["value"] == 1.0, "the page did score a second instance"
         return await ep.env._probe()
 
@@ -297,13 +334,23 @@ def test_equal_seeds_give_equal_instances(backend: PooledBackend) -> None:
 
 def test_the_browser_reaches_only_the_task_site(backend: PooledBackend) -> None:
     with TestSite() as other:
+
         async def body(ep: Episode) -> list[Any]:
             await ep.reset()
-            return [await ep.call("browser_new_tab", url=url) for url in (
-                f"{other.url}/form", "file:///etc/passwd", "http://172.17.0.1:2375/version", "http://example.com/")]
+            return [
+                await ep.call("browser_new_tab", url=url)
+                for url in (
+                    f"{other.url}/form",
+                    "file:///etc/passwd",
+                    "http://172.17.0.1:2375/version",
+                    "http://example.com/",
+                )
+            ]
 
         steps = _episode(backend, body, task="click-button")
-    for step, why in zip(steps, ("network allowlist", "give a full http", "allowlist", "allowlist"), strict=True):
+    for step, why in zip(
+        steps, ("network allowlist", "give a full http", "allowlist", "allowlist"), strict=True
+    ):
         text = step.observation[0]["content"]
         assert text.startswith("Error:") and why in text, text
         assert not step.valid
@@ -314,12 +361,38 @@ def test_the_tiny_model_collects_token_faithful_trajectories(tmp_path: Path) -> 
     import sys
 
     out = tmp_path / "tiny"
-    done = subprocess.run([sys.executable, "-m", "toolgym", "collect", "--env", "miniwob", "--model", "tiny",
-                           "--env-arg", "task=click-button", "-n", "2", "--max-turns", "2", "--max-tokens-per-turn", "48",
-                           "--sandbox-backend", "docker", "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolgym",
+            "collect",
+            "--env",
+            "miniwob",
+            "--model",
+            "tiny",
+            "--env-arg",
+            "task=click-button",
+            "-n",
+            "2",
+            "--max-turns",
+            "2",
+            "--max-tokens-per-turn",
+            "48",
+            "--sandbox-backend",
+            "docker",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
-    verify = subprocess.run([sys.executable, "-m", "toolgym", "verify", str(out)], capture_output=True, text=True, timeout=300)
+    verify = subprocess.run(
+        [sys.executable, "-m", "toolgym", "verify", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert verify.returncode == 0 and "all invariants hold" in verify.stdout, verify.stdout + verify.stderr
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["token_faithful"] and r["status"] == "ok" for r in rows)

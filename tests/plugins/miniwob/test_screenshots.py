@@ -25,15 +25,36 @@ from toolgym.sandboxes.pool import PooledBackend
 
 
 def _toolgym(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolgym", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "toolgym", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
 def both_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("miniwob-both")
-    done = _toolgym("collect", "--env", "miniwob", "--model", "scripted", "--env-arg", "task=click-checkboxes",
-                    "--env-arg", "observation=both", "--env-arg", "time_limit=60", "-n", "3", "--group-size", "2", "--sandbox-backend", "docker",
-                    "--out", str(out), "--no-progress")
+    done = _toolgym(
+        "collect",
+        "--env",
+        "miniwob",
+        "--model",
+        "scripted",
+        "--env-arg",
+        "task=click-checkboxes",
+        "--env-arg",
+        "observation=both",
+        "--env-arg",
+        "time_limit=60",
+        "-n",
+        "3",
+        "--group-size",
+        "2",
+        "--sandbox-backend",
+        "docker",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     return out
 
@@ -92,14 +113,23 @@ def test_screenshots_round_trip_through_the_hf_and_verl_exports(both_dataset: Pa
     assert _toolgym("export", "verl", str(both_dataset), "--out", str(verl)).returncode == 0
     for row in pq.read_table(verl).to_pylist():
         assert row["prompt"][1]["content"].count("<image>") == len(row["images"]) == 1
-        assert (both_dataset / "images" / f"{hashlib.sha256(row['images'][0]['bytes']).hexdigest()}.png").is_file()
+        assert (
+            both_dataset / "images" / f"{hashlib.sha256(row['images'][0]['bytes']).hexdigest()}.png"
+        ).is_file()
 
 
-def test_screenshot_mode_draws_the_ids_and_keeps_the_solver_working(backend: PooledBackend, tmp_path: Path) -> None:  # noqa: F811
+def test_screenshot_mode_draws_the_ids_and_keeps_the_solver_working(
+    backend: PooledBackend,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     async def play(observation: str) -> tuple[Any, list[Any]]:
         env = MiniWoBEnv(task="click-button", observation=observation, time_limit=60)
-        ctx = EpisodeContext(episode_id=f"shot-{observation}", sandbox_backend=backend, registry=get_registry(),
-                             artifacts_dir=str(tmp_path / observation / "artifacts"))
+        ctx = EpisodeContext(
+            episode_id=f"shot-{observation}",
+            sandbox_backend=backend,
+            registry=get_registry(),
+            artifacts_dir=str(tmp_path / observation / "artifacts"),
+        )
         env.bind(ctx)
         try:
             messages, _ = await env.reset(seed=7)
@@ -108,8 +138,13 @@ def test_screenshot_mode_draws_the_ids_and_keeps_the_solver_working(backend: Poo
             call = json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])
             from toolgym.core.types import Action, ActionKind, ToolCall
 
-            result = await env.step(Action(text=text, kind=ActionKind.TOOL_CALLS,
-                                           tool_calls=[ToolCall(name=call["name"], arguments=call["arguments"])]))
+            result = await env.step(
+                Action(
+                    text=text,
+                    kind=ActionKind.TOOL_CALLS,
+                    tool_calls=[ToolCall(name=call["name"], arguments=call["arguments"])],
+                )
+            )
             return result, messages
         finally:
             await ctx.aclose()
@@ -147,9 +182,28 @@ def test_the_tiny_model_with_screenshots_is_token_faithful(tmp_path: Path) -> No
     """A sampling model (logprobs, loss masks) on image observations: the placeholder is in the
     ids once per image part, and verify proves every invariant with the files."""
     out = tmp_path / "tiny"
-    done = _toolgym("collect", "--env", "miniwob", "--model", "tiny", "--env-arg", "task=click-button",
-                    "--env-arg", "observation=both", "-n", "2", "--max-turns", "2", "--max-tokens-per-turn", "48",
-                    "--sandbox-backend", "docker", "--out", str(out), "--no-progress")
+    done = _toolgym(
+        "collect",
+        "--env",
+        "miniwob",
+        "--model",
+        "tiny",
+        "--env-arg",
+        "task=click-button",
+        "--env-arg",
+        "observation=both",
+        "-n",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-tokens-per-turn",
+        "48",
+        "--sandbox-backend",
+        "docker",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     for r in rows:

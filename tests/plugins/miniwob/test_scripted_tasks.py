@@ -22,7 +22,9 @@ from toolgym.plugins.miniwob.tasks import supported_tasks
 
 
 def _opts(out: Path, model: str, **env_kwargs: object) -> CollectOptions:
-    return CollectOptions(env="miniwob", out=out, model=model, episodes=8, sandbox_backend="none", env_kwargs=dict(env_kwargs))
+    return CollectOptions(
+        env="miniwob", out=out, model=model, episodes=8, sandbox_backend="none", env_kwargs=dict(env_kwargs)
+    )
 
 
 def test_a_scripted_run_without_a_task_list_plays_the_solvable_tasks(tmp_path: Path) -> None:
@@ -57,10 +59,32 @@ def test_the_readme_command_collects_in_chromium(tmp_path: Path) -> None:
 
     ensure_images("browser")
     out = tmp_path / "shots"
-    done = subprocess.run([sys.executable, "-m", "toolgym", "collect", "--env", "miniwob", "--model", "scripted",
-                           "--env-arg", "observation=both", "--env-arg", "time_limit=60", "--episodes", "4",
-                           "--sandbox-backend", "docker", "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolgym",
+            "collect",
+            "--env",
+            "miniwob",
+            "--model",
+            "scripted",
+            "--env-arg",
+            "observation=both",
+            "--env-arg",
+            "time_limit=60",
+            "--episodes",
+            "4",
+            "--sandbox-backend",
+            "docker",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["status"] == "ok" and r["reward"] > 0 for r in rows)

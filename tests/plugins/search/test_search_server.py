@@ -27,16 +27,28 @@ async def test_retrieve_shapes(server: BackgroundServer) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         health = (await http.get(f"{server.url}/health")).json()
         assert health["documents"] == 298 and health["methods"] == ["bm25"]
-        body = (await http.post(f"{server.url}/retrieve", json={
-            "queries": ["Who first climbed Mount Woudal?", "capital of the island Sesourn"], "topk": 3, "return_scores": True,
-        })).json()
+        body = (
+            await http.post(
+                f"{server.url}/retrieve",
+                json={
+                    "queries": ["Who first climbed Mount Woudal?", "capital of the island Sesourn"],
+                    "topk": 3,
+                    "return_scores": True,
+                },
+            )
+        ).json()
         assert len(body["result"]) == 2 and len(body["result"][0]) == 3
         first = body["result"][0][0]
         assert set(first) == {"document", "score"} and set(first["document"]) == {"id", "contents"}
-        assert first["document"]["id"] == "mountain-000" and first["document"]["contents"].startswith("Mount Woudal\n")
+        assert first["document"]["id"] == "mountain-000" and first["document"]["contents"].startswith(
+            "Mount Woudal\n"
+        )
         assert body["result"][1][0]["document"]["id"] == "island-000"
         bare = (await http.post(f"{server.url}/retrieve", json={"queries": ["Mount Woudal"]})).json()
-        assert len(bare["result"][0]) == 2 and set(bare["result"][0][0]) == {"id", "contents"}  # default topk, no scores
+        assert len(bare["result"][0]) == 2 and set(bare["result"][0][0]) == {
+            "id",
+            "contents",
+        }  # default topk, no scores
 
 
 @pytest.mark.parametrize(
@@ -84,7 +96,11 @@ async def test_client_reads_other_servers_and_retries() -> None:
             return JSONResponse({"error": "warming up"}, status_code=503)
         body = await request.json()
         # a server answering bare documents in title/text form (return_scores ignored)
-        return {"result": [[{"title": "T", "text": f"about {q}"} for _ in range(body["topk"])] for q in body["queries"]]}
+        return {
+            "result": [
+                [{"title": "T", "text": f"about {q}"} for _ in range(body["topk"])] for q in body["queries"]
+            ]
+        }
 
     with _fake_server(flaky) as srv:
         hits = await RetrievalClient(srv.url, backoff_s=0.01).search(["kites"], 2)

@@ -19,7 +19,11 @@ from toolgym.plugins.search.tools import make_search_tool, resolve_retriever, se
 def test_schema() -> None:
     params = search.schema["function"]["parameters"]
     assert search.name == "search" and params["required"] == ["query"]
-    assert params["properties"]["k"] == {"default": 3, "description": "How many passages to return (1 to 10).", "type": "integer"}
+    assert params["properties"]["k"] == {
+        "default": 3,
+        "description": "How many passages to return (1 to 10).",
+        "type": "integer",
+    }
     assert "Search the knowledge base" in search.description
 
 
@@ -71,8 +75,10 @@ async def test_output_caps(bm25_index: SearchIndex) -> None:
 
 async def test_sources(tmp_path: Path, bm25_index: SearchIndex) -> None:
     corpus = tmp_path / "tiny.jsonl"
-    corpus.write_text('{"id": "a", "title": "Kettle", "text": "A kettle boils water."}\n'
-                      '{"id": "b", "title": "Anvil", "text": "An anvil is struck with hammers."}\n')
+    corpus.write_text(
+        '{"id": "a", "title": "Kettle", "text": "A kettle boils water."}\n'
+        '{"id": "b", "title": "Anvil", "text": "An anvil is struck with hammers."}\n'
+    )
     hits = (await resolve_retriever(str(corpus)).search(["hammer"], 3))[0]
     assert [h.document.id for h in hits] == ["b"]
     bm25_index.save(tmp_path / "idx")
@@ -86,4 +92,6 @@ async def test_sources(tmp_path: Path, bm25_index: SearchIndex) -> None:
 
 def test_xml_parser_feeds_the_query() -> None:
     action = XMLTagParser().parse("<think>hm</think><search> Mount Woudal </search>", {"search": search})
-    assert action.kind is ActionKind.TOOL_CALLS and action.tool_calls[0].arguments == {"query": " Mount Woudal "}
+    assert action.kind is ActionKind.TOOL_CALLS and action.tool_calls[0].arguments == {
+        "query": " Mount Woudal "
+    }

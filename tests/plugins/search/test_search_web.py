@@ -20,7 +20,9 @@ from toolgym.plugins.search.web import (
     provider_from_env,
 )
 
-PAGES = [(f"Page <b>{i}</b>", f"https://example.org/{i}", f"Snippet number {i} about kites.") for i in range(8)]
+PAGES = [
+    (f"Page <b>{i}</b>", f"https://example.org/{i}", f"Snippet number {i} about kites.") for i in range(8)
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +35,20 @@ def engine() -> Iterator[tuple[BackgroundServer, list[dict[str, Any]]]]:
         seen.append({"path": "/search", **dict(request.query_params)})
         if request.query_params.get("format") != "json":
             return JSONResponse({"error": "format"}, status_code=403)
-        return {"query": request.query_params["q"], "results": [{"title": t, "url": u, "content": s} for t, u, s in PAGES]}
+        return {
+            "query": request.query_params["q"],
+            "results": [{"title": t, "url": u, "content": s} for t, u, s in PAGES],
+        }
 
     @app.get("/res/v1/web/search")
     async def brave(request: Request) -> Any:
-        seen.append({"path": "brave", "token": request.headers.get("x-subscription-token"), **dict(request.query_params)})
+        seen.append(
+            {
+                "path": "brave",
+                "token": request.headers.get("x-subscription-token"),
+                **dict(request.query_params),
+            }
+        )
         if request.headers.get("x-subscription-token") != "good-key":
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         count = int(request.query_params["count"])
@@ -58,19 +69,30 @@ async def test_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert out.error and "web search is off" in out.text
 
 
-async def test_searxng(engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_searxng(
+    engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv, seen = engine
     results = await SearxngProvider(srv.url).search("kites", 3)
-    assert results == [WebResult(f"Page {i}", f"https://example.org/{i}", f"Snippet number {i} about kites.") for i in range(3)]
+    assert results == [
+        WebResult(f"Page {i}", f"https://example.org/{i}", f"Snippet number {i} about kites.")
+        for i in range(3)
+    ]
     assert seen[-1] == {"path": "/search", "q": "kites", "format": "json"}
     monkeypatch.setenv("TOOLGYM_WEB_SEARCH", "searxng")
     monkeypatch.setenv("TOOLGYM_SEARXNG_URL", srv.url)
     out = await web_search.call({"query": "kites", "k": 2})
-    assert not out.error and out.text.startswith("1. Page 0\n   https://example.org/0") and "2. Page 1" in out.text
+    assert (
+        not out.error
+        and out.text.startswith("1. Page 0\n   https://example.org/0")
+        and "2. Page 1" in out.text
+    )
     assert out.metadata == {"urls": ["https://example.org/0", "https://example.org/1"], "provider": "searxng"}
 
 
-async def test_brave(engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_brave(
+    engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv, seen = engine
     endpoint = f"{srv.url}/res/v1/web/search"
     results = await BraveProvider(api_key="good-key", endpoint=endpoint).search("kites", 4)
@@ -85,7 +107,9 @@ async def test_brave(engine: tuple[BackgroundServer, list[dict[str, Any]]], monk
     assert not out.error and out.metadata["urls"] == ["https://example.org/0"]
 
 
-async def test_errors(engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_errors(
+    engine: tuple[BackgroundServer, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv, _ = engine
     with pytest.raises(ToolExecutionError, match="rate-limited"):
         await SearxngProvider(f"{srv.url}/busy").search("kites", 2)

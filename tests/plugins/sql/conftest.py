@@ -60,8 +60,10 @@ def postgres_dsn() -> str:
         return dsn
     proc = subprocess.run(["bash", str(ENSURE_POSTGRES)], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
-        pytest.fail("PostgreSQL is needed: scripts/ensure-postgres.sh failed (or set TOOLGYM_TEST_POSTGRES_DSN "
-                    f"to a server where the role may create databases):\n{proc.stderr[-3000:]}")
+        pytest.fail(
+            "PostgreSQL is needed: scripts/ensure-postgres.sh failed (or set TOOLGYM_TEST_POSTGRES_DSN "
+            f"to a server where the role may create databases):\n{proc.stderr[-3000:]}"
+        )
     return proc.stdout.strip().splitlines()[-1]
 
 

@@ -44,8 +44,9 @@ class PlainSQLite(SQLBackend):
             raise SQLError(str(exc)) from None
         return QueryResult([d[0] for d in cur.description or []], [tuple(r) for r in rows], False, 0.0)
 
-    async def query(self, sql: str, *, max_rows: int = 100, timeout_s: float = 10.0,
-                    cell_chars: int | None = None) -> QueryResult:
+    async def query(
+        self, sql: str, *, max_rows: int = 100, timeout_s: float = 10.0, cell_chars: int | None = None
+    ) -> QueryResult:
         return await asyncio.to_thread(self._run, sql, max_rows)
 
     async def tables(self, *, timeout_s: float = 10.0) -> list[Table]:
@@ -71,7 +72,11 @@ async def test_sqlite_rows_pass_on_the_tools_path_and_fail_on_a_plain_connection
     # fts3_tokenizer answers an address, ATTACH and VACUUM INTO write, the CTE outlives its limit;
     # load_extension stays off in Python's sqlite3 and readfile is no function of it, whatever the opener
     assert {n for n, r in by_name.items() if r.result == FAIL} == {
-        "sql.sqlite-fts3-tokenizer", "sql.sqlite-attach", "sql.sqlite-vacuum-into", "sql.sqlite-runaway-cte"}, weak
+        "sql.sqlite-fts3-tokenizer",
+        "sql.sqlite-attach",
+        "sql.sqlite-vacuum-into",
+        "sql.sqlite-runaway-cte",
+    }, weak
     assert "VACUUM INTO" in by_name["sql.sqlite-vacuum-into"].detail
     assert "runaway" in by_name["sql.sqlite-runaway-cte"].detail
     assert time.monotonic() - start < 20
@@ -79,7 +84,8 @@ async def test_sqlite_rows_pass_on_the_tools_path_and_fail_on_a_plain_connection
 
 @pytest.mark.parametrize("name", BACKENDS)
 async def test_sqlite_rows_pass_in_the_sql_sandbox_and_fail_with_a_weakened_runner(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same checks through the sandboxed path (the runner copied into an ``sql`` sandbox); a
     runner whose authorizer is gone lets fts3_tokenizer out."""
 
@@ -88,7 +94,9 @@ async def test_sqlite_rows_pass_in_the_sql_sandbox_and_fail_with_a_weakened_runn
 
     start = time.monotonic()
     good = await audit.in_sandbox_rows(name, factory)
-    assert [(r.check, r.backend, r.kind, r.result) for r in good] == [(n, name, "sql", PASS) for n in SQLITE_NAMES], good
+    assert [(r.check, r.backend, r.kind, r.result) for r in good] == [
+        (n, name, "sql", PASS) for n in SQLITE_NAMES
+    ], good
     source = sandboxed.runner_source().replace(b"conn.set_authorizer(authorize)", b"pass")
     assert source != sandboxed.runner_source()
     monkeypatch.setattr(sandboxed, "runner_source", lambda: source)
@@ -108,19 +116,24 @@ async def test_postgres_rows_are_skipped_without_a_dsn(monkeypatch: pytest.Monke
     assert audit.configured_dsn("postgresql://given") == "postgresql://given"
 
 
-async def test_postgres_rows_pass_as_the_reader_and_fail_as_the_superuser(postgres_db: tuple[str, str, str]) -> None:
+async def test_postgres_rows_pass_as_the_reader_and_fail_as_the_superuser(
+    postgres_db: tuple[str, str, str],
+) -> None:
     admin, reader, _ = postgres_db
     good = await audit.postgres_rows(reader)
     assert results(good) == dict.fromkeys(POSTGRES_NAMES, PASS), good
     bad = {r.check: r for r in await audit.postgres_rows(admin)}
     # the statement filter holds whatever the role; everything the role itself should lack, it has
-    assert {n for n, r in bad.items() if r.result == FAIL} == set(POSTGRES_NAMES) - {"sql.postgres-advisory-filter"}, bad
+    assert {n for n, r in bad.items() if r.result == FAIL} == set(POSTGRES_NAMES) - {
+        "sql.postgres-advisory-filter"
+    }, bad
     assert "superuser" in bad["sql.postgres-role"].detail
     assert "pg_locks" in bad["sql.postgres-other-sessions"].detail
 
 
-async def test_a_pool_that_reuses_sessions_fails_the_reset_row(postgres_db: tuple[str, str, str],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_pool_that_reuses_sessions_fails_the_reset_row(
+    postgres_db: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolgym.plugins.sql import postgres
 
     async def reuse(pool: Any, conn: Any, *, reset: str) -> None:
@@ -130,18 +143,27 @@ async def test_a_pool_that_reuses_sessions_fails_the_reset_row(postgres_db: tupl
     monkeypatch.setattr(postgres._Pool, "_retire", functools.partialmethod(reuse, reset="ROLLBACK"))
     rows = {r.check: r for r in await audit.postgres_rows(postgres_db[1])}
     assert rows["sql.postgres-reset"].result == FAIL
-    for what in ("the SET", "the custom setting's placeholder", "the temp table", "the prepared statement",
-                 "the random() seed"):
+    for what in (
+        "the SET",
+        "the custom setting's placeholder",
+        "the temp table",
+        "the prepared statement",
+        "the random() seed",
+    ):
         assert what in rows["sql.postgres-reset"].detail
     # the reset the pool ran before issue 42 (DISCARD ALL's steps) leaves the placeholder and the seed
-    discard_all = ("ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
-                   "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP")
+    discard_all = (
+        "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
+        "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP"
+    )
     monkeypatch.setattr(postgres._Pool, "_retire", functools.partialmethod(reuse, reset=discard_all))
     detail = {r.check: r for r in await audit.postgres_rows(postgres_db[1])}["sql.postgres-reset"].detail
     assert detail.endswith("still saw the custom setting's placeholder, the random() seed"), detail
 
 
-def test_the_cli_adds_the_sql_rows(postgres_db: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_adds_the_sql_rows(
+    postgres_db: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sandbox rows are left out (tests/sandboxes/test_audit.py runs them): only the plumbing."""
     import toolgym.sandboxes.audit as sandbox_audit
     from toolgym.cli import app
@@ -154,7 +176,9 @@ def test_the_cli_adds_the_sql_rows(postgres_db: tuple[str, str, str], monkeypatc
     cli = CliRunner()
     ok = cli.invoke(app, ["sandbox", "audit", "--json", "--sql-dsn", postgres_db[1]])
     assert ok.exit_code == 0, ok.output
-    assert [(r["check"], r["result"]) for r in json.loads(ok.stdout)] == [(n, PASS) for n in SQLITE_NAMES + POSTGRES_NAMES]
+    assert [(r["check"], r["result"]) for r in json.loads(ok.stdout)] == [
+        (n, PASS) for n in SQLITE_NAMES + POSTGRES_NAMES
+    ]
     from tests.plugins.sql.test_sql_postgres_security import as_url
 
     monkeypatch.setenv(audit.DSN_ENV, as_url(postgres_db[0]))  # how the sql tool is pointed at a server

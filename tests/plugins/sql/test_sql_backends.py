@@ -107,11 +107,15 @@ async def test_schema(db: SQLBackend) -> None:
     assert [c.name for c in people.columns] == ["id", "name", "team_id", "score", "note"]
     assert [c.primary_key for c in people.columns] == [True, False, False, False, False]
     assert not people.columns[1].nullable and people.columns[2].nullable
-    assert [(fk.columns, fk.ref_table, fk.ref_columns) for fk in people.foreign_keys] == [(["team_id"], "teams", ["id"])]
+    assert [(fk.columns, fk.ref_table, fk.ref_columns) for fk in people.foreign_keys] == [
+        (["team_id"], "teams", ["id"])
+    ]
     assert tables["team_sizes"].kind == "view" and tables["teams"].kind == "table"
 
 
-async def test_sqlite_specific_refusals(sqlite_db: SQLiteBackend, tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_sqlite_specific_refusals(
+    sqlite_db: SQLiteBackend, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     other = tmp_path_factory.mktemp("attach") / "other.sqlite"
     with pytest.raises(ReadOnlyViolation):
         await sqlite_db.query(f"ATTACH DATABASE '{other}' AS other")
@@ -129,8 +133,11 @@ async def test_sqlite_specific_refusals(sqlite_db: SQLiteBackend, tmp_path_facto
 
 async def test_sqlite_fts3_tokenizer_leaks_no_pointer(sqlite_db: SQLiteBackend) -> None:
     # fts3_tokenizer('simple') returns the address of a tokenizer module in the process running SQLite
-    for query in ("SELECT fts3_tokenizer('simple')", "SELECT hex(FTS3_TOKENIZER('porter'))",
-                  "WITH t(n) AS (SELECT 'simple') SELECT length(fts3_tokenizer(n)) FROM t"):
+    for query in (
+        "SELECT fts3_tokenizer('simple')",
+        "SELECT hex(FTS3_TOKENIZER('porter'))",
+        "WITH t(n) AS (SELECT 'simple') SELECT length(fts3_tokenizer(n)) FROM t",
+    ):
         with pytest.raises(ReadOnlyViolation, match="fts3_tokenizer is not allowed"):
             await sqlite_db.query(query)
     assert (await sqlite_db.query("SELECT COUNT(*) FROM teams")).rows == [(3,)]
@@ -162,12 +169,16 @@ async def test_postgres_reader_role_has_only_select(postgres_db: tuple[str, str,
     try:
         assert (await db.query("SELECT current_user")).rows == [("toolgym_reader",)]
         # even outside the read-only transaction the role may not write: it holds SELECT only
-        privileges = await db.query("SELECT has_table_privilege('people', 'INSERT'), has_table_privilege('people', 'SELECT')")
+        privileges = await db.query(
+            "SELECT has_table_privilege('people', 'INSERT'), has_table_privilege('people', 'SELECT')"
+        )
         assert privileges.rows == [(False, True)]
         assert (await db.query("SHOW default_transaction_read_only")).rows == [("on",)]
         # nor end another episode's session (same role) with pg_terminate_backend
         with pytest.raises(SQLError, match="permission denied for function pg_terminate_backend"):
-            await db.query("SELECT pg_terminate_backend(2147483647)")  # (nor may it list the others: pg_stat_activity)
+            await db.query(
+                "SELECT pg_terminate_backend(2147483647)"
+            )  # (nor may it list the others: pg_stat_activity)
         score = await db.query("SELECT score FROM people WHERE id = 1")
         assert score.rows == [(Decimal("9.50"),)]
     finally:

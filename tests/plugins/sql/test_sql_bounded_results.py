@@ -31,15 +31,23 @@ MiB = 1024 * 1024
 
 # -- reading statements as PostgreSQL does --------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("sql", "first", "body"),
     [
         ("SELECT 1", "select", "SELECT 1"),
         ("  select 1 ;  -- done\n", "select", "  select 1"),
         ("(SELECT 1) UNION (SELECT 2);;", "select", "(SELECT 1) UNION (SELECT 2)"),
-        ("WITH x AS (SELECT ')' AS p) SELECT p FROM x", "with", "WITH x AS (SELECT ')' AS p) SELECT p FROM x"),
-        ("SELECT $$)$$, $t$ ( $t$, E'\\')', '('')', \"a)\"\"\" /* ) /* ( */ */", "select",
-         "SELECT $$)$$, $t$ ( $t$, E'\\')', '('')', \"a)\"\"\""),
+        (
+            "WITH x AS (SELECT ')' AS p) SELECT p FROM x",
+            "with",
+            "WITH x AS (SELECT ')' AS p) SELECT p FROM x",
+        ),
+        (
+            "SELECT $$)$$, $t$ ( $t$, E'\\')', '('')', \"a)\"\"\" /* ) /* ( */ */",
+            "select",
+            "SELECT $$)$$, $t$ ( $t$, E'\\')', '('')', \"a)\"\"\"",
+        ),
         ("SELECT a$b$ FROM t", "select", "SELECT a$b$ FROM t"),  # $ inside a name opens no quote
         ("VALUES (1), (2)", "values", "VALUES (1), (2)"),
         ("EXPLAIN SELECT 1", "explain", "EXPLAIN SELECT 1"),
@@ -48,7 +56,11 @@ MiB = 1024 * 1024
         ("SELECT 'open", "select", None),
         ("SELECT 1 /* open", "select", None),
         ("SELECT $x$ open", "select", None),
-        ("SELECT x'\\', ')'", "select", "SELECT x'\\', ')'"),  # not an E'' string: the backslash is a character
+        (
+            "SELECT x'\\', ')'",
+            "select",
+            "SELECT x'\\', ')'",
+        ),  # not an E'' string: the backslash is a character
     ],
 )
 def test_parse_reads_quotes_comments_and_parentheses(sql: str, first: str, body: str | None) -> None:
@@ -64,6 +76,7 @@ def test_parse_refuses_a_second_statement(sql: str) -> None:
 
 # -- the bounded PostgreSQL result reads as the statement alone ---------------------------------------
 
+
 @pytest.fixture()
 async def pg(postgres_db: tuple[str, str, str]) -> AsyncIterator[PostgresBackend]:
     db = PostgresBackend(postgres_db[1])
@@ -72,8 +85,10 @@ async def pg(postgres_db: tuple[str, str, str]) -> AsyncIterator[PostgresBackend
 
 
 async def test_values_keep_their_types_and_rows_their_order(pg: PostgresBackend) -> None:
-    r = await pg.query("SELECT 1::int AS i, 2.5::numeric AS n, 'a'::text AS t, '{\"k\": [1]}'::json AS j, "
-                       "ARRAY[1, 2] AS a, '\\x0102'::bytea AS b, NULL::text AS z, now() > '2000-01-01' AS later")
+    r = await pg.query(
+        "SELECT 1::int AS i, 2.5::numeric AS n, 'a'::text AS t, '{\"k\": [1]}'::json AS j, "
+        "ARRAY[1, 2] AS a, '\\x0102'::bytea AS b, NULL::text AS z, now() > '2000-01-01' AS later"
+    )
     assert r.columns == ["i", "n", "t", "j", "a", "b", "z", "later"]
     assert r.rows == [(1, decimal.Decimal("2.5"), "a", {"k": [1]}, [1, 2], b"\x01\x02", None, True)]
     shown = await pg.query("SELECT '\\x0102'::bytea AS b", cell_chars=CELL_CHARS)
@@ -93,15 +108,18 @@ async def test_long_cells_are_cut_by_the_server_and_read_as_cut(pg: PostgresBack
     out = await tool.call({"query": "SELECT repeat('ab', 50000) AS big, 'small' AS s"})
     row = out.text.splitlines()[1]
     assert row == "ab" * 99 + "a… | small", out.text
-    exact = await pg.query("SELECT repeat('ab', 50000) AS big")  # exact values (scoring) arrive whole below the cap
+    exact = await pg.query(
+        "SELECT repeat('ab', 50000) AS big"
+    )  # exact values (scoring) arrive whole below the cap
     assert exact.rows == [("ab" * 50000,)]
     with pytest.raises(SQLError, match=r"column 'big' of row 1 is 20000000 bytes, more than the 16777216"):
         await pg.query("SELECT repeat('x', 20000000) AS big")
 
 
 async def test_rows_stop_at_the_byte_budget(pg: PostgresBackend) -> None:
-    shown = await pg.query("SELECT repeat('x', 3000) FROM generate_series(1, 100000)", max_rows=100_000,
-                           cell_chars=CELL_CHARS)
+    shown = await pg.query(
+        "SELECT repeat('x', 3000) FROM generate_series(1, 100000)", max_rows=100_000, cell_chars=CELL_CHARS
+    )
     assert shown.truncated and 0 < len(shown.rows) < 100_000
     assert sum(len(v) for (v,) in shown.rows) <= DISPLAY_RESULT_BYTES
     with pytest.raises(SQLError, match="larger than the 16777216 bytes a result of exact values may have"):
@@ -110,11 +128,15 @@ async def test_rows_stop_at_the_byte_budget(pg: PostgresBackend) -> None:
 
 async def test_the_statement_cannot_leave_its_parentheses(pg: PostgresBackend) -> None:
     # each would make the wrapper's parenthesis close early and put rows of its own beside the wrapped ones
-    for escape in ("SELECT 1) AS z, (SELECT repeat('x', 100000)",
-                   "SELECT 'a' AS c1) AS q UNION ALL SELECT repeat('x', 100000) FROM (SELECT 1"):
+    for escape in (
+        "SELECT 1) AS z, (SELECT repeat('x', 100000)",
+        "SELECT 'a' AS c1) AS q UNION ALL SELECT repeat('x', 100000) FROM (SELECT 1",
+    ):
         with pytest.raises(SQLError, match="quotes, comments or parentheses do not close"):
             await pg.query(escape)
-    with pytest.raises(SQLError, match="UNION types integer and text"):  # the server's own error, from the describe
+    with pytest.raises(
+        SQLError, match="UNION types integer and text"
+    ):  # the server's own error, from the describe
         await pg.query("SELECT 1 AS c1) AS q UNION ALL SELECT repeat('x', 100000) FROM (SELECT 1")
     with pytest.raises(SQLError, match="syntax error"):
         await pg.query("SELECT (1")
@@ -124,12 +146,17 @@ async def test_the_statement_cannot_leave_its_parentheses(pg: PostgresBackend) -
 
 async def test_a_timeout_while_large_rows_arrive_says_so(pg: PostgresBackend) -> None:
     with pytest.raises(QueryTimeout, match=r"ran past the 1s time limit and was stopped"):
-        await pg.query("SELECT repeat('x', 10000000), pg_sleep(0.3) FROM generate_series(1, 100)", max_rows=100,
-                       timeout_s=1.0, cell_chars=CELL_CHARS)
+        await pg.query(
+            "SELECT repeat('x', 10000000), pg_sleep(0.3) FROM generate_series(1, 100)",
+            max_rows=100,
+            timeout_s=1.0,
+            cell_chars=CELL_CHARS,
+        )
     assert (await pg.query("SELECT 7")).rows == [(7,)]
 
 
 # -- SQLite from the host, in a process of its own ------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -155,8 +182,11 @@ async def test_sqlite_memory_and_size_limits_read_clearly(small_db: Path) -> Non
     db = SQLiteBackend(small_db, memory_bytes=256 * MiB)
     with pytest.raises(SQLError, match="needed more than the 256 MiB of memory a query may use"):
         await db.query("SELECT randomblob(300000000)", cell_chars=CELL_CHARS)
-    shown = await db.query(COUNT.format(n=100_000) + "SELECT substr(hex(zeroblob(200)), 1, 300) FROM c",
-                           max_rows=100_000, cell_chars=CELL_CHARS)
+    shown = await db.query(
+        COUNT.format(n=100_000) + "SELECT substr(hex(zeroblob(200)), 1, 300) FROM c",
+        max_rows=100_000,
+        cell_chars=CELL_CHARS,
+    )
     assert shown.truncated and 1000 < len(shown.rows) < 100_000  # stopped at the 1 MiB budget, not an error
     with pytest.raises(SQLError, match="more than the 16777216 bytes"):
         await db.query(COUNT.format(n=10_000) + "SELECT hex(zeroblob(1000)) FROM c", max_rows=100_000)

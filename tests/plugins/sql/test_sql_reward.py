@@ -28,10 +28,14 @@ def test_ordering_counts_only_when_the_gold_orders() -> None:
 
 def test_nulls_and_numbers() -> None:
     assert results_match([(None, 1)], [(None, 1)], ordered=False)
-    assert not results_match([(None,)], [(0,)], ordered=False) and not results_match([("",)], [(None,)], ordered=False)
+    assert not results_match([(None,)], [(0,)], ordered=False) and not results_match(
+        [("",)], [(None,)], ordered=False
+    )
     assert results_match([(Decimal("12.50"),)], [(12.5,)], ordered=False)
     assert results_match([(0.1 + 0.2,)], [(0.3,)], ordered=False)
-    assert results_match([(10,)], [(10.0,)], ordered=False) and results_match([(True,)], [(1,)], ordered=False)
+    assert results_match([(10,)], [(10.0,)], ordered=False) and results_match(
+        [(True,)], [(1,)], ordered=False
+    )
     assert results_match([(Decimal("412.3333333333333333"),)], [(412.3333333333333,)], ordered=False)
     assert not results_match([(0.3001,)], [(0.3,)], ordered=False)
     assert not results_match([("10",)], [(10,)], ordered=False)  # text is not a number
@@ -57,7 +61,7 @@ def test_column_order_does_not_matter() -> None:
         ("SELECT 'ORDER BY' AS label FROM t", False),
         ("SELECT a FROM t -- ORDER BY a\n", False),
         ("SELECT a FROM t /* order by a */", False),
-        ("SELECT \"order by\" FROM t", False),
+        ('SELECT "order by" FROM t', False),
         ("SELECT 'it''s' FROM t ORDER BY 1", True),
         ("WITH x AS (SELECT a FROM t ORDER BY a) SELECT a FROM x", False),
         ("SELECT a FROM t WHERE a IN (SELECT b FROM u ORDER BY b) ORDER BY a", True),

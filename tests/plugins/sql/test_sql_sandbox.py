@@ -60,16 +60,28 @@ async def test_shipped_questions_same_in_the_sandbox_as_on_the_host(sandboxes: P
         for seed, task in enumerate(tasks):
             (_, info_b), (_, info_h) = await boxed.reset(seed=seed), await host.reset(seed=seed)
             assert (info_b["sql_where"], info_h["sql_where"]) == ("sandbox", "host")
-            other = next(t for t in tasks[seed + 1:] + tasks[:seed] if t.metadata["db"] == task.metadata["db"])
-            answers = [f"```sql\n{task.answer}\n```", f"```sql\n{other.answer}\n```", "```sql\nDELETE FROM x\n```"]
+            other = next(
+                t for t in tasks[seed + 1 :] + tasks[:seed] if t.metadata["db"] == task.metadata["db"]
+            )
+            answers = [
+                f"```sql\n{task.answer}\n```",
+                f"```sql\n{other.answer}\n```",
+                "```sql\nDELETE FROM x\n```",
+            ]
             rewards_b = [(await boxed.score(task, a))[0] for a in answers]
             rewards_h = [(await host.score(task, a))[0] for a in answers]
-            assert rewards_b == rewards_h and rewards_b[0] == 1.0 and rewards_b[2] == 0.0, (task.id, rewards_b, rewards_h)
+            assert rewards_b == rewards_h and rewards_b[0] == 1.0 and rewards_b[2] == 0.0, (
+                task.id,
+                rewards_b,
+                rewards_h,
+            )
             by_b, by_h = {t.name: t for t in boxed.tools}, {t.name: t for t in host.tools}
             out_b = await boxed.call_tool(by_b["sql_query"], {"query": task.answer})
             out_h = await host.call_tool(by_h["sql_query"], {"query": task.answer})
             assert (out_b.text, out_b.error) == (out_h.text, out_h.error), task.id
-            assert {k: out_b.metadata[k] for k in ("rows", "truncated")} == {k: out_h.metadata[k] for k in ("rows", "truncated")}
+            assert {k: out_b.metadata[k] for k in ("rows", "truncated")} == {
+                k: out_h.metadata[k] for k in ("rows", "truncated")
+            }
         for name in shipped_names():
             lite = open_database(f"shipped:{name}")
             inside = await episode_backend(ctx, lite)
@@ -109,7 +121,10 @@ VALUE_QUERIES = [
 async def test_values_errors_and_caps_read_the_same(sandbox: Any, sqlite_db: SQLiteBackend) -> None:
     inside = SandboxSQLiteBackend(sqlite_db, sandbox)
     for kwargs in ({}, {"max_rows": 20, "max_chars": 10_000}, {"max_rows": 1000, "max_chars": 300}):
-        (q_b, _), (q_h, _) = make_sql_tools(inside, **kwargs), make_sql_tools(sqlite_db, sandbox=False, **kwargs)
+        (q_b, _), (q_h, _) = (
+            make_sql_tools(inside, **kwargs),
+            make_sql_tools(sqlite_db, sandbox=False, **kwargs),
+        )
         for query in VALUE_QUERIES:
             out_b, out_h = await q_b.call({"query": query}), await q_h.call({"query": query})
             assert (out_b.text, out_b.error) == (out_h.text, out_h.error), (kwargs, query)
@@ -124,9 +139,15 @@ async def test_values_errors_and_caps_read_the_same(sandbox: Any, sqlite_db: SQL
 async def test_writes_are_refused_and_nothing_changes(sandbox: Any, sqlite_db: SQLiteBackend) -> None:
     inside = SandboxSQLiteBackend(sqlite_db, sandbox)
     before = snapshot(sqlite_db.path)
-    for statement in ("DELETE FROM numbers", "UPDATE people SET name = 'x'", "DROP TABLE people",
-                      "CREATE TABLE extra (a INTEGER)", "ALTER TABLE people ADD COLUMN age INTEGER",
-                      "PRAGMA writable_schema = ON", "BEGIN"):
+    for statement in (
+        "DELETE FROM numbers",
+        "UPDATE people SET name = 'x'",
+        "DROP TABLE people",
+        "CREATE TABLE extra (a INTEGER)",
+        "ALTER TABLE people ADD COLUMN age INTEGER",
+        "PRAGMA writable_schema = ON",
+        "BEGIN",
+    ):
         with pytest.raises(ReadOnlyViolation, match="the database is read-only"):
             await inside.query(statement)
     assert (await inside.query("SELECT COUNT(*) FROM numbers")).rows == [(5000,)]
@@ -146,7 +167,11 @@ async def test_timeouts(sandbox: Any, sqlite_db: SQLiteBackend, monkeypatch: pyt
         await inside.query(FOREVER, timeout_s=0.3)
     query, _ = make_sql_tools(inside, timeout_s=0.3)
     out = await query.call({"query": FOREVER})
-    assert out.error and out.text == "Error: " + "the query ran past the 0.3s time limit and was stopped; simplify it or add a LIMIT"
+    assert (
+        out.error
+        and out.text
+        == "Error: " + "the query ran past the 0.3s time limit and was stopped; simplify it or add a LIMIT"
+    )
     # the sandbox's own limit stands behind the statement's: here it strikes first
     monkeypatch.setattr(sandboxed, "START_MARGIN_S", -1.5)
     with pytest.raises(QueryTimeout, match=r"ran past the 2s time limit"):
@@ -166,7 +191,9 @@ async def test_output_caps(sandbox: Any, sqlite_db: SQLiteBackend) -> None:
     assert not out.error and out.text.splitlines()[1] == "x" * 199 + "… | <1000000 bytes>"
 
 
-async def test_episodes_pick_where_sql_runs(sandboxes: PooledBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_episodes_pick_where_sql_runs(
+    sandboxes: PooledBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lite = open_database("shipped:shop")
     ctx = EpisodeContext(episode_id="sql-where", sandbox_backend=sandboxes)
     try:
@@ -191,8 +218,13 @@ async def test_episodes_pick_where_sql_runs(sandboxes: PooledBackend, monkeypatc
 async def test_text2sql_end_to_end_in_the_sandbox(sandboxes: PooledBackend, qwen_chat: ChatFormat) -> None:
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("sql", sql_plugin)])
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=registry, policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=6),
-                           sandbox_backend=sandboxes, on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=registry,
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=6),
+        sandbox_backend=sandboxes,
+        on_trajectory=out.append,
+    )
     n = 12
     await engine.run(plan_episodes("text2sql", num_tasks=n, group_size=1))
     assert len(out) == n

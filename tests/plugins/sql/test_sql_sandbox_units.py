@@ -44,8 +44,13 @@ def real_runner(tmp: Path):  # type: ignore[no-untyped-def]
         runner, copy = tmp / "runner.py", tmp / "copy.sqlite"
         runner.write_bytes(files[f"{cmd.sandbox.workdir}/{RUNNER}"])
         copy.write_bytes(files[f"{cmd.sandbox.workdir}/{request['db']}"])
-        proc = subprocess.run([sys.executable, "-I", "-S", str(runner)], input=json.dumps({**request, "db": str(copy)}),
-                              capture_output=True, text=True, timeout=cmd.timeout)
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", str(runner)],
+            input=json.dumps({**request, "db": str(copy)}),
+            capture_output=True,
+            text=True,
+            timeout=cmd.timeout,
+        )
         return ExecResult(proc.returncode, proc.stdout, proc.stderr)
 
     return handle
@@ -69,14 +74,27 @@ async def test_runner_gets_the_copy_and_answers(sqlite_db: SQLiteBackend, tmp_pa
         (ExecResult(124, "", "", timed_out=True), QueryTimeout, "ran past the 5s time limit"),
         (ExecResult(137, "", "", oom_killed=True), SQLError, "ran out of memory in the sandbox"),
         (ExecResult(1, "", "Traceback (most recent call last):\nMemoryError"), SQLError, "ran out of memory"),
-        (ExecResult(127, "", "sh: python3: not found"), SQLError, r"exit 127\): sh: python3: not found; the sandbox image needs python3"),
-        (ExecResult(0, "{not json", ""), SQLError, r"runner failed in the sql sandbox \(exit 0\): no error output"),
+        (
+            ExecResult(127, "", "sh: python3: not found"),
+            SQLError,
+            r"exit 127\): sh: python3: not found; the sandbox image needs python3",
+        ),
+        (
+            ExecResult(0, "{not json", ""),
+            SQLError,
+            r"runner failed in the sql sandbox \(exit 0\): no error output",
+        ),
         (ExecResult(0, '{"ok": true', "", truncated=True), SQLError, r"exit 0, output cut"),
-        (ExecResult(0, '{"ok": false, "kind": "too_large", "message": "the result is 9 bytes"}', ""), SQLError,
-         "the result is 9 bytes"),
+        (
+            ExecResult(0, '{"ok": false, "kind": "too_large", "message": "the result is 9 bytes"}', ""),
+            SQLError,
+            "the result is 9 bytes",
+        ),
     ],
 )
-async def test_failures_read_clearly(sqlite_db: SQLiteBackend, result: ExecResult, error: type, message: str) -> None:
+async def test_failures_read_clearly(
+    sqlite_db: SQLiteBackend, result: ExecResult, error: type, message: str
+) -> None:
     inside = SandboxSQLiteBackend(sqlite_db, MemorySandbox("sql", handler=lambda _cmd: result))
     with pytest.raises(error, match=message):
         await inside.query("SELECT 1")
@@ -108,8 +126,9 @@ class _NoSandboxPlugin:
     pass
 
 
-async def test_episodes_without_a_working_sandbox_stay_on_the_host(sqlite_db: SQLiteBackend, caplog: pytest.LogCaptureFixture,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_episodes_without_a_working_sandbox_stay_on_the_host(
+    sqlite_db: SQLiteBackend, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sandboxed, "_warned", set())  # the warning is once per process
     assert await episode_backend(None, sqlite_db) is sqlite_db
     assert await episode_backend(EpisodeContext(), sqlite_db) is sqlite_db
@@ -134,7 +153,11 @@ async def test_episodes_without_a_working_sandbox_stay_on_the_host(sqlite_db: SQ
 
 
 def test_flags() -> None:
-    assert parse_flag("false", "sql_sandbox") is False and parse_flag("ON", "x") is True and parse_flag(None, "x") is True
+    assert (
+        parse_flag("false", "sql_sandbox") is False
+        and parse_flag("ON", "x") is True
+        and parse_flag(None, "x") is True
+    )
     assert parse_flag(False, "x") is False and parse_flag("", "x", default=False) is False
     with pytest.raises(ConfigError, match="sql_sandbox must be true or false, got 'maybe'"):
         parse_flag("maybe", "sql_sandbox")

@@ -31,13 +31,17 @@ def test_options() -> None:
     with pytest.raises(ConfigError, match="backend must be"):
         Text2SQLEnv(backend="mysql")
     train, test = Text2SQLEnv(split="train").tasks, Text2SQLEnv(split="test").tasks
-    assert len(train) + len(test) == len(load_questions()) and not {t.id for t in train} & {t.id for t in test}
+    assert len(train) + len(test) == len(load_questions()) and not {t.id for t in train} & {
+        t.id for t in test
+    }
 
 
 async def test_scoring() -> None:
     env = Text2SQLEnv(databases="library")
     env.bind(EpisodeContext())
-    await env.reset(seed=7)  # "For every author, ... most books first and ties in alphabetical order of name."
+    await env.reset(
+        seed=7
+    )  # "For every author, ... most books first and ties in alphabetical order of name."
     task = env.task
     assert task is not None and orders_result(task.answer)
     right = await env.score(task, f"```sql\n{task.answer}\n```")
@@ -48,7 +52,9 @@ async def test_scoring() -> None:
     assert (await env.score(task, f"<answer>{unordered}</answer>"))[0] == 0.0  # right rows, wrong order
     broken = await env.score(task, "```sql\nSELECT nope FROM authors\n```")
     assert broken[0] == 0.0 and "no such column" in broken[1]["error"]
-    assert (await env.score(task, "```sql\nDELETE FROM loans\n```"))[1]["error"].startswith("the database is read-only")
+    assert (await env.score(task, "```sql\nDELETE FROM loans\n```"))[1]["error"].startswith(
+        "the database is read-only"
+    )
     assert (await env.score(task, "I think it is Ingrid."))[1]["error"].startswith("no SQL found")
 
 
@@ -64,8 +70,12 @@ def _check(out: list[Trajectory], n: int) -> None:
 
 async def test_scripted_episodes_on_sqlite(qwen_chat: ChatFormat) -> None:
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=registry(), policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=6),
-                           on_trajectory=out.append)
+    engine = RolloutEngine(
+        registry=registry(),
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=6),
+        on_trajectory=out.append,
+    )
     n = len(load_questions())
     await engine.run(plan_episodes("text2sql", num_tasks=n, group_size=1))
     _check(out, n)
@@ -88,8 +98,12 @@ async def test_gold_queries_agree_on_sqlite_and_postgres(shipped_on_postgres: st
 async def test_scripted_episodes_on_postgres(qwen_chat: ChatFormat, shipped_on_postgres: str) -> None:
     postgres_dsn = shipped_on_postgres
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=registry(), policy=ScriptedPolicy(qwen_chat), config=EngineConfig(max_turns=6),
-                           on_trajectory=out.append, env_kwargs={"backend": "postgres", "dsn": postgres_dsn})
+    engine = RolloutEngine(
+        registry=registry(),
+        policy=ScriptedPolicy(qwen_chat),
+        config=EngineConfig(max_turns=6),
+        on_trajectory=out.append,
+        env_kwargs={"backend": "postgres", "dsn": postgres_dsn},
+    )
     await engine.run(plan_episodes("text2sql", num_tasks=len(load_questions()), group_size=1))
     _check(out, len(load_questions()))
-

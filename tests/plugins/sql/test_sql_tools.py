@@ -23,8 +23,14 @@ async def test_query_tool(sqlite_db: SQLiteBackend) -> None:
     query, _schema = make_sql_tools(sqlite_db)
     out = await query.call({"query": "SELECT id, name, score, note FROM people ORDER BY id"})
     assert not out.error
-    assert out.text.splitlines() == ["id | name | score | note", "1 | ann | 9.5 | NULL", "2 | bob | 7.25 | line one line two",
-                                     "3 | cy | NULL | x", "4 | dee | 3 | NULL", "(4 rows)"]
+    assert out.text.splitlines() == [
+        "id | name | score | note",
+        "1 | ann | 9.5 | NULL",
+        "2 | bob | 7.25 | line one line two",
+        "3 | cy | NULL | x",
+        "4 | dee | 3 | NULL",
+        "(4 rows)",
+    ]
     assert out.metadata["rows"] == 4 and not out.metadata["truncated"]
     refused = await query.call({"query": "DELETE FROM people"})
     assert refused.error and refused.text.startswith("Error: the database is read-only: delete")
@@ -52,7 +58,10 @@ async def test_row_and_output_caps(sqlite_db: SQLiteBackend) -> None:
     query, _ = make_sql_tools(sqlite_db, max_rows=20, max_chars=10_000)
     out = await query.call({"query": "SELECT n FROM numbers"})
     lines = out.text.splitlines()
-    assert len(lines) == 22 and lines[-1] == "(first 20 rows shown; the query returned more: aggregate or add a LIMIT)"
+    assert (
+        len(lines) == 22
+        and lines[-1] == "(first 20 rows shown; the query returned more: aggregate or add a LIMIT)"
+    )
     narrow, _ = make_sql_tools(sqlite_db, max_rows=1000, max_chars=300)
     out = await narrow.call({"query": "SELECT n, n * 2 AS twice FROM numbers"})
     assert len(out.text) <= 300 and "rows shown: output limit" in out.text.splitlines()[-1]
@@ -63,24 +72,36 @@ async def test_row_and_output_caps(sqlite_db: SQLiteBackend) -> None:
 
 async def test_timeout_reaches_the_model(sqlite_db: SQLiteBackend) -> None:
     query, _ = make_sql_tools(sqlite_db, timeout_s=0.3)
-    out = await query.call({"query": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"})
+    out = await query.call(
+        {"query": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"}
+    )
     assert out.error and "0.3s time limit" in out.text
 
 
 async def test_schema_tool(sqlite_db: SQLiteBackend) -> None:
     _, schema = make_sql_tools(sqlite_db)
     whole = await schema.call({})
-    assert not whole.error and whole.text.startswith("sqlite database, 4 table(s): numbers, people, team_sizes, teams")
-    assert ("CREATE TABLE people (\n  id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  team_id INTEGER,\n  "
-            "score NUMERIC(6,2),\n  note TEXT,\n  FOREIGN KEY (team_id) REFERENCES teams(id)\n);") in whole.text
+    assert not whole.error and whole.text.startswith(
+        "sqlite database, 4 table(s): numbers, people, team_sizes, teams"
+    )
+    assert (
+        "CREATE TABLE people (\n  id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  team_id INTEGER,\n  "
+        "score NUMERIC(6,2),\n  note TEXT,\n  FOREIGN KEY (team_id) REFERENCES teams(id)\n);"
+    ) in whole.text
     assert "CREATE VIEW team_sizes" in whole.text
     one = await schema.call({"table": "TEAMS", "sample_rows": 2})
-    assert one.text == "CREATE TABLE teams (\n  id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL\n);\n\nFirst 2 row(s):\nid | name\n1 | red\n2 | blue\n(2 rows)"
+    assert (
+        one.text
+        == "CREATE TABLE teams (\n  id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL\n);\n\nFirst 2 row(s):\nid | name\n1 | red\n2 | blue\n(2 rows)"
+    )
     missing = await schema.call({"table": "ghosts"})
-    assert missing.error and "there is no table 'ghosts'; the tables are: numbers, people, team_sizes, teams" in missing.text
+    assert (
+        missing.error
+        and "there is no table 'ghosts'; the tables are: numbers, people, team_sizes, teams" in missing.text
+    )
     bad = await schema.call({"table": "teams", "sample_rows": 9})
     assert bad.error and "sample_rows must be between 0 and 5" in bad.text
-    capped, = [t for t in make_sql_tools(sqlite_db, max_chars=120) if t.name == "sql_schema"]
+    (capped,) = [t for t in make_sql_tools(sqlite_db, max_chars=120) if t.name == "sql_schema"]
     short = await capped.call({})
     assert len(short.text) <= 120 and "call again with one table name" in short.text
 
@@ -88,7 +109,11 @@ async def test_schema_tool(sqlite_db: SQLiteBackend) -> None:
 async def test_configured_database(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("TOOLGYM_SQL_DATABASE", raising=False)
     out = await sql_query.call({"query": "SELECT 1"})
-    assert out.error and "set TOOLGYM_SQL_DATABASE" in out.text and "shipped:NAME (company, library, shop)" in out.text
+    assert (
+        out.error
+        and "set TOOLGYM_SQL_DATABASE" in out.text
+        and "shipped:NAME (company, library, shop)" in out.text
+    )
     monkeypatch.setenv("TOOLGYM_SQL_DATABASE", "shipped:library")
     out = await sql_query.call({"query": "SELECT COUNT(*) FROM books"})
     assert not out.error and out.text.splitlines()[1] == "30"

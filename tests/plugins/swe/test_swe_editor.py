@@ -56,14 +56,21 @@ def test_view_numbers_lines_like_cat_n(edit: Any) -> None:
     assert out.text.splitlines()[1:3] == ["     1\tdef f(x):", "     2\t    return x + 1"]
     part = edit(command="view", path=FILE, view_range=[5, -1])
     assert part.text.splitlines()[1:] == ["     5\tdef g(x):", "     6\t    return x + 1", "     7\t"]
-    assert edit(command="view", path=FILE, view_range=[2, 2]).text.splitlines()[1:] == ["     2\t    return x + 1"]
+    assert edit(command="view", path=FILE, view_range=[2, 2]).text.splitlines()[1:] == [
+        "     2\t    return x + 1"
+    ]
     for bad in ([0, 3], [3, 99], [4, 2], [1]):
         assert edit(command="view", path=FILE, view_range=bad).error
 
 
 def test_view_directory_lists_two_levels_without_hidden(edit: Any) -> None:
     out = edit(command="view", path="/workspace")
-    assert out.text.splitlines()[1:] == ["/workspace", "/workspace/pkg", "/workspace/pkg/mod.py", "/workspace/pkg/sub"]
+    assert out.text.splitlines()[1:] == [
+        "/workspace",
+        "/workspace/pkg",
+        "/workspace/pkg/mod.py",
+        "/workspace/pkg/sub",
+    ]
     assert edit(command="view", path="/workspace", view_range=[1, 2]).error
     assert not edit(command="view", path="/etc/os-release").error  # files outside the repository can be read
 
@@ -81,7 +88,12 @@ def test_str_replace_needs_a_unique_match(edit: Any, sandbox: Any, runner: async
     none = edit(command="str_replace", path=FILE, old_str="return x+1", new_str="y")
     assert none.error and "does not occur verbatim" in none.text
     assert read(sandbox, runner) == TEXT  # refused edits change nothing
-    ok = edit(command="str_replace", path=FILE, old_str="def g(x):\n    return x + 1", new_str="def g(x):\n    return x - 1")
+    ok = edit(
+        command="str_replace",
+        path=FILE,
+        old_str="def g(x):\n    return x + 1",
+        new_str="def g(x):\n    return x - 1",
+    )
     assert not ok.error and "     6\t    return x - 1" in ok.text
     assert read(sandbox, runner) == "def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x - 1\n"
     deleted = edit(command="str_replace", path=FILE, old_str="\n\ndef g(x):\n    return x - 1\n")

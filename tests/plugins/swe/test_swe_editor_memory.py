@@ -72,8 +72,10 @@ def test_a_large_file_reads_as_cat_n_shows_it(sandbox: Any, runner: asyncio.Runn
     rows = whole.text.splitlines()
     assert rows[1:4] == [line(1), line(2), line(3)]
     shown = len(rows) - 2
-    assert rows[-1] == (f"[... cut at line {shown} of {LINES + 1} (the file has {LINES * 30:,} bytes): "
-                        f"view the rest with view_range=[{shown + 1}, -1] ...]")
+    assert rows[-1] == (
+        f"[... cut at line {shown} of {LINES + 1} (the file has {LINES * 30:,} bytes): "
+        f"view the rest with view_range=[{shown + 1}, -1] ...]"
+    )
     middle = view(sandbox, runner, BIG, [20_000, 20_002])
     assert middle.text.splitlines()[1:] == [line(20_000), line(20_001), line(20_002)]
     end = view(sandbox, runner, BIG, [LINES - 1, -1])  # to the end: the empty line after the last newline
@@ -91,7 +93,9 @@ def test_a_large_file_gets_the_same_refusals(sandbox: Any, runner: asyncio.Runne
     assert binary.error and "not a UTF-8 text file" in binary.text
 
 
-def test_files_outside_the_work_directory_are_viewed_from_an_excerpt(sandbox: Any, runner: asyncio.Runner) -> None:
+def test_files_outside_the_work_directory_are_viewed_from_an_excerpt(
+    sandbox: Any, runner: asyncio.Runner
+) -> None:
     runner.run(sandbox.run("head -c 400000 /dev/zero | tr '\\0' 'z' > /tmp/outside.txt"))
     out = view(sandbox, runner, "/tmp/outside.txt")
     assert not out.error and "cut at line 1 of 1" in out.text and len(out.text) <= MAX_VIEW_CHARS + 400
@@ -104,18 +108,23 @@ def test_files_outside_the_work_directory_are_viewed_from_an_excerpt(sandbox: An
 # -- edits: files up to EDIT_READ_BYTES, undo history bounded ------------------------------------------
 
 
-def test_an_edit_of_a_file_over_the_cap_is_refused_in_one_sentence(sandbox: Any, runner: asyncio.Runner) -> None:
+def test_an_edit_of_a_file_over_the_cap_is_refused_in_one_sentence(
+    sandbox: Any, runner: asyncio.Runner
+) -> None:
     from toolgym.plugins.swe.editor import EDIT_READ_BYTES
 
     runner.run(sandbox.write_file("/workspace/huge.txt", "x = 1\n" * (EDIT_READ_BYTES // 6 + 10)))
-    for args in ({"command": "str_replace", "old_str": "x = 1", "new_str": "x = 2"},
-                 {"command": "insert", "insert_line": 1, "new_str": "y = 0"}):
+    for args in (
+        {"command": "str_replace", "old_str": "x = 1", "new_str": "x = 2"},
+        {"command": "insert", "insert_line": 1, "new_str": "y = 0"},
+    ):
         out = runner.run(str_replace_editor.call({**args, "path": "/workspace/huge.txt"}, sandbox=sandbox))
         assert out.error and "is larger than 4 MiB, the most the editor changes" in out.text, out.text
 
 
-def test_the_undo_history_forgets_the_oldest_texts_past_its_bound(sandbox: Any, runner: asyncio.Runner,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_undo_history_forgets_the_oldest_texts_past_its_bound(
+    sandbox: Any, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolgym.plugins.swe import editor
 
     monkeypatch.setattr(editor, "HISTORY_BYTES", 10_000)

@@ -40,12 +40,17 @@ class Episode:
         self.runner.run(self.ctx.aclose())
 
 
-def test_reset_checks_out_the_base_without_hidden_tests(local_backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_reset_checks_out_the_base_without_hidden_tests(
+    local_backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     ep = Episode(local_backend, runner, instance_ids="toolgym__confparse-1")
     try:
         messages, info = ep.reset(seed=7)
         assert [m["role"] for m in messages] == ["system", "user"]
-        assert "Option values are cut at the second `=`" in messages[1]["content"] and "/workspace" in messages[1]["content"]
+        assert (
+            "Option values are cut at the second `=`" in messages[1]["content"]
+            and "/workspace" in messages[1]["content"]
+        )
         assert info["task_id"] == "toolgym__confparse-1" and info["base_commit"] == ep.env.task.base_commit
         assert [t.name for t in ep.env.tools] == ["bash", "str_replace_editor", "search", "submit"]
         log = ep.step(call("bash", command="git log --oneline | wc -l; git status --porcelain | wc -l; pwd"))
@@ -53,7 +58,9 @@ def test_reset_checks_out_the_base_without_hidden_tests(local_backend: PooledBac
         hidden = ep.step(call("search", pattern="test_values_may_contain_equals_signs"))
         assert "No matches" in hidden.observation[0]["content"]
         tests = ep.step(call("bash", command="python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 1"))
-        assert " passed" in tests.observation[0]["content"] and "failed" not in tests.observation[0]["content"]
+        assert (
+            " passed" in tests.observation[0]["content"] and "failed" not in tests.observation[0]["content"]
+        )
     finally:
         ep.close()
 
@@ -63,7 +70,11 @@ def test_invalid_actions_are_steps_with_errors(local_backend: PooledBackend, run
     try:
         ep.reset()
         no_call = ep.step("I think the bug is in windowed.")
-        assert not no_call.valid and not no_call.terminated and "No tool call" in no_call.observation[0]["content"]
+        assert (
+            not no_call.valid
+            and not no_call.terminated
+            and "No tool call" in no_call.observation[0]["content"]
+        )
         malformed = ep.step("<tool_call>{not json</tool_call>")
         assert not malformed.valid and malformed.observation[0]["content"].startswith("Error:")
         unknown = ep.step(call("rm_rf", path="/"))
@@ -102,10 +113,24 @@ def test_submit_grades_the_diff(local_backend: PooledBackend, runner: asyncio.Ru
     ep = Episode(local_backend, runner, instance_ids="toolgym__minicache-2")
     try:
         ep.reset()
-        ep.step(call("str_replace_editor", command="str_replace", path="/workspace/minicache/memo.py",
-                     old_str="def memoize(func=None, *, cache={}):", new_str="def memoize(func=None, *, cache=None):"))
-        ep.step(call("str_replace_editor", command="str_replace", path="/workspace/minicache/memo.py",
-                     old_str="        store = cache\n", new_str="        store = {} if cache is None else cache\n"))
+        ep.step(
+            call(
+                "str_replace_editor",
+                command="str_replace",
+                path="/workspace/minicache/memo.py",
+                old_str="def memoize(func=None, *, cache={}):",
+                new_str="def memoize(func=None, *, cache=None):",
+            )
+        )
+        ep.step(
+            call(
+                "str_replace_editor",
+                command="str_replace",
+                path="/workspace/minicache/memo.py",
+                old_str="        store = cache\n",
+                new_str="        store = {} if cache is None else cache\n",
+            )
+        )
         ep.step(call("bash", command="echo scratch > notes.txt"))  # new files are part of the patch too
         done = ep.step(call("submit"))
         assert done.terminated and done.reward == 1.0 and done.info["status"] == "resolved"
@@ -126,8 +151,13 @@ def test_autosubmit_at_the_turn_limit(local_backend: PooledBackend, runner: asyn
     ep = Episode(local_backend, runner, instance_ids="toolgym__seqtools-2", max_turns=2)
     try:
         ep.reset()
-        first = ep.step(call("bash", command="sed -i 's/(last_start, end)/(last_start, max(last_end, end))/' "
-                                              "seqtools/intervals.py"))
+        first = ep.step(
+            call(
+                "bash",
+                command="sed -i 's/(last_start, end)/(last_start, max(last_end, end))/' "
+                "seqtools/intervals.py",
+            )
+        )
         assert not first.terminated and not first.truncated
         last = ep.step(call("search", pattern="max(last_end"))
         assert last.truncated and not last.terminated and last.reward == 1.0
@@ -150,7 +180,9 @@ def test_submit_refuses_unknown_arguments(local_backend: PooledBackend, runner: 
     ep = Episode(local_backend, runner, instance_ids="toolgym__minicache-2")
     try:
         ep.reset()
-        action = Action("", ActionKind.TOOL_CALLS, tool_calls=[ToolCall("submit", {"patch": "diff --git a b"})])
+        action = Action(
+            "", ActionKind.TOOL_CALLS, tool_calls=[ToolCall("submit", {"patch": "diff --git a b"})]
+        )
         result = runner.run(ep.env.step(action))
         assert not result.terminated and not result.truncated and result.valid is False
         assert "unexpected argument 'patch'" in result.observation[-1]["content"]

@@ -26,7 +26,7 @@ from toolgym.sandboxes.pool import PooledBackend
 
 TASKS = ("toolgym__textkit-1", "toolgym__ledger-2", "toolgym__seqtools-1")
 
-CONFTEST_PASSED_LINES = '''\
+CONFTEST_PASSED_LINES = """\
 import pytest
 
 _ids = []
@@ -36,19 +36,19 @@ def pytest_collection_modifyitems(items):
 
 def pytest_unconfigure(config):
     print("\\n".join(f"PASSED {i}" for i in _ids))
-'''
+"""
 """The 9-line conftest of issue 24: prints a PASSED line for every collected test after the summary."""
 
-CONFTEST_EXIT_ZERO = '''\
+CONFTEST_EXIT_ZERO = """\
 import os
 
 def pytest_collection_modifyitems(items):
     print("\\n".join(f"PASSED {i.nodeid}" for i in items), flush=True)
     os._exit(0)
-'''
+"""
 """Also beats an exit-code check: claims every test passed, then exits 0 before running any."""
 
-FORGE_REPORTS = '''
+FORGE_REPORTS = """
 import _pytest.reports as _reports
 
 _original = _reports.TestReport.from_item_and_call.__func__
@@ -61,10 +61,10 @@ def _always_passed(cls, item, call):
 
 
 _reports.TestReport.from_item_and_call = classmethod(_always_passed)
-'''
+"""
 """Every test report says passed (pytest then exits 0 and prints PASSED for each test)."""
 
-REGISTER_PLUGIN = '''
+REGISTER_PLUGIN = """
 import gc as _gc
 
 import _pytest.config as _config
@@ -80,21 +80,21 @@ class _SkipBodies:
 for _obj in _gc.get_objects():
     if isinstance(_obj, _config.Config) and not _obj.pluginmanager.has_plugin("x-forged"):
         _obj.pluginmanager.register(_SkipBodies(), "x-forged")
-'''
+"""
 """Finds the running pytest and registers a plugin that never runs a test's body."""
 
-REWRITE_TESTS = '''
+REWRITE_TESTS = """
 import pathlib as _pathlib
 import re as _re
 
 for _path in _pathlib.Path(__file__).parent.glob("test_*.py"):
     _names = _re.findall(r"^def (test_\\w+)", _path.read_text(), flags=_re.M)
     _path.write_text("".join(f"def {n}():\\n    pass\\n\\n" for n in _names))
-'''
+"""
 """In ``tests/__init__.py`` (imported before any test module): every test file rewritten to pass."""
 
 
-FAKE_PYTEST = '''
+FAKE_PYTEST = """
 import pathlib
 import re
 import sys
@@ -103,7 +103,7 @@ for path in sorted(pathlib.Path("tests").glob("test_*.py")):
     for name in re.findall(r"^def (test_\\w+)", path.read_text(), flags=re.M):
         print(f"PASSED {path.as_posix()}::{name}")
 sys.exit(0)
-'''
+"""
 """``pytest/__main__.py`` in the repository: ``python -m pytest`` runs it instead of pytest."""
 
 
@@ -130,18 +130,33 @@ def hidden_test_files(task: SWETask) -> list[str]:
 FORGERIES: dict[str, Callable[[SWETask], str]] = {
     "conftest_passed_lines": lambda t: with_files(t, {"conftest.py": CONFTEST_PASSED_LINES}),
     "conftest_exit_zero": lambda t: with_files(t, {"tests/conftest.py": CONFTEST_EXIT_ZERO}),
-    "pytest_ini_addopts": lambda t: with_files(t, {"pytest.ini": "[pytest]\naddopts = -p forged_reports\n",
-                                                   "forged_reports.py": FORGE_REPORTS}),
-    "sitecustomize": lambda t: with_files(t, {"sitecustomize.py": FORGE_REPORTS, "usercustomize.py": FORGE_REPORTS,
-                                              "tests/sitecustomize.py": FORGE_REPORTS}),
-    "pth_file": lambda t: with_files(t, {"forged.pth": "import forged_reports\n", "forged_reports.py": FORGE_REPORTS,
-                                         f"{t.repo.split('/')[1]}/forged.pth": "import forged_reports\n"}),
+    "pytest_ini_addopts": lambda t: with_files(
+        t, {"pytest.ini": "[pytest]\naddopts = -p forged_reports\n", "forged_reports.py": FORGE_REPORTS}
+    ),
+    "sitecustomize": lambda t: with_files(
+        t,
+        {
+            "sitecustomize.py": FORGE_REPORTS,
+            "usercustomize.py": FORGE_REPORTS,
+            "tests/sitecustomize.py": FORGE_REPORTS,
+        },
+    ),
+    "pth_file": lambda t: with_files(
+        t,
+        {
+            "forged.pth": "import forged_reports\n",
+            "forged_reports.py": FORGE_REPORTS,
+            f"{t.repo.split('/')[1]}/forged.pth": "import forged_reports\n",
+        },
+    ),
     "monkeypatch_reports": lambda t: with_files(t, appended(t, package(t), FORGE_REPORTS)),
     "register_plugin": lambda t: with_files(t, appended(t, package(t), REGISTER_PLUGIN)),
     "rewrite_tests_at_runtime": lambda t: with_files(t, {"tests/__init__.py": REWRITE_TESTS}),
     "test_modules_from_import_hook": lambda t: with_files(t, {"tests/__init__.py": SWAP_TEST_MODULES}),
     "shadow_pytest": lambda t: with_files(t, {"pytest/__init__.py": "", "pytest/__main__.py": FAKE_PYTEST}),
-    "edit_test_files": lambda t: with_files(t, {p: "def test_nothing():\n    pass\n" for p in hidden_test_files(t)}),
+    "edit_test_files": lambda t: with_files(
+        t, {p: "def test_nothing():\n    pass\n" for p in hidden_test_files(t)}
+    ),
     "delete_test_files": lambda t: with_files(t, {p: None for p in hidden_test_files(t)}),
 }
 
@@ -153,7 +168,9 @@ def backend(request: pytest.FixtureRequest, runner: asyncio.Runner) -> Iterator[
     runner.run(b.aclose())
 
 
-async def grade_all(backend: PooledBackend, jobs: list[tuple[SWETask, str]], workers: int = 2) -> list[Evaluation]:
+async def grade_all(
+    backend: PooledBackend, jobs: list[tuple[SWETask, str]], workers: int = 2
+) -> list[Evaluation]:
     results: list[Evaluation | None] = [None] * len(jobs)
     pending = list(enumerate(jobs))
 
@@ -185,8 +202,11 @@ def test_no_forgery_earns_reward(backend: PooledBackend, runner: asyncio.Runner)
     tasks = [t for t in shipped_tasks() if t.instance_id in TASKS]
     jobs = [(task, forge(task)) for task in tasks for forge in FORGERIES.values()]
     results = runner.run(grade_all(backend, jobs))
-    earned = [(task.instance_id, name) for (task, _), name, result in
-              zip(jobs, [n for _ in tasks for n in FORGERIES], results, strict=True) if result.resolved]
+    earned = [
+        (task.instance_id, name)
+        for (task, _), name, result in zip(jobs, [n for _ in tasks for n in FORGERIES], results, strict=True)
+        if result.resolved
+    ]
     assert earned == [], earned
     for result in results:
         assert result.status != "resolved"

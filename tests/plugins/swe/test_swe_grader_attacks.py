@@ -29,7 +29,7 @@ from toolgym.sandboxes.pool import PooledBackend
 
 TASKS = ("toolgym__textkit-1", "toolgym__ledger-2")
 
-XFAIL_WHEN_TESTED = '''
+XFAIL_WHEN_TESTED = """
 
 import importlib as _il
 import os as _os
@@ -61,16 +61,16 @@ for _file in sorted(_os.listdir(_os.path.dirname(__file__))):
     if _file.endswith(".py") and _file != "__init__.py":
         _wrap_module(_il.import_module(__name__ + "." + _file[:-3]))
 _wrap_module(_sys.modules[__name__])
-'''
+"""
 """Every function of the package calls ``pytest.xfail`` when it runs under pytest: swebench's rules
 count XFAIL as a pass for FAIL_TO_PASS and PASS_TO_PASS alike."""
 
-NO_OP_RUNTEST = '''
+NO_OP_RUNTEST = """
 import _pytest.python as _python
 _python.Function.runtest = {replacement}
-'''
+"""
 
-DISARM_REPORTER = '''
+DISARM_REPORTER = """
 
 import sys as _sys
 
@@ -79,11 +79,11 @@ for _name, _module in list(_sys.modules.items()):
         for _attr in ("_flag", "_check", "_repository_functions"):
             if hasattr(_module, _attr):
                 setattr(_module, _attr, lambda *a, **k: None)
-''' + NO_OP_RUNTEST.format(replacement="lambda self: None")
+""" + NO_OP_RUNTEST.format(replacement="lambda self: None")
 """The reporter's module and nonce are reachable from the code under test: its checks are turned
 off, then no test body runs (every test passes)."""
 
-READ_ONLY_FILE = '''
+READ_ONLY_FILE = """
 
 import os as _os
 import sys as _sys
@@ -98,10 +98,10 @@ if not _os.path.exists(_path):
     _os.chmod(_dir, 0o555)
 _sys.path.insert(0, _dir)
 import fasttest as _fast
-''' + NO_OP_RUNTEST.format(replacement="_fast.runtest")
+""" + NO_OP_RUNTEST.format(replacement="_fast.runtest")
 """The replacement lives in a file the attacker made read-only ("not writable" was trusted)."""
 
-TRUSTED_PREFIX = '''
+TRUSTED_PREFIX = """
 
 import os as _os
 import sys as _sys
@@ -112,19 +112,19 @@ with open(_os.path.join(_dir, "zipfast.py"), "w") as _f:
     _f.write("def runtest(self):\\n    return None\\n")
 _sys.path.insert(0, _dir)
 import zipfast as _fast
-''' + NO_OP_RUNTEST.format(replacement="_fast.runtest")
+""" + NO_OP_RUNTEST.format(replacement="_fast.runtest")
 """The replacement lives beside pytest's zip, under a path that starts with the trusted prefix."""
 
-FAKE_CO_FILENAME = '''
+FAKE_CO_FILENAME = """
 
 import os as _os
 
 _namespace = {}
 exec(compile("def runtest(self):\\n    return None\\n", _os.__file__, "exec"), _namespace)
-''' + NO_OP_RUNTEST.format(replacement='_namespace["runtest"]')
+""" + NO_OP_RUNTEST.format(replacement='_namespace["runtest"]')
 """The replacement claims, by its ``co_filename``, to come from the standard library."""
 
-REWRITE_KEEP_CANARIES = '''
+REWRITE_KEEP_CANARIES = """
 import os as _os
 import re as _re
 import sys as _sys
@@ -142,18 +142,18 @@ for _file in sorted(_os.listdir(_here)):
         _names = _re.findall(r"^def (test_\\w+)", _source, flags=_re.M)
         with open(_path, "a") as _f:  # later definitions win; the last two (the grader's canaries) are kept
             _f.write("".join(f"\\n\\ndef {_n}():\\n    pass\\n" for _n in _names[:-2]))
-'''
+"""
 """From ``tests/__init__.py`` (imported before any test module): the reporter disarmed, and every
 test but the file's last two (where the grader appends its canaries) redefined to pass. The
 canaries still fail; only a check from outside the test process sees the file change."""
 
-SKIP_BODIES_CONFTEST = '''import pytest
+SKIP_BODIES_CONFTEST = """import pytest
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     return True
-'''
+"""
 
 
 def smuggled_conftest(task: SWETask) -> str:
@@ -161,8 +161,10 @@ def smuggled_conftest(task: SWETask) -> str:
     lines = SKIP_BODIES_CONFTEST.splitlines()
     name = '"b/tests/conf\\164est.py"'
     body = "".join(f"+{line}\n" for line in lines)
-    return (f'diff --git "a/tests/conf\\164est.py" {name}\nnew file mode 100644\nindex 0000000..1111111\n'
-            f"--- /dev/null\n+++ {name}\n@@ -0,0 +1,{len(lines)} @@\n{body}")
+    return (
+        f'diff --git "a/tests/conf\\164est.py" {name}\nnew file mode 100644\nindex 0000000..1111111\n'
+        f"--- /dev/null\n+++ {name}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
 
 
 ATTACKS: dict[str, Callable[[SWETask], str]] = {
@@ -199,11 +201,19 @@ def test_no_grader_attack_earns_reward(backend: PooledBackend, runner: asyncio.R
     jobs = [(task, attack(task)) for task in tasks() for attack in ATTACKS.values()]
     names = [name for _ in tasks() for name in ATTACKS]
     results = runner.run(grade(backend, jobs))
-    earned = [(task.instance_id, name, r.status) for (task, _), name, r in zip(jobs, names, results, strict=True)
-              if r.resolved]
+    earned = [
+        (task.instance_id, name, r.status)
+        for (task, _), name, r in zip(jobs, names, results, strict=True)
+        if r.resolved
+    ]
     assert earned == []
     for (task, _), name, r in zip(jobs, names, results, strict=True):
-        assert r.status in ("tampered", "unresolved", "patch_failed"), (task.instance_id, name, r.status, r.log[-3000:])
+        assert r.status in ("tampered", "unresolved", "patch_failed"), (
+            task.instance_id,
+            name,
+            r.status,
+            r.log[-3000:],
+        )
         if name in ("read_only_file", "trusted_prefix", "fake_co_filename"):  # the reporter sees these too
             assert "_pytest.python.Function.runtest was replaced by code under test" in r.tampered, r.tampered
         if name in ("disarm_reporter", "read_only_file", "trusted_prefix", "fake_co_filename"):
@@ -212,7 +222,9 @@ def test_no_grader_attack_earns_reward(backend: PooledBackend, runner: asyncio.R
             assert any("changed while the tests ran (seen from outside" in t for t in r.tampered), r.tampered
 
 
-def test_xfail_counts_only_where_the_reference_run_xfailed(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_xfail_counts_only_where_the_reference_run_xfailed(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     """The XFAIL attack is graded without trusting the log's XFAIL: the gold patch's run (made once,
     cached) had those tests PASSED, so they count as FAILED here, and the grade says why."""
     task = tasks()[0]
@@ -223,15 +235,18 @@ def test_xfail_counts_only_where_the_reference_run_xfailed(backend: PooledBacken
     assert reference.cached(task) is not None
 
 
-@pytest.mark.parametrize("rule, status, ref, counts", [
-    ("swebench", "XFAIL", "XFAIL", True),
-    ("swebench", "XFAIL", "PASSED", False),
-    ("swebench", "SKIPPED", "SKIPPED", True),
-    ("swebench", "SKIPPED", "PASSED", False),
-    ("swebench", "PASSED", "FAILED", True),
-    ("swesmith", None, "PASSED", False),
-    ("swesmith", None, None, True),
-])
+@pytest.mark.parametrize(
+    "rule, status, ref, counts",
+    [
+        ("swebench", "XFAIL", "XFAIL", True),
+        ("swebench", "XFAIL", "PASSED", False),
+        ("swebench", "SKIPPED", "SKIPPED", True),
+        ("swebench", "SKIPPED", "PASSED", False),
+        ("swebench", "PASSED", "FAILED", True),
+        ("swesmith", None, "PASSED", False),
+        ("swesmith", None, None, True),
+    ],
+)
 def test_the_reference_rule(rule: str, status: str | None, ref: str | None, counts: bool) -> None:
     mine = {} if status is None else {"t.py::a": status}
     theirs = {} if ref is None else {"t.py::a": ref}
@@ -251,12 +266,16 @@ def test_gold_patch_still_resolves_with_canaries(backend: PooledBackend, runner:
 # -- the graded patch is read where the agent cannot swap it -------------------------------------------
 
 
-SWAPPER = ("mkdir -p .git/toolgym; echo {b64} | base64 -d > /tmp/.forged.patch; "
-           "setsid nohup bash -c 'while :; do cp /tmp/.forged.patch .git/toolgym/model.patch 2>/dev/null; done' "
-           ">/dev/null 2>&1 < /dev/null &")
+SWAPPER = (
+    "mkdir -p .git/toolgym; echo {b64} | base64 -d > /tmp/.forged.patch; "
+    "setsid nohup bash -c 'while :; do cp /tmp/.forged.patch .git/toolgym/model.patch 2>/dev/null; done' "
+    ">/dev/null 2>&1 < /dev/null &"
+)
 
 
-def test_a_background_process_cannot_swap_the_graded_patch(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_a_background_process_cannot_swap_the_graded_patch(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     task = tasks()[0]
 
     async def go() -> tuple[str, Evaluation]:
@@ -280,13 +299,16 @@ def test_a_background_process_cannot_swap_the_graded_patch(backend: PooledBacken
 # -- the patch's paths are read as git reads them ------------------------------------------------------
 
 
-@pytest.mark.parametrize("quoted, plain", [
-    ('"tests/conf\\164est.py"', "tests/conftest.py"),
-    ('"a\\tb.py"', "a\tb.py"),
-    ('"caf\\303\\251.py"', "café.py"),
-    ('"say \\"hi\\".py"', 'say "hi".py'),
-    ("plain.py", "plain.py"),
-])
+@pytest.mark.parametrize(
+    "quoted, plain",
+    [
+        ('"tests/conf\\164est.py"', "tests/conftest.py"),
+        ('"a\\tb.py"', "a\tb.py"),
+        ('"caf\\303\\251.py"', "café.py"),
+        ('"say \\"hi\\".py"', 'say "hi".py'),
+        ("plain.py", "plain.py"),
+    ],
+)
 def test_paths_are_unquoted_as_git_does(quoted: str, plain: str) -> None:
     assert guard.git_unquote(quoted) == plain
 
@@ -298,24 +320,32 @@ def test_filter_drops_a_c_quoted_conftest() -> None:
 
 
 def _symlinked_conftest(task: SWETask) -> str:
-    return ("diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 120000\nindex 0000000..1111111\n"
-            "--- /dev/null\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+../skip_bodies.py\n\\ No newline at end of file\n"
-            + with_files(task, {"skip_bodies.py": SKIP_BODIES_CONFTEST}))
+    return (
+        "diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 120000\nindex 0000000..1111111\n"
+        "--- /dev/null\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+../skip_bodies.py\n\\ No newline at end of file\n"
+        + with_files(task, {"skip_bodies.py": SKIP_BODIES_CONFTEST})
+    )
 
 
 def _git_hook(task: SWETask) -> str:
     hook = "#!/bin/sh\ntouch /tmp/.hook-ran\n"
-    return ("--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n"
-            + "".join(f"+{line}\n" for line in hook.splitlines()))
+    return "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n" + "".join(
+        f"+{line}\n" for line in hook.splitlines()
+    )
 
 
-def test_what_git_wrote_is_judged_whatever_the_patch_text_said(backend: PooledBackend, runner: asyncio.Runner,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_git_wrote_is_judged_whatever_the_patch_text_said(
+    backend: PooledBackend, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the text filter blind (as a parser that differs from git's would be), the sweep of the
     applied tree still drops the conftest, the symlink, and GNU patch may not write in .git."""
     monkeypatch.setattr(guard, "filter_patch", lambda patch: guard.FilteredPatch(patch))
     task = tasks()[0]
-    jobs = [(task, smuggled_conftest(task)), (task, _symlinked_conftest(task)), (task, task.patch + _git_hook(task))]
+    jobs = [
+        (task, smuggled_conftest(task)),
+        (task, _symlinked_conftest(task)),
+        (task, task.patch + _git_hook(task)),
+    ]
     conftest, symlink, hook = runner.run(grade(backend, jobs))
     assert not conftest.resolved and "tests/conftest.py" in conftest.dropped, conftest.summary()
     assert not symlink.resolved and "tests/conftest.py" in symlink.dropped, symlink.summary()
@@ -326,7 +356,9 @@ def test_what_git_wrote_is_judged_whatever_the_patch_text_said(backend: PooledBa
 
 
 def _turn(command: str) -> str:
-    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
+    return (
+        "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
+    )
 
 
 SUBMIT = "<tool_call>\n" + json.dumps({"name": "submit", "arguments": {}}) + "\n</tool_call>"
@@ -361,8 +393,16 @@ def test_engine_gives_every_forgery_reward_zero(backend_name: str, qwen_tokenize
     for name, turns in forging_policies(task).items():
         backend = MockLLMBackend(qwen_tokenizer, turns)
         config = EngineConfig(max_turns=len(turns), max_tokens_per_turn=6000)
-        trajectories = asyncio.run(run(backend_name, ModelPolicy(backend, config), 1, max_turns=len(turns),
-                                       max_tokens_per_turn=6000, env_kwargs={"max_turns": len(turns)}))
+        trajectories = asyncio.run(
+            run(
+                backend_name,
+                ModelPolicy(backend, config),
+                1,
+                max_turns=len(turns),
+                max_tokens_per_turn=6000,
+                env_kwargs={"max_turns": len(turns)},
+            )
+        )
         assert len(trajectories) == 1
         t = trajectories[0]
         assert all(s.valid for s in t.steps), (name, [s.observation for s in t.steps])

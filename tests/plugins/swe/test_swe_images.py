@@ -30,8 +30,14 @@ INSTANCES = ("toolgym__textkit-1", "toolgym__textkit-2", "toolgym__ledger-1")
 
 
 def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin", **GIT_ENV, **(env or {})})
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", **GIT_ENV, **(env or {})},
+    )
     return done.stdout.strip()
 
 
@@ -66,8 +72,20 @@ def make_clones(repo_dir: Path, tasks: list[SWETask]) -> None:
 def swebench_rows(tasks: list[SWETask]) -> list[dict[str, Any]]:
     rows = [t.to_row() for t in tasks]
     for row in rows:  # the exact SWE-bench row: these keys, the lists as JSON strings
-        assert set(row) >= {"instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
-                            "created_at", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "environment_setup_commit"}
+        assert set(row) >= {
+            "instance_id",
+            "repo",
+            "base_commit",
+            "patch",
+            "test_patch",
+            "problem_statement",
+            "hints_text",
+            "created_at",
+            "version",
+            "FAIL_TO_PASS",
+            "PASS_TO_PASS",
+            "environment_setup_commit",
+        }
         assert isinstance(row["FAIL_TO_PASS"], str) and isinstance(json.loads(row["FAIL_TO_PASS"]), list)
     return rows
 
@@ -80,7 +98,10 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = root / "swe-bench.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in swebench_rows(tasks)))
     smith = root / "swe-smith.jsonl"
-    smith.write_text(json.dumps(swesmith_row(tasks[1], _git(root / "repos" / "toolgym" / "textkit", "rev-parse", "main"))) + "\n")
+    smith.write_text(
+        json.dumps(swesmith_row(tasks[1], _git(root / "repos" / "toolgym" / "textkit", "rev-parse", "main")))
+        + "\n"
+    )
     return {"path": path, "repos": root / "repos", "tasks": tasks, "swesmith": smith}
 
 
@@ -90,10 +111,16 @@ def swesmith_row(task: SWETask, clean: str) -> dict[str, Any]:
     from toolgym.plugins.swe.patches import reverse_patch
 
     snapshot = f"toolgym__textkit.{clean[:8]}"
-    return {"instance_id": f"{snapshot}.{task.instance_id}", "repo": f"swesmith/{snapshot}", "patch": reverse_patch(task.patch),
-            "FAIL_TO_PASS": list(task.fail_to_pass), "PASS_TO_PASS": list(task.pass_to_pass),
-            "image_name": f"{NAMESPACE}/swesmith.x86_64.{snapshot.replace('__', '_1776_')}", "problem_statement": task.problem_statement,
-            "created_at": "2025-01-01"}
+    return {
+        "instance_id": f"{snapshot}.{task.instance_id}",
+        "repo": f"swesmith/{snapshot}",
+        "patch": reverse_patch(task.patch),
+        "FAIL_TO_PASS": list(task.fail_to_pass),
+        "PASS_TO_PASS": list(task.pass_to_pass),
+        "image_name": f"{NAMESPACE}/swesmith.x86_64.{snapshot.replace('__', '_1776_')}",
+        "problem_statement": task.problem_statement,
+        "created_at": "2025-01-01",
+    }
 
 
 # -- without Docker -------------------------------------------------------------------------------
@@ -102,11 +129,25 @@ def swesmith_row(task: SWETask, clean: str) -> dict[str, Any]:
 def test_plans_group_instances_and_decode_swesmith_names(dataset: dict[str, Any]) -> None:
     tasks = load_tasks(dataset["path"], "swebench", image_namespace=NAMESPACE)
     plans = swe_images.plan_images(tasks)
-    assert [p.image for p in plans] == [f"{NAMESPACE}/sweb.eval.x86_64.{i.replace('__', '_1776_')}:latest" for i in INSTANCES]
+    assert [p.image for p in plans] == [
+        f"{NAMESPACE}/sweb.eval.x86_64.{i.replace('__', '_1776_')}:latest" for i in INSTANCES
+    ]
     assert [p.commit for p in plans] == [t.base_commit for t in tasks] and plans[0].repo == "toolgym/textkit"
-    smith = [SWETask(instance_id=f"x.{i}", repo="swesmith/oauthlib__oauthlib.1fd52536", base_commit="", problem_statement="",
-                     patch="", test_patch="", fail_to_pass=(), pass_to_pass=(), family="swesmith", image="swebench/s:1")
-             for i in range(3)]
+    smith = [
+        SWETask(
+            instance_id=f"x.{i}",
+            repo="swesmith/oauthlib__oauthlib.1fd52536",
+            base_commit="",
+            problem_statement="",
+            patch="",
+            test_patch="",
+            fail_to_pass=(),
+            pass_to_pass=(),
+            family="swesmith",
+            image="swebench/s:1",
+        )
+        for i in range(3)
+    ]
     (plan,) = swe_images.plan_images(smith)
     assert plan.repo == "oauthlib/oauthlib" and plan.commit == "1fd52536" and len(plan.instance_ids) == 3
     assert swe_images.plan_images(shipped_tasks()) == []  # the shipped tasks need no image
@@ -118,7 +159,9 @@ def test_find_clone_and_checkout_at_base(dataset: dict[str, Any], tmp_path: Path
     swe_images.checkout_at(clone, task.base_commit, tmp_path / "testbed")
     assert _git(tmp_path / "testbed", "rev-parse", "HEAD") == task.base_commit
     assert _git(tmp_path / "testbed", "rev-list", "--count", "HEAD") == "1"  # only the base commit travels
-    assert (tmp_path / "testbed" / "textkit").is_dir() and not _git(tmp_path / "testbed", "status", "--porcelain")
+    assert (tmp_path / "testbed" / "textkit").is_dir() and not _git(
+        tmp_path / "testbed", "status", "--porcelain"
+    )
     with pytest.raises(ConfigError, match="no git clone of django/django"):
         swe_images.find_clone(dataset["repos"], "django/django")
     with pytest.raises(ConfigError, match="no such commit there"):
@@ -131,7 +174,13 @@ def test_find_clone_and_checkout_at_base(dataset: dict[str, Any], tmp_path: Path
 class FakeAPI:
     """The few Docker calls warm and prune make, over a dict of images."""
 
-    def __init__(self, images: dict[str, dict[str, Any]], *, pull_error: str | None = None, busy: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        images: dict[str, dict[str, Any]],
+        *,
+        pull_error: str | None = None,
+        busy: frozenset[str] = frozenset(),
+    ) -> None:
         self.images, self.pull_error, self.busy = images, pull_error, busy
         self.pulls: list[str] = []
         self.removed: list[str] = []
@@ -159,34 +208,53 @@ class FakeAPI:
         del self.images[name]
 
 
-def test_warm_names_the_missing_image_and_stops_asking_an_offline_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warm_names_the_missing_image_and_stops_asking_an_offline_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
-    api = FakeAPI({"ns/a:latest": {}}, pull_error='Get "https://registry-1.docker.io/v2/": dial tcp: lookup failed')
-    needs = [ImageNeed("ns/a", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-1"),
-             ImageNeed("ns/b:latest", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-2"),
-             ImageNeed("ns/c:latest", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-3")]
+    api = FakeAPI(
+        {"ns/a:latest": {}}, pull_error='Get "https://registry-1.docker.io/v2/": dial tcp: lookup failed'
+    )
+    needs = [
+        ImageNeed("ns/a", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-1"),
+        ImageNeed("ns/b:latest", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-2"),
+        ImageNeed("ns/c:latest", "toolgym swe images f.jsonl --build --repo-dir DIR", "i-3"),
+    ]
     seen: list[tuple[int, int, str, str]] = []
     with pytest.raises(warm.MissingImageError) as err:
         warm.warm(api, needs, progress=lambda *a: seen.append(a))
     message = str(err.value)
     assert message.startswith("the Docker image ns/b:latest for i-2 is not on this host (and 1 more)")
-    assert message.endswith("build it with `toolgym swe images f.jsonl --build --repo-dir DIR`") and "\n" not in message
+    assert (
+        message.endswith("build it with `toolgym swe images f.jsonl --build --repo-dir DIR`")
+        and "\n" not in message
+    )
     assert api.pulls == ["ns/b:latest"]  # the registry was down: ns/c was not tried
     assert [s[3] for s in seen] == ["present", "pulling", "missing", "missing"] and seen[-1][:2] == (3, 3)
     assert set(warm.last_used()) == {"ns/a:latest"}  # the present one's use is recorded
     assert warm.warm(FakeAPI({"ns/a:latest": {}}), needs[:1]).present == ["ns/a:latest"]
 
 
-def test_prune_removes_least_recently_used_labelled_images_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prune_removes_least_recently_used_labelled_images_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
     label = {swe_images.LABEL: "x"}
-    api = FakeAPI({
-        "old:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 1},
-        "mid:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 2},
-        "new:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 3},
-        "busy:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 0},
-        "theirs:1": {"Labels": {}, "Size": 10_000, "SharedSize": 0, "Created": 0},  # not ours: never removed, not counted
-    }, busy=frozenset({"busy:1"}))
+    api = FakeAPI(
+        {
+            "old:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 1},
+            "mid:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 2},
+            "new:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 3},
+            "busy:1": {"Labels": label, "Size": 300, "SharedSize": 100, "Created": 0},
+            "theirs:1": {
+                "Labels": {},
+                "Size": 10_000,
+                "SharedSize": 0,
+                "Created": 0,
+            },  # not ours: never removed, not counted
+        },
+        busy=frozenset({"busy:1"}),
+    )
     warm.record_use(["new:1"], when=100.0)
     warm.record_use(["old:1"], when=200.0)  # used recently although created first
     result = swe_images.prune(api, 600)
@@ -207,9 +275,18 @@ def test_collect_progress_shows_the_warm_up() -> None:
     plain = io.StringIO()
     bar = EngineProgress(Console(file=plain, force_terminal=False, width=200), total=4)
     with bar:
-        for args in ((1, 3, "a:1", "present"), (1, 3, "b:1", "pulling"), (2, 3, "b:1", "pulled"), (3, 3, "c:1", "missing")):
+        for args in (
+            (1, 3, "a:1", "present"),
+            (1, 3, "b:1", "pulling"),
+            (2, 3, "b:1", "pulled"),
+            (3, 3, "c:1", "missing"),
+        ):
             bar.warm(*args)
-    assert plain.getvalue().splitlines() == ["images 1/3: pulling b:1", "images 2/3: pulled b:1", "images 3/3: missing c:1"]
+    assert plain.getvalue().splitlines() == [
+        "images 1/3: pulling b:1",
+        "images 2/3: pulled b:1",
+        "images 3/3: missing c:1",
+    ]
     live = EngineProgress(Console(file=io.StringIO(), force_terminal=True, width=200), total=4)
     with live:
         live.warm(2, 3, "b:1", "pulling")
@@ -218,7 +295,10 @@ def test_collect_progress_shows_the_warm_up() -> None:
 
 
 def test_images_command_names_the_dataset_options() -> None:
-    assert images_command("a b.jsonl", "swebench", "") == "toolgym swe images 'a b.jsonl' --family swebench --image-namespace '' --build --repo-dir DIR"
+    assert (
+        images_command("a b.jsonl", "swebench", "")
+        == "toolgym swe images 'a b.jsonl' --family swebench --image-namespace '' --build --repo-dir DIR"
+    )
 
 
 class WarmingBackend:
@@ -256,15 +336,22 @@ def test_engine_warms_a_batch_before_its_episodes(dataset: dict[str, Any], qwen_
     kwargs = {"dataset": str(dataset["path"]), "family": "swebench", "image_namespace": NAMESPACE}
     for backend, batch in ((WarmingBackend(), 2), (WarmingBackend(missing="x"), 3)):
         out: list[Any] = []
-        engine = RolloutEngine(registry=Registry.load(), policy=ScriptedPolicy(qwen_chat), sandbox_backend=backend,  # type: ignore[arg-type]
-                               env_kwargs=kwargs, on_trajectory=out.append)
+        engine = RolloutEngine(
+            registry=Registry.load(),
+            policy=ScriptedPolicy(qwen_chat),
+            sandbox_backend=backend,  # type: ignore[arg-type]
+            env_kwargs=kwargs,
+            on_trajectory=out.append,
+        )
         if backend.missing:
             with pytest.raises(warm.MissingImageError):
                 asyncio.run(engine.run(plan_episodes("swe", num_tasks=batch, group_size=2)))
             assert backend.calls == ["warm " + " ".join(INSTANCES)] and out == []
         else:
             asyncio.run(engine.run(plan_episodes("swe", num_tasks=batch, group_size=2)))
-            assert backend.calls[0] == "warm toolgym__textkit-1 toolgym__textkit-2" and backend.calls[1].startswith("acquire swe.")
+            assert backend.calls[0] == "warm toolgym__textkit-1 toolgym__textkit-2" and backend.calls[
+                1
+            ].startswith("acquire swe.")
 
 
 # -- with Docker: list, build, list, episode, missing image, prune ---------------------------------
@@ -293,7 +380,9 @@ def _args(dataset: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.docker
-def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_build_list_run_prune(
+    dataset: dict[str, Any], docker_api: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path / "cache"))
     listed = _cli("swe", "images", *_args(dataset), "--json")
     assert listed.exit_code == 0 and [r["present"] for r in json.loads(listed.stdout)] == [False] * 3
@@ -314,21 +403,58 @@ def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp
 
     # an episode in a built image: the scripted oracle solves the instance, graded in the image's /testbed
     out = tmp_path / "run"
-    collected = _cli("collect", "--env", "swe", "--env-arg", f"dataset={dataset['path']}", "--env-arg", "family=swebench",
-                     "--env-arg", f"image_namespace={NAMESPACE}", "--model", "scripted", "--episodes", "2",
-                     "--max-turns", "30", "--sandbox-backend", "docker", "--no-progress", "--out", str(out))
+    collected = _cli(
+        "collect",
+        "--env",
+        "swe",
+        "--env-arg",
+        f"dataset={dataset['path']}",
+        "--env-arg",
+        "family=swebench",
+        "--env-arg",
+        f"image_namespace={NAMESPACE}",
+        "--model",
+        "scripted",
+        "--episodes",
+        "2",
+        "--max-turns",
+        "30",
+        "--sandbox-backend",
+        "docker",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert collected.exit_code == 0, (collected.output, collected.exception)
     trajectories = [json.loads(ln) for ln in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(trajectories) == 2 and all(t["reward"] == 1.0 for t in trajectories)
 
     # SWE-smith: the image of a repository snapshot, built from the clone at the commit its name carries
-    smith = _cli("swe", "images", str(dataset["swesmith"]), "--build", "--repo-dir", str(dataset["repos"]), "--json")
+    smith = _cli(
+        "swe", "images", str(dataset["swesmith"]), "--build", "--repo-dir", str(dataset["repos"]), "--json"
+    )
     assert smith.exit_code == 0, (smith.output, smith.exception)
     (row,) = json.loads(smith.stdout)
     assert row["present"] and row["repo"] == "toolgym/textkit" and len(row["commit"]) == 8
     out_smith = tmp_path / "run-smith"
-    collected = _cli("collect", "--env", "swe", "--env-arg", f"dataset={dataset['swesmith']}", "--model", "scripted",
-                     "--episodes", "1", "--max-turns", "30", "--sandbox-backend", "docker", "--no-progress", "--out", str(out_smith))
+    collected = _cli(
+        "collect",
+        "--env",
+        "swe",
+        "--env-arg",
+        f"dataset={dataset['swesmith']}",
+        "--model",
+        "scripted",
+        "--episodes",
+        "1",
+        "--max-turns",
+        "30",
+        "--sandbox-backend",
+        "docker",
+        "--no-progress",
+        "--out",
+        str(out_smith),
+    )
     assert collected.exit_code == 0, (collected.output, collected.exception)
     (smith_traj,) = [json.loads(ln) for ln in (out_smith / "trajectories.jsonl").read_text().splitlines()]
     assert smith_traj["reward"] == 1.0
@@ -338,9 +464,25 @@ def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp
     gone = rows[2]["image"]
     docker_api.remove_image(gone)
     out2 = tmp_path / "run-missing"
-    stopped = _cli("collect", "--env", "swe", "--env-arg", f"dataset={dataset['path']}", "--env-arg", "family=swebench",
-                   "--env-arg", f"image_namespace={NAMESPACE}", "--model", "scripted", "--episodes", "3",
-                   "--sandbox-backend", "docker", "--out", str(out2))
+    stopped = _cli(
+        "collect",
+        "--env",
+        "swe",
+        "--env-arg",
+        f"dataset={dataset['path']}",
+        "--env-arg",
+        "family=swebench",
+        "--env-arg",
+        f"image_namespace={NAMESPACE}",
+        "--model",
+        "scripted",
+        "--episodes",
+        "3",
+        "--sandbox-backend",
+        "docker",
+        "--out",
+        str(out2),
+    )
     assert stopped.exit_code != 0
     assert f"images 3/3: missing {gone}" in stopped.stderr  # collect's progress shows the warm-up
     assert isinstance(stopped.exception, warm.MissingImageError)
@@ -350,8 +492,12 @@ def test_list_build_list_run_prune(dataset: dict[str, Any], docker_api: Any, tmp
 
     # prune: keep the budget, least recently used first, toolgym's images only
     docker_api.tag("toolgym/sandbox-shell:latest", f"{NAMESPACE}/unlabelled", "latest")
-    match = f"{NAMESPACE}/*"  # this test's images only: other toolgym images on the host are not its to remove
-    ours = {t: img["unique"] for img in swe_images.labelled_images(docker_api, match) for t in img["RepoTags"]}
+    match = (
+        f"{NAMESPACE}/*"  # this test's images only: other toolgym images on the host are not its to remove
+    )
+    ours = {
+        t: img["unique"] for img in swe_images.labelled_images(docker_api, match) for t in img["RepoTags"]
+    }
     assert set(ours) == {rows[0]["image"], rows[1]["image"]} and all(ours.values())
     warm.record_use([rows[0]["image"]], when=1.0)  # the older use
     budget = ours[rows[1]["image"]] + 1

@@ -49,17 +49,29 @@ def test_pytest_summary_lines() -> None:
 
 def test_pytest_variants() -> None:
     log = "PASSED tests/test_io.py::test_read[/tmp/pytest-of-x/pytest-3/data.csv]\nPASSED tests/t.py::test_u[//net]\n"
-    assert parse_pytest_options(log) == {"tests/test_io.py::test_read[/data.csv]": "PASSED", "tests/t.py::test_u[//net]": "PASSED"}
+    assert parse_pytest_options(log) == {
+        "tests/test_io.py::test_read[/data.csv]": "PASSED",
+        "tests/t.py::test_u[//net]": "PASSED",
+    }
     coloured = "\x1b[32mPASSED\x1b[0m tests/t.py::test_a\n\x1b[31mFAILED\x1b[0m tests/t.py::test_b - x\n"
     assert parse_pytest_v2(coloured) == {"tests/t.py::test_a": "PASSED", "tests/t.py::test_b": "FAILED"}
-    verbose = ("tests/test_m.py::test_f PASSED                                   [ 33%]\n"
-               "tests/test_m.py::T::test_g FAILED                                 [ 66%]\n"
-               "tests/test_m.py::test_h SKIPPED (no reason)                       [100%]\n")
-    assert parse_pytest_verbose(verbose) == {"tests/test_m.py::test_f": "PASSED", "tests/test_m.py::T::test_g": "FAILED",
-                                             "tests/test_m.py::test_h": "SKIPPED"}
-    assert parse_matplotlib("PASSED lib/t.py::test_click[MouseButton.LEFT]\n") == {"lib/t.py::test_click[1]": "PASSED"}
+    verbose = (
+        "tests/test_m.py::test_f PASSED                                   [ 33%]\n"
+        "tests/test_m.py::T::test_g FAILED                                 [ 66%]\n"
+        "tests/test_m.py::test_h SKIPPED (no reason)                       [100%]\n"
+    )
+    assert parse_pytest_verbose(verbose) == {
+        "tests/test_m.py::test_f": "PASSED",
+        "tests/test_m.py::T::test_g": "FAILED",
+        "tests/test_m.py::test_h": "SKIPPED",
+    }
+    assert parse_matplotlib("PASSED lib/t.py::test_click[MouseButton.LEFT]\n") == {
+        "lib/t.py::test_click[1]": "PASSED"
+    }
     assert parse_seaborn("tests/t.py::test_a PASSED [ 50%]\nFAILED tests/t.py::test_b\n") == {
-        "tests/t.py::test_a": "PASSED", "tests/t.py::test_b": "FAILED"}
+        "tests/t.py::test_a": "PASSED",
+        "tests/t.py::test_b": "FAILED",
+    }
 
 
 def test_django_runner_output() -> None:
@@ -89,8 +101,12 @@ test_b F
 test_c E
 ________________ sympy/core/tests/test_basic.py:test_b ________________
 """
-    assert parse_sympy(log) == {"test_a": "PASSED", "test_b": "FAILED", "test_c": "ERROR",
-                                "sympy/core/tests/test_basic.py:test_b": "FAILED"}
+    assert parse_sympy(log) == {
+        "test_a": "PASSED",
+        "test_b": "FAILED",
+        "test_c": "ERROR",
+        "sympy/core/tests/test_basic.py:test_b": "FAILED",
+    }
 
 
 def test_section_between_markers() -> None:
@@ -116,10 +132,19 @@ def test_swebench_rule() -> None:
 
 def test_swesmith_rule() -> None:
     statuses = {"tests/a.py::f": "PASSED"}
-    report = grade(statuses, ["tests/a.py::f"], ["tests/a.py::g", "tests/b.py::h"], rule="swesmith",
-                   test_files=["tests/a.py"])
-    assert report.resolved and report.p2p_success == ["tests/a.py::g"]  # missing counts as passed; b.py not graded
-    failing = grade({"tests/a.py::f": "FAILED"}, ["tests/a.py::f"], [], rule="swesmith", test_files=["tests/a.py"])
+    report = grade(
+        statuses,
+        ["tests/a.py::f"],
+        ["tests/a.py::g", "tests/b.py::h"],
+        rule="swesmith",
+        test_files=["tests/a.py"],
+    )
+    assert report.resolved and report.p2p_success == [
+        "tests/a.py::g"
+    ]  # missing counts as passed; b.py not graded
+    failing = grade(
+        {"tests/a.py::f": "FAILED"}, ["tests/a.py::f"], [], rule="swesmith", test_files=["tests/a.py"]
+    )
     assert not failing.resolved
     with pytest.raises(ValueError, match="rule"):
         grade({}, [], [], rule="lenient")

@@ -29,7 +29,9 @@ def backend(request: pytest.FixtureRequest, runner: asyncio.Runner) -> Iterator[
     runner.run(b.aclose())
 
 
-async def evaluate_all(backend: PooledBackend, jobs: list[tuple[SWETask, str]], workers: int = 2) -> list[Evaluation]:
+async def evaluate_all(
+    backend: PooledBackend, jobs: list[tuple[SWETask, str]], workers: int = 2
+) -> list[Evaluation]:
     """Evaluate (task, patch) pairs on a few sandboxes at once; results in job order."""
     results: list[Any] = [None] * len(jobs)
     pending = list(enumerate(jobs))
@@ -47,12 +49,18 @@ async def evaluate_all(backend: PooledBackend, jobs: list[tuple[SWETask, str]], 
     return results
 
 
-def test_gold_resolves_every_task_and_empty_patch_none(backend: PooledBackend, runner: asyncio.Runner) -> None:
+def test_gold_resolves_every_task_and_empty_patch_none(
+    backend: PooledBackend, runner: asyncio.Runner
+) -> None:
     tasks = shipped_tasks()
     results = runner.run(evaluate_all(backend, [(t, p) for t in tasks for p in (t.patch, "")]))
     for i, task in enumerate(tasks):
         gold, empty = results[2 * i], results[2 * i + 1]
-        assert gold.resolved and gold.status == "resolved", (task.instance_id, gold.report.as_dict(), gold.log[-2000:])
+        assert gold.resolved and gold.status == "resolved", (
+            task.instance_id,
+            gold.report.as_dict(),
+            gold.log[-2000:],
+        )
         assert len(gold.report.f2p_success) == len(task.fail_to_pass)
         assert len(gold.report.p2p_success) == len(task.pass_to_pass)
         assert not empty.resolved and empty.status == "empty_patch", task.instance_id
@@ -66,17 +74,32 @@ def test_wrong_and_broken_patches(backend: PooledBackend, runner: asyncio.Runner
     base = base_files(task)
     src = "ledger/account.py"
     # fixes the issue but breaks the overdraft check: a PASS_TO_PASS test fails
-    overfix = make_patch({src: base[src]}, {src: base[src].replace("if self.balance - amount <= -self.overdraft_limit:",
-                                                                     "if self.balance - amount < -self.overdraft_limit - 1:")})
-    garbage = "diff --git a/ledger/account.py b/ledger/account.py\n--- a/ledger/account.py\n+++ b/ledger/account.py\n" \
-              "@@ -1,3 +1,3 @@\n-this line is not in the file\n+nor is this\n context\n"
+    overfix = make_patch(
+        {src: base[src]},
+        {
+            src: base[src].replace(
+                "if self.balance - amount <= -self.overdraft_limit:",
+                "if self.balance - amount < -self.overdraft_limit - 1:",
+            )
+        },
+    )
+    garbage = (
+        "diff --git a/ledger/account.py b/ledger/account.py\n--- a/ledger/account.py\n+++ b/ledger/account.py\n"
+        "@@ -1,3 +1,3 @@\n-this line is not in the file\n+nor is this\n context\n"
+    )
     # the gold fix plus an edit of a test file: test files are reset to the base before the test patch
     tests = "tests/test_account.py"
-    tampered = task.patch + make_patch({tests: base[tests]}, {tests: base[tests] + "\ndef test_extra():\n    assert False\n"})
-    overfixed, broken, with_tests = runner.run(evaluate_all(backend, [(task, overfix), (task, garbage), (task, tampered)]))
+    tampered = task.patch + make_patch(
+        {tests: base[tests]}, {tests: base[tests] + "\ndef test_extra():\n    assert False\n"}
+    )
+    overfixed, broken, with_tests = runner.run(
+        evaluate_all(backend, [(task, overfix), (task, garbage), (task, tampered)])
+    )
     assert not overfixed.resolved and overfixed.status == "unresolved" and overfixed.report.f2p_failure == []
-    assert overfixed.report.p2p_failure == ["tests/test_account.py::test_failed_transfer_changes_nothing",
-                                            "tests/test_account.py::test_overdraw_is_refused"]
+    assert overfixed.report.p2p_failure == [
+        "tests/test_account.py::test_failed_transfer_changes_nothing",
+        "tests/test_account.py::test_overdraw_is_refused",
+    ]
     assert broken.status == "patch_failed" and not broken.resolved
     assert with_tests.resolved and "test_extra" not in with_tests.tests
 
@@ -90,9 +113,11 @@ def test_grading_starts_from_a_clean_sandbox(backend: PooledBackend, runner: asy
         sb = await backend.acquire("shell")
         try:
             # a sitecustomize on the user's path and a conftest that passes everything, left behind
-            await sb.run("mkdir -p ~/.local/lib && echo 'raise SystemExit(0)' > /tmp/sitecustomize.py && "
-                         "printf 'import pytest\\n@pytest.hookimpl(tryfirst=True)\\ndef pytest_runtest_call(item):\\n"
-                         "    raise pytest.skip.Exception(\"x\")\\n' > /workspace/conftest.py")
+            await sb.run(
+                "mkdir -p ~/.local/lib && echo 'raise SystemExit(0)' > /tmp/sitecustomize.py && "
+                "printf 'import pytest\\n@pytest.hookimpl(tryfirst=True)\\ndef pytest_runtest_call(item):\\n"
+                '    raise pytest.skip.Exception("x")\\n\' > /workspace/conftest.py'
+            )
             result = await evaluate(sb, task, "")
             leftover = (await sb.run("ls /tmp /workspace")).stdout
             return result, leftover
@@ -113,8 +138,14 @@ def _commit_tree(root: Path, files: dict[str, str], message: str) -> str:
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    done = subprocess.run(["bash", "-c", INIT_AND_COMMIT], cwd=root, capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin", **GIT_ENV, "TOOLGYM_COMMIT_MESSAGE": message})
+    done = subprocess.run(
+        ["bash", "-c", INIT_AND_COMMIT],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", **GIT_ENV, "TOOLGYM_COMMIT_MESSAGE": message},
+    )
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -140,10 +171,17 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             row = {**task.to_row(), "base_commit": head}
         else:
             tag = f"{NAMESPACE}/swesmith.x86_64.toolgym_1776_textkit.00000000:latest"
-            row = {"instance_id": "toolgym__textkit.00000000.truncate_off_by_one", "repo": "swesmith/toolgym__textkit.00000000",
-                   "patch": reverse_patch(task.patch), "FAIL_TO_PASS": list(task.fail_to_pass),
-                   "PASS_TO_PASS": list(task.pass_to_pass), "image_name": tag, "problem_statement": task.problem_statement,
-                   "created_at": "2025-01-01", "base_commit": "not-available-offline"}
+            row = {
+                "instance_id": "toolgym__textkit.00000000.truncate_off_by_one",
+                "repo": "swesmith/toolgym__textkit.00000000",
+                "patch": reverse_patch(task.patch),
+                "FAIL_TO_PASS": list(task.fail_to_pass),
+                "PASS_TO_PASS": list(task.pass_to_pass),
+                "image_name": tag,
+                "problem_statement": task.problem_statement,
+                "created_at": "2025-01-01",
+                "base_commit": "not-available-offline",
+            }
         client.images.build(path=str(ctx), tag=tag, network_mode="none", rm=True)
         (root / f"{style}.jsonl").write_text(json.dumps(row) + "\n")
         made[style] = {"tag": tag, "dataset": root / f"{style}.jsonl"}
@@ -155,9 +193,12 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 @pytest.mark.docker
 @pytest.mark.parametrize("style", ["swebench", "swesmith"])
-def test_image_tasks_are_graded_like_their_harness(style: str, images: dict[str, Any], docker_backend: PooledBackend,
-                                                   runner: asyncio.Runner) -> None:
-    (task,) = load_tasks(images[style]["dataset"], style, image_namespace=NAMESPACE if style == "swebench" else None)
+def test_image_tasks_are_graded_like_their_harness(
+    style: str, images: dict[str, Any], docker_backend: PooledBackend, runner: asyncio.Runner
+) -> None:
+    (task,) = load_tasks(
+        images[style]["dataset"], style, image_namespace=NAMESPACE if style == "swebench" else None
+    )
     assert task.image == images[style]["tag"] and task.family == style
 
     from toolgym.plugins.swe.env import SWEEnv

@@ -19,10 +19,16 @@ from toolgym.plugins.swe.patches import (
     reverse_patch,
 )
 
-BEFORE = {"a.py": "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n", "gone.txt": "bye\n",
-          "tail.txt": "no newline"}
-AFTER = {"a.py": "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\n", "new/b.py": "print('hi')\n",
-         "tail.txt": "no newline, changed"}
+BEFORE = {
+    "a.py": "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n",
+    "gone.txt": "bye\n",
+    "tail.txt": "no newline",
+}
+AFTER = {
+    "a.py": "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\n",
+    "new/b.py": "print('hi')\n",
+    "tail.txt": "no newline, changed",
+}
 
 
 def test_make_apply_reverse_round_trip() -> None:
@@ -30,13 +36,18 @@ def test_make_apply_reverse_round_trip() -> None:
     assert apply_patch(BEFORE, patch) == AFTER
     assert apply_patch(AFTER, patch, reverse=True) == BEFORE
     assert apply_patch(AFTER, reverse_patch(patch)) == BEFORE
-    assert parse_patch(format_patch(parse_patch(patch)))[0].hunks[0].lines == parse_patch(patch)[0].hunks[0].lines
+    assert (
+        parse_patch(format_patch(parse_patch(patch)))[0].hunks[0].lines
+        == parse_patch(patch)[0].hunks[0].lines
+    )
     files = {fp.path: fp for fp in parse_patch(patch)}
     assert files["new/b.py"].is_new and files["gone.txt"].is_deleted and len(files["a.py"].hunks) == 2
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_git_agrees(tmp_path: Path) -> None:
@@ -75,8 +86,14 @@ def test_oracle_edits_and_fallback() -> None:
     (fp,) = parse_patch(make_patch({"m.py": before}, {"m.py": block + block.replace("d", "D") + block}))
     assert editor_edits(fp, before) is None  # the hunk's text occurs three times: no str_replace
     (fp,) = parse_patch(make_patch({"m.py": before + "z\n"}, {"m.py": before + "z\nh\n"}))
-    assert editor_edits(fp, before + "z\n") == [{"command": "str_replace", "path": "/workspace/m.py",
-                                                 "old_str": "f\ng\nz\n", "new_str": "f\ng\nz\nh\n"}]
+    assert editor_edits(fp, before + "z\n") == [
+        {
+            "command": "str_replace",
+            "path": "/workspace/m.py",
+            "old_str": "f\ng\nz\n",
+            "new_str": "f\ng\nz\nh\n",
+        }
+    ]
     task = shipped_tasks()[0]
     turns = plan(task, {p: base_files(task)[p] for p in ("textkit/slug.py",)})
     calls = [json.loads(t.split("<tool_call>\n")[1].split("\n</tool_call>")[0]) for t in turns]

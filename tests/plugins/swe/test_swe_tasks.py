@@ -41,12 +41,20 @@ new file mode 100644
 
 def swebench_row(**changes: Any) -> dict[str, Any]:
     row = {
-        "repo": "django/django", "instance_id": "django__django-11099", "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
+        "repo": "django/django",
+        "instance_id": "django__django-11099",
+        "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
         "patch": "diff --git a/django/x.py b/django/x.py\n--- a/django/x.py\n+++ b/django/x.py\n@@ -1 +1 @@\n-a\n+b\n",
-        "test_patch": DJANGO_TEST_PATCH, "problem_statement": "UsernameValidator allows trailing newline",
-        "hints_text": "", "created_at": "2019-03-20T03:46:18Z", "version": "3.0",
-        "FAIL_TO_PASS": json.dumps(["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]),
-        "PASS_TO_PASS": "[]", "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
+        "test_patch": DJANGO_TEST_PATCH,
+        "problem_statement": "UsernameValidator allows trailing newline",
+        "hints_text": "",
+        "created_at": "2019-03-20T03:46:18Z",
+        "version": "3.0",
+        "FAIL_TO_PASS": json.dumps(
+            ["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]
+        ),
+        "PASS_TO_PASS": "[]",
+        "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
     }
     return {**row, **changes}
 
@@ -83,17 +91,22 @@ def test_shipped_rows_match_the_bug_definitions() -> None:
         fixed, buggy_src, base = build.bug_files(bug)
         sources = sorted({p for p, _, _ in bug.edits})
         assert task.patch == make_patch({p: buggy_src[p] for p in sources}, {p: fixed[p] for p in sources})
-        assert task.test_patch == make_patch({p: base[p] for p in bug.hidden}, {p: fixed[p] for p in bug.hidden})
+        assert task.test_patch == make_patch(
+            {p: base[p] for p in bug.hidden}, {p: fixed[p] for p in bug.hidden}
+        )
         assert task.problem_statement == bug.problem_statement
     first = BUGS[0]
     assert by_id[first.instance_id].base_commit == build.base_commit(
-        build.bug_files(first)[2], build.commit_message(f"toolgym/{first.repo}", first.instance_id))
+        build.bug_files(first)[2], build.commit_message(f"toolgym/{first.repo}", first.instance_id)
+    )
 
 
 def test_row_round_trip() -> None:
     for task in shipped_tasks()[:3]:
         row = task.to_row()
-        assert isinstance(row["FAIL_TO_PASS"], str) and json.loads(row["FAIL_TO_PASS"]) == list(task.fail_to_pass)
+        assert isinstance(row["FAIL_TO_PASS"], str) and json.loads(row["FAIL_TO_PASS"]) == list(
+            task.fail_to_pass
+        )
         assert task_from_row(row, "toolgym") == task
 
 
@@ -109,12 +122,23 @@ def test_swebench_files(tmp_path: Path, suffix: str) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pylist([{**r, "PASS_TO_PASS": json.dumps(r["PASS_TO_PASS"])}
-                                             if isinstance(r["PASS_TO_PASS"], list) else r for r in rows]), path)
+        pq.write_table(
+            pa.Table.from_pylist(
+                [
+                    {**r, "PASS_TO_PASS": json.dumps(r["PASS_TO_PASS"])}
+                    if isinstance(r["PASS_TO_PASS"], list)
+                    else r
+                    for r in rows
+                ]
+            ),
+            path,
+        )
     tasks = load_tasks(path)
     assert [t.instance_id for t in tasks] == ["django__django-11099", "django__django-11133"]
     t = tasks[0]
-    assert t.family == "swebench" and t.fail_to_pass == ("test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)",)
+    assert t.family == "swebench" and t.fail_to_pass == (
+        "test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)",
+    )
     assert t.image == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
     assert t.test_cmd.startswith("./tests/runtests.py") and t.log_parser == "django"
     assert t.test_directives() == ["admin_views.tests"]  # the fixture file is not a directive
@@ -126,29 +150,46 @@ def test_swebench_files(tmp_path: Path, suffix: str) -> None:
 
 
 def test_swegym_rows(tmp_path: Path) -> None:
-    row = swebench_row(repo="Project-MONAI/MONAI", instance_id="Project-MONAI__MONAI-6975",
-                       FAIL_TO_PASS=["tests/test_x.py::test_a"], PASS_TO_PASS=["tests/test_x.py::test_b"],
-                       test_patch="diff --git a/tests/test_x.py b/tests/test_x.py\n--- a/tests/test_x.py\n+++ b/tests/test_x.py\n"
-                                  "@@ -1 +1,2 @@\n x\n+y\n")
+    row = swebench_row(
+        repo="Project-MONAI/MONAI",
+        instance_id="Project-MONAI__MONAI-6975",
+        FAIL_TO_PASS=["tests/test_x.py::test_a"],
+        PASS_TO_PASS=["tests/test_x.py::test_b"],
+        test_patch="diff --git a/tests/test_x.py b/tests/test_x.py\n--- a/tests/test_x.py\n+++ b/tests/test_x.py\n"
+        "@@ -1 +1,2 @@\n x\n+y\n",
+    )
     path = tmp_path / "swegym.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (task,) = load_tasks(path, "swegym")
     assert task.image == "xingyaoww/sweb.eval.x86_64.project-monai_s_monai-6975:latest"
-    assert task.test_cmd == "pytest --no-header -rA --tb=no -p no:cacheprovider" and task.log_parser == "pytest"
+    assert (
+        task.test_cmd == "pytest --no-header -rA --tb=no -p no:cacheprovider" and task.log_parser == "pytest"
+    )
     assert task.test_directives() == ["tests/test_x.py"] and task.grading_rule == "swebench"
 
 
 def test_swesmith_rows(tmp_path: Path) -> None:
     bug = "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x + 1\n+    return x - 1\n"
-    row = {"instance_id": "oauthlib__oauthlib.1fd52536.func_pm_op_change__abc", "repo": "swesmith/oauthlib__oauthlib.1fd52536",
-           "patch": bug, "FAIL_TO_PASS": ["tests/test_m.py::test_f", "tests/oauth/test_n.py::T::test_g"],
-           "PASS_TO_PASS": ["tests/test_m.py::test_h"], "created_at": "2025-03-01", "problem_statement": "f is wrong",
-           "image_name": "jyangballin/swesmith.x86_64.oauthlib_1776_oauthlib.1fd52536", "base_commit": "abc"}
+    row = {
+        "instance_id": "oauthlib__oauthlib.1fd52536.func_pm_op_change__abc",
+        "repo": "swesmith/oauthlib__oauthlib.1fd52536",
+        "patch": bug,
+        "FAIL_TO_PASS": ["tests/test_m.py::test_f", "tests/oauth/test_n.py::T::test_g"],
+        "PASS_TO_PASS": ["tests/test_m.py::test_h"],
+        "created_at": "2025-03-01",
+        "problem_statement": "f is wrong",
+        "image_name": "jyangballin/swesmith.x86_64.oauthlib_1776_oauthlib.1fd52536",
+        "base_commit": "abc",
+    }
     path = tmp_path / "smith.json"
-    path.write_text(json.dumps([row, {**row, "instance_id": "x.2", "image_name": "swesmith.x86_64.a_1776_b.12345678"}]))
+    path.write_text(
+        json.dumps([row, {**row, "instance_id": "x.2", "image_name": "swesmith.x86_64.a_1776_b.12345678"}])
+    )
     task, other = load_tasks(path)
     assert task.family == "swesmith" and task.grading_rule == "swesmith" and task.bug_patch == bug
-    assert apply_patch({"pkg/m.py": "def f(x):\n    return x - 1\n"}, task.patch) == {"pkg/m.py": "def f(x):\n    return x + 1\n"}
+    assert apply_patch({"pkg/m.py": "def f(x):\n    return x - 1\n"}, task.patch) == {
+        "pkg/m.py": "def f(x):\n    return x + 1\n"
+    }
     assert task.image == "jyangballin/swesmith.x86_64.oauthlib_1776_oauthlib.1fd52536"
     assert other.image == "swebench/swesmith.x86_64.a_1776_b.12345678"
     assert task.test_cmd == TEST_SWESMITH and task.log_parser == "pytest_verbose"
@@ -157,8 +198,14 @@ def test_swesmith_rows(tmp_path: Path) -> None:
 
 
 def test_image_names_and_kinds() -> None:
-    assert swebench_image("astropy__astropy-12907") == "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest"
-    assert swebench_image("sympy__sympy-20590", arch="arm64", tag="v1") == "swebench/sweb.eval.arm64.sympy_1776_sympy-20590:v1"
+    assert (
+        swebench_image("astropy__astropy-12907")
+        == "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest"
+    )
+    assert (
+        swebench_image("sympy__sympy-20590", arch="arm64", tag="v1")
+        == "swebench/sweb.eval.arm64.sympy_1776_sympy-20590:v1"
+    )
     assert swegym_image("getmoto__moto-6470") == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-6470:latest"
     kind = sandbox_kind("swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest")
     assert kind == "swe.swebench-sweb.eval.x86_64.astropy_1776_astropy-12907-latest"

@@ -41,7 +41,11 @@ def test_loader_normalises_products(data_dir: Path) -> None:
     scarf = cat.by_asin["B000000003"]
     assert scarf["options"] == {} and scarf["pricing"] == [100.0] and scarf["Rating"] == "N.A."
     tie = cat.by_asin["B000000004"]
-    assert tie["BulletPoints"] == ["one feature"] and tie["Attributes"] == ["DUMMY_ATTR"] and tie["options"] == {}
+    assert (
+        tie["BulletPoints"] == ["one feature"]
+        and tie["Attributes"] == ["DUMMY_ATTR"]
+        and tie["options"] == {}
+    )
 
 
 def test_loader_errors_say_what_to_do(tmp_path: Path, data_dir: Path) -> None:
@@ -125,7 +129,9 @@ def test_shipped_catalog_is_the_generator_output() -> None:
     fresh = demo.generate()
     for name, content in fresh.items():
         shipped = read_json(BUILTIN_DATA / f"{name}.json.gz")
-        assert json.loads(json.dumps(content)) == shipped, f"{name} drifted: run python -m toolgym.plugins.webshop.catalog"
+        assert json.loads(json.dumps(content)) == shipped, (
+            f"{name} drifted: run python -m toolgym.plugins.webshop.catalog"
+        )
     total = sum(p.stat().st_size for p in BUILTIN_DATA.glob("*.json.gz"))
     assert total < 300_000
     assert len(fresh["items_shuffle"]) == 400
@@ -133,4 +139,6 @@ def test_shipped_catalog_is_the_generator_output() -> None:
 
 def test_builtin_shop_splits(shop: Shop) -> None:
     assert len(shop.catalog) == 400 and len(shop.goals) == 2000
-    assert len(shop.split("test")) == 500 and len(shop.split("eval")) == 1000 and len(shop.split("train")) == 500
+    assert (
+        len(shop.split("test")) == 500 and len(shop.split("eval")) == 1000 and len(shop.split("train")) == 500
+    )

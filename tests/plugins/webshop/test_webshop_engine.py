@@ -15,8 +15,13 @@ from toolgym.testing import MockLLMBackend
 
 async def run(env: str, policy: Any, num_tasks: int, group_size: int = 1, **config: Any) -> list[Trajectory]:
     out: list[Trajectory] = []
-    engine = RolloutEngine(registry=Registry.load(), policy=policy, config=EngineConfig(max_live_episodes=8, **config),
-                           on_trajectory=out.append, env_kwargs={"split": "test"})
+    engine = RolloutEngine(
+        registry=Registry.load(),
+        policy=policy,
+        config=EngineConfig(max_live_episodes=8, **config),
+        on_trajectory=out.append,
+        env_kwargs={"split": "test"},
+    )
     await engine.run(plan_episodes(env, num_tasks=num_tasks, group_size=group_size))
     return sorted(out, key=lambda t: (t.task_index, t.sample_index))
 
@@ -48,8 +53,14 @@ async def test_scripted_policy_verl_format(qwen_chat: ChatFormat) -> None:
 
 
 async def test_mock_model_invalid_actions(qwen_tokenizer: Any) -> None:
-    replies = ["I am not sure what to do.", "click[a product that is not here]", "search[olive oil]",
-               "click[Next >]", "click[< Prev]", "Search[olive oil]"]
+    replies = [
+        "I am not sure what to do.",
+        "click[a product that is not here]",
+        "search[olive oil]",
+        "click[Next >]",
+        "click[< Prev]",
+        "Search[olive oil]",
+    ]
     backend = MockLLMBackend(qwen_tokenizer, replies)
     config = EngineConfig(max_turns=6)
     trajectories = await run("webshop", ModelPolicy(backend, config), num_tasks=1, max_turns=6)
@@ -71,8 +82,14 @@ async def test_tiny_model_runs_episodes_end_to_end() -> None:
     backend = TransformersBackend(ensure_tiny_model("qwen"), max_batch_size=4)
     try:
         config = EngineConfig(max_turns=3, max_tokens_per_turn=24)
-        trajectories = await run("webshop", ModelPolicy(backend, config), num_tasks=1, group_size=2,
-                                 max_turns=3, max_tokens_per_turn=24)
+        trajectories = await run(
+            "webshop",
+            ModelPolicy(backend, config),
+            num_tasks=1,
+            group_size=2,
+            max_turns=3,
+            max_tokens_per_turn=24,
+        )
     finally:
         await backend.aclose()
     assert len(trajectories) == 2

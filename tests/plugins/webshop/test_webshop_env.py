@@ -28,10 +28,17 @@ async def play(env: WebShopEnv, seed: int, limit: int = 15) -> tuple[list, float
     raise AssertionError(f"seed {seed}: the oracle did not buy within {limit} steps")
 
 
-@pytest.mark.parametrize(("split", "human", "seeds", "reward"),
-                         [("test", True, range(0, 300), "original"), ("train", False, range(0, 200), "strict"),
-                          ("eval", True, range(0, 100), "original")])
-async def test_oracle_buys_the_goal_with_score_one(split: str, human: bool, seeds: range, reward: str) -> None:
+@pytest.mark.parametrize(
+    ("split", "human", "seeds", "reward"),
+    [
+        ("test", True, range(0, 300), "original"),
+        ("train", False, range(0, 200), "strict"),
+        ("eval", True, range(0, 100), "original"),
+    ],
+)
+async def test_oracle_buys_the_goal_with_score_one(
+    split: str, human: bool, seeds: range, reward: str
+) -> None:
     env = WebShopEnv(split=split, human_goals=human, reward=reward)  # type: ignore[arg-type]
     rewards = [(await play(env, seed))[1] for seed in seeds]
     assert sum(r == 1.0 for r in rewards) / len(rewards) >= 0.99
@@ -48,7 +55,10 @@ async def test_oracle_on_synthetic_goals_loses_only_the_originals_colour_pairs()
             parts = info["reward_parts"]
             assert info["options"] == env.session.goal["goal_options"]  # type: ignore[union-attr]
             assert parts["r_option"] < 1.0 and parts["r_att"] == parts["r_price"] == parts["r_type"] == 1.0
-            assert any(normalize_color(v) != v and normalize_color(v) not in v.split() for v in info["options"].values())
+            assert any(
+                normalize_color(v) != v and normalize_color(v) not in v.split()
+                for v in info["options"].values()
+            )
 
 
 async def test_equal_seeds_give_equal_episodes() -> None:
@@ -61,7 +71,9 @@ async def test_equal_seeds_give_equal_episodes() -> None:
 async def test_reward_modes() -> None:
     _, reward, info = await play(WebShopEnv(split="test"), 3)
     assert reward == 1.0 and info["won"] and info["task_score"] == 1.0
-    _, reward, info = await play(WebShopEnv(split="test", prompt_format="verl", reward_mode="success", reward_scale=10.0), 3)
+    _, reward, info = await play(
+        WebShopEnv(split="test", prompt_format="verl", reward_mode="success", reward_scale=10.0), 3
+    )
     assert reward == 10.0 and info["won"]
 
 
@@ -84,9 +96,11 @@ async def test_invalid_actions_are_noops_reported_invalid() -> None:
     env = WebShopEnv(split="test")
     messages, _ = await env.reset(seed=1)
     anchor = env.anchor()
-    for action in (Action("hello", ActionKind.INVALID, error="empty action"),
-                   Action("click[nope]", ActionKind.COMMAND, command="click[nope]"),
-                   Action("x", ActionKind.ANSWER, answer="x")):
+    for action in (
+        Action("hello", ActionKind.INVALID, error="empty action"),
+        Action("click[nope]", ActionKind.COMMAND, command="click[nope]"),
+        Action("x", ActionKind.ANSWER, answer="x"),
+    ):
         result = await env.step(action)
         assert not result.valid and not result.terminated and result.reward == 0.0 and result.info["error"]
         assert result.observation[0]["content"] == messages[-1]["content"]
@@ -167,5 +181,7 @@ def test_tokenizer_corpus_holds_the_catalog_and_no_held_out_instruction() -> Non
     test_goals = {shop.goals[i]["instruction_text"] for i in shop.split("test")}
     other_goals = {shop.goals[i]["instruction_text"] for i in shop.split("trainval")}
     assert other_goals <= text
-    only_test = test_goals - other_goals  # the built-in goals are templated: some test instructions recur in other splits
+    only_test = (
+        test_goals - other_goals
+    )  # the built-in goals are templated: some test instructions recur in other splits
     assert only_test and not only_test & text

@@ -44,14 +44,22 @@ def goto_item(session: ShopSession) -> str:
 
 
 def test_start_page_text(session: ShopSession) -> None:
-    assert session.observation("text") == f"WebShop [SEP] Instruction: [SEP] {session.instruction} [SEP] Search"
+    assert (
+        session.observation("text") == f"WebShop [SEP] Instruction: [SEP] {session.instruction} [SEP] Search"
+    )
     assert session.available_actions() == {"has_search_bar": True, "clickables": ["search"]}
 
 
 def test_results_page_layout(session: ShopSession, shop: Shop) -> None:
     session.step("search[olive oil]")
     parts = session.observation("text").split(" [SEP] ")
-    assert parts[:5] == ["Instruction:", session.instruction, "Back to Search", "Page 1 (Total results: 50)", "Next >"]
+    assert parts[:5] == [
+        "Instruction:",
+        session.instruction,
+        "Back to Search",
+        "Page 1 (Total results: 50)",
+        "Next >",
+    ]
     found = shop.search(("olive", "oil"))
     # ten results per page: ASIN, title, price
     assert parts[5:] == [x for p in found[:10] for x in (p["asin"], p["Title"], p["Price"])]
@@ -67,8 +75,15 @@ def test_item_page_layout(session: ShopSession, shop: Shop) -> None:
     expected = ["Instruction:", session.instruction, "Back to Search", "< Prev"]
     for name, values in product["options"].items():
         expected += [name, *values]
-    expected += [product["Title"], f"Price: {product['Price']}", f"Rating: {product['Rating']}",
-                 "Description", "Features", "Reviews", "Buy Now"]
+    expected += [
+        product["Title"],
+        f"Price: {product['Price']}",
+        f"Rating: {product['Rating']}",
+        "Description",
+        "Features",
+        "Reviews",
+        "Buy Now",
+    ]
     assert session.observation("text").split(" [SEP] ") == expected
 
 
@@ -113,10 +128,16 @@ def test_text_rich_marks_buttons_and_clicked_options(session: ShopSession, shop:
 def test_done_page_shows_score(session: ShopSession) -> None:
     goto_item(session)
     outcome = session.step("click[Buy Now]")
-    assert outcome.done and session.observation() == f"Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] {outcome.score}"
+    assert (
+        outcome.done
+        and session.observation()
+        == f"Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] {outcome.score}"
+    )
 
 
-def test_a_query_word_that_stems_to_nothing_does_not_end_the_episode(session: ShopSession, shop: Shop) -> None:
+def test_a_query_word_that_stems_to_nothing_does_not_end_the_episode(
+    session: ShopSession, shop: Shop
+) -> None:
     """Seen in training: the policy searched `buy me a>s bookshelf please, black`. The stemmer turns
     the lone `s` into an empty term, which the index's vocabulary holds but its matrix does not, and
     bm25s raised: the episode ended in an error. The empty term must count as no term at all."""

@@ -24,16 +24,28 @@ CORD = "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V
 
 
 def goal(**changes: Any) -> dict[str, Any]:
-    g = {"query": "sneakers", "product_category": "a › b › c", "name": SHOE,
-         "attributes": ["tea tree", "essential oils", "natural ingredients"],
-         "goal_options": {"color": "grey", "size": "xl"}, "price_upper": 40.0}
+    g = {
+        "query": "sneakers",
+        "product_category": "a › b › c",
+        "name": SHOE,
+        "attributes": ["tea tree", "essential oils", "natural ingredients"],
+        "goal_options": {"color": "grey", "size": "xl"},
+        "price_upper": 40.0,
+    }
     g.update(changes)
     return g
 
 
 def product(**changes: Any) -> dict[str, Any]:
-    p = {"query": "sneakers", "product_category": "a › b › c", "name": SHOE, "Title": SHOE,
-         "Attributes": ["tea tree", "essential oil", "natural ingredients"], "BulletPoints": [], "Description": ""}
+    p = {
+        "query": "sneakers",
+        "product_category": "a › b › c",
+        "name": SHOE,
+        "Title": SHOE,
+        "Attributes": ["tea tree", "essential oil", "natural ingredients"],
+        "BulletPoints": [],
+        "Description": "",
+    }
     p.update(changes)
     return p
 
@@ -41,14 +53,21 @@ def product(**changes: Any) -> dict[str, Any]:
 def test_perfect_purchase_scores_one() -> None:
     score, parts = get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "xl"})
     assert score == 1.0
-    assert parts["r_type"] == 1.0 and parts["r_att"] == 1.0 and parts["r_option"] == 1.0 and parts["r_price"] == 1.0
+    assert (
+        parts["r_type"] == 1.0
+        and parts["r_att"] == 1.0
+        and parts["r_option"] == 1.0
+        and parts["r_price"] == 1.0
+    )
 
 
 def test_wrong_option_loses_its_share() -> None:
     score, parts = get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "small"})
     assert isclose(score, 5 / 6) and parts["r_option"] == 0.5
     # a chosen value found in the title earns nothing ("l" is in "basketball"): options have no substring fallback
-    assert isclose(get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "l"})[0], 5 / 6)
+    assert isclose(
+        get_reward(product(), goal(), price=35.0, options={"color": "grey", "size": "l"})[0], 5 / 6
+    )
 
 
 def test_options_whose_values_appear_in_the_title_do_not_raise_the_score() -> None:
@@ -58,11 +77,23 @@ def test_options_whose_values_appear_in_the_title_do_not_raise_the_score() -> No
     shelf = product(Title="Oak 3 Tier Bookshelf", name="Oak 3 Tier Bookshelf")
     wanted = goal(goal_options=["white"], name="Oak 3 Tier Bookshelf")
     honest = get_reward(shelf, wanted, price=35.0, options={})[0]
-    for choice in ({"color": "oak", "size": "3 tier"}, {"size": "3 tier"}, {"a": "oak", "b": "3 tier", "c": "bookshelf"}):
+    for choice in (
+        {"color": "oak", "size": "3 tier"},
+        {"size": "3 tier"},
+        {"a": "oak", "b": "3 tier", "c": "bookshelf"},
+    ):
         assert get_reward(shelf, wanted, price=35.0, options=choice)[0] == honest == 0.8
     # repeating the goal's value under several names cannot count it twice
     assert get_reward(shelf, wanted, price=35.0, options={"a": "white", "b": "white"})[0] == 1.0
-    assert get_reward(shelf, goal(goal_options=["white", "large"], name=shelf["name"]), 35.0, {"a": "white", "b": "white"})[0] == 5 / 6
+    assert (
+        get_reward(
+            shelf,
+            goal(goal_options=["white", "large"], name=shelf["name"]),
+            35.0,
+            {"a": "white", "b": "white"},
+        )[0]
+        == 5 / 6
+    )
 
 
 def test_over_price_loses_its_share() -> None:
@@ -72,19 +103,32 @@ def test_over_price_loses_its_share() -> None:
 
 def test_wrong_type_scales_the_score() -> None:
     bought = product(query="other", product_category="a › d › e", name=CORD, Title=CORD)
-    score, parts = get_reward(bought, goal(name=SOUNDBAR), price=35.0, options={"color": "grey", "size": "xl"})
+    score, parts = get_reward(
+        bought, goal(name=SOUNDBAR), price=35.0, options={"color": "grey", "size": "xl"}
+    )
     assert parts["r_type"] == 0.5 and isclose(parts["title_score"], 2 / 12)
     assert isclose(score, 0.5)
-    unrelated = product(query="other", product_category="x › y", name="Rusticware 921ORB Kitchen and Bath Cabinet Knob")
+    unrelated = product(
+        query="other", product_category="x › y", name="Rusticware 921ORB Kitchen and Bath Cabinet Knob"
+    )
     assert get_reward(unrelated, goal(), price=35.0, options={"color": "grey", "size": "xl"})[0] == 0.0
 
 
 def test_attribute_fuzzy_and_substring_fallback() -> None:
     assert attribute_reward(product(), ["tea tree", "essential oils", "natural ingredients"]) == (1.0, 3)
-    in_text = product(Attributes=[], BulletPoints=["This shampoo has essential oils"], Description="made with natural ingredients")
+    in_text = product(
+        Attributes=[],
+        BulletPoints=["This shampoo has essential oils"],
+        Description="made with natural ingredients",
+    )
     r, n = attribute_reward(in_text, ["tea tree", "essential oils", "natural ingredients"])
     assert n == 2 and isclose(r, 2 / 3)
-    none = product(Attributes=["tea bag", "earl gray"], Title="English tea", BulletPoints=["Calming"], Description="Lipton")
+    none = product(
+        Attributes=["tea bag", "earl gray"],
+        Title="English tea",
+        BulletPoints=["Calming"],
+        Description="Lipton",
+    )
     assert attribute_reward(none, ["tea tree", "essential oils"]) == (0.0, 0)
 
 
@@ -106,7 +150,10 @@ def test_option_rules() -> None:
 
 
 def test_strict_variant_counts_equal_values_once() -> None:
-    assert strict_option_reward([("size", "8 fl oz (pack of 1)")], {"size": "8 fl oz (pack of 2)"}) == (0.0, 0)
+    assert strict_option_reward([("size", "8 fl oz (pack of 1)")], {"size": "8 fl oz (pack of 2)"}) == (
+        0.0,
+        0,
+    )
     assert strict_option_reward([("size", "large")], {"Size": " Large "}) == (1.0, 1)
     assert strict_option_reward([("size", "large")], {"color": "large"}) == (0.0, 0)
     assert strict_option_reward(["navy blue"], {"color": "royal blue"}) == (0.0, 0)
@@ -114,14 +161,22 @@ def test_strict_variant_counts_equal_values_once() -> None:
     assert strict_option_reward(["white", "white"], {"a": "white", "b": "white"}) == (1.0, 2)
     shelf = product(Title="Oak 3 Tier Bookshelf")
     assert get_reward(shelf, goal(), 35.0, {"color": "grey", "size": "xl"}, variant="strict")[0] == 1.0
-    assert isclose(get_reward(shelf, goal(), 35.0, {"color": "gray", "size": "xl"}, variant="strict")[0], 5 / 6)
+    assert isclose(
+        get_reward(shelf, goal(), 35.0, {"color": "gray", "size": "xl"}, variant="strict")[0], 5 / 6
+    )
     with pytest.raises(ValueError, match="unknown WebShop reward 'lenient'"):
         get_reward(shelf, goal(), 35.0, {}, variant="lenient")  # type: ignore[arg-type]
 
 
 def test_color_normalisation() -> None:
-    cases = [("", ""), ("black forest", "black"), ("violet lavender", "lavender"), ("steelivy fuchsia", "fuchsia"),
-             ("123alabaster", "alabaster"), ("webshop", "webshop")]
+    cases = [
+        ("", ""),
+        ("black forest", "black"),
+        ("violet lavender", "lavender"),
+        ("steelivy fuchsia", "fuchsia"),
+        ("123alabaster", "alabaster"),
+        ("webshop", "webshop"),
+    ]
     for value, expected in cases:
         assert normalize_color(value) == expected
 
@@ -145,21 +200,47 @@ def test_type_reward_parts() -> None:
 @pytest.mark.parametrize(
     ("wanted", "bought", "expected"),
     [
-        ("adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe", "adidas Unisex-Adult D.o.n. Issue 2 Indoor Court Shoe", 0.857),
+        (
+            "adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe",
+            "adidas Unisex-Adult D.o.n. Issue 2 Indoor Court Shoe",
+            0.857,
+        ),
         (SOUNDBAR + " Home Theater System Subwoofer", CORD, 0.3125),
         (SOUNDBAR, CORD, 0.1667),
-        ("Rusticware 921ORB Kitchen and Bath Cabinet Knob",
-         "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead Acne Remover Portable Makeup Tweezers (Silver)", 0.0),
+        (
+            "Rusticware 921ORB Kitchen and Bath Cabinet Knob",
+            "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead Acne Remover Portable Makeup Tweezers (Silver)",
+            0.0,
+        ),
     ],
 )
 def test_title_scores_match_the_published_spacy_values(wanted: str, bought: str, expected: float) -> None:
-    score = type_reward({"query": "x", "product_category": "p", "name": bought}, {"query": "y", "product_category": "q", "name": wanted})
+    score = type_reward(
+        {"query": "x", "product_category": "p", "name": bought},
+        {"query": "y", "product_category": "q", "name": wanted},
+    )
     assert isclose(score["title_score"], expected, abs_tol=1e-3)
 
 
 def test_noun_tagger_rules() -> None:
-    assert tokenize("Unisex-Adult D.o.n. (Silver) DVD/VCR") == ["Unisex", "-", "Adult", "D.o.n.", "(", "Silver", ")", "DVD", "/", "VCR"]
-    assert rule_nouns("Portable Stainless Steel Tweezers for Women, 2 Pack") == ["steel", "tweezers", "women", "pack"]
+    assert tokenize("Unisex-Adult D.o.n. (Silver) DVD/VCR") == [
+        "Unisex",
+        "-",
+        "Adult",
+        "D.o.n.",
+        "(",
+        "Silver",
+        ")",
+        "DVD",
+        "/",
+        "VCR",
+    ]
+    assert rule_nouns("Portable Stainless Steel Tweezers for Women, 2 Pack") == [
+        "steel",
+        "tweezers",
+        "women",
+        "pack",
+    ]
     assert rule_nouns("UL Listed 4K Cable") == ["ul", "cable"]
     with pytest.raises(ValueError, match="unknown noun tagger"):
         make_noun_tagger("nltk")

@@ -36,8 +36,13 @@ def link(page: str, element_id: str) -> str:
 
 
 def test_view_urls_round_trip() -> None:
-    for view in (View(), View("results", ("red", "shoes"), 3), View("item", ("x",), 2, "B0ABC", (("color", "navy | blue"),)),
-                 View("sub", ("x",), 1, "B0ABC", (), "Reviews"), View("done", ("x",), 1, "B0ABC", (("size", "l"),))):
+    for view in (
+        View(),
+        View("results", ("red", "shoes"), 3),
+        View("item", ("x",), 2, "B0ABC", (("color", "navy | blue"),)),
+        View("sub", ("x",), 1, "B0ABC", (), "Reviews"),
+        View("done", ("x",), 1, "B0ABC", (("size", "l"),)),
+    ):
         url = urllib.parse.urlsplit(view_url("7", view))
         assert parse_view([p for p in url.path.split("/") if p][2:], urllib.parse.parse_qs(url.query)) == view
 
@@ -53,7 +58,9 @@ def test_search_item_and_buy_over_http(server: WebShopServer, shop: Shop) -> Non
     results = get(server, "/s/3/search?" + urllib.parse.urlencode({"keywords": title}))
     assert "Page 1 (Total results: " in results and f'id="product-{goal["asin"]}"' in results
     item = get(server, link(results, f"product-{goal['asin']}"))
-    assert f"<h2>{html.escape(shop.product(goal['asin'])['Title'])}</h2>" in item and 'id="btn-buy-now"' in item
+    assert (
+        f"<h2>{html.escape(shop.product(goal['asin'])['Title'])}</h2>" in item and 'id="btn-buy-now"' in item
+    )
 
     # choose the options the oracle would, by following the option links
     for name, value in wanted_options(shop.product(goal["asin"]), goal).items():

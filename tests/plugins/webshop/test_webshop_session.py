@@ -14,8 +14,19 @@ def test_parse_action() -> None:
     assert parse_action("buy it") == ("buy it", None)
 
 
-@pytest.mark.parametrize("action", ["buy the shoes", "click[nothing here]", "search[]", "search[   ]", "jump[x]",
-                                    "click[search]", "click[Buy Now]", "click[Next >]"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "buy the shoes",
+        "click[nothing here]",
+        "search[]",
+        "search[   ]",
+        "jump[x]",
+        "click[search]",
+        "click[Buy Now]",
+        "click[Next >]",
+    ],
+)
 def test_invalid_actions_are_noops(session: ShopSession, action: str) -> None:
     before = session.observation()
     outcome = session.step(action)
@@ -89,7 +100,10 @@ def test_the_page_shopper_buys_without_knowing_the_goal_product(shop: Shop) -> N
     def play(index: int, hide_target: bool) -> tuple[list[str], float, str | None]:
         s = ShopSession(shop, index)
         if hide_target:
-            s.goal = {**s.goal, "asin": "B000000000"}  # what the oracle would walk to; the shopper must not care
+            s.goal = {
+                **s.goal,
+                "asin": "B000000000",
+            }  # what the oracle would walk to; the shopper must not care
         commands = []
         for _ in range(15):
             step = shopper_step(s)
@@ -105,8 +119,11 @@ def test_the_page_shopper_buys_without_knowing_the_goal_product(shop: Shop) -> N
     for index in range(60):
         commands, score, opened = play(index, hide_target=False)
         assert play(index, hide_target=True)[0] == commands
-        first = [p for p in ShopSession(shop, index).results(tuple(commands[0][7:-1].split(" ")))[:10]
-                 if shop.product(p)["pricing"][0] < float(ShopSession(shop, index).goal["price_upper"])]
+        first = [
+            p
+            for p in ShopSession(shop, index).results(tuple(commands[0][7:-1].split(" ")))[:10]
+            if shop.product(p)["pricing"][0] < float(ShopSession(shop, index).goal["price_upper"])
+        ]
         assert opened == first[0]  # the first result under the limit
         scores.append(score)
         own += opened == ShopSession(shop, index).goal["asin"]

@@ -41,7 +41,9 @@ def site() -> Iterator[EpisodeSite]:
 
 
 def _item(sid: str, asin: str, options: dict[str, str]) -> str:
-    return f"/s/{sid}/item/{asin}?" + urlencode({"keywords": "x", "page": "1", "options": json.dumps(options)})
+    return f"/s/{sid}/item/{asin}?" + urlencode(
+        {"keywords": "x", "page": "1", "options": json.dumps(options)}
+    )
 
 
 def _buy(sid: str, asin: str, options: dict[str, str]) -> str:
@@ -70,7 +72,9 @@ def test_a_done_page_typed_by_hand_does_not_buy(site: EpisodeSite, shop: Shop) -
     assert not session.done
     # The page's own Buy Now link buys, and scores as the text session would.
     status, _, body = site.handle(_buy(sid, asin, {}))
-    assert status == 200 and session.done and session.score == shop.score(session.goal, asin, {}, "original")[0]
+    assert (
+        status == 200 and session.done and session.score == shop.score(session.goal, asin, {}, "original")[0]
+    )
 
 
 def test_options_a_product_does_not_offer_are_refused(site: EpisodeSite, shop: Shop) -> None:
@@ -159,12 +163,16 @@ class Episode:
 
     def __init__(self, backend: PooledBackend, **kwargs: Any) -> None:
         self.env = WebShopWebEnv(**kwargs)
-        self.ctx = EpisodeContext(episode_id="webshop-web-test", sandbox_backend=backend, registry=get_registry())
+        self.ctx = EpisodeContext(
+            episode_id="webshop-web-test", sandbox_backend=backend, registry=get_registry()
+        )
         self.env.bind(self.ctx)
 
     async def call(self, name: str, **arguments: Any) -> Any:
         call = ToolCall(name=name, arguments=arguments)
-        return await self.env.step(Action(text=json.dumps(arguments), kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
+        return await self.env.step(
+            Action(text=json.dumps(arguments), kind=ActionKind.TOOL_CALLS, tool_calls=[call])
+        )
 
     async def command(self, command: str) -> Any:
         """Do the text action ``command`` through the browser (what the text env would do)."""
@@ -203,7 +211,9 @@ def _text_score(seed: int, commands: list[str]) -> tuple[float, Any]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_same_purchase_scores_identically_in_webshop_and_webshop_web(backend: PooledBackend, shop: Shop, seed: int) -> None:
+def test_the_same_purchase_scores_identically_in_webshop_and_webshop_web(
+    backend: PooledBackend, shop: Shop, seed: int
+) -> None:
     """A perfect purchase (the oracle's) and a poor one (the last result, no options) in both envs."""
     env = WebShopEnv()
     goal = env.goal_index(seed)
@@ -236,15 +246,18 @@ def test_the_same_purchase_scores_identically_in_webshop_and_webshop_web(backend
 
 def test_typing_the_buy_url_in_the_browser_does_not_score(backend: PooledBackend, shop: Shop) -> None:
     """With the goal's product and options leaked to it, the policy types the done page's URL."""
+
     async def body(ep: Episode) -> list[Any]:
         await ep.env.reset(seed=4)
         session = ep.env.session
         assert session is not None
         asin, options = _perfect(shop, session)
         base = shared_site().url
-        steps = [await ep.call("browser_goto", url=base + _buy(ep.env.session_id, asin, options)),
-                 await ep.call("browser_new_tab", url=f"{base}/s/0/"),
-                 await ep.call("browser_goto", url=f"{base}/s/{ep.env.session_id}/state")]
+        steps = [
+            await ep.call("browser_goto", url=base + _buy(ep.env.session_id, asin, options)),
+            await ep.call("browser_new_tab", url=f"{base}/s/0/"),
+            await ep.call("browser_goto", url=f"{base}/s/{ep.env.session_id}/state"),
+        ]
         return steps
 
     steps = _episode(backend, body)
@@ -254,13 +267,23 @@ def test_typing_the_buy_url_in_the_browser_does_not_score(backend: PooledBackend
 
 def test_the_browser_reaches_only_the_episode_site(backend: PooledBackend) -> None:
     with TestSite() as other:
+
         async def body(ep: Episode) -> list[Any]:
             await ep.env.reset(seed=0)
-            return [await ep.call("browser_new_tab", url=url) for url in (
-                f"{other.url}/form", "file:///etc/passwd", "http://172.17.0.1:2375/version", "http://example.com/")]
+            return [
+                await ep.call("browser_new_tab", url=url)
+                for url in (
+                    f"{other.url}/form",
+                    "file:///etc/passwd",
+                    "http://172.17.0.1:2375/version",
+                    "http://example.com/",
+                )
+            ]
 
         steps = _episode(backend, body)
-    for step, why in zip(steps, ("network allowlist", "give a full http", "allowlist", "allowlist"), strict=True):
+    for step, why in zip(
+        steps, ("network allowlist", "give a full http", "allowlist", "allowlist"), strict=True
+    ):
         text = step.observation[0]["content"]
         assert text.startswith("Error:") and why in text, text
         assert not step.valid and not step.terminated
@@ -278,11 +301,17 @@ def test_stopping_without_buying_scores_zero(backend: PooledBackend) -> None:
 
 def test_the_scripted_solver_buys_well_on_shipped_goals(backend: PooledBackend, qwen_chat: Any) -> None:
     """20 goals of the test split in one collection (bench/webshop_web.py runs more)."""
+
     async def run() -> list[Any]:
         out: list[Any] = []
-        engine = RolloutEngine(registry=get_registry(), policy=ScriptedPolicy(qwen_chat),
-                               config=EngineConfig(max_live_episodes=4, max_sandboxes=4), sandbox_backend=backend,
-                               env_kwargs={"split": "test"}, on_trajectory=out.append)
+        engine = RolloutEngine(
+            registry=get_registry(),
+            policy=ScriptedPolicy(qwen_chat),
+            config=EngineConfig(max_live_episodes=4, max_sandboxes=4),
+            sandbox_backend=backend,
+            env_kwargs={"split": "test"},
+            on_trajectory=out.append,
+        )
         await engine.run(plan_episodes("webshop-web", num_tasks=20, group_size=1))
         return out
 
@@ -299,12 +328,36 @@ def test_the_tiny_model_collects_token_faithful_trajectories(tmp_path: Path) -> 
     import sys
 
     out = tmp_path / "tiny"
-    done = subprocess.run([sys.executable, "-m", "toolgym", "collect", "--env", "webshop-web", "--model", "tiny",
-                           "-n", "2", "--max-turns", "2", "--max-tokens-per-turn", "48",
-                           "--sandbox-backend", "docker", "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolgym",
+            "collect",
+            "--env",
+            "webshop-web",
+            "--model",
+            "tiny",
+            "-n",
+            "2",
+            "--max-turns",
+            "2",
+            "--max-tokens-per-turn",
+            "48",
+            "--sandbox-backend",
+            "docker",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
-    verify = subprocess.run([sys.executable, "-m", "toolgym", "verify", str(out)], capture_output=True, text=True, timeout=300)
+    verify = subprocess.run(
+        [sys.executable, "-m", "toolgym", "verify", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert verify.returncode == 0 and "all invariants hold" in verify.stdout, verify.stdout + verify.stderr
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["token_faithful"] and r["status"] == "ok" for r in rows)

@@ -15,8 +15,21 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     out = tmp_path / "table"
     # --jobs 2: the two estimators' runs side by side (separate processes, separate outputs; half the wait)
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--jobs", "2", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning_table.py"),
+            "--smoke",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "plain HF generate (baseline)" in proc.stdout and "step groups repeat_rate" in proc.stdout
 
@@ -26,9 +39,17 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
 
     page = (out / "results.md").read_text()
     assert "| GRPO | 1 | 2 |" in page and "| GiGPO | 1 | 2 |" in page
-    assert "Pick" in page and "Pick2" in page and "anchor repeat rate" in page and "toolgym train --trainer local" in page
+    assert (
+        "Pick" in page
+        and "Pick2" in page
+        and "anchor repeat rate" in page
+        and "toolgym train --trainer local" in page
+    )
     for estimator in ("grpo", "gigpo"):
-        records = [json.loads(ln) for ln in (out / f"alfworld-{estimator}-seed0" / "metrics.jsonl").read_text().splitlines()]
+        records = [
+            json.loads(ln)
+            for ln in (out / f"alfworld-{estimator}-seed0" / "metrics.jsonl").read_text().splitlines()
+        ]
         assert [r["step"] for r in records] == [0, 1, 2]
 
     import matplotlib.image
@@ -42,30 +63,80 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
     assert command in page
     (out / "results.md").unlink()
     # ... and with --final-eval-tasks it first evaluates the warm start and each run's last checkpoint on more tasks
-    again = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--steps", "7",
-                            "--final-eval-tasks", "3", "--out", str(out), "--note", "ran alone"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    again = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning_table.py"),
+            "--smoke",
+            "--report-only",
+            "--steps",
+            "7",
+            "--final-eval-tasks",
+            "3",
+            "--out",
+            str(out),
+            "--note",
+            "ran alone",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     rewritten = (out / "results.md").read_text()
     assert command in rewritten and "--steps 7" not in rewritten and "| GRPO | 1 | 2 | 3 |" in rewritten
     assert "> **Note.** ran alone" in rewritten and "ran alone" not in page
     final = json.loads((out / "alfworld-grpo-seed0" / "final_eval.json").read_text())
-    assert final["tasks"] == 3 and final["step"] == 2 and final["before"]["episodes"] == final["after"]["episodes"] == 3
-    assert final["warm_start"] == json.loads((out / "alfworld-grpo-seed0" / "run.json").read_text())["run"]["model_dir"]
-    assert len(list(out.glob("final-eval-alfworld-*-3.json"))) == 1  # one warm-start evaluation for both estimators
+    assert (
+        final["tasks"] == 3
+        and final["step"] == 2
+        and final["before"]["episodes"] == final["after"]["episodes"] == 3
+    )
+    assert (
+        final["warm_start"]
+        == json.loads((out / "alfworld-grpo-seed0" / "run.json").read_text())["run"]["model_dir"]
+    )
+    assert (
+        len(list(out.glob("final-eval-alfworld-*-3.json"))) == 1
+    )  # one warm-start evaluation for both estimators
     assert "--final-eval-tasks 3" in rewritten  # the reproduce line names the final evaluation
 
     # the page's records (default: data/NAME/ beside the page): kilobytes, no checkpoints or trajectories,
     # and enough to write the same page again on a machine that has none of the runs
     records = out / "data" / "results"
     kept = sorted(p.relative_to(records).as_posix() for p in records.rglob("*") if p.is_file())
-    assert "alfworld-grpo-seed0/metrics.jsonl" in kept and "alfworld-gigpo-seed0/final_eval.json" in kept and "speed.json" in kept
-    assert not [p for p in kept if "step-" in p or "trajector" in p] and sum((records / p).stat().st_size for p in kept) < 200_000
+    assert (
+        "alfworld-grpo-seed0/metrics.jsonl" in kept
+        and "alfworld-gigpo-seed0/final_eval.json" in kept
+        and "speed.json" in kept
+    )
+    assert (
+        not [p for p in kept if "step-" in p or "trajector" in p]
+        and sum((records / p).stat().st_size for p in kept) < 200_000
+    )
     for run in out.glob("alfworld-*"):
         shutil.rmtree(run)
     moved = tmp_path / "elsewhere"
     shutil.copytree(records, moved)
-    from_records = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--smoke", "--report-only", "--final-eval-tasks", "3",
-                                   "--out", str(moved), "--records", str(moved)], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    from_records = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning_table.py"),
+            "--smoke",
+            "--report-only",
+            "--final-eval-tasks",
+            "3",
+            "--out",
+            str(moved),
+            "--records",
+            str(moved),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert from_records.returncode == 0, from_records.stdout[-3000:] + from_records.stderr[-3000:]
     assert (moved / "results.md").read_text() == rewritten  # the note too: the records keep it
 
@@ -82,18 +153,41 @@ def test_a_finished_run_extended_to_more_steps_adds_its_wall_time(tmp_path: Path
     out = tmp_path / "webshop-grpo-seed0"
     out.mkdir()
     (out / "wall_s.txt").write_text("100.0")
-    records = [{"step": 0, "heldout": {"success": 0.2, "episodes": 2}}, {"step": 2, "heldout": {"success": 0.3, "episodes": 2}}]
+    records = [
+        {"step": 0, "heldout": {"success": 0.2, "episodes": 2}},
+        {"step": 2, "heldout": {"success": 0.3, "episodes": 2}},
+    ]
     (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     calls: list[list[str]] = []
-    monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0))
-    args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
-                              model={}, estimators={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
-                              final_eval_envs=["alfworld", "webshop"], set=[])
+    monkeypatch.setattr(
+        table.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+    )
+    args = argparse.Namespace(
+        out=tmp_path,
+        steps=4,
+        tasks=2,
+        group=2,
+        eval_tasks=2,
+        test_freq=2,
+        device="cpu",
+        smoke=False,
+        jobs=1,
+        model={},
+        estimators={},
+        envs=["webshop"],
+        seeds=[0],
+        final_eval_tasks=0,
+        final_eval_envs=["alfworld", "webshop"],
+        set=[],
+    )
     _, shown, wall = table.train(args, "webshop", "grpo", 0)
     assert calls and "verl.trainer.total_training_steps=4" in shown
     assert 100.0 <= wall < 110.0 and float((out / "wall_s.txt").read_text()) == round(wall, 1)
     args.steps = 2  # a run that already has the steps asked for is reused, not run again
-    assert table.train(args, "webshop", "grpo", 0)[2] == float((out / "wall_s.txt").read_text()) and len(calls) == 1
+    assert (
+        table.train(args, "webshop", "grpo", 0)[2] == float((out / "wall_s.txt").read_text())
+        and len(calls) == 1
+    )
 
 
 def test_a_final_evaluation_with_errored_episodes_is_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -110,8 +204,14 @@ def test_a_final_evaluation_with_errored_episodes_is_refused(monkeypatch) -> Non
     args = argparse.Namespace(final_eval_tasks=100, device="cpu", jobs=1)
 
     def answer(failed: int) -> None:
-        line = json.dumps({"tasks": 100, "success": 0.3, "score": 0.3, "failed": failed, "seconds": 1.0, "by_type": {}})
-        monkeypatch.setattr(table.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=line + "\n", stderr=""))
+        line = json.dumps(
+            {"tasks": 100, "success": 0.3, "score": 0.3, "failed": failed, "seconds": 1.0, "by_type": {}}
+        )
+        monkeypatch.setattr(
+            table.subprocess,
+            "run",
+            lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=line + "\n", stderr=""),
+        )
 
     answer(1)
     assert table.evaluate_model(args, "math_python_grpo", Path("m"))["failed"] == 1
@@ -126,20 +226,51 @@ def test_estimators_adds_graphgpo_rows_and_refuses_an_estimator_the_env_lacks(tm
     for estimator, after in (("grpo", 0.2), ("gigpo", 0.25), ("graphgpo", 0.3)):
         out = tmp_path / f"alfworld-{estimator}-seed0"
         out.mkdir()
-        records = [{"step": 0, "heldout": {"success": 0.1, "episodes": 8}}, {"step": 5, "heldout": {"success": after, "episodes": 8}}]
+        records = [
+            {"step": 0, "heldout": {"success": 0.1, "episodes": 8}},
+            {"step": 5, "heldout": {"success": after, "episodes": 8}},
+        ]
         (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
         (out / "wall_s.txt").write_text("60.0")
-    base = [sys.executable, str(ROOT / "bench" / "learning_table.py"), "--report-only", "--no-speed", "--envs", "alfworld",
-            "--seeds", "0", "--out", str(tmp_path), "--docs", str(tmp_path / "results.md")]
-    proc = subprocess.run([*base, "--estimators", "alfworld=grpo,gigpo,graphgpo"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    base = [
+        sys.executable,
+        str(ROOT / "bench" / "learning_table.py"),
+        "--report-only",
+        "--no-speed",
+        "--envs",
+        "alfworld",
+        "--seeds",
+        "0",
+        "--out",
+        str(tmp_path),
+        "--docs",
+        str(tmp_path / "results.md"),
+    ]
+    proc = subprocess.run(
+        [*base, "--estimators", "alfworld=grpo,gigpo,graphgpo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     page = (tmp_path / "results.md").read_text()
     assert "from 3 run(s)" in proc.stdout and "| GraphGPO | 1 | 5 |" in page
     assert "GraphGPO 30.0% vs GRPO 20.0% after RL" in page
     default = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=ROOT)  # the pair alone
-    assert default.returncode == 0 and "from 2 run(s)" in default.stdout and "GraphGPO" not in (tmp_path / "results.md").read_text()
-    bad = subprocess.run([*base, "--estimators", "alfworld=arpo"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert bad.returncode != 0 and "--estimators alfworld=arpo" in bad.stderr and "alfworld=grpo,gigpo,graphgpo" in bad.stderr
+    assert (
+        default.returncode == 0
+        and "from 2 run(s)" in default.stdout
+        and "GraphGPO" not in (tmp_path / "results.md").read_text()
+    )
+    bad = subprocess.run(
+        [*base, "--estimators", "alfworld=arpo"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert (
+        bad.returncode != 0
+        and "--estimators alfworld=arpo" in bad.stderr
+        and "alfworld=grpo,gigpo,graphgpo" in bad.stderr
+    )
 
 
 def test_set_gives_every_run_the_same_override_and_refuses_other_keys(tmp_path: Path) -> None:
@@ -152,17 +283,47 @@ def test_set_gives_every_run_the_same_override_and_refuses_other_keys(tmp_path: 
     table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(table)  # type: ignore[union-attr]
     change = "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean"
-    args = argparse.Namespace(out=tmp_path, steps=4, tasks=2, group=2, eval_tasks=2, test_freq=2, device="cpu", smoke=False, jobs=1,
-                              model={}, estimators={}, envs=["webshop"], seeds=[0], final_eval_tasks=0,
-                              final_eval_envs=["alfworld", "webshop"], set=[change])
+    args = argparse.Namespace(
+        out=tmp_path,
+        steps=4,
+        tasks=2,
+        group=2,
+        eval_tasks=2,
+        test_freq=2,
+        device="cpu",
+        smoke=False,
+        jobs=1,
+        model={},
+        estimators={},
+        envs=["webshop"],
+        seeds=[0],
+        final_eval_tasks=0,
+        final_eval_envs=["alfworld", "webshop"],
+        set=[change],
+    )
     assert table.train_command(args, "webshop", "grpo", 0, tmp_path)[0][-1] == change
     assert table.reproduce_command(args).endswith(f"--set {change}")
-    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_table.py"), "--report-only", "--out", str(tmp_path),
-                          "--set", "loss_agg_mode=episode-mean-token-mean"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning_table.py"),
+            "--report-only",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "loss_agg_mode=episode-mean-token-mean",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert bad.returncode != 0 and "--set takes toolgym.KEY=VALUE or verl.KEY=VALUE" in bad.stderr
 
 
-def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """A page rewritten from its records after the shipped recipe changed describes the warm start its
     runs started from: that model's ``warmstart.json``, else the records' copy if it names that model,
     else no line. Never the newer one the cache holds now."""
@@ -181,21 +342,33 @@ def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(tmp_p
     cached = warmstart.cache_dir(shipped)  # the shipped recipe's build, in the cache now
     cached.mkdir(parents=True)
     (cached / "READY").write_text("ok\n")
-    (cached / "warmstart.json").write_text(json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500}))
+    (cached / "warmstart.json").write_text(
+        json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500})
+    )
     older = warmstart.recipe("alfworld", sft_max_steps=2800, sft_decay_steps=0)
     records = tmp_path / "records"
     run_dir = records / "alfworld-grpo-seed0"
     run_dir.mkdir(parents=True)
-    gone = tmp_path / "elsewhere" / f"alfworld-{older.key()}"  # the model the run started from, not on this machine
+    gone = (
+        tmp_path / "elsewhere" / f"alfworld-{older.key()}"
+    )  # the model the run started from, not on this machine
     (run_dir / "run.json").write_text(json.dumps({"run": {"model_dir": str(gone)}}))
-    (records / "warmstart-alfworld.json").write_text(json.dumps({"recipe": dataclasses.asdict(older), "sft_steps": 2800}))
+    (records / "warmstart-alfworld.json").write_text(
+        json.dumps({"recipe": dataclasses.asdict(older), "sft_steps": 2800})
+    )
     args = argparse.Namespace(out=records, smoke=False, envs=["alfworld"], model={})
     run = SimpleNamespace(env="alfworld", out=run_dir)
     assert table.warm_start_infos(args)["alfworld"]["sft_steps"] == 3500  # no runs: the cached one
-    assert table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2800  # the records' copy names the run's model
+    assert (
+        table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2800
+    )  # the records' copy names the run's model
     gone.mkdir(parents=True)
     (gone / "warmstart.json").write_text(json.dumps({"recipe": dataclasses.asdict(older), "sft_steps": 2801}))
-    assert table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2801  # the model's own, where it is here
+    assert (
+        table.warm_start_infos(args, [run])["alfworld"]["sft_steps"] == 2801
+    )  # the model's own, where it is here
     (gone / "warmstart.json").unlink()
-    (records / "warmstart-alfworld.json").write_text(json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500}))
+    (records / "warmstart-alfworld.json").write_text(
+        json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500})
+    )
     assert "alfworld" not in table.warm_start_infos(args, [run])  # a record of another model: no line at all

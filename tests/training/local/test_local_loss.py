@@ -15,8 +15,15 @@ from toolgym.training.local.loss import Aggregation, kl_penalty, ppo_clip_loss, 
 def _grad(ratio: float, adv: float, clip: float = 0.2) -> float:
     logp = torch.tensor([math.log(ratio)], requires_grad=True)
     agg = Aggregation.of("token-mean", torch.tensor([1.0]))
-    loss, _ = ppo_clip_loss(logp, torch.zeros(1), torch.tensor([adv]), torch.zeros(1, dtype=torch.long), agg,
-                            clip_low=clip, clip_high=clip)
+    loss, _ = ppo_clip_loss(
+        logp,
+        torch.zeros(1),
+        torch.tensor([adv]),
+        torch.zeros(1, dtype=torch.long),
+        agg,
+        clip_low=clip,
+        clip_high=clip,
+    )
     loss.backward()
     assert logp.grad is not None
     return float(logp.grad.item())
@@ -51,7 +58,9 @@ def test_aggregation_modes() -> None:
     rows = torch.tensor([0, 0, 0, 1])
     counts = torch.tensor([3.0, 1.0])
     assert Aggregation.of("token-mean", counts).reduce(values, rows).item() == pytest.approx(7 / 4)
-    assert Aggregation.of("seq-mean-token-mean", counts).reduce(values, rows).item() == pytest.approx((1 + 4) / 2)
+    assert Aggregation.of("seq-mean-token-mean", counts).reduce(values, rows).item() == pytest.approx(
+        (1 + 4) / 2
+    )
     with pytest.raises(ConfigError, match="aggregation"):
         Aggregation.of("sum", counts)
 
@@ -64,7 +73,9 @@ def test_episode_mean_weighs_every_episode_the_same_whatever_its_steps() -> None
     rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
     counts = torch.tensor([2.0, 2.0, 2.0, 2.0])
     episodes = ["win", "loss", "loss", "loss"]
-    assert Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item() == pytest.approx(-0.5)
+    assert Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item() == pytest.approx(
+        -0.5
+    )
     agg = Aggregation.of("episode-mean-token-mean", counts, episodes)
     assert agg.num_episodes == 2 and agg.reduce(advantages, rows).item() == pytest.approx(0.0, abs=1e-6)
     # micro-batches add up to the whole mini-batch's value (normalisers are the mini-batch's)
@@ -72,10 +83,15 @@ def test_episode_mean_weighs_every_episode_the_same_whatever_its_steps() -> None
     assert halves.item() == pytest.approx(0.0, abs=1e-6)
     # a row without loss tokens (outside this mini-batch) counts towards no episode
     sparse = Aggregation.of("episode-mean-token-mean", torch.tensor([2.0, 0.0, 2.0, 0.0]), episodes)
-    assert sparse.num_episodes == 2 and sparse.reduce(torch.tensor([1.0, 1.0, -1.0, -1.0]), torch.tensor([0, 0, 2, 2])).item() == 0.0
+    assert (
+        sparse.num_episodes == 2
+        and sparse.reduce(torch.tensor([1.0, 1.0, -1.0, -1.0]), torch.tensor([0, 0, 2, 2])).item() == 0.0
+    )
     # one row per episode: the same as seq-mean-token-mean
     one = Aggregation.of("episode-mean-token-mean", counts, ["a", "b", "c", "d"]).reduce(advantages, rows)
-    assert one.item() == pytest.approx(Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item())
+    assert one.item() == pytest.approx(
+        Aggregation.of("seq-mean-token-mean", counts).reduce(advantages, rows).item()
+    )
     with pytest.raises(ConfigError, match="episode of every row"):
         Aggregation.of("episode-mean-token-mean", counts)
 

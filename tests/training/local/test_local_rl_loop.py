@@ -31,7 +31,9 @@ class SayEnv(Env):
     parser = "hermes"
     max_turns = 1
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         return [dict(m) for m in PROMPT], {}
 
     async def step(self, action: Action) -> StepResult:
@@ -65,13 +67,21 @@ async def test_five_grpo_steps_make_rewarded_tokens_more_likely() -> None:
     chat = ChatFormat(tokenizer)
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("say", SayPlugin())])
     config = RLConfig(
-        env="say", estimator="grpo", group_size=8, tasks_per_step=4, steps=5, seed=3,
+        env="say",
+        estimator="grpo",
+        group_size=8,
+        tasks_per_step=4,
+        steps=5,
+        seed=3,
         engine={"max_turns": 1, "max_tokens_per_turn": 1},
-        optim=OptimConfig(lr=6e-2), ppo=PPOConfig(mini_batch_size=32, micro_batch_size=32),
+        optim=OptimConfig(lr=6e-2),
+        ppo=PPOConfig(mini_batch_size=32, micro_batch_size=32),
         eval=EvalConfig(num_tasks=4, every=0),
     )
     backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=32)
-    trainer = PolicyTrainer(model, optim=config.optim, ppo=config.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend)
+    trainer = PolicyTrainer(
+        model, optim=config.optim, ppo=config.ppo, pad_token_id=tokenizer.pad_token_id, backend=backend
+    )
     seen = []
     loop = RLLoop(config, trainer=trainer, backend=backend, registry=registry, on_trajectory=seen.append)
     before = rewarded_mass(model, chat)
@@ -84,9 +94,14 @@ async def test_five_grpo_steps_make_rewarded_tokens_more_likely() -> None:
     assert after > before + 0.3, (before, after)
     assert history[-1].success > history[0].success
     assert trainer.step == 5 and backend.weight_version == "5"
-    assert {t.weight_version for t in seen} == {"0", "1", "2", "3", "4"}  # each step sampled the weights of the one before
+    assert {t.weight_version for t in seen} == {
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+    }  # each step sampled the weights of the one before
     assert all(h.metrics["tokens"] > 0 for h in history)
-
 
 
 async def test_a_step_where_every_episode_fails_stops_the_run_with_the_reason() -> None:
@@ -101,18 +116,30 @@ async def test_a_step_where_every_episode_fails_stops_the_run_with_the_reason() 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path)).float().eval()
     registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("say", SayPlugin())])
-    config = RLConfig(env="say", estimator="grpo", group_size=2, tasks_per_step=2, steps=1, seed=3,
-                      engine={"max_turns": 1, "max_tokens_per_turn": 1}, eval=EvalConfig(num_tasks=2, every=0))
+    config = RLConfig(
+        env="say",
+        estimator="grpo",
+        group_size=2,
+        tasks_per_step=2,
+        steps=1,
+        seed=3,
+        engine={"max_turns": 1, "max_tokens_per_turn": 1},
+        eval=EvalConfig(num_tasks=2, every=0),
+    )
     backend = TransformersBackend(model, tokenizer=tokenizer, max_batch_size=4)
 
-    async def broken(request: Any) -> Any:  # every call fails, as with a crashed server or a GPU out of memory
+    async def broken(
+        request: Any,
+    ) -> Any:  # every call fails, as with a crashed server or a GPU out of memory
         raise LLMError("CUDA out of memory (simulated)")
 
     backend.generate = broken  # type: ignore[method-assign]
     trainer = PolicyTrainer(model, optim=config.optim, ppo=config.ppo, pad_token_id=tokenizer.pad_token_id)
     loop = RLLoop(config, trainer=trainer, backend=backend, registry=registry)
     try:
-        with pytest.raises(ToolgymError, match=r"every one of the 4 episodes of RL step 1 failed.*CUDA out of memory"):
+        with pytest.raises(
+            ToolgymError, match=r"every one of the 4 episodes of RL step 1 failed.*CUDA out of memory"
+        ):
             await loop.step()
         with pytest.raises(ToolgymError, match="every one of the 2 episodes of the evaluation failed"):
             await loop.evaluate()

@@ -14,8 +14,15 @@ from toolgym.training.local.runner import build, load_config
 
 
 def test_verl_keys_map_onto_local_settings() -> None:
-    data = load_config("keychain_gigpo", ["verl.actor_rollout_ref.actor.optim.lr=0.01", "toolgym.group_size=4",
-                                          "verl.actor_rollout_ref.actor.use_kl_loss=true", "verl.actor_rollout_ref.actor.kl_loss_coef=0.1"])
+    data = load_config(
+        "keychain_gigpo",
+        [
+            "verl.actor_rollout_ref.actor.optim.lr=0.01",
+            "toolgym.group_size=4",
+            "verl.actor_rollout_ref.actor.use_kl_loss=true",
+            "verl.actor_rollout_ref.actor.kl_loss_coef=0.1",
+        ],
+    )
     rl, run = build(data)
     assert rl.optim.lr == 0.01 and rl.group_size == 4 and rl.estimator == "gigpo"
     assert rl.ppo.kl_coef == 0.1 and rl.ppo.kl_estimator == "k3" and rl.ppo.loss_agg == "seq-mean-token-mean"
@@ -27,17 +34,29 @@ def test_verl_keys_map_onto_local_settings() -> None:
 
 
 def test_dry_run_prints_the_composed_settings() -> None:
-    result = CliRunner().invoke(app, ["train", "--trainer", "local", "--config", "keychain_gigpo", "--dry-run"])
+    result = CliRunner().invoke(
+        app, ["train", "--trainer", "local", "--config", "keychain_gigpo", "--dry-run"]
+    )
     assert result.exit_code == 0, result.output
-    body = result.output[result.output.index("{"):]
+    body = result.output[result.output.index("{") :]
     assert json.loads(body)["rl"]["env"] == "keychain"
 
 
 def test_a_short_run_writes_checkpoints_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    common = ["train", "--trainer", "local", "--config", "keychain_gigpo", "verl.data.train_batch_size=2",
-              "toolgym.group_size=2", "toolgym.val.num_tasks=2", "toolgym.engine.max_tokens_per_turn=8",
-              "verl.trainer.save_freq=1", f"verl.trainer.default_local_dir={out}"]
+    common = [
+        "train",
+        "--trainer",
+        "local",
+        "--config",
+        "keychain_gigpo",
+        "verl.data.train_batch_size=2",
+        "toolgym.group_size=2",
+        "toolgym.val.num_tasks=2",
+        "toolgym.engine.max_tokens_per_turn=8",
+        "verl.trainer.save_freq=1",
+        f"verl.trainer.default_local_dir={out}",
+    ]
     first = CliRunner().invoke(app, [*common, "verl.trainer.total_training_steps=1"])
     assert first.exit_code == 0, first.output
     assert (out / "step-00001" / "trainer_state.pt").is_file()
@@ -55,10 +74,23 @@ def test_every_tiny_family_is_a_model_of_the_local_trainer(tmp_path: Path) -> No
     for name, family in TINY.items():
         assert model_dir(name) == ensure_tiny_model(family), name  # type: ignore[arg-type]
     out = tmp_path / "glm"  # a family whose template drops reasoning from history, through one training step
-    done = CliRunner().invoke(app, ["train", "--trainer", "local", "--config", "keychain_gigpo", "verl.actor_rollout_ref.model.path=tiny-glm-4.5",
-                                    "verl.data.train_batch_size=2", "toolgym.group_size=2", "toolgym.val.num_tasks=2",
-                                    "toolgym.engine.max_tokens_per_turn=8", "verl.trainer.total_training_steps=1",
-                                    f"verl.trainer.default_local_dir={out}"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--trainer",
+            "local",
+            "--config",
+            "keychain_gigpo",
+            "verl.actor_rollout_ref.model.path=tiny-glm-4.5",
+            "verl.data.train_batch_size=2",
+            "toolgym.group_size=2",
+            "toolgym.val.num_tasks=2",
+            "toolgym.engine.max_tokens_per_turn=8",
+            "verl.trainer.total_training_steps=1",
+            f"verl.trainer.default_local_dir={out}",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert json.loads((out / "step-00001" / "trainer_extra.json").read_text())["next_step"] == 1
 
@@ -69,13 +101,32 @@ def test_episode_mean_loss_trains_one_step_from_the_cli(tmp_path: Path) -> None:
     mode = "verl.actor_rollout_ref.actor.loss_agg_mode=episode-mean-token-mean"
     rl, _ = build(load_config("alfworld_grpo", [mode]))
     assert rl.ppo.loss_agg == "episode-mean-token-mean"
-    with pytest.raises(ConfigError, match=r"local trainer setting loss_agg: .*'episode-mean-token-mean' \(got 'episode-sum'\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"local trainer setting loss_agg: .*'episode-mean-token-mean' \(got 'episode-sum'\)",
+    ):
         build(load_config("alfworld_grpo", ["verl.actor_rollout_ref.actor.loss_agg_mode=episode-sum"]))
     out = tmp_path / "run"
-    done = CliRunner().invoke(app, ["train", "--trainer", "local", "--config", "alfworld_grpo", "verl.actor_rollout_ref.model.path=tiny", mode,
-                                    "verl.data.train_batch_size=2", "toolgym.group_size=2", "toolgym.val.num_tasks=2",
-                                    "toolgym.engine.max_turns=3", "toolgym.env_kwargs.max_steps=3", "toolgym.engine.max_tokens_per_turn=8",
-                                    "verl.trainer.total_training_steps=1", f"verl.trainer.default_local_dir={out}"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--trainer",
+            "local",
+            "--config",
+            "alfworld_grpo",
+            "verl.actor_rollout_ref.model.path=tiny",
+            mode,
+            "verl.data.train_batch_size=2",
+            "toolgym.group_size=2",
+            "toolgym.val.num_tasks=2",
+            "toolgym.engine.max_turns=3",
+            "toolgym.env_kwargs.max_steps=3",
+            "toolgym.engine.max_tokens_per_turn=8",
+            "verl.trainer.total_training_steps=1",
+            f"verl.trainer.default_local_dir={out}",
+        ],
+    )
     assert done.exit_code == 0, done.output
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1]
@@ -89,4 +140,6 @@ def test_keychain_config_starts_from_the_demos_warm_start() -> None:
     _, settings = build(load_config("keychain_gigpo", []))
     assert settings["model"] == "warmstart:keychain"
     path = model_dir(settings["model"])
-    assert path == demo_warm_start() and (path / "config.json").is_file() and (path.parent / "READY").is_file()
+    assert (
+        path == demo_warm_start() and (path / "config.json").is_file() and (path.parent / "READY").is_file()
+    )

@@ -33,13 +33,33 @@ def test_step_group_statistics_hand_computed() -> None:
 
 
 def test_progress_line_carries_every_figure() -> None:
-    log = StepLog(step=2, mean_reward=0.25, success=0.25, episodes=32, trainable=32, rows=400, sample_s=8.0, update_s=4.0,
-                  metrics={"loss": -0.01, "approx_kl": 0.002, "kl_ref": 0.0, "entropy": 0.9}, tokens=1600,
-                  eval=EvalResult(0.375, 0.375, 32, 0, 3.0))
+    log = StepLog(
+        step=2,
+        mean_reward=0.25,
+        success=0.25,
+        episodes=32,
+        trainable=32,
+        rows=400,
+        sample_s=8.0,
+        update_s=4.0,
+        metrics={"loss": -0.01, "approx_kl": 0.002, "kl_ref": 0.0, "entropy": 0.9},
+        tokens=1600,
+        eval=EvalResult(0.375, 0.375, 32, 0, 3.0),
+    )
     rec = step_record(log, wall_s=15.0, kl_coef=0.0)
     line = progress_line(rec, total=10, eta_s=7 * 15.0)
-    for part in ("step 3/10", "train 25%", "held-out 38%", "reward 0.250", "loss -0.0100", "KL(old) 0.0020", "entropy 0.900",
-                 "200 tok/s", "4.00 ep/s", "ETA 1m45s"):
+    for part in (
+        "step 3/10",
+        "train 25%",
+        "held-out 38%",
+        "reward 0.250",
+        "loss -0.0100",
+        "KL(old) 0.0020",
+        "entropy 0.900",
+        "200 tok/s",
+        "4.00 ep/s",
+        "ETA 1m45s",
+    ):
         assert part in line
     assert format_eta(3 * 3600 + 120) == "3h02m"
 

@@ -32,8 +32,21 @@ def docker_lines(*args: str) -> list[str]:
 
 def created_by(owner_prefix: str, since: float) -> list[dict[str, Any]]:
     """Labels of the toolgym containers this process created since ``since`` (Docker's event log)."""
-    lines = docker_lines("events", "--since", f"{since:.3f}", "--until", f"{time.time():.3f}", "--filter", "type=container",
-                         "--filter", "event=create", "--filter", "label=toolgym.sandbox", "--format", "{{json .Actor.Attributes}}")
+    lines = docker_lines(
+        "events",
+        "--since",
+        f"{since:.3f}",
+        "--until",
+        f"{time.time():.3f}",
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=create",
+        "--filter",
+        "label=toolgym.sandbox",
+        "--format",
+        "{{json .Actor.Attributes}}",
+    )
     labels = [json.loads(ln) for ln in lines]
     return [a for a in labels if str(a.get("toolgym.owner", "")).startswith(owner_prefix)]
 
@@ -45,9 +58,16 @@ def test_swe_grpo_two_steps_with_docker_sandboxes(tmp_path: Path, capsys: pytest
 
     out = tmp_path / "run"
     overrides = [
-        "verl.trainer.total_training_steps=2", "verl.data.train_batch_size=1", "toolgym.group_size=2",
-        "verl.actor_rollout_ref.actor.ppo_mini_batch_size=1", "toolgym.env_kwargs.max_turns=2", "toolgym.engine.max_turns=2",
-        "toolgym.engine.max_tokens_per_turn=12", "toolgym.val.num_tasks=1", "verl.trainer.test_freq=0", "verl.trainer.save_freq=0",
+        "verl.trainer.total_training_steps=2",
+        "verl.data.train_batch_size=1",
+        "toolgym.group_size=2",
+        "verl.actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "toolgym.env_kwargs.max_turns=2",
+        "toolgym.engine.max_turns=2",
+        "toolgym.engine.max_tokens_per_turn=12",
+        "toolgym.val.num_tasks=1",
+        "verl.trainer.test_freq=0",
+        "verl.trainer.save_freq=0",
         f"verl.trainer.default_local_dir={out}",
     ]
     owner = f"{socket.gethostname()}:{os.getpid()}:"
@@ -72,13 +92,19 @@ def test_swe_grpo_two_steps_with_docker_sandboxes(tmp_path: Path, capsys: pytest
     assert sum(r["mean_reward"] * r["episodes"] for r in steps) == sum(t["reward"] for t in trajs)
     for r in steps:
         f = r["filters"]  # swe_grpo masks turn-limited episodes, and the group (all 0) is dropped
-        assert f["filter/turn_limit"] == 2 and f["filter/equal_reward_groups"] == 1 and f["filter/dropped"] == 2
+        assert (
+            f["filter/turn_limit"] == 2 and f["filter/equal_reward_groups"] == 1 and f["filter/dropped"] == 2
+        )
         assert r["trainable"] == 0 and r["rows"] == 0
     assert "filtered 0 masked/2 dropped (turn_limit 2, 1 equal group)" in capsys.readouterr().err
 
     assert created, "no toolgym container was created by this run"
-    assert len(created) < episodes, f"{len(created)} containers for {episodes} episodes: sandboxes were not reused"
+    assert len(created) < episodes, (
+        f"{len(created)} containers for {episodes} episodes: sandboxes were not reused"
+    )
     # this run's containers (other tests in this process may still hold pooled sandboxes of their own)
     ours = {a.get("toolgym.id") for a in created}
-    left = docker_lines("ps", "-a", "--filter", "label=toolgym.sandbox", "--format", "{{.Label \"toolgym.id\"}}")
+    left = docker_lines(
+        "ps", "-a", "--filter", "label=toolgym.sandbox", "--format", '{{.Label "toolgym.id"}}'
+    )
     assert not [i for i in left if i in ours], f"containers left behind: {sorted(ours & set(left))}"

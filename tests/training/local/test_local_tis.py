@@ -41,7 +41,9 @@ def test_the_weight_multiplies_each_tokens_surrogate_as_the_formula_says() -> No
     loss.backward()
     assert logp.grad is not None
     # d/dlogp of -A·w·r is -A·w·r inside the trust region; the clipped token (r=1.5 > 1.2, A>0) has none
-    torch.testing.assert_close(logp.grad, torch.tensor([-1.0 * 0.5, 2.0 * 1.5 * 1.1, -1.0 * 2.0 * 0.9, 0.0]) / 4)
+    torch.testing.assert_close(
+        logp.grad, torch.tensor([-1.0 * 0.5, 2.0 * 1.5 * 1.1, -1.0 * 2.0 * 0.9, 0.0]) / 4
+    )
 
 
 def test_without_weights_the_loss_is_unchanged_bit_for_bit() -> None:
@@ -68,10 +70,17 @@ def _rows_with_model_logprobs(model, shift: float) -> list[Row]:  # type: ignore
     """Rows whose sampler logprobs are the model's own minus ``shift`` on every other sampled token
     (a sampler that found those tokens e^shift times less likely than the trainer does)."""
     rows = [
-        Row(np.array(ids, dtype=np.int64), np.array(mask, dtype=np.int8), np.zeros(len(ids), dtype=np.float32),
-            np.array(mask, dtype=np.float32) * adv)
-        for ids, mask, adv in (([1, 5, 6, 7, 8, 2], [0, 0, 1, 1, 1, 0], 1.0), ([1, 9, 10, 11], [0, 1, 1, 1], -0.5),
-                               ([1, 12, 13, 14, 15, 16], [0, 0, 0, 1, 1, 1], 2.0))
+        Row(
+            np.array(ids, dtype=np.int64),
+            np.array(mask, dtype=np.int8),
+            np.zeros(len(ids), dtype=np.float32),
+            np.array(mask, dtype=np.float32) * adv,
+        )
+        for ids, mask, adv in (
+            ([1, 5, 6, 7, 8, 2], [0, 0, 1, 1, 1, 0], 1.0),
+            ([1, 9, 10, 11], [0, 1, 1, 1], -0.5),
+            ([1, 12, 13, 14, 15, 16], [0, 0, 0, 1, 1, 1], 2.0),
+        )
     ]
     with torch.no_grad():
         logp, _ = token_logprobs(model, collate(rows, list(range(len(rows))), pad_id=0))
@@ -89,7 +98,9 @@ def test_trainer_reports_the_weights_and_trains_against_its_own_old_logprobs() -
     rows = _rows_with_model_logprobs(model, shift)
     tokens = sum(r.num_tokens for r in rows)
     shifted = (tokens + 1) // 2
-    on = PolicyTrainer(model, optim=OptimConfig(lr=1e-3), ppo=PPOConfig(tis_cap=1.2, mini_batch_size=8, micro_batch_size=2))
+    on = PolicyTrainer(
+        model, optim=OptimConfig(lr=1e-3), ppo=PPOConfig(tis_cap=1.2, mini_batch_size=8, micro_batch_size=2)
+    )
     metrics = on.ppo_update(rows)
     assert metrics["tis_ratio_max"] == pytest.approx(1.5, rel=1e-4)
     assert metrics["tis_clip_frac"] == pytest.approx(shifted / tokens)
@@ -98,7 +109,9 @@ def test_trainer_reports_the_weights_and_trains_against_its_own_old_logprobs() -
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # PPO's ratio is against π_train_old
     assert rows[0].rollout_logprobs is None  # the caller's rows are not changed
 
-    off = PolicyTrainer(tiny_model(seed=4), optim=OptimConfig(lr=1e-3), ppo=PPOConfig(mini_batch_size=8, micro_batch_size=2))
+    off = PolicyTrainer(
+        tiny_model(seed=4), optim=OptimConfig(lr=1e-3), ppo=PPOConfig(mini_batch_size=8, micro_batch_size=2)
+    )
     plain = off.ppo_update(rows)
     assert not any(k.startswith("tis_") for k in plain)
     assert plain["ratio_mean"] == pytest.approx((1.5 * shifted + tokens - shifted) / tokens, rel=1e-4)
@@ -113,8 +126,11 @@ def test_tis_changes_the_update_by_the_weights() -> None:
         rows = _rows_with_model_logprobs(model, 0.0)
         for r in rows:
             r.old_logprobs -= np.float32(shift) * r.loss_mask
-        trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-3, max_grad_norm=1e9),
-                                ppo=PPOConfig(tis_cap=cap, mini_batch_size=8, micro_batch_size=8))
+        trainer = PolicyTrainer(
+            model,
+            optim=OptimConfig(lr=1e-3, max_grad_norm=1e9),
+            ppo=PPOConfig(tis_cap=cap, mini_batch_size=8, micro_batch_size=8),
+        )
         grads.append(trainer.ppo_update(rows)["grad_norm"])
     weighted, matched, uncorrected = grads
     assert weighted == pytest.approx(1.5 * matched, rel=1e-4)

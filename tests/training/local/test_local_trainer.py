@@ -59,7 +59,9 @@ def test_ratio_is_one_when_behaviour_logprobs_are_the_models(rows) -> None:  # t
         idx = [t for t in range(1, len(rows[i].input_ids)) if rows[i].loss_mask[t]]
         rows[i].old_logprobs[idx] = logp[pos : pos + n].numpy()
         pos += n
-    trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-3), ppo=PPOConfig(mini_batch_size=8, micro_batch_size=2))
+    trainer = PolicyTrainer(
+        model, optim=OptimConfig(lr=1e-3), ppo=PPOConfig(mini_batch_size=8, micro_batch_size=2)
+    )
     metrics = trainer.ppo_update(rows)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["clip_frac"] == 0.0
@@ -67,7 +69,9 @@ def test_ratio_is_one_when_behaviour_logprobs_are_the_models(rows) -> None:  # t
 
 def test_kl_to_reference_is_zero_at_start_and_grows_after_updates(rows) -> None:  # type: ignore[no-untyped-def]
     model = tiny_model(seed=3)
-    trainer = PolicyTrainer(model, optim=OptimConfig(lr=5e-2), ppo=PPOConfig(kl_coef=0.5, kl_estimator="k3", mini_batch_size=8))
+    trainer = PolicyTrainer(
+        model, optim=OptimConfig(lr=5e-2), ppo=PPOConfig(kl_coef=0.5, kl_estimator="k3", mini_batch_size=8)
+    )
     assert trainer.reference is None  # taken when RL starts, after any warm start
     run_sft(trainer, rows, steps=2, batch_size=4)
     warm = _params(model)
@@ -83,7 +87,10 @@ def test_kl_to_reference_is_zero_at_start_and_grows_after_updates(rows) -> None:
 
 def test_sft_reduces_the_loss_on_its_demonstrations() -> None:
     rng = random.Random(0)
-    rows = [make_row([1, *(rng.randrange(3, 40) for _ in range(4)), 20, 21, 22, 2], [0, 0, 0, 0, 0, 1, 1, 1, 1]) for _ in range(8)]
+    rows = [
+        make_row([1, *(rng.randrange(3, 40) for _ in range(4)), 20, 21, 22, 2], [0, 0, 0, 0, 0, 1, 1, 1, 1])
+        for _ in range(8)
+    ]
     model = tiny_model(seed=4)
     trainer = PolicyTrainer(model, optim=OptimConfig(lr=3e-2), ppo=PPOConfig(micro_batch_size=4))
     before = trainer.mean_nll(rows)
@@ -98,7 +105,9 @@ def _context_nll(model, rows) -> float:  # type: ignore[no-untyped-def]
     total, count = 0.0, 0
     with torch.no_grad():
         for r in rows:
-            logp = torch.log_softmax(model(input_ids=torch.as_tensor(r.input_ids).unsqueeze(0)).logits[0, :-1].float(), -1)
+            logp = torch.log_softmax(
+                model(input_ids=torch.as_tensor(r.input_ids).unsqueeze(0)).logits[0, :-1].float(), -1
+            )
             for t in range(1, len(r.input_ids)):
                 if not r.loss_mask[t]:
                     total -= float(logp[t - 1, int(r.input_ids[t])])
@@ -110,7 +119,10 @@ def test_sft_context_weight_adds_language_modelling_on_the_context(one_thread) -
     """The context term is the token-mean NLL of the rows' other tokens, the same whatever the
     micro-batch split; with weight 0 SFT does not learn the context (it gets worse), with weight > 0 it does."""
     rng = random.Random(1)
-    rows = [make_row([1, *(rng.randrange(3, 12) for _ in range(6)), 20, 21, 2, 30, 31], [0] * 7 + [1, 1, 1, 0, 0]) for _ in range(6)]
+    rows = [
+        make_row([1, *(rng.randrange(3, 12) for _ in range(6)), 20, 21, 2, 30, 31], [0] * 7 + [1, 1, 1, 0, 0])
+        for _ in range(6)
+    ]
     reported = []
     for micro in (1, 4):
         model = tiny_model(seed=6)
@@ -178,5 +190,7 @@ def test_token_logprobs_of_a_padded_batch_equal_each_row_alone(one_thread) -> No
         for r in rows:
             ids = torch.as_tensor(r.input_ids).unsqueeze(0)
             logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
-            alone += [float(logp[t - 1, int(r.input_ids[t])]) for t in range(1, len(r.input_ids)) if r.loss_mask[t]]
+            alone += [
+                float(logp[t - 1, int(r.input_ids[t])]) for t in range(1, len(r.input_ids)) if r.loss_mask[t]
+            ]
     assert batched.tolist() == pytest.approx(alone, abs=1e-5)

@@ -20,9 +20,17 @@ from toolgym.plugins.alfworld.expert import place_order
 from toolgym.training.warmstart import build as warmstart
 
 
-async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: float = 0.0,
-                observations: list[str] | None = None, think: bool = False, plan: bool = False,
-                turns: list[tuple[str, list[str]]] | None = None) -> tuple[list[str], float, list[str]]:
+async def _play(
+    seed: int,
+    *,
+    rate: float = 0.0,
+    max_steps: int = 50,
+    invalid: float = 0.0,
+    observations: list[str] | None = None,
+    think: bool = False,
+    plan: bool = False,
+    turns: list[tuple[str, list[str]]] | None = None,
+) -> tuple[list[str], float, list[str]]:
     """(commands, reward, the receptacles listed at the start) of one noisy-expert episode;
     ``observations`` receives the environment's answer to each command, ``turns`` each turn's
     written text with the admissible list it was written against."""
@@ -31,10 +39,12 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
     from toolgym.core.tokens.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
-    policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think, plan=plan)
+    policy = warmstart.noisy_policy(
+        ChatFormat(tokenizer), rate=rate, seed=3, invalid_rate=invalid, think=think, plan=plan
+    )
     env = get_registry().env("alfworld-verl").make(max_steps=max_steps, split="train")
     await env.reset(seed=seed)
-    places = sorted((c[len("go to "):] for c in env.admissible if c.startswith("go to ")), key=place_order)
+    places = sorted((c[len("go to ") :] for c in env.admissible if c.startswith("go to ")), key=place_order)
     commands, reward = [], 0.0
     for _ in range(max_steps):
         result = await policy.act(env)
@@ -54,7 +64,14 @@ async def _play(seed: int, *, rate: float = 0.0, max_steps: int = 50, invalid: f
 
 def test_places_are_ordered_by_type_then_number() -> None:
     names = ["cabinet 10", "drawer 1", "cabinet 2", "cabinet 1", "countertop 1", "cabinet 9"]
-    assert sorted(names, key=place_order) == ["cabinet 1", "cabinet 2", "cabinet 9", "cabinet 10", "countertop 1", "drawer 1"]
+    assert sorted(names, key=place_order) == [
+        "cabinet 1",
+        "cabinet 2",
+        "cabinet 9",
+        "cabinet 10",
+        "countertop 1",
+        "drawer 1",
+    ]
 
 
 def test_the_searching_expert_looks_in_natural_order_and_usually_succeeds() -> None:
@@ -64,7 +81,7 @@ def test_the_searching_expert_looks_in_natural_order_and_usually_succeeds() -> N
     episodes = asyncio.run(run())
     for commands, _, places in episodes:
         first_take = next((i for i, c in enumerate(commands) if c.startswith("take ")), len(commands))
-        visits = [c[len("go to "):] for c in commands[:first_take] if c.startswith("go to ")]
+        visits = [c[len("go to ") :] for c in commands[:first_take] if c.startswith("go to ")]
         # where it looks does not depend on where the object is: natural order (type, number), from the start
         assert visits == places[: len(visits)]
     assert sum(r for _, r, _ in episodes) / len(episodes) >= 0.7
@@ -99,12 +116,28 @@ def test_invalid_repeats_are_injected_and_the_expert_recovers() -> None:
     # repeats of the last action and miscopied numbers, answered "Nothing happens."
     assert 0.04 * turns < len(repeats) and 0.1 * turns < nothing
     clean, _, _ = asyncio.run(run(0.0))
-    assert not any(c[i] == c[i - 1] for c in clean for i in range(1, len(c)))  # the expert itself never repeats
+    assert not any(
+        c[i] == c[i - 1] for c in clean for i in range(1, len(c))
+    )  # the expert itself never repeats
     assert success >= 0.5  # and it gets out of the loop: the oracle goes on from where it is
 
 
-TINY = ["--set", "episodes=6", "--set", "sft_max_steps=2", "--set", "sft_check_every=2", "--set", "sft_val_tasks=2",
-        "--set", "max_turns=20", "--set", "env_kwargs={history_length: 2, max_steps: 20, split: train}", "--threads", "1"]
+TINY = [
+    "--set",
+    "episodes=6",
+    "--set",
+    "sft_max_steps=2",
+    "--set",
+    "sft_check_every=2",
+    "--set",
+    "sft_val_tasks=2",
+    "--set",
+    "max_turns=20",
+    "--set",
+    "env_kwargs={history_length: 2, max_steps: 20, split: train}",
+    "--threads",
+    "1",
+]
 
 
 def test_warmstart_command_builds_once_and_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,26 +145,46 @@ def test_warmstart_command_builds_once_and_is_reused(tmp_path: Path, monkeypatch
     first = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", *TINY])
     assert first.exit_code == 0, first.output
     out = Path(first.stdout.strip().splitlines()[-1])
-    assert (out / "READY").is_file() and (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
+    assert (
+        (out / "READY").is_file() and (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
+    )
     info = json.loads((out / "warmstart.json").read_text())
     assert info["sft_steps"] == 2 and info["recipe"]["episodes"] == 6 and info["validation"]
     stamp = (out / "READY").stat().st_mtime_ns
     again = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", *TINY])
     assert again.exit_code == 0 and "cached" in again.output
     assert (out / "READY").stat().st_mtime_ns == stamp
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no half-written build left behind
+    assert not [
+        p for p in out.parent.iterdir() if p.name.startswith(".")
+    ]  # no half-written build left behind
     bad = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", "--set", "mistake_rat=0.3"])
     assert bad.exit_code != 0 and "unknown warm_start key(s) mistake_rat" in str(bad.exception)
 
 
-def test_warmstart_command_prints_every_validation_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warmstart_command_prints_every_validation_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Progress lines come every 10 % of SFT, and each validation check gets its own line even where
     it falls between them (checks every 5 steps of 20: lines every 2 steps would show only 10 and 20)."""
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
-    tiny = [*TINY, "--set", "sft_max_steps=20", "--set", "sft_check_every=5", "--set", "sft_val_tasks=1", "--set", "sft_target=1.1"]
+    tiny = [
+        *TINY,
+        "--set",
+        "sft_max_steps=20",
+        "--set",
+        "sft_check_every=5",
+        "--set",
+        "sft_val_tasks=1",
+        "--set",
+        "sft_target=1.1",
+    ]
     done = CliRunner().invoke(app, ["warmstart", "--env", "alfworld", *tiny])
     assert done.exit_code == 0, done.output
-    checked = [line.split()[1] for line in done.output.splitlines() if line.startswith("sft:") and " · validation" in line]
+    checked = [
+        line.split()[1]
+        for line in done.output.splitlines()
+        if line.startswith("sft:") and " · validation" in line
+    ]
     assert checked == ["5/20", "10/20", "15/20", "20/20"]
 
 
@@ -144,17 +197,40 @@ def test_the_action_is_tokenized_as_the_admissible_list_shows_it() -> None:
     spec = get_registry().env("alfworld-verl")
     command = "go to cabinet 13"
     listed = " '" + command + "'\n 'open drawer 2'"
-    for whole, copies in ((models.ACTION_TAGS, True), ((), False), (models.ACTION_TAGS + models.SPACED_DIGITS, True)):
-        tok = models.load_tokenizer(models.demo_model_dir(spec, get_registry(), num_heads=2, whole_tokens=whole))
+    for whole, copies in (
+        (models.ACTION_TAGS, True),
+        ((), False),
+        (models.ACTION_TAGS + models.SPACED_DIGITS, True),
+    ):
+        tok = models.load_tokenizer(
+            models.demo_model_dir(spec, get_registry(), num_heads=2, whole_tokens=whole)
+        )
         action = tok.encode(f"<action>{command}</action>")
         in_list = tok.encode(listed)
         inner = action[1:-1] if whole else action
         found = any(in_list[i : i + len(inner)] == inner for i in range(len(in_list)))
         assert found is copies
         if whole == models.ACTION_TAGS:
-            assert [tok.decode([i]) for i in action] == ["<action>", "go", " to", " cabinet", " ", "1", "3", "</action>"]
+            assert [tok.decode([i]) for i in action] == [
+                "<action>",
+                "go",
+                " to",
+                " cabinet",
+                " ",
+                "1",
+                "3",
+                "</action>",
+            ]
         elif whole:  # a space and a digit as one token: the number after a name is a one-token copy
-            assert [tok.decode([i]) for i in action] == ["<action>", "go", " to", " cabinet", " 1", "3", "</action>"]
+            assert [tok.decode([i]) for i in action] == [
+                "<action>",
+                "go",
+                " to",
+                " cabinet",
+                " 1",
+                "3",
+                "</action>",
+            ]
             assert tok.decode(tok.encode("a cellphone 2, step 22")) == "a cellphone 2, step 22"
 
 
@@ -179,9 +255,15 @@ def test_expert_only_clears_the_loss_on_injected_turns_and_keeps_them_as_context
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model("qwen")))
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=0.3, seed=1, invalid_rate=0.2)
-    engine = RolloutEngine(registry=get_registry(), policy=policy, config=EngineConfig(max_turns=40, seed=0),
-                           env_kwargs={"history_length": 2, "max_steps": 40, "split": "train"})
-    trajs = asyncio.run(run_episodes(engine, plan_episodes("alfworld-verl", num_tasks=4, group_size=1, seed=11)))
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=policy,
+        config=EngineConfig(max_turns=40, seed=0),
+        env_kwargs={"history_length": 2, "max_steps": 40, "split": "train"},
+    )
+    trajs = asyncio.run(
+        run_episodes(engine, plan_episodes("alfworld-verl", num_tasks=4, group_size=1, seed=11))
+    )
     injected = [(t, s.index) for t in trajs for s in t.steps if (s.anchor, s.index) in policy.injected]
     assert injected  # the policy records what it injected
     for traj in trajs:
@@ -190,11 +272,17 @@ def test_expert_only_clears_the_loss_on_injected_turns_and_keeps_them_as_context
         marked = {i for t, i in injected if t is traj}
         assert len(before) == len(traj.steps)  # one row per turn (verl format)
         expert = [old for i, old in enumerate(before) if i not in marked]
-        assert len(rows) == len(expert)  # only the expert's own turns are targets (rows without one are dropped)
+        assert len(rows) == len(
+            expert
+        )  # only the expert's own turns are targets (rows without one are dropped)
         for row, old in zip(rows, expert, strict=True):
-            assert list(row.input_ids) == list(old.input_ids)  # the mistakes stay in the context of later turns
+            assert list(row.input_ids) == list(
+                old.input_ids
+            )  # the mistakes stay in the context of later turns
             assert list(row.loss_mask) == list(old.loss_mask)
-    assert sum(len(sft_rows([t])) for t in trajs) == sum(len(t.steps) for t in trajs)  # the originals are untouched
+    assert sum(len(sft_rows([t])) for t in trajs) == sum(
+        len(t.steps) for t in trajs
+    )  # the originals are untouched
 
 
 def test_balance_weights_even_out_rare_and_frequent_actions() -> None:
@@ -202,7 +290,7 @@ def test_balance_weights_even_out_rare_and_frequent_actions() -> None:
     from toolgym.training.local.sft import balance_weights, run_sft
 
     kinds = ["go"] * 90 + ["take"] * 10
-    for power, share in ((0.0, 0.1), (0.5, 10 ** 0.5 / (10 ** 0.5 + 90 ** 0.5)), (1.0, 0.5)):
+    for power, share in ((0.0, 0.1), (0.5, 10**0.5 / (10**0.5 + 90**0.5)), (1.0, 0.5)):
         w = balance_weights(kinds, power)
         assert sum(w[90:]) / sum(w) == pytest.approx(share)
     with pytest.raises(ConfigError):
@@ -240,11 +328,15 @@ def test_the_thought_says_what_is_sought_and_whether_the_list_offers_it() -> Non
         sought = re.fullmatch(r"(\w+) (in|not in) reach|holding (\w+)", thought)
         assert sought, thought
         if sought.group(1):  # checkable against the prompt: the list offers to take (or use) it, or not
-            offered = any(a.split(" ")[0] in ("take", "use") and a.split(" ")[1] == sought.group(1) for a in listed)
+            offered = any(
+                a.split(" ")[0] in ("take", "use") and a.split(" ")[1] == sought.group(1) for a in listed
+            )
             assert offered is (sought.group(2) == "in"), (thought, listed)
         if command.startswith("take "):
             takes += 1
-            assert thought == f"{command.split(' ')[1]} in reach"  # the expert takes what it said was in reach
+            assert (
+                thought == f"{command.split(' ')[1]} in reach"
+            )  # the expert takes what it said was in reach
     assert takes >= 8
 
 
@@ -271,21 +363,38 @@ def test_the_plan_says_whether_the_next_receptacle_is_listed_and_where_the_objec
     assert checked >= 20 and carried >= 4
 
 
-def test_math_python_warm_start_runs_its_expert_through_the_sandboxed_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_math_python_warm_start_runs_its_expert_through_the_sandboxed_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The ARPO rows' warm start: the expert's tool calls run in a sandbox while the data is made, and
     the tokenizer corpus holds whole scripted episodes (tool call, tool output, boxed answer)."""
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
-    tiny = ["--set", "episodes=4", "--set", "sft_max_steps=2", "--set", "sft_check_every=2", "--set", "sft_val_tasks=2", "--threads", "1"]
+    tiny = [
+        "--set",
+        "episodes=4",
+        "--set",
+        "sft_max_steps=2",
+        "--set",
+        "sft_check_every=2",
+        "--set",
+        "sft_val_tasks=2",
+        "--threads",
+        "1",
+    ]
     done = CliRunner().invoke(app, ["warmstart", "--env", "math_python", *tiny])
     assert done.exit_code == 0, done.output
     out = Path(done.stdout.strip().splitlines()[-1])
     info = json.loads((out / "warmstart.json").read_text())
-    assert info["scripted_success"] == 1.0 and info["rows"] == 4, info  # every program ran and printed the answer
+    assert info["scripted_success"] == 1.0 and info["rows"] == 4, (
+        info
+    )  # every program ran and printed the answer
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     call = '<tool_call>\n{"name": "python", "arguments": {"code": "import math\\nprint(math.comb(45, 12))"}}\n</tool_call>'
-    assert len(tokenizer(call)["input_ids"]) <= 40  # merges learnt from the tool calls (a byte-level split is ~100)
+    assert (
+        len(tokenizer(call)["input_ids"]) <= 40
+    )  # merges learnt from the tool calls (a byte-level split is ~100)
 
 
 async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None:
@@ -302,8 +411,13 @@ async def test_the_expert_leaves_free_text_turns_as_the_env_wrote_them() -> None
     policy = warmstart.noisy_policy(ChatFormat(tokenizer), rate=0.9, seed=1, invalid_rate=0.9)
     out: list = []
     sandboxes = LazySandboxBackend(get_registry(), "auto")
-    engine = RolloutEngine(registry=get_registry(), policy=policy, config=EngineConfig(max_turns=4), on_trajectory=out.append,
-                           sandbox_backend=sandboxes)
+    engine = RolloutEngine(
+        registry=get_registry(),
+        policy=policy,
+        config=EngineConfig(max_turns=4),
+        on_trajectory=out.append,
+        sandbox_backend=sandboxes,
+    )
     try:
         await engine.run(plan_episodes("math-python", num_tasks=4, group_size=1))
     finally:
@@ -320,9 +434,16 @@ def test_a_field_added_later_keys_only_when_set() -> None:
 
     shipped = warmstart.recipe("alfworld")
     assert shipped.key() == "2713dcb8768c"  # the key the shipped ALFWorld warm start was built under
-    assert warmstart.recipe("alfworld", context=1024).key() == shipped.key() != warmstart.recipe("alfworld", context=2048).key()
+    assert (
+        warmstart.recipe("alfworld", context=1024).key()
+        == shipped.key()
+        != warmstart.recipe("alfworld", context=2048).key()
+    )
     assert warmstart.RECIPES["webshop"].context == 2048
-    assert demo_spec(context=2048).max_position_embeddings == 2048 and demo_spec().max_position_embeddings == 1024
+    assert (
+        demo_spec(context=2048).max_position_embeddings == 2048
+        and demo_spec().max_position_embeddings == 1024
+    )
 
 
 def test_new_fields_key_only_when_set_and_reach_the_tokenizer() -> None:
@@ -331,7 +452,10 @@ def test_new_fields_key_only_when_set_and_reach_the_tokenizer() -> None:
     from toolgym.training.local.models import demo_spec
 
     shipped = warmstart.recipe("alfworld")
-    assert warmstart.recipe("alfworld", vocab_size=1024, val_env_kwargs={}, whole_names=False).key() == shipped.key()
+    assert (
+        warmstart.recipe("alfworld", vocab_size=1024, val_env_kwargs={}, whole_names=False).key()
+        == shipped.key()
+    )
     assert warmstart.recipe("alfworld", whole_names=True).key() != shipped.key()
     assert warmstart.recipe("alfworld", vocab_size=2048).key() != shipped.key()
     assert warmstart.recipe("alfworld", val_env_kwargs={"split": "eval"}).key() != shipped.key()
@@ -358,7 +482,14 @@ def test_validation_runs_on_the_validation_split(tmp_path: Path, monkeypatch: py
     from toolgym.core.errors import ToolgymError
 
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
-    r = warmstart.recipe("webshop", episodes=4, sft_max_steps=1, sft_check_every=1, sft_val_tasks=1, val_env_kwargs={"split": "nowhere"})
+    r = warmstart.recipe(
+        "webshop",
+        episodes=4,
+        sft_max_steps=1,
+        sft_check_every=1,
+        sft_val_tasks=1,
+        val_env_kwargs={"split": "nowhere"},
+    )
     stages: list[str] = []
     with pytest.raises(ToolgymError, match="unknown WebShop split 'nowhere'"):
         warmstart.build(r, threads=1, progress=lambda stage, *a: stages.append(stage))
@@ -366,7 +497,9 @@ def test_validation_runs_on_the_validation_split(tmp_path: Path, monkeypatch: py
     assert not (warmstart.cache_dir(r) / "READY").exists()
 
 
-def test_whole_names_make_a_product_click_a_one_token_copy_of_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whole_names_make_a_product_click_a_one_token_copy_of_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With ``whole_names`` the catalog's ids are single tokens: the id inside ``click[...]`` is the very
     token the results page shows; without them it is ten one-character tokens."""
     from toolgym.training.local import models
@@ -378,8 +511,11 @@ def test_whole_names_make_a_product_click_a_one_token_copy_of_the_page(tmp_path:
     assert models.whole_names(get_registry().env("alfworld-verl")) == ()
     asin = names[0]
     for whole in (names, ()):
-        tok = models.load_tokenizer(models.demo_model_dir(spec, get_registry(), num_heads=2, vocab_size=2048,
-                                                          whole_tokens=models.ACTION_TAGS + whole))
+        tok = models.load_tokenizer(
+            models.demo_model_dir(
+                spec, get_registry(), num_heads=2, vocab_size=2048, whole_tokens=models.ACTION_TAGS + whole
+            )
+        )
         action = tok.encode(f"<action>click[{asin}]</action>")
         page = tok.encode(f"[SEP] {asin} [SEP] Voltix Pro Phone Charger [SEP] $10.36")
         copied = [t for t in action if t in page and tok.decode([t]).strip() == asin]
@@ -393,31 +529,52 @@ def test_sft_decay_anneals_the_last_steps_and_keeps_the_rest() -> None:
     constant = warmstart.recipe("alfworld", sft_max_steps=2800, sft_decay_steps=0)
     assert constant.key() == "a399db02dfd8"  # the constant-rate build before the field came kept its key
     annealed = warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=4, sft_lr=1.0)
-    assert annealed.key() != warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=0, sft_lr=1.0).key()
+    assert (
+        annealed.key() != warmstart.recipe("alfworld", sft_max_steps=10, sft_decay_steps=0, sft_lr=1.0).key()
+    )
     assert [warmstart.sft_lr_at(annealed, s) for s in range(10)] == [1.0] * 6 + [1.0, 0.75, 0.5, 0.25]
     assert {warmstart.sft_lr_at(constant, s) for s in range(constant.sft_max_steps)} == {constant.sft_lr}
     rates = [warmstart.sft_lr_at(shipped, s) for s in range(shipped.sft_max_steps)]
-    assert rates[:2801] == [constant.sft_lr] * 2801 and rates[-1] == pytest.approx(constant.sft_lr / 700)  # the shipped build
-    short = warmstart.recipe("alfworld", sft_max_steps=4, sft_decay_steps=700, sft_lr=1.0)  # a shortened shipped build
+    assert rates[:2801] == [constant.sft_lr] * 2801 and rates[-1] == pytest.approx(
+        constant.sft_lr / 700
+    )  # the shipped build
+    short = warmstart.recipe(
+        "alfworld", sft_max_steps=4, sft_decay_steps=700, sft_lr=1.0
+    )  # a shortened shipped build
     assert [warmstart.sft_lr_at(short, s) for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
     with pytest.raises(ConfigError, match="sft_decay_steps must be 0"):
         warmstart.sft_lr_at(warmstart.recipe("alfworld", sft_decay_steps=-1), 0)
 
 
-def test_a_build_applies_the_decay_and_refuses_a_bad_one_before_its_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_build_applies_the_decay_and_refuses_a_bad_one_before_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolgym.training.local.trainer import PolicyTrainer
 
     monkeypatch.setenv("TOOLGYM_CACHE", str(tmp_path))
     rates: list[float] = []
     set_lr = PolicyTrainer.set_lr
     monkeypatch.setattr(PolicyTrainer, "set_lr", lambda self, lr: (rates.append(lr), set_lr(self, lr))[1])
-    small = {"episodes": 6, "sft_check_every": 2, "sft_val_tasks": 1, "max_turns": 20,
-             "env_kwargs": {"history_length": 2, "max_steps": 20, "split": "train"}, "sft_target": 1.1}
+    small = {
+        "episodes": 6,
+        "sft_check_every": 2,
+        "sft_val_tasks": 1,
+        "max_turns": 20,
+        "env_kwargs": {"history_length": 2, "max_steps": 20, "split": "train"},
+        "sft_target": 1.1,
+    }
     stages: list[str] = []
     with pytest.raises(ConfigError, match="sft_decay_steps"):
-        warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=2, sft_decay_steps=-3), threads=1,
-                        progress=lambda stage, *a: stages.append(stage))
+        warmstart.build(
+            warmstart.recipe("alfworld", **small, sft_max_steps=2, sft_decay_steps=-3),
+            threads=1,
+            progress=lambda stage, *a: stages.append(stage),
+        )
     assert not stages  # refused before the tokenizer and the scripted data
-    out = warmstart.build(warmstart.recipe("alfworld", **small, sft_max_steps=4, sft_decay_steps=2, sft_lr=0.004), threads=1)
+    out = warmstart.build(
+        warmstart.recipe("alfworld", **small, sft_max_steps=4, sft_decay_steps=2, sft_lr=0.004), threads=1
+    )
     assert json.loads((out / "warmstart.json").read_text())["sft_steps"] == 4
-    assert rates == pytest.approx([0.004, 0.004, 0.004, 0.002, 0.002])  # before step 0, then after each step the next one's
+    assert rates == pytest.approx(
+        [0.004, 0.004, 0.004, 0.002, 0.002]
+    )  # before step 0, then after each step the next one's

@@ -47,10 +47,26 @@ def warm_start(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "warm-start"
 
 
-def _rl(steps: int, *, lora: LoraConfig = LORA, lr: float = LEARN_LR, tasks: int = 8, warmup: int = 0, eval_tasks: int = 128,
-        seed: int = 0) -> RLConfig:
+def _rl(
+    steps: int,
+    *,
+    lora: LoraConfig = LORA,
+    lr: float = LEARN_LR,
+    tasks: int = 8,
+    warmup: int = 0,
+    eval_tasks: int = 128,
+    seed: int = 0,
+) -> RLConfig:
     """The demo's RL settings (GiGPO, group 8, temperature 0.5, held-out = the demo's test-split tasks, greedy)."""
-    cfg = DemoConfig(seed=seed, rl_steps=steps, rl_lr=lr, rl_warmup=warmup, tasks_per_step=tasks, eval_tasks=eval_tasks, eval_every=0)
+    cfg = DemoConfig(
+        seed=seed,
+        rl_steps=steps,
+        rl_lr=lr,
+        rl_warmup=warmup,
+        tasks_per_step=tasks,
+        eval_tasks=eval_tasks,
+        eval_every=0,
+    )
     return cfg.rl_config().model_copy(update={"lora": lora})
 
 
@@ -63,10 +79,17 @@ def _base_and_adapter(model: Any) -> tuple[dict[str, torch.Tensor], dict[str, to
 def test_only_the_adapter_trains(rows: list[Row]) -> None:
     model = tiny_model()
     adapter = attach_lora(model, LORA, seed=0)
-    trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-2), ppo=PPOConfig(mini_batch_size=2, micro_batch_size=1), adapter=adapter)
+    trainer = PolicyTrainer(
+        model,
+        optim=OptimConfig(lr=1e-2),
+        ppo=PPOConfig(mini_batch_size=2, micro_batch_size=1),
+        adapter=adapter,
+    )
     trainable = {id(p) for n, p in model.named_parameters() if "lora_" in n}
     in_optimizer = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
-    assert in_optimizer == trainable and len(trainable) == 2 * 7  # A and B on q, k, v, o, gate, up, down of the one layer
+    assert (
+        in_optimizer == trainable and len(trainable) == 2 * 7
+    )  # A and B on q, k, v, o, gate, up, down of the one layer
     base_before, adapter_before = _base_and_adapter(model)
     for k in range(3):
         trainer.ppo_update(rows, seed=k)
@@ -84,7 +107,9 @@ def _rows_of(trajectories: list[Any]) -> list[Row]:
 
 async def _sample(loop: Any, first_task: int, tasks: int = 4) -> list[Any]:
     cfg = loop.config
-    requests = plan_episodes(cfg.env, num_tasks=tasks, group_size=cfg.group_size, seed=cfg.seed, first_task=first_task)
+    requests = plan_episodes(
+        cfg.env, num_tasks=tasks, group_size=cfg.group_size, seed=cfg.seed, first_task=first_task
+    )
     return await run_episodes(loop.train_engine, requests)
 
 
@@ -120,7 +145,9 @@ def test_the_sampler_serves_the_updated_adapter(warm_start: Path) -> None:
     asyncio.run(main())
 
 
-def test_a_checkpoint_holds_the_adapter_and_resumes_to_the_same_outputs(warm_start: Path, tmp_path: Path) -> None:
+def test_a_checkpoint_holds_the_adapter_and_resumes_to_the_same_outputs(
+    warm_start: Path, tmp_path: Path
+) -> None:
     rl = _rl(2, tasks=4, eval_tasks=32)
 
     async def train_and_save() -> tuple[Path, torch.Tensor, torch.Tensor, tuple[float, float], int]:
@@ -144,7 +171,9 @@ def test_a_checkpoint_holds_the_adapter_and_resumes_to_the_same_outputs(warm_sta
     assert (saved / "trainer_state.pt").stat().st_size < full  # optimiser moments of the adapter only
 
     async def resume() -> None:
-        again, _, close = open_loop(rl.model_copy(update={"seed": 123}), warm_start)  # another draw of A, then overwritten
+        again, _, close = open_loop(
+            rl.model_copy(update={"seed": 123}), warm_start
+        )  # another draw of A, then overwritten
         try:
             again.resume(saved)
             assert again.next_step == 1 and again.trainer.step == step
@@ -166,9 +195,19 @@ def test_a_checkpoint_holds_the_adapter_and_resumes_to_the_same_outputs(warm_sta
 
 def test_the_verl_keys_set_the_adapter() -> None:
     rl, _ = build(load_config("keychain_gigpo", ["verl.actor_rollout_ref.model.lora_rank=16"]))
-    assert rl.lora == LoraConfig(rank=16, alpha=16.0, target_modules="all-linear")  # verl's defaults besides the rank
-    rl, _ = build(load_config("keychain_gigpo", ["verl.actor_rollout_ref.model.lora_rank=4", "verl.actor_rollout_ref.model.lora_alpha=8",
-                                                 "verl.actor_rollout_ref.model.target_modules=[q_proj,v_proj]"]))
+    assert rl.lora == LoraConfig(
+        rank=16, alpha=16.0, target_modules="all-linear"
+    )  # verl's defaults besides the rank
+    rl, _ = build(
+        load_config(
+            "keychain_gigpo",
+            [
+                "verl.actor_rollout_ref.model.lora_rank=4",
+                "verl.actor_rollout_ref.model.lora_alpha=8",
+                "verl.actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
+            ],
+        )
+    )
     assert rl.lora == LoraConfig(rank=4, alpha=8.0, target_modules=["q_proj", "v_proj"])
     assert not build(load_config("keychain_gigpo", []))[0].lora.enabled
     with pytest.raises(ConfigError, match="lora_adapter_path is read by the verl trainer only"):
@@ -199,12 +238,18 @@ def test_a_lora_run_learns_the_demo_task(warm_start: Path) -> None:
     assert after >= before + MARGIN, f"held-out success {before:.1%} → {after:.1%}"
 
 
-def test_full_weight_checkpoints_still_round_trip_and_do_not_pass_for_adapters(tmp_path: Path, rows: list[Row]) -> None:
+def test_full_weight_checkpoints_still_round_trip_and_do_not_pass_for_adapters(
+    tmp_path: Path, rows: list[Row]
+) -> None:
     model = tiny_model()
-    trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-2), ppo=PPOConfig(mini_batch_size=4, micro_batch_size=2))
+    trainer = PolicyTrainer(
+        model, optim=OptimConfig(lr=1e-2), ppo=PPOConfig(mini_batch_size=4, micro_batch_size=2)
+    )
     trainer.ppo_update(rows)
     trainer.save(tmp_path / "full")
-    assert (tmp_path / "full" / "model.safetensors").is_file() and not (tmp_path / "full" / ADAPTER_WEIGHTS).exists()
+    assert (tmp_path / "full" / "model.safetensors").is_file() and not (
+        tmp_path / "full" / ADAPTER_WEIGHTS
+    ).exists()
     restored = PolicyTrainer(tiny_model(seed=1), optim=OptimConfig(lr=1e-2))
     restored.load(tmp_path / "full")
     for a, b in zip(model.state_dict().values(), restored.model.state_dict().values(), strict=True):
@@ -214,11 +259,17 @@ def test_full_weight_checkpoints_still_round_trip_and_do_not_pass_for_adapters(t
         PolicyTrainer(other, optim=OptimConfig(), adapter=attach_lora(other, LORA)).load(tmp_path / "full")
 
 
-def test_the_kl_reference_of_a_lora_run_is_checkpointed_as_its_adapter(tmp_path: Path, rows: list[Row]) -> None:
+def test_the_kl_reference_of_a_lora_run_is_checkpointed_as_its_adapter(
+    tmp_path: Path, rows: list[Row]
+) -> None:
     def lora_trainer(seed: int) -> PolicyTrainer:
         model = tiny_model()
-        return PolicyTrainer(model, optim=OptimConfig(lr=1e-2), ppo=PPOConfig(kl_coef=0.1, mini_batch_size=4, micro_batch_size=2),
-                             adapter=attach_lora(model, LORA, seed=seed))
+        return PolicyTrainer(
+            model,
+            optim=OptimConfig(lr=1e-2),
+            ppo=PPOConfig(kl_coef=0.1, mini_batch_size=4, micro_batch_size=2),
+            adapter=attach_lora(model, LORA, seed=seed),
+        )
 
     trainer = lora_trainer(0)
     for k in range(2):
@@ -229,5 +280,7 @@ def test_the_kl_reference_of_a_lora_run_is_checkpointed_as_its_adapter(tmp_path:
     assert reference and all("lora_" in k for k in reference)  # the frozen base is the model's own
     restored = lora_trainer(1)
     restored.load(tmp_path / "ckpt")
-    for a, b in zip(trainer.reference.state_dict().values(), restored.reference.state_dict().values(), strict=True):
+    for a, b in zip(
+        trainer.reference.state_dict().values(), restored.reference.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b)

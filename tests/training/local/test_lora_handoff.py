@@ -46,7 +46,9 @@ def test_a_local_checkpoint_is_what_verls_lora_adapter_path_loads(tmp_path: Path
     # what verl's FSDP engine does with actor_rollout_ref.model.lora_adapter_path (engine/fsdp/transformer_impl.py)
     loaded = PeftModel.from_pretrained(tiny_model(seed=0), str(tmp_path / "ckpt"), is_trainable=True)
     torch.testing.assert_close(_logits(loaded), _logits(model), rtol=0, atol=0)
-    assert {n for n, p in loaded.named_parameters() if p.requires_grad} == {n for n, p in adapter.named_parameters() if p.requires_grad}
+    assert {n for n, p in loaded.named_parameters() if p.requires_grad} == {
+        n for n, p in adapter.named_parameters() if p.requires_grad
+    }
 
 
 def test_a_rollout_fed_verls_lora_syncs_computes_what_the_actor_does() -> None:
@@ -59,12 +61,17 @@ def test_a_rollout_fed_verls_lora_syncs_computes_what_the_actor_does() -> None:
     rollout = tiny_model(seed=1)  # other base weights: the base sync must overwrite them
     sync = RolloutLora(rollout)
     # verl's first sync (base_sync_done=False): base weights under base_layer names, then the adapter after each update
-    base = {replace_lora_wrapper(k, peft_config): v for k, v in collect_lora_params(adapter, layered_summon=False, base_sync_done=False).items()}
+    base = {
+        replace_lora_wrapper(k, peft_config): v
+        for k, v in collect_lora_params(adapter, layered_summon=False, base_sync_done=False).items()
+    }
     assert any(".base_layer." in k for k in base)
     sync.load(base, peft_config.to_dict())
     sync.load(collect_lora_params(adapter, layered_summon=False, base_sync_done=True), peft_config.to_dict())
     torch.testing.assert_close(_logits(rollout), _logits(actor), rtol=0, atol=1e-6)
-    assert lora_config_of(peft_config.to_dict()) == lora.model_copy(update={"target_modules": sorted(lora.target_modules)})
+    assert lora_config_of(peft_config.to_dict()) == lora.model_copy(
+        update={"target_modules": sorted(lora.target_modules)}
+    )
 
     with torch.no_grad():  # an update: only the adapter travels
         for name, p in actor.named_parameters():

@@ -13,9 +13,27 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_sweep_builds_variants_and_measures_them_held_out(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "warmstart_sweep.py"), "--smoke", "--env", "webshop", "--jobs", "2",
-                           "--heldout", "webshop_grpo", "--heldout-tasks", "2", "--out", str(out)],
-                          capture_output=True, text=True, timeout=400, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "warmstart_sweep.py"),
+            "--smoke",
+            "--env",
+            "webshop",
+            "--jobs",
+            "2",
+            "--heldout",
+            "webshop_grpo",
+            "--heldout-tasks",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((out / "sweep.json").read_text())
     assert [v["name"] for v in summary["variants"]] == ["base", "wide"]
@@ -31,9 +49,26 @@ def test_sweep_builds_variants_and_measures_them_held_out(tmp_path: Path) -> Non
 def test_held_out_evaluation_refuses_a_config_whose_sandboxes_are_missing(tmp_path: Path) -> None:
     """math_python runs Python in sandboxes: measured without them, every tool call fails and the
     figure is the missing sandbox's, not the model's (seen: 0 % on 480 tasks in 6 s, no error)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "warmstart_sweep.py"), "--eval-model", str(tmp_path / "no-model"),
-                           "--heldout", "math_python_grpo", "--heldout-tasks", "2", "--heldout-set", "toolgym.sandbox_backend=none"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "warmstart_sweep.py"),
+            "--eval-model",
+            str(tmp_path / "no-model"),
+            "--heldout",
+            "math_python_grpo",
+            "--heldout-tasks",
+            "2",
+            "--heldout-set",
+            "toolgym.sandbox_backend=none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode != 0 and not proc.stdout.strip()
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "python" in last and "sandbox_backend is none" in last, proc.stderr[-2000:]
+    assert last.startswith("error: ") and "python" in last and "sandbox_backend is none" in last, proc.stderr[
+        -2000:
+    ]

@@ -29,7 +29,9 @@ def install() -> None:
     def record(state_dict: dict[str, Any], global_steps: int | None) -> bool:
         """Save the sync when asked; True when the planted bug is on."""
         if dump:
-            torch.save(state_dict, os.path.join(dump, f"sync_{os.getpid()}_{next(counter)}_step_{global_steps}.pt"))
+            torch.save(
+                state_dict, os.path.join(dump, f"sync_{os.getpid()}_{next(counter)}_step_{global_steps}.pt")
+            )
         return bool(flag) and os.path.exists(str(flag))
 
     async def update_weights(self: Any, state_dict: dict[str, Any], global_steps: int | None = None) -> int:

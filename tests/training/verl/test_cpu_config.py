@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 from typer.testing import CliRunner
 
@@ -24,9 +26,15 @@ def test_keychain_cpu_composes_into_verls_cpu_path(tmp_path: Path) -> None:
     compose.check_config(cfg)
     assert settings.env == "keychain" and cfg.algorithm.adv_estimator == "toolgym_grpo"
     rollout = cfg.actor_rollout_ref.rollout
-    assert (rollout.name, rollout.checkpoint_engine.backend, cfg.trainer.device) == ("toolgym_cpu", "naive", "cpu")
+    assert (rollout.name, rollout.checkpoint_engine.backend, cfg.trainer.device) == (
+        "toolgym_cpu",
+        "naive",
+        "cpu",
+    )
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "fp32"
-    assert (Path(cfg.actor_rollout_ref.model.path) / "config.json").is_file()  # `tiny` resolved to the built model
+    assert (
+        Path(cfg.actor_rollout_ref.model.path) / "config.json"
+    ).is_file()  # `tiny` resolved to the built model
     assert cfg.trainer.use_v1 is True and list(cfg.trainer.logger) == ["console", "file"]
 
 
@@ -37,12 +45,16 @@ def test_a_gpu_example_switches_to_the_cpu_with_one_override(tmp_path: Path) -> 
 
 
 def test_dry_run_from_the_command_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["train", "--config", "keychain_cpu", "--dry-run", "--data-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["train", "--config", "keychain_cpu", "--dry-run", "--data-dir", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert "toolgym_cpu" in result.output
 
 
-def test_missing_rollout_engine_says_how_to_run_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_rollout_engine_says_how_to_run_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg, _ = compose.compose_config("alfworld_gigpo", data_dir=tmp_path)
     monkeypatch.setattr(compose, "_missing", lambda module: True)  # as on a machine without vLLM
     with pytest.raises(ConfigError) as info:
@@ -53,7 +65,11 @@ def test_missing_rollout_engine_says_how_to_run_on_the_cpu(tmp_path: Path, monke
 
 def test_unknown_rollout_replica_is_refused_when_composing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        compose.compose_config("keychain_cpu", ["verl.trainer.device=cuda", "verl.actor_rollout_ref.rollout.name=vllm_cpu"], data_dir=tmp_path)
+        compose.compose_config(
+            "keychain_cpu",
+            ["verl.trainer.device=cuda", "verl.actor_rollout_ref.rollout.name=vllm_cpu"],
+            data_dir=tmp_path,
+        )
     message = str(info.value)
     assert "\n" not in message and "'vllm_cpu'" in message and "toolgym_cpu" in message
 
@@ -78,9 +94,13 @@ def test_the_budget_is_checked_when_composing(tmp_path: Path) -> None:
     big.mkdir()
     (big / "config.json").write_text("{}")
     with open(big / "model.safetensors", "wb") as f:
-        f.truncate(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))  # float32: RAM/4 parameters x 20 bytes
+        f.truncate(
+            os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        )  # float32: RAM/4 parameters x 20 bytes
     with pytest.raises(ConfigError, match="to train on the CPU"):
-        compose.compose_config("keychain_cpu", [f"verl.actor_rollout_ref.model.path={big}"], data_dir=tmp_path / "d")
+        compose.compose_config(
+            "keychain_cpu", [f"verl.actor_rollout_ref.model.path={big}"], data_dir=tmp_path / "d"
+        )
 
 
 def test_logprob_sync_metrics_compare_sampled_tokens_only() -> None:
@@ -93,7 +113,12 @@ def test_logprob_sync_metrics_compare_sampled_tokens_only() -> None:
     mask = torch.tensor([[1, 1, 0], [1, 1, 0]])  # the third column is padding: its gap must not count
     got = logprob_sync_metrics({"old_log_probs": actor, "rollout_log_probs": rollout, "response_mask": mask})
     assert got == {"toolgym/rollout_logprob_diff_max": 0.5, "toolgym/rollout_logprob_diff_mean": 0.125}
-    assert logprob_sync_metrics({"old_log_probs": actor, "rollout_log_probs": rollout, "response_mask": mask * 0}) == {}
+    assert (
+        logprob_sync_metrics(
+            {"old_log_probs": actor, "rollout_log_probs": rollout, "response_mask": mask * 0}
+        )
+        == {}
+    )
 
 
 def test_dry_run_in_a_fresh_interpreter_knows_the_cpu_replica(tmp_path: Path) -> None:
@@ -102,7 +127,21 @@ def test_dry_run_in_a_fresh_interpreter_knows_the_cpu_replica(tmp_path: Path) ->
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "toolgym", "train", "--config", "keychain_cpu", "--dry-run",
-                           "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolgym",
+            "train",
+            "--config",
+            "keychain_cpu",
+            "--dry-run",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
     assert "toolgym_cpu" in proc.stdout

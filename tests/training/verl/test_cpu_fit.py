@@ -23,7 +23,9 @@ import pytest
 import yaml
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 from toolgym.training.verl import compose, cpu_config
 from toolgym.training.verl.cpu_platform import ENV
@@ -51,7 +53,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cpu_fit")
     c = Cluster(root, root / "stale_weights.flag", root / "weights")
     c.weights.mkdir()
-    if os.environ.get("TOOLGYM_TEST_PLANT_STALE") == "1":  # every run with the stale bug: the sync checks must fail
+    if (
+        os.environ.get("TOOLGYM_TEST_PLANT_STALE") == "1"
+    ):  # every run with the stale bug: the sync checks must fail
         c.stale_flag.touch()
     env = {
         "TOOLGYM_PLUGINS": "verl_helpers:TestPlugin",  # probe-walk, in every worker
@@ -87,22 +91,39 @@ def probe_walk_config(directory: Path, estimator: str, **arpo: Any) -> Path:
     return path
 
 
-def fit(cluster: Cluster, name: str, config: str | Path = "keychain_cpu", overrides: list[str] | None = None) -> dict[int, dict[str, Any]]:
+def fit(
+    cluster: Cluster, name: str, config: str | Path = "keychain_cpu", overrides: list[str] | None = None
+) -> dict[int, dict[str, Any]]:
     """Run verl's trainer on ``config``; returns the file tracker's metrics by step."""
-    cfg, _ = compose.compose_config(config, [
-        *(overrides or []), f"verl.trainer.experiment_name={name}", f"verl.trainer.default_local_dir={cluster.root / name}",
-    ], data_dir=cluster.root / name / "tasks")
+    cfg, _ = compose.compose_config(
+        config,
+        [
+            *(overrides or []),
+            f"verl.trainer.experiment_name={name}",
+            f"verl.trainer.default_local_dir={cluster.root / name}",
+        ],
+        data_dir=cluster.root / name / "tasks",
+    )
     compose.run_on_cpu(cfg)
     log = cluster.root / "logs" / str(cfg.trainer.project_name) / f"{name}.jsonl"
     return {row["step"]: row["data"] for row in map(json.loads, log.read_text().splitlines())}
 
 
-def assert_trained_two_steps(cluster: Cluster, name: str, metrics: dict[int, dict[str, Any]], estimator: str) -> None:
+def assert_trained_two_steps(
+    cluster: Cluster, name: str, metrics: dict[int, dict[str, Any]], estimator: str
+) -> None:
     assert sorted(metrics) == [1, 2]
     assert [metrics[s]["training/global_step"] for s in (1, 2)] == [1, 2]
     for step in (1, 2):
-        assert metrics[step]["toolgym/rows"] > 0 and "actor/pg_loss" in metrics[step] and "timing_s/update_weights" in metrics[step]
-    assert sorted(p.name for p in (cluster.root / name).glob("global_step_*")) == ["global_step_1", "global_step_2"]
+        assert (
+            metrics[step]["toolgym/rows"] > 0
+            and "actor/pg_loss" in metrics[step]
+            and "timing_s/update_weights" in metrics[step]
+        )
+    assert sorted(p.name for p in (cluster.root / name).glob("global_step_*")) == [
+        "global_step_1",
+        "global_step_2",
+    ]
     assert (cluster.root / name / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert (cluster.root / name / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").is_file()
 
@@ -121,12 +142,20 @@ def test_gigpo_on_keychain_in_step_rows(cluster: Cluster) -> None:
 
 def test_arpo_forks_and_the_rollout_serves_each_update(cluster: Cluster) -> None:
     config = probe_walk_config(cluster.root, "arpo", global_rollouts=2, initial_rollouts=1, tau=1.0, beta=0.0)
-    metrics = fit(cluster, "arpo", config, [
-        "toolgym.group_size=2", "+verl.actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-    ])
+    metrics = fit(
+        cluster,
+        "arpo",
+        config,
+        [
+            "toolgym.group_size=2",
+            "+verl.actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        ],
+    )
     assert_trained_two_steps(cluster, "arpo", metrics, "toolgym_arpo")
     assert sum(metrics[s]["toolgym/forked_trajectories"] for s in (1, 2)) > 0, "no ARPO fork happened"
-    assert metrics[1]["actor/grad_norm"] > 0  # step 1 changed the weights, so step 2 tells a stale rollout apart
+    assert (
+        metrics[1]["actor/grad_norm"] > 0
+    )  # step 1 changed the weights, so step 2 tells a stale rollout apart
     diffs = [metrics[s]["toolgym/rollout_logprob_diff_max"] for s in (1, 2)]
     print(f"weight sync: max |rollout logprob - actor old_log_prob| per step = {diffs}")
     assert max(diffs) <= SYNC_TOLERANCE
@@ -138,13 +167,22 @@ def test_resume_from_the_step_1_checkpoint(cluster: Cluster) -> None:
 
     step1 = cluster.root / "arpo" / "global_step_1"
     if not step1.is_dir():
-        pytest.fail("the ARPO run's step-1 checkpoint is missing (test_arpo_forks_and_the_rollout_serves_each_update failed)")
+        pytest.fail(
+            "the ARPO run's step-1 checkpoint is missing (test_arpo_forks_and_the_rollout_serves_each_update failed)"
+        )
     for old in cluster.weights.iterdir():
         old.unlink()
     config = probe_walk_config(cluster.root, "arpo", global_rollouts=2, initial_rollouts=1, tau=1.0, beta=0.0)
-    metrics = fit(cluster, "arpo_resumed", config, [
-        "toolgym.group_size=2", "verl.trainer.resume_mode=resume_path", f"verl.trainer.resume_from_path={step1}",
-    ])
+    metrics = fit(
+        cluster,
+        "arpo_resumed",
+        config,
+        [
+            "toolgym.group_size=2",
+            "verl.trainer.resume_mode=resume_path",
+            f"verl.trainer.resume_from_path={step1}",
+        ],
+    )
     assert sorted(metrics) == [2] and metrics[2]["training/global_step"] == 2  # it continued at step 2
     assert metrics[2]["toolgym/rollout_logprob_diff_max"] <= SYNC_TOLERANCE
     # the first weights the rollout received are the step-1 checkpoint's (loaded by the actor, then synced)
@@ -168,5 +206,7 @@ def test_a_stale_rollout_fails_the_weight_sync_check(cluster: Cluster) -> None:
             cluster.stale_flag.unlink()
     assert metrics[1]["actor/grad_norm"] > 0
     stale = metrics[2]["toolgym/rollout_logprob_diff_max"]
-    print(f"weight sync with the planted stale bug: step 1 {metrics[1]['toolgym/rollout_logprob_diff_max']}, step 2 {stale}")
+    print(
+        f"weight sync with the planted stale bug: step 1 {metrics[1]['toolgym/rollout_logprob_diff_max']}, step 2 {stale}"
+    )
     assert stale > STALE_MINIMUM  # the check the ARPO test makes (<= SYNC_TOLERANCE) fails on this run

@@ -45,7 +45,9 @@ def test_verl_finds_the_cpu_platform_and_replica_by_name() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
         "platform": "toolgym.training.verl.cpu_platform.PlatformCPU",
-        "device": "cpu", "backend": "gloo", "ray_resource": "CPU",
+        "device": "cpu",
+        "backend": "gloo",
+        "ray_resource": "CPU",
         "ray_options": {"num_cpus": 0.5},
         "replica": "ToolgymCPUReplica",
         "adapter": "ToolgymCPUServerAdapter",
@@ -66,7 +68,12 @@ def test_cpu_platform_is_opt_in_and_answers_without_a_device() -> None:
     a = torch.rand(2)
     platform.manual_seed_all(3)
     assert torch.equal(a, torch.rand(2))
-    for no_op in (platform.empty_cache, platform.synchronize, platform.profiler_start, platform.profiler_stop):
+    for no_op in (
+        platform.empty_cache,
+        platform.synchronize,
+        platform.profiler_start,
+        platform.profiler_stop,
+    ):
         assert no_op() is None
     with platform.nvtx_range("x"):
         pass
@@ -76,7 +83,9 @@ def test_missing_verl_extra_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> 
     from toolgym.training.verl import cpu_platform
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(cpu_platform.importlib.util, "find_spec", lambda name, *a: None if name == "verl" else real(name, *a))
+    monkeypatch.setattr(
+        cpu_platform.importlib.util, "find_spec", lambda name, *a: None if name == "verl" else real(name, *a)
+    )
     with pytest.raises(ConfigError) as info:
         cpu_platform.use_cpu_platform()
     message = str(info.value)
@@ -111,7 +120,9 @@ def test_server_generates_and_takes_the_actors_weights(tiny_model: Path) -> None
         assert await server.update_weights(state, global_steps=7) == len(state)
         after = await server.generate([1, 2, 3], dict(params), "r1")
         assert after.extra_fields["global_steps"] == 7
-        assert all(lp == pytest.approx(after.log_probs[0]) for lp in after.log_probs)  # uniform: all-zero weights
+        assert all(
+            lp == pytest.approx(after.log_probs[0]) for lp in after.log_probs
+        )  # uniform: all-zero weights
         with pytest.raises(ConfigError, match="same model"):
             await server.update_weights({"not.a.weight": torch.zeros(1)}, global_steps=8)
         await server.backend.aclose()
@@ -141,7 +152,9 @@ def test_shims_still_match_verl() -> None:
     init = cpu_shims._ORIGINAL_INIT or distributed.initialize_global_process_group_ray
     assert init.__module__ == "verl.utils.distributed"
     assert str(inspect.signature(init)) == "(timeout_second=None, backend=None)"
-    assert 'f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in inspect.getsource(init)  # why the shim exists
+    assert 'f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in inspect.getsource(
+        init
+    )  # why the shim exists
 
 
 def test_device_module_answers_verls_cuda_calls_on_the_host() -> None:

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -33,10 +35,18 @@ GIGPO = {"gamma": 0.95, "omega": 1.0, "mode": "mean_std_norm", "invalid_penalty"
 def sampling(cfg: Any) -> dict[str, Any]:
     """The sampling dict verl's workers hand every agent loop (training, not validation)."""
     r = cfg.actor_rollout_ref.rollout
-    return {"temperature": r.temperature, "top_p": r.top_p, "top_k": r.top_k, "repetition_penalty": 1.0, "logprobs": r.calculate_log_probs}
+    return {
+        "temperature": r.temperature,
+        "top_p": r.top_p,
+        "top_k": r.top_k,
+        "repetition_penalty": 1.0,
+        "logprobs": r.calculate_log_probs,
+    }
 
 
-def test_trajectory_rows_through_verls_agent_loop_worker(tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin) -> None:
+def test_trajectory_rows_through_verls_agent_loop_worker(
+    tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin
+) -> None:
     """verl's ``AgentLoopWorker.generate_sequences`` on rows of verl's ``RLHFDataset``: one padded
     row per trajectory whose tokens, masks, logprobs and reward are the trajectory's own."""
     cfg, _ = compose.compose_config(write_config(tmp_path, tiny_model), data_dir=tmp_path)
@@ -61,8 +71,12 @@ def test_trajectory_rows_through_verls_agent_loop_worker(tmp_path: Path, tiny_mo
         assert out.batch["prompts"][i, prompt_width - n_prompt :].tolist() == ids[:n_prompt]
         assert out.batch["responses"][i, :n_resp].tolist() == ids[n_prompt : n_prompt + n_resp]
         assert out.batch["response_mask"][i, :n_resp].tolist() == mask[n_prompt : n_prompt + n_resp]
-        assert mask[n_prompt + n_resp :] == [0] * (len(mask) - n_prompt - n_resp)  # only trailing env tokens dropped
-        logprobs = [lp for s in traj.segments for lp in (s.logprobs or [0.0] * len(s.token_ids))][n_prompt : n_prompt + n_resp]
+        assert mask[n_prompt + n_resp :] == [0] * (
+            len(mask) - n_prompt - n_resp
+        )  # only trailing env tokens dropped
+        logprobs = [lp for s in traj.segments for lp in (s.logprobs or [0.0] * len(s.token_ids))][
+            n_prompt : n_prompt + n_resp
+        ]
         np.testing.assert_allclose(out.batch["rollout_log_probs"][i, :n_resp].numpy(), logprobs, atol=1e-6)
         assert float(out.batch["rm_scores"][i].sum()) == pytest.approx(traj.reward)
         assert [s["anchor"] for s in meta["steps"]] == [s.anchor for s in traj.steps]
@@ -74,7 +88,13 @@ def test_trajectory_rows_through_verls_agent_loop_worker(tmp_path: Path, tiny_mo
     assert len(per_episode) == 4 and all(len(calls) == 3 for calls in per_episode.values())
 
 
-async def _rollout(cfg: Any, client: LocalLLMServerClient, queue: MemoryTransferQueue, dataset: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+async def _rollout(
+    cfg: Any,
+    client: LocalLLMServerClient,
+    queue: MemoryTransferQueue,
+    dataset: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[str]:
     """Run every dataset row through verl's TransferQueue worker (``rollout.n`` sessions each)."""
     from verl.trainer.ppo.v1 import agent_loop_tq
 
@@ -95,9 +115,17 @@ async def _rollout(cfg: Any, client: LocalLLMServerClient, queue: MemoryTransfer
 
 # one conversation → one row; history window → one row per step, in either layout (the synthetic
 # tests in test_verl_advantage.py cover a one-conversation trajectory in the step layout)
-@pytest.mark.parametrize(("env", "layout"), [("walk-window", "step"), ("walk", "trajectory"), ("walk-window", "trajectory")])
+@pytest.mark.parametrize(
+    ("env", "layout"), [("walk-window", "step"), ("walk", "trajectory"), ("walk-window", "trajectory")]
+)
 def test_verl_v1_advantage_step_equals_toolgym_gigpo(
-    env: str, layout: str, tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin, monkeypatch: pytest.MonkeyPatch
+    env: str,
+    layout: str,
+    tmp_path: Path,
+    tiny_model: Path,
+    tiny_backend: Any,
+    plugin: TestPlugin,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rows from verl's TQ worker, advantages from the toolgym trainer's V1 advantage step (verl's
     ``_compute_advantage`` → registered ``toolgym_gigpo``): equal to ``compute_token_advantages``."""
@@ -106,7 +134,9 @@ def test_verl_v1_advantage_step_equals_toolgym_gigpo(
 
     from toolgym.training.verl import trainer as toolgym_trainer
 
-    cfg, settings = compose.compose_config(write_config(tmp_path, tiny_model, env=env, layout=layout, options=GIGPO), data_dir=tmp_path)
+    cfg, settings = compose.compose_config(
+        write_config(tmp_path, tiny_model, env=env, layout=layout, options=GIGPO), data_dir=tmp_path
+    )
     queue = MemoryTransferQueue()
     client = LocalLLMServerClient(cfg, tiny_backend)
     dataset = create_rl_dataset(cfg.data.train_files, cfg.data, client_tokenizer(tiny_model), None)
@@ -126,9 +156,13 @@ def test_verl_v1_advantage_step_equals_toolgym_gigpo(
     trainer = toolgym_trainer.ToolgymPPOTrainer.__new__(toolgym_trainer.ToolgymPPOTrainer)
     trainer.config, trainer.toolgym = cfg, settings
     metrics: dict[str, float] = {}
-    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[queue.tags[k] for k in keys], partition_id="train"), metrics)
+    trainer._compute_advantage(
+        KVBatchMeta(keys=keys, tags=[queue.tags[k] for k in keys], partition_id="train"), metrics
+    )
 
-    expected = dict(zip([t.trajectory_id for t in trajs], compute_token_advantages(trajs, "gigpo", **GIGPO), strict=True))
+    expected = dict(
+        zip([t.trajectory_id for t in trajs], compute_token_advantages(trajs, "gigpo", **GIGPO), strict=True)
+    )
     nonzero = 0
     for key in keys:
         meta = queue.rows[key]["extra_fields"][META_KEY]
@@ -147,7 +181,9 @@ def client_tokenizer(model: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(model))
 
 
-def test_failed_episode_fails_its_group(tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_episode_fails_its_group(
+    tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An episode that errors is not trained on: its prompt group is marked failed in the queue."""
     from verl_helpers import WalkEnv
 
@@ -177,7 +213,15 @@ def test_arpo_group_branches_inside_one_call_and_matches_toolgym_attribution(
     from toolgym.training.verl import trainer as toolgym_trainer
 
     arpo = {"global_rollouts": 4, "initial_rollouts": 2, "tau": 1.0, "beta": 0.0}
-    path = write_config(tmp_path, tiny_model, env="probe-walk", estimator="arpo", options={"mode": "hard"}, group_size=4, arpo=arpo)
+    path = write_config(
+        tmp_path,
+        tiny_model,
+        env="probe-walk",
+        estimator="arpo",
+        options={"mode": "hard"},
+        group_size=4,
+        arpo=arpo,
+    )
     cfg, settings = compose.compose_config(path, data_dir=tmp_path)
     assert cfg.actor_rollout_ref.rollout.n == 1
     queue = MemoryTransferQueue()
@@ -205,8 +249,16 @@ def test_arpo_group_branches_inside_one_call_and_matches_toolgym_attribution(
     monkeypatch.setattr(trainer_base, "tq", queue)
     trainer = toolgym_trainer.ToolgymPPOTrainer.__new__(toolgym_trainer.ToolgymPPOTrainer)
     trainer.config, trainer.toolgym = cfg, settings
-    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[queue.tags[k] for k in keys], partition_id="train"), {})
-    expected = dict(zip([t.trajectory_id for t in trajs], compute_token_advantages(trajs, "arpo", mode="hard"), strict=True))
+    trainer._compute_advantage(
+        KVBatchMeta(keys=keys, tags=[queue.tags[k] for k in keys], partition_id="train"), {}
+    )
+    expected = dict(
+        zip(
+            [t.trajectory_id for t in trajs],
+            compute_token_advantages(trajs, "arpo", mode="hard"),
+            strict=True,
+        )
+    )
     for key in keys:
         meta = queue.rows[key]["extra_fields"][META_KEY]
         got = queue.rows[key]["advantages"].numpy()

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 from test_verl_agent_loop import _rollout, client_tokenizer
 from verl.trainer.ppo.utils import create_rl_dataset
@@ -25,7 +27,9 @@ SERVER_VERSION = 7
 """The weight version the stand-in rollout server reports (verl's ``global_steps``)."""
 
 
-def _metrics_after_step(cfg: Any, settings: Any, queue: MemoryTransferQueue, keys: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _metrics_after_step(
+    cfg: Any, settings: Any, queue: MemoryTransferQueue, keys: list[str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
     """verl's advantage step, then verl's ``_compute_metrics`` on the stored rows (as after a step)."""
     from transfer_queue import KVBatchMeta
     from verl.trainer.ppo.v1 import trainer_base
@@ -49,18 +53,35 @@ def _metrics_after_step(cfg: Any, settings: Any, queue: MemoryTransferQueue, key
     return metrics
 
 
-@pytest.mark.parametrize(("env", "layout", "arpo"), [
-    ("walk", "trajectory", None),
-    ("walk-window", "step", None),
-    ("probe-walk", "trajectory", {"global_rollouts": 2, "initial_rollouts": 1, "tau": 1.0, "beta": 0.0}),
-])
+@pytest.mark.parametrize(
+    ("env", "layout", "arpo"),
+    [
+        ("walk", "trajectory", None),
+        ("walk-window", "step", None),
+        ("probe-walk", "trajectory", {"global_rollouts": 2, "initial_rollouts": 1, "tau": 1.0, "beta": 0.0}),
+    ],
+)
 def test_rows_carry_the_weight_version_verl_reads_after_a_step(
-    env: str, layout: str, arpo: dict[str, Any] | None,
-    tmp_path: Path, tiny_model: Path, tiny_backend: Any, plugin: TestPlugin, monkeypatch: pytest.MonkeyPatch,
+    env: str,
+    layout: str,
+    arpo: dict[str, Any] | None,
+    tmp_path: Path,
+    tiny_model: Path,
+    tiny_backend: Any,
+    plugin: TestPlugin,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     estimator, group = ("arpo", 2) if arpo else ("gigpo", 4)
-    path = write_config(tmp_path, tiny_model, env=env, layout=layout, estimator=estimator, group_size=group, arpo=arpo,
-                        options={"mode": "hard"} if arpo else None)
+    path = write_config(
+        tmp_path,
+        tiny_model,
+        env=env,
+        layout=layout,
+        estimator=estimator,
+        group_size=group,
+        arpo=arpo,
+        options={"mode": "hard"} if arpo else None,
+    )
     cfg, settings = compose.compose_config(path, data_dir=tmp_path)
     queue = MemoryTransferQueue()
     client = LocalLLMServerClient(cfg, tiny_backend, global_steps=SERVER_VERSION)

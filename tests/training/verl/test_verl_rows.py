@@ -28,7 +28,12 @@ def test_trajectory_layout_is_the_sequence_after_the_first_prompt() -> None:
         seg = traj.segments[step.llm.segment]  # type: ignore[union-attr]
         assert row.response_ids[span.start : span.end] == seg.token_ids
         assert row.response_logprobs[span.start : span.end] == seg.logprobs
-        assert (span.anchor, span.reward, span.valid, span.index) == (step.anchor, step.step_reward, step.valid, step.index)
+        assert (span.anchor, span.reward, span.valid, span.index) == (
+            step.anchor,
+            step.step_reward,
+            step.valid,
+            step.index,
+        )
     assert all(lp == 0.0 for lp, m in zip(row.response_logprobs, row.response_mask, strict=True) if not m)
     assert (row.meta.offset, row.meta.sequence_len, row.meta.rows) == (prompt_len, len(ids), 1)
 

@@ -25,7 +25,11 @@ def test_swe_grpo_composes_with_deepswe_settings(tmp_path: Path) -> None:
     assert cfg.algorithm.adv_estimator == "toolgym_grpo" and settings.advantage.options == {"std_norm": False}
     assert settings.env == "swe" and settings.env_kwargs["max_turns"] == 50
     engine = settings.engine_config(max_prompt_len=4096, max_response_len=32768)
-    assert engine.max_turns == 50 and engine.episode_timeout_s == 5400 and engine.max_tokens_per_trajectory == 36864
+    assert (
+        engine.max_turns == 50
+        and engine.episode_timeout_s == 5400
+        and engine.max_tokens_per_trajectory == 36864
+    )
     f = settings.filters
     assert (f.overlong, f.turn_limit, f.timeout, f.equal_reward_groups) == ("mask", "mask", "mask", "drop")
     assert cfg.toolgym.filters.overlong == "mask"  # the workers read the composed config's section
@@ -33,8 +37,30 @@ def test_swe_grpo_composes_with_deepswe_settings(tmp_path: Path) -> None:
 
 def test_swe_grpo_dry_run_and_filter_overrides(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["train", "--config", "swe_grpo", "--dry-run", "--data-dir", str(tmp_path), "toolgym.filters.overlong=drop"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            "swe_grpo",
+            "--dry-run",
+            "--data-dir",
+            str(tmp_path),
+            "toolgym.filters.overlong=drop",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "overlong: drop" in result.output and "toolgym_grpo" in result.output
-    result = runner.invoke(app, ["train", "--config", "swe_grpo", "--dry-run", "--data-dir", str(tmp_path), "toolgym.filters.timeout=keep"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            "swe_grpo",
+            "--dry-run",
+            "--data-dir",
+            str(tmp_path),
+            "toolgym.filters.timeout=keep",
+        ],
+    )
     assert result.exit_code != 0 and "timeout" in str(result.exception)

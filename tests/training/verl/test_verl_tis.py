@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 import torch
 
@@ -32,17 +34,31 @@ def test_tis_cap_sets_verls_token_level_tis_in_decoupled_mode(tmp_path: Path) ->
     assert corr.rollout_rs is None and corr.rollout_is_batch_normalize is False
     compose.check_config(cfg)
     # the same key given to verl directly agrees, so it is accepted
-    compose.compose_config("webshop_gigpo", ["toolgym.tis_cap=2.0", "verl.algorithm.rollout_correction.rollout_is=token"],
-                           data_dir=tmp_path)
+    compose.compose_config(
+        "webshop_gigpo",
+        ["toolgym.tis_cap=2.0", "verl.algorithm.rollout_correction.rollout_is=token"],
+        data_dir=tmp_path,
+    )
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["verl.actor_rollout_ref.rollout.calculate_log_probs=false"], "no rollout logprobs"),
-    (["verl.algorithm.rollout_correction.bypass_mode=true"], "bypass_mode is true"),
-    (["verl.algorithm.rollout_correction.rollout_is=sequence"], "disagree"),
-    (["verl.algorithm.rollout_correction.rollout_is=token", "verl.algorithm.rollout_correction.rollout_is_threshold=3.0"], "disagree"),
-])
-def test_settings_verl_would_ignore_or_contradict_are_refused(tmp_path: Path, extra: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["verl.actor_rollout_ref.rollout.calculate_log_probs=false"], "no rollout logprobs"),
+        (["verl.algorithm.rollout_correction.bypass_mode=true"], "bypass_mode is true"),
+        (["verl.algorithm.rollout_correction.rollout_is=sequence"], "disagree"),
+        (
+            [
+                "verl.algorithm.rollout_correction.rollout_is=token",
+                "verl.algorithm.rollout_correction.rollout_is_threshold=3.0",
+            ],
+            "disagree",
+        ),
+    ],
+)
+def test_settings_verl_would_ignore_or_contradict_are_refused(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
         compose.compose_config("webshop_gigpo", ["toolgym.tis_cap=2.0", *extra], data_dir=tmp_path)
 
@@ -63,7 +79,9 @@ def test_verls_weights_are_the_local_trainers(tmp_path: Path) -> None:
     ours, stats = tis_weights(old[keep], rollout[keep], 2.0)
     torch.testing.assert_close(out.batch["rollout_is_weights"][keep], ours)
     assert (out.batch["rollout_is_weights"][~keep] == 0).all()
-    assert metrics["rollout_corr/rollout_is_mean"] == pytest.approx(stats["tis_weight"] / stats["tis_tokens"], rel=1e-5)
+    assert metrics["rollout_corr/rollout_is_mean"] == pytest.approx(
+        stats["tis_weight"] / stats["tis_tokens"], rel=1e-5
+    )
     assert stats["tis_clipped"] > 0 and stats["tis_ratio_max"] > 2.0
 
 

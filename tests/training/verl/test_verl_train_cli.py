@@ -8,7 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 from typer.testing import CliRunner
 
@@ -30,7 +32,11 @@ def test_shipped_examples_compose_into_valid_verl_configs(name: str, tmp_path: P
     env, estimator, group, max_steps = PUBLISHED[name]
     cfg, settings = compose.compose_config(name, data_dir=tmp_path)
     compose.check_config(cfg)  # verl's own batch-size arithmetic
-    assert (settings.env, cfg.algorithm.adv_estimator, cfg.actor_rollout_ref.rollout.n) == (env, estimator, group)
+    assert (settings.env, cfg.algorithm.adv_estimator, cfg.actor_rollout_ref.rollout.n) == (
+        env,
+        estimator,
+        group,
+    )
     assert cfg.trainer.use_v1 is True and cfg.trainer.v1.trainer_mode == "toolgym"
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "toolgym_agent"
     assert cfg.toolgym.env == env and cfg.algorithm.use_kl_in_reward is False
@@ -51,7 +57,11 @@ def test_shipped_examples_compose_into_valid_verl_configs(name: str, tmp_path: P
 def test_overrides_and_their_errors(tmp_path: Path) -> None:
     cfg, settings = compose.compose_config(
         "webshop_gigpo",
-        ["toolgym.group_size=4", "verl.trainer.total_training_steps=2", "+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4"],
+        [
+            "toolgym.group_size=4",
+            "verl.trainer.total_training_steps=2",
+            "+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+        ],
         data_dir=tmp_path,
     )
     assert cfg.actor_rollout_ref.rollout.n == 4 and settings.group_size == 4
@@ -71,11 +81,33 @@ def test_overrides_and_their_errors(tmp_path: Path) -> None:
 
 def test_dry_run_from_the_command_line(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["train", "--config", "alfworld_gigpo", "--dry-run", "--data-dir", str(tmp_path), "verl.trainer.total_epochs=1"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            "alfworld_gigpo",
+            "--dry-run",
+            "--data-dir",
+            str(tmp_path),
+            "verl.trainer.total_epochs=1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "toolgym_gigpo" in result.output and "trainer_mode: toolgym" in result.output
     assert (tmp_path / "train.parquet").exists() and (tmp_path / "val.parquet").exists()
-    result = runner.invoke(app, ["train", "--config", "alfworld_gigpo", "--dry-run", "--data-dir", str(tmp_path), "toolgym.env=no-such-env"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            "alfworld_gigpo",
+            "--dry-run",
+            "--data-dir",
+            str(tmp_path),
+            "toolgym.env=no-such-env",
+        ],
+    )
     assert "unknown environment 'no-such-env'" in str(result.exception)
     # the verl example's hub model, given to the local trainer: one clear error before anything runs (the
     # name alone would pick the local trainer's own alfworld_gigpo config and train for real)
@@ -90,8 +122,12 @@ def test_train_on_a_given_task_file(tmp_path: Path) -> None:
     """`toolgym.train_files` (e.g. from `toolgym export verl`) replaces the generated train range."""
     first, _ = compose.compose_config("webshop_gigpo", data_dir=tmp_path / "a")
     given = str(first.data.train_files)
-    cfg, settings = compose.compose_config("webshop_gigpo", [f"toolgym.train_files={given}"], data_dir=tmp_path / "b")
+    cfg, settings = compose.compose_config(
+        "webshop_gigpo", [f"toolgym.train_files={given}"], data_dir=tmp_path / "b"
+    )
     assert cfg.data.train_files == given and settings.train_files == given
     assert cfg.data.val_files != given  # validation still comes from the val range
     with pytest.raises(ConfigError, match="toolgym export verl"):
-        compose.compose_config("webshop_gigpo", [f"toolgym.train_files={tmp_path / 'missing.parquet'}"], data_dir=tmp_path / "c")
+        compose.compose_config(
+            "webshop_gigpo", [f"toolgym.train_files={tmp_path / 'missing.parquet'}"], data_dir=tmp_path / "c"
+        )

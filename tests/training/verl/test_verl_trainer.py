@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip("transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]")
+pytest.importorskip(
+    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
+)
 
 from verl.trainer.ppo.v1 import get_trainer_cls
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
@@ -29,7 +31,9 @@ def test_toolgym_mode_is_verls_sync_trainer(tmp_path: Path) -> None:
 
 
 def test_settings_the_estimators_cannot_honour_are_refused(tmp_path: Path) -> None:
-    cfg, _ = compose.compose_config("webshop_gigpo", ["verl.algorithm.use_kl_in_reward=true"], data_dir=tmp_path)
+    cfg, _ = compose.compose_config(
+        "webshop_gigpo", ["verl.algorithm.use_kl_in_reward=true"], data_dir=tmp_path
+    )
     with pytest.raises(ConfigError, match="use_kl_loss"):
         ToolgymPPOTrainer(cfg)
     cfg, _ = compose.compose_config("webshop_gigpo", data_dir=tmp_path)

@@ -29,7 +29,9 @@ class WalkEnv(Env):
         self.pos = 0
         self.n = 0
 
-    async def reset(self, *, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def reset(
+        self, *, seed: int, options: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.pos, self.n = 0, 0
         return [{"role": "user", "content": f"Walk. Seed {seed}."}], {}
 
@@ -42,7 +44,12 @@ class WalkEnv(Env):
         self.pos += 1 if len(text) % 3 == 0 else -1 if len(text) % 3 == 1 else 0
         reward = (len(text) % 5) / 4 + (1.0 if self.pos == 2 else 0.0)
         obs = [{"role": "user", "content": f"You are at {self.pos}."}]
-        return StepResult(observation=obs, reward=reward, terminated=self.n >= 3, valid=action.kind is not ActionKind.INVALID)
+        return StepResult(
+            observation=obs,
+            reward=reward,
+            terminated=self.n >= 3,
+            valid=action.kind is not ActionKind.INVALID,
+        )
 
 
 class WindowEnv(WalkEnv):
@@ -67,7 +74,11 @@ class TestPlugin:
 
     @hookimpl
     def toolgym_envs(self) -> list[EnvSpec]:
-        return [EnvSpec("walk", WalkEnv), EnvSpec("walk-window", WindowEnv), EnvSpec("probe-walk", ProbeWalkEnv)]
+        return [
+            EnvSpec("walk", WalkEnv),
+            EnvSpec("walk-window", WindowEnv),
+            EnvSpec("probe-walk", ProbeWalkEnv),
+        ]
 
     @hookimpl
     def toolgym_trajectory_done(self, trajectory: Trajectory) -> None:
@@ -77,24 +88,45 @@ class TestPlugin:
 TestPlugin.__test__ = False  # type: ignore[attr-defined]
 
 
-def write_config(directory: Path, model: Path, *, env: str = "walk", layout: str = "trajectory", estimator: str = "gigpo",
-                 options: dict[str, Any] | None = None, group_size: int = 4, arpo: dict[str, Any] | None = None) -> Path:
+def write_config(
+    directory: Path,
+    model: Path,
+    *,
+    env: str = "walk",
+    layout: str = "trajectory",
+    estimator: str = "gigpo",
+    options: dict[str, Any] | None = None,
+    group_size: int = 4,
+    arpo: dict[str, Any] | None = None,
+) -> Path:
     """A small ``toolgym train`` config on the tiny model (CPU-sized lengths)."""
     path = directory / "config.yaml"
-    path.write_text(yaml.safe_dump({
-        "toolgym": {
-            "env": env, "layout": layout, "group_size": group_size, "sandbox_backend": "none",
-            "advantage": {"estimator": estimator, "options": options or {}},
-            "engine": {"max_turns": 3, "max_tokens_per_turn": 8},
-            "train": {"num_tasks": 2}, "val": {"num_tasks": 2, "first_task": 100},
-            **({"arpo": arpo} if arpo else {}),
-        },
-        "verl": {
-            "data": {"train_batch_size": 2, "max_prompt_length": 256, "max_response_length": 128},
-            "actor_rollout_ref": {"model": {"path": str(model)}, "rollout": {"name": "vllm"}, "actor": {"ppo_mini_batch_size": 2}},
-            "trainer": {"n_gpus_per_node": 1, "device": "cpu"},
-        },
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "toolgym": {
+                    "env": env,
+                    "layout": layout,
+                    "group_size": group_size,
+                    "sandbox_backend": "none",
+                    "advantage": {"estimator": estimator, "options": options or {}},
+                    "engine": {"max_turns": 3, "max_tokens_per_turn": 8},
+                    "train": {"num_tasks": 2},
+                    "val": {"num_tasks": 2, "first_task": 100},
+                    **({"arpo": arpo} if arpo else {}),
+                },
+                "verl": {
+                    "data": {"train_batch_size": 2, "max_prompt_length": 256, "max_response_length": 128},
+                    "actor_rollout_ref": {
+                        "model": {"path": str(model)},
+                        "rollout": {"name": "vllm"},
+                        "actor": {"ppo_mini_batch_size": 2},
+                    },
+                    "trainer": {"n_gpus_per_node": 1, "device": "cpu"},
+                },
+            }
+        )
+    )
     return path
 
 
@@ -115,7 +147,7 @@ class MemoryTransferQueue:
     def _store(self, keys: list[str], fields: TensorDict | None, tags: list[dict[str, Any]] | None) -> None:
         for i, key in enumerate(keys):
             row = self.rows.setdefault(key, {})
-            for name in (fields.keys() if fields is not None else []):
+            for name in fields.keys() if fields is not None else []:
                 value = fields[name]
                 if isinstance(value, torch.Tensor):
                     row[name] = value.unbind()[i] if value.is_nested else value[i]
@@ -124,20 +156,42 @@ class MemoryTransferQueue:
             if tags is not None:
                 self.tags[key] = dict(tags[i])
 
-    async def async_kv_batch_put(self, keys: list[str], fields: TensorDict | None = None, tags: list[dict[str, Any]] | None = None, partition_id: str = "train") -> None:
+    async def async_kv_batch_put(
+        self,
+        keys: list[str],
+        fields: TensorDict | None = None,
+        tags: list[dict[str, Any]] | None = None,
+        partition_id: str = "train",
+    ) -> None:
         self._store(list(keys), fields, tags)
 
-    async def async_kv_put(self, key: str, partition_id: str = "train", fields: Any = None, tag: dict[str, Any] | None = None) -> None:
+    async def async_kv_put(
+        self, key: str, partition_id: str = "train", fields: Any = None, tag: dict[str, Any] | None = None
+    ) -> None:
         self.tags.setdefault(key, {}).update(tag or {})
 
-    def kv_batch_put(self, keys: list[str], partition_id: str = "train", fields: TensorDict | None = None, tags: list[dict[str, Any]] | None = None) -> Any:
+    def kv_batch_put(
+        self,
+        keys: list[str],
+        partition_id: str = "train",
+        fields: TensorDict | None = None,
+        tags: list[dict[str, Any]] | None = None,
+    ) -> Any:
         from transfer_queue import KVBatchMeta
 
         self._store(list(keys), fields, tags)
-        return KVBatchMeta(keys=list(keys), tags=[self.tags.get(k, {}) for k in keys], partition_id=partition_id)
+        return KVBatchMeta(
+            keys=list(keys), tags=[self.tags.get(k, {}) for k in keys], partition_id=partition_id
+        )
 
-    def kv_batch_get(self, keys: list[str], partition_id: str = "train", select_fields: list[str] | str | None = None) -> TensorDict:
-        names = [select_fields] if isinstance(select_fields, str) else list(select_fields or self.rows[keys[0]].keys())
+    def kv_batch_get(
+        self, keys: list[str], partition_id: str = "train", select_fields: list[str] | str | None = None
+    ) -> TensorDict:
+        names = (
+            [select_fields]
+            if isinstance(select_fields, str)
+            else list(select_fields or self.rows[keys[0]].keys())
+        )
         names = [n for n in names if all(n in self.rows[k] for k in keys)]
         out: dict[str, Any] = {}
         for name in names:
@@ -204,7 +258,9 @@ def synthetic_trajectory(
             add(seq, "prompt", fresh(4 + i))
         prompt_len = lengths.get(seq, 0)
         k = add(seq, "assistant", fresh(rng.randrange(2, 6)))
-        llm = LLMCall(sequence=seq, prompt_len=prompt_len, segment=k, completion_tokens=len(segments[k].token_ids))
+        llm = LLMCall(
+            sequence=seq, prompt_len=prompt_len, segment=k, completion_tokens=len(segments[k].token_ids)
+        )
         records.append(Step(index=i, action=f"a{i}", anchor=anchor, step_reward=reward, valid=valid, llm=llm))
         if not window and i < len(steps) - 1:
             add(seq, "tool", fresh(rng.randrange(1, 4)))
@@ -212,9 +268,17 @@ def synthetic_trajectory(
         if i < share_steps and parent is not None:
             continue
         records[i].anchor, records[i].step_reward, records[i].valid = anchor, reward, valid
-    branch_point = sum(len(s.token_ids) for s in segments[: 1 + 2 * share_steps]) if parent is not None else None
+    branch_point = (
+        sum(len(s.token_ids) for s in segments[: 1 + 2 * share_steps]) if parent is not None else None
+    )
     return Trajectory(
-        trajectory_id=tid, group_id=group, task="synthetic", reward=float(sum(r for _, r, _ in steps)),
-        segments=segments, steps=records, parent_id=parent.trajectory_id if parent is not None else None,
-        branch_point=branch_point, terminated=True,
+        trajectory_id=tid,
+        group_id=group,
+        task="synthetic",
+        reward=float(sum(r for _, r, _ in steps)),
+        segments=segments,
+        steps=records,
+        parent_id=parent.trajectory_id if parent is not None else None,
+        branch_point=branch_point,
+        terminated=True,
     )

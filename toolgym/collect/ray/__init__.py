@@ -11,4 +11,13 @@ from toolgym.collect.ray.dispatch import Dispatcher, DispatchStats, NoWorkersLef
 from toolgym.collect.ray.driver import RayCollectResult, RayOptions, collect_ray
 from toolgym.collect.ray.worker import RolloutWorker, WorkerSpec
 
-__all__ = ["DispatchStats", "Dispatcher", "NoWorkersLeft", "RayCollectResult", "RayOptions", "RolloutWorker", "WorkerSpec", "collect_ray"]
+__all__ = [
+    "DispatchStats",
+    "Dispatcher",
+    "NoWorkersLeft",
+    "RayCollectResult",
+    "RayOptions",
+    "RolloutWorker",
+    "WorkerSpec",
+    "collect_ray",
+]

@@ -94,9 +94,18 @@ class _Slot:
 def lost_episode(req: EpisodeRequest, reason: str) -> Trajectory:
     """The error trajectory of an episode that could not be run (kept in the failures file)."""
     return Trajectory(
-        trajectory_id=req.trajectory_id, group_id=req.group_id, task=req.env, env=req.env, task_index=req.task_index,
-        sample_index=req.sample_index, seed=req.seed, status=Status.ERROR, status_reason=reason,
-        timings=Timings(), created_at=time.time(), metadata={"lost": True},
+        trajectory_id=req.trajectory_id,
+        group_id=req.group_id,
+        task=req.env,
+        env=req.env,
+        task_index=req.task_index,
+        sample_index=req.sample_index,
+        seed=req.seed,
+        status=Status.ERROR,
+        status_reason=reason,
+        timings=Timings(),
+        created_at=time.time(),
+        metadata={"lost": True},
     )
 
 
@@ -175,7 +184,12 @@ class Dispatcher:
             self.stats.submitted += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, len(self._pending))
 
-    def _finished(self, fut: asyncio.Future[Trajectory | list[Trajectory]], queue: deque[Unit], on_result: Callable[[Trajectory], Any]) -> None:
+    def _finished(
+        self,
+        fut: asyncio.Future[Trajectory | list[Trajectory]],
+        queue: deque[Unit],
+        on_result: Callable[[Trajectory], Any],
+    ) -> None:
         req, slot = self._pending.pop(fut)
         slot.in_flight -= 1
         exc = fut.exception()
@@ -183,7 +197,9 @@ class Dispatcher:
             result = fut.result()
             results = result if isinstance(result, list) else [result]
             self.stats.completed += len(results)
-            self.stats.per_worker[slot.worker.index] = self.stats.per_worker.get(slot.worker.index, 0) + len(results)
+            self.stats.per_worker[slot.worker.index] = self.stats.per_worker.get(slot.worker.index, 0) + len(
+                results
+            )
             for traj in results:
                 on_result(traj)
             return
@@ -205,8 +221,13 @@ class Dispatcher:
             return
         slot.alive = False
         self.stats.worker_deaths += 1
-        log.warning("worker %d died (%s: %s); its %d unfinished episodes go to other workers",
-                    slot.worker.index, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", slot.in_flight + 1)
+        log.warning(
+            "worker %d died (%s: %s); its %d unfinished episodes go to other workers",
+            slot.worker.index,
+            type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "",
+            slot.in_flight + 1,
+        )
         with contextlib.suppress(Exception):
             slot.worker.kill()  # never let a half-dead worker finish a copy
         if self.spawn is not None and self.stats.replacements < self.max_replacements:

@@ -110,8 +110,16 @@ def is_worker_death(exc: BaseException) -> bool:
     """Whether a failed call means its actor (process or node) is gone, rather than a bug."""
     import ray.exceptions as rex
 
-    return isinstance(exc, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError,
-                            rex.OutOfMemoryError))
+    return isinstance(
+        exc,
+        (
+            rex.RayActorError,
+            rex.WorkerCrashedError,
+            rex.NodeDiedError,
+            rex.ObjectLostError,
+            rex.OutOfMemoryError,
+        ),
+    )
 
 
 def check_head(address: str, *, timeout_s: float = 5.0) -> None:
@@ -123,8 +131,10 @@ def check_head(address: str, *, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise ConfigError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with "
-                          "`ray start --head`, check HOST:PORT, or use --ray local for a one-machine run") from None
+        raise ConfigError(
+            f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with "
+            "`ray start --head`, check HOST:PORT, or use --ray local for a one-machine run"
+        ) from None
 
 
 def connect(address: str, *, num_cpus: int) -> bool:
@@ -142,8 +152,10 @@ def connect(address: str, *, num_cpus: int) -> bool:
     try:
         ray.init(address=address, logging_level=logging.WARNING)
     except ConnectionError as exc:
-        raise ConfigError(f"no Ray cluster answers at {address!r} ({exc}); start one with `ray start --head`, "
-                          "give its HOST:PORT, or use --ray local for a one-machine run") from None
+        raise ConfigError(
+            f"no Ray cluster answers at {address!r} ({exc}); start one with `ray start --head`, "
+            "give its HOST:PORT, or use --ray local for a one-machine run"
+        ) from None
     return True
 
 
@@ -163,13 +175,18 @@ class WorkerFactory:
         self.spec, self.timeout_s = spec, ray_opts.setup_timeout_s
         env = _actor_env(ray_opts.env_vars)
         self._cls: Any = ray.remote(RolloutWorker)
-        self._options = {"num_cpus": ray_opts.worker_cpus, "max_concurrency": max_concurrency,
-                         "runtime_env": {"env_vars": env} if env else None}
+        self._options = {
+            "num_cpus": ray_opts.worker_cpus,
+            "max_concurrency": max_concurrency,
+            "runtime_env": {"env_vars": env} if env else None,
+        }
 
     async def __call__(self, index: int) -> RayWorker:
         import ray
 
-        handle = self._cls.options(name=worker_name(self.spec.run_id, index), **self._options).remote(self.spec, index)
+        handle = self._cls.options(name=worker_name(self.spec.run_id, index), **self._options).remote(
+            self.spec, index
+        )
         try:
             info = await asyncio.wait_for(asyncio.wrap_future(handle.setup.remote().future()), self.timeout_s)
         except BaseException as exc:
@@ -179,8 +196,10 @@ class WorkerFactory:
             if isinstance(cause, ConfigError):
                 raise ConfigError(f"rollout worker {index} could not start: {cause}") from None
             if isinstance(exc, TimeoutError):
-                raise ConfigError(f"rollout worker {index} did not start within {self.timeout_s:g}s; "
-                                  "does the cluster have free CPUs (`ray status`)?") from None
+                raise ConfigError(
+                    f"rollout worker {index} did not start within {self.timeout_s:g}s; "
+                    "does the cluster have free CPUs (`ray status`)?"
+                ) from None
             raise
         return RayWorker(handle, index, info)
 
@@ -217,10 +236,18 @@ async def collect_ray(
         units = group_units(todo, stored_samples(todo, done_ids, opts))
         if ray_opts.in_flight_per_worker is None:
             in_flight = max(2, -(-in_flight // opts.group_size))
-    started_ray = connect(ray_opts.address, num_cpus=max(os.cpu_count() or 1, int(n * ray_opts.worker_cpus + 0.999)))
+    started_ray = connect(
+        ray_opts.address, num_cpus=max(os.cpu_count() or 1, int(n * ray_opts.worker_cpus + 0.999))
+    )
     import ray
 
-    spec = WorkerSpec(opts=opts, max_live=max_live, run_id=uuid.uuid4().hex[:12], registry=ray_opts.registry, rate_share=1.0 / n)
+    spec = WorkerSpec(
+        opts=opts,
+        max_live=max_live,
+        run_id=uuid.uuid4().hex[:12],
+        registry=ray_opts.registry,
+        rate_share=1.0 / n,
+    )
     spawn = WorkerFactory(spec, ray_opts, max_concurrency=in_flight + 8)
 
     workers: list[RayWorker] = []
@@ -246,8 +273,13 @@ async def collect_ray(
         policy = SimpleNamespace(**workers[0].info["policy"])
         scrubber = Scrubber.for_collection(model=opts.model, backend_options=opts.backend_options)
         run = describe_run(opts, registry, policy, len(plan.planned))  # type: ignore[arg-type]
-        run["ray"] = {"workers": n, "max_live_per_worker": max_live, "in_flight_per_worker": in_flight,
-                      "address": ray_opts.address, "nodes": sorted({w.info["node"] for w in workers})}
+        run["ray"] = {
+            "workers": n,
+            "max_live_per_worker": max_live,
+            "in_flight_per_worker": in_flight,
+            "address": ray_opts.address,
+            "nodes": sorted({w.info["node"] for w in workers}),
+        }
         writer, manifest = open_store(opts, scrubber.obj(run), plan, scrub=scrubber.bytes)
         seen: set[str] = set()
 
@@ -264,9 +296,14 @@ async def collect_ray(
             registry.notify_trajectory_done(traj)
             stats.record(traj)
 
-        dispatcher = Dispatcher(workers, in_flight_per_worker=in_flight, is_worker_death=is_worker_death, spawn=spawn,
-                                max_replacements=n if ray_opts.max_replacements is None else ray_opts.max_replacements,
-                                max_attempts=ray_opts.max_attempts)
+        dispatcher = Dispatcher(
+            workers,
+            in_flight_per_worker=in_flight,
+            is_worker_death=is_worker_death,
+            spawn=spawn,
+            max_replacements=n if ray_opts.max_replacements is None else ray_opts.max_replacements,
+            max_attempts=ray_opts.max_attempts,
+        )
         if on_progress is not None:
             d = dispatcher
 
@@ -286,22 +323,41 @@ async def collect_ray(
             ticker.cancel()
             stats.running = 0
             on_progress(stats)  # type: ignore[misc]
-        live = [w for w in dispatcher.workers if isinstance(w, RayWorker)] if dispatcher is not None else workers
+        live = (
+            [w for w in dispatcher.workers if isinstance(w, RayWorker)] if dispatcher is not None else workers
+        )
         result_workers = await _shutdown(live)
         if writer is not None:
             writer.close()
-            manifest.update(state=state, finished_at=time.time(), written=writer.written, failed=writer.failed)
+            manifest.update(
+                state=state, finished_at=time.time(), written=writer.written, failed=writer.failed
+            )
             if dispatcher is not None:
                 ds = dispatcher.stats
-                manifest["ray"].update(worker_deaths=ds.worker_deaths, replacements=ds.replacements, retried=ds.retried,
-                                       gave_up=ds.gave_up, max_in_flight=ds.max_in_flight, duplicate_results=duplicates)
+                manifest["ray"].update(
+                    worker_deaths=ds.worker_deaths,
+                    replacements=ds.replacements,
+                    retried=ds.retried,
+                    gave_up=ds.gave_up,
+                    max_in_flight=ds.max_in_flight,
+                    duplicate_results=duplicates,
+                )
             write_manifest(opts.out, scrubber.obj(manifest))
         if started_ray:
             ray.shutdown()
     assert writer is not None and dispatcher is not None
-    return RayCollectResult(out=opts.out, planned=len(plan.requests), skipped=len(plan.requests) - len(todo),
-                            written=writer.written, failed=writer.failed, stats=stats, elapsed_s=time.perf_counter() - started,
-                            duplicates=plan.duplicates, dispatch=dispatcher.stats, workers=result_workers)
+    return RayCollectResult(
+        out=opts.out,
+        planned=len(plan.requests),
+        skipped=len(plan.requests) - len(todo),
+        written=writer.written,
+        failed=writer.failed,
+        stats=stats,
+        elapsed_s=time.perf_counter() - started,
+        duplicates=plan.duplicates,
+        dispatch=dispatcher.stats,
+        workers=result_workers,
+    )
 
 
 def group_units(requests: list[EpisodeRequest], stored: dict[str, list[int]]) -> list[Unit]:
@@ -318,8 +374,16 @@ def _already_complete(opts: CollectOptions, planned: int, requested: int) -> Ray
     if manifest and not str(manifest.get("state", "")).startswith("complete"):
         manifest.update(state="complete", finished_at=time.time())
         write_manifest(opts.out, manifest)
-    return RayCollectResult(out=opts.out, planned=requested, skipped=requested, written=0, failed=0,
-                            stats=EngineStats(total=0), elapsed_s=0.0, duplicates=planned - requested)
+    return RayCollectResult(
+        out=opts.out,
+        planned=requested,
+        skipped=requested,
+        written=0,
+        failed=0,
+        stats=EngineStats(total=0),
+        elapsed_s=0.0,
+        duplicates=planned - requested,
+    )
 
 
 async def _plan(opts: CollectOptions, registry: Registry) -> CollectPlan:

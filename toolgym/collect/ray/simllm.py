@@ -26,7 +26,9 @@ from toolgym.core.tokens.chat import ChatFormat
 class SimLLMServer:
     """Answers ``/generate`` after ``latency_s`` seconds with the ids of ``text`` + EOS."""
 
-    def __init__(self, tokenizer: Any, *, text: str = "ok", latency_s: float = 0.5, model_path: str = "simulated") -> None:
+    def __init__(
+        self, tokenizer: Any, *, text: str = "ok", latency_s: float = 0.5, model_path: str = "simulated"
+    ) -> None:
         chat = ChatFormat(tokenizer)
         self.ids = chat.encode(text) + sorted(chat.eos_token_ids)[:1]
         self.text = text
@@ -54,12 +56,17 @@ class SimLLMServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path = lines[0].split(" ")[:2]
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                }
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
                 status, payload = await self._handle(method, path, body)
                 data = json.dumps(payload).encode()
-                writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-                             "Connection: keep-alive\r\n\r\n".encode() + data)
+                writer.write(
+                    f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                    "Connection: keep-alive\r\n\r\n".encode()
+                    + data
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
             pass
@@ -79,9 +86,17 @@ class SimLLMServer:
             limit = int((request.get("sampling_params") or {}).get("max_new_tokens", len(self.ids)))
             ids = self.ids[:limit]
             finish = {"type": "stop"} if len(ids) == len(self.ids) else {"type": "length", "length": limit}
-            return "200 OK", {"text": self.text, "output_ids": ids, "meta_info": {
-                "id": str(self.requests), "finish_reason": finish, "prompt_tokens": len(request.get("input_ids") or []),
-                "completion_tokens": len(ids), "output_token_logprobs": [[-0.5, t, None] for t in ids]}}
+            return "200 OK", {
+                "text": self.text,
+                "output_ids": ids,
+                "meta_info": {
+                    "id": str(self.requests),
+                    "finish_reason": finish,
+                    "prompt_tokens": len(request.get("input_ids") or []),
+                    "completion_tokens": len(ids),
+                    "output_token_logprobs": [[-0.5, t, None] for t in ids],
+                },
+            }
         if path == "/get_model_info":
             return "200 OK", {"model_path": self.model_path, "tokenizer_path": None}
         if path == "/health":

@@ -53,8 +53,10 @@ def load_registry(factory: str | None) -> Registry:
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"registry factory {factory!r} cannot be loaded on this worker ({exc}); it must be importable "
-                          "on every node (install it there, or put its directory on PYTHONPATH)") from None
+        raise ConfigError(
+            f"registry factory {factory!r} cannot be loaded on this worker ({exc}); it must be importable "
+            "on every node (install it there, or put its directory on PYTHONPATH)"
+        ) from None
     registry = fn()
     if not isinstance(registry, Registry):
         raise ConfigError(f"registry factory {factory!r} returned {type(registry).__name__}, not a Registry")
@@ -93,28 +95,45 @@ class RolloutWorker:
         registry = load_registry(self.spec.registry)
         registry.env(opts.env)  # an unknown environment fails here, with the registry's message
         engine_config = opts.engine.model_copy(update={"max_live_episodes": self.spec.max_live})
-        self.policy = make_policy(opts.model, backend=opts.backend, tokenizer=opts.tokenizer, config=engine_config,
-                                  options=opts.backend_options)
+        self.policy = make_policy(
+            opts.model,
+            backend=opts.backend,
+            tokenizer=opts.tokenizer,
+            config=engine_config,
+            options=opts.backend_options,
+        )
         registry, _ = resolve_parser(opts, registry, self.policy)  # --parser auto|NAME, as in one process
         rps, tpm = getattr(opts, "max_requests_per_s", None), getattr(opts, "max_tokens_per_min", None)
         if (rps or tpm) and hasattr(self.policy, "limiter"):
             from toolgym.core.util.ratelimit import RateLimiter
 
             share = self.spec.rate_share
-            self.policy.limiter = RateLimiter(requests_per_s=rps * share if rps else None,
-                                              tokens_per_min=tpm * share if tpm else None)
+            self.policy.limiter = RateLimiter(
+                requests_per_s=rps * share if rps else None, tokens_per_min=tpm * share if tpm else None
+            )
         if opts.sandbox_backend != "none":
             self.sandboxes = LazySandboxBackend(registry, opts.sandbox_backend)
         self.engine = RolloutEngine(
-            registry=registry, policy=self.policy, config=engine_config, sandbox_backend=self.sandboxes,
-            env_kwargs=opts.env_kwargs, run_id=self.spec.run_id, artifacts_dir=str(opts.out / "artifacts"),
+            registry=registry,
+            policy=self.policy,
+            config=engine_config,
+            sandbox_backend=self.sandboxes,
+            env_kwargs=opts.env_kwargs,
+            run_id=self.spec.run_id,
+            artifacts_dir=str(opts.out / "artifacts"),
         )
         self._slots = asyncio.Semaphore(self.spec.max_live)
         self.setup_rss = rss_bytes()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self.setup_cpu = usage.ru_utime + usage.ru_stime
-        return {**self._where, "policy": {"name": getattr(self.policy, "name", opts.model), "kind": self.policy.kind,
-                                          "token_faithful": self.policy.token_faithful}}
+        return {
+            **self._where,
+            "policy": {
+                "name": getattr(self.policy, "name", opts.model),
+                "kind": self.policy.kind,
+                "token_faithful": self.policy.token_faithful,
+            },
+        }
 
     async def run_episode(self, req: EpisodeRequest) -> Trajectory:
         """Run one episode; its trajectory (status error for episode failures, never raises for them)."""
@@ -151,9 +170,17 @@ class RolloutWorker:
         setup, now and at its peak (bytes), CPU seconds used since setup, model calls made."""
         usage = resource.getrusage(resource.RUSAGE_SELF)
         stats = self.engine.stats if self.engine is not None else None
-        return {**self._where, "live": self.live, "peak_live": self.peak_live, "done": self.done,
-                "setup_rss_bytes": self.setup_rss, "rss_bytes": rss_bytes(), "peak_rss_bytes": usage.ru_maxrss * 1024,
-                "cpu_s": usage.ru_utime + usage.ru_stime - self.setup_cpu, "turns": stats.turns if stats else 0}
+        return {
+            **self._where,
+            "live": self.live,
+            "peak_live": self.peak_live,
+            "done": self.done,
+            "setup_rss_bytes": self.setup_rss,
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": usage.ru_maxrss * 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime - self.setup_cpu,
+            "turns": stats.turns if stats else 0,
+        }
 
     async def shutdown(self) -> None:
         """Destroy this worker's sandboxes and close its model client."""
@@ -164,4 +191,3 @@ class RolloutWorker:
         if backend is not None:
             with contextlib.suppress(Exception):
                 await backend.aclose()
-
