@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ALFWorld warm-start sweep and a short GRPO-vs-GiGPO table on one CUDA GPU, in one go (issue 14).
+# The ALFWorld warm-start sweep and a short GRPO-vs-GiGPO table on one CUDA GPU, in one go.
 #
 #   bash bench/gpu_learning.sh OUT_DIR [SWEEP_SECONDS] [RL_SECONDS] [RL_STEPS]
 #

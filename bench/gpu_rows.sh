@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rows of the learning table trained on one CUDA GPU under a wall-clock cap, brought back as one file (issue 14).
+# Rows of the learning table trained on one CUDA GPU under a wall-clock cap, brought back as one file.
 #
 #   bash bench/gpu_rows.sh OUT_DIR CAP_SECONDS LEARNING_TABLE_ARGS...
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Warm-start variants of one recipe, side by side on one CUDA GPU, under a wall-clock cap (issue 14).
+# Warm-start variants of one recipe, side by side on one CUDA GPU, under a wall-clock cap.
 #
 #   bash bench/gpu_warmstart.sh ENV OUT_DIR CAP_SECONDS NAME:FIELD=VALUE,... [NAME:...]
 #

@@ -53,6 +53,15 @@ ESTIMATORS = {
 }
 
 
+def hand_sections(records: Path) -> dict[str, str]:
+    """The sections of a results page kept by hand beside its records: ``protocol.md`` (what was run, on
+    what, when, how to rerun it) and ``about.md``; missing files give empty sections."""
+    return {
+        name: (records / f"{name}.md").read_text() if (records / f"{name}.md").is_file() else ""
+        for name in ("protocol", "about")
+    }
+
+
 def estimators_of(args: argparse.Namespace, env: str) -> tuple[str, ...]:
     """The estimators run (or reported) for ``env``: ``--estimators ENV=A,B`` or the env's pair."""
     return args.estimators.get(env, PAIRS[env])
@@ -654,6 +663,7 @@ def main() -> None:
             partial_note=args.partial,
             note=args.note,
             warm_starts=warm_start_infos(args, runs),
+            **hand_sections(records),
         )
         save_records(args, runs, records)
         print(f"wrote {args.docs} and {png} from {len(runs)} run(s); records in {records}")
@@ -711,6 +721,7 @@ def main() -> None:
         partial_note=args.partial,
         note=args.note,
         warm_starts=warm_start_infos(args, runs),
+        **hand_sections(records),
     )
     save_records(args, runs, records)
     print(f"wrote {args.docs} and {png}; records in {records}")

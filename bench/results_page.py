@@ -370,14 +370,28 @@ def write_results(
     partial_note: str = "",
     note: str = "",
     warm_starts: dict[str, dict[str, Any]] | None = None,
+    protocol: str = "",
+    about: str = "",
 ) -> None:
     """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement; ``partial_note`` says what
-    the table lacks, ``note`` what a reader needs to know about a complete one (recipes, devices, timings)."""
+    the table lacks, ``note`` what a reader needs to know about a complete one (recipes, devices, timings).
+    ``protocol`` (what was run, on what, when, and how to rerun it) opens the page; ``about`` (markdown) follows
+    the findings; both are kept by hand beside the page's records (``protocol.md``, ``about.md``)."""
     plot(runs, png)
     parts = [
         "# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale",
         "",
-        "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files; do not edit by hand.",
+    ]
+    if protocol:
+        parts += ["## Protocol", "", protocol.strip(), ""]
+    parts += [
+        "Written by `bench/learning_table.py` from the runs' `metrics.jsonl` files"
+        + (
+            ' (the protocol and "About these runs" from `protocol.md` and `about.md` beside the records)'
+            if protocol or about
+            else ""
+        )
+        + "; do not edit by hand.",
         "",
     ]
     if partial_note:
@@ -403,6 +417,7 @@ def write_results(
         "",
         findings(runs),
         "",
+        *(["## About these runs", "", about.strip(), ""] if about else []),
         "## Commands",
         "",
         "Reproduce this page:",

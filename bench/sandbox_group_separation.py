@@ -1,4 +1,4 @@
-"""What the pool's group rule costs (issue 42): a sandbox is never handed to another episode of a
+"""What the pool's group rule costs: a sandbox is never handed to another episode of a
 group it has served. Measured beside the baseline (the same episodes without a group label, so
 the pool reuses whatever is idle), interleaved round by round on one backend and image.
 

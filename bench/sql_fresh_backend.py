@@ -1,4 +1,4 @@
-"""What a fresh PostgreSQL backend per SQL call costs (issue 42), beside the pool it replaced,
+"""What a fresh PostgreSQL backend per SQL call costs, beside the pool it replaced,
 measured in the same run.
 
 ``PostgresBackend.query("SELECT count(*) FROM t")`` wall time, p50 and p90 over ``--calls`` calls,
@@ -6,7 +6,7 @@ three ways, interleaved call by call so that all three see the same load:
 
 | way          | what a call does                                                                      |
 |--------------|---------------------------------------------------------------------------------------|
-| ``reset``    | baseline, the pool before issue 42: reuse one connection, reset it as DISCARD ALL would |
+| ``reset``    | baseline, the former pool: reuse one connection, reset it as DISCARD ALL would |
 | ``fresh``    | the shipped pool: a connection opened ahead in the background, closed after the call  |
 | ``inline``   | the shipped pool when calls come faster than connections open: connect in the call    |
 
@@ -37,12 +37,12 @@ DISCARD_ALL = (
     "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
     "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP"
 )
-"""The per-call reset of the pool before issue 42 (one round trip)."""
+"""The per-call reset of the former pool (one round trip)."""
 QUERY = "SELECT count(*) FROM t"
 
 
 class ResetPool(postgres._Pool):
-    """The pool before issue 42: a used connection is reset and serves again."""
+    """The former pool: a used connection is reset and serves again."""
 
     async def _retire(self, conn: Any) -> None:
         try:

@@ -8,7 +8,7 @@ probability ``noise`` of a noisy turn instead (``plugins/swe/noise.py``: a view,
 search, or a stray edit), in Docker sandboxes, and the run reports per noise level:
 
 - ``same-step``: share of steps whose anchor another rollout of the group has at the same step
-  index (what the brief of issue 20 asks: the same repository state recurring across rollouts);
+  index (the same repository state recurring across rollouts);
 - ``any-step``: GiGPO's own grouping (``stats.step_group_stats``: same anchor anywhere in the
   group) and the mean step-group size;
 - ``mixed``: share of step groups of size > 1 whose episodes did not all end alike: the groups

@@ -1,4 +1,4 @@
-"""Host memory per hostile tool call (issue 42, part 2), beside an ordinary call and the bound.
+"""Host memory per hostile tool call, beside an ordinary call and the bound.
 
 For each tool family, one fresh Python (``tests/reply_memory.py``) sets the tool up, makes an
 ordinary small call to warm it, then measures the peak resident growth of this host process

@@ -176,7 +176,8 @@ def tool(
     """
     if timeout is not None:
         warnings.warn(
-            "@tool(timeout=...) is deprecated: write @tool(timeout_s=...), seconds per call as before",
+            "@tool(timeout=...) is deprecated: write @tool(timeout_s=...), seconds per call as before "
+            "(the old name goes in toolgym 0.2)",
             FutureWarning,
             stacklevel=2,
         )

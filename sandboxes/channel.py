@@ -8,7 +8,7 @@ channel is never re-opened: if the connection drops or a reply does not come in 
 channel is closed, every waiting request fails with ``SandboxBrokenError``, and the sandbox must
 be replaced.
 
-Replies are bounded (issue 42): each request names the largest reply it accepts
+Replies are bounded: each request names the largest reply it accepts
 (``protocol.reply_limit``: a Python cell's five capped text fields, a file read's ``max_bytes`` as
 base64), and the reader takes no frame longer than the largest bound of the requests waiting, or
 ``protocol.CONTROL_REPLY_BYTES`` when none waits for more. A longer frame is not read: the channel

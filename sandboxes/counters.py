@@ -1,5 +1,5 @@
 """Kernel counters a sandbox reset does not empty, and the one the host can put back: the memory
-cgroup's peak (issue 42).
+cgroup's peak.
 
 A reset kills every process and empties every writable place, but the kernel keeps counting
 where the last episode stopped: the sandbox's memory cgroup remembers its highest use, and an

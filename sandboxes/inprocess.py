@@ -10,7 +10,7 @@ thread swapping ``sys.stdout`` meanwhile takes nothing from the cell. A timeout 
 ``KeyboardInterrupt`` in the cell's thread; a cell that does not stop within ``GRACE_S`` (a
 blocking C call) is abandoned and the namespace replaced, and the result says ``restarted``.
 
-What a cell's result holds is bounded as on the real backends (issue 42): the capture buffers
+What a cell's result holds is bounded as on the real backends: the capture buffers
 keep only the head and tail of each stream, and an exception's message is cut before its
 traceback is formatted. What the cell itself builds lives in this process, of course: a cell
 that raises a 100 MB message has made those 100 MB here, and a trailing expression's ``repr``
@@ -40,7 +40,7 @@ GRACE_S = 2.0
 
 class CappedText(io.StringIO):
     """A capture buffer that keeps the first and last ``limit / 2`` characters written to it and
-    counts the rest, so that a cell printing 100 MB holds 2 x ``limit`` at most (issue 42)."""
+    counts the rest, so that a cell printing 100 MB holds 2 x ``limit`` at most."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()

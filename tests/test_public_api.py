@@ -214,7 +214,7 @@ def test_the_docs_import_only_what_exists() -> None:
     for where, module, name in found:
         mod = importlib.import_module(module)
         if importlib.util.find_spec(f"{module}.{name}") if hasattr(mod, "__path__") else False:
-            continue  # a submodule (``from toolgym.core.parsing import builtin``)
+            continue  # a submodule (``from toolgym.core.builtin import parsers``)
         public = getattr(mod, "__all__", None)
         if (public is not None and name not in public) or not hasattr(mod, name):
             bad.append(f"{where}: from {module} import {name}")

@@ -114,7 +114,7 @@ ENV_TEST = """\
 import asyncio
 
 from toolgym import EngineConfig, Registry, RolloutEngine, ScriptedPolicy, plan_episodes
-from toolgym.core.parsing import builtin
+from toolgym.core.builtin import parsers
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.testing import load_tiny_tokenizer
 
@@ -122,7 +122,7 @@ from {pkg} import plugin
 
 
 def test_{name}_scripted_policy_solves_it():
-    registry = Registry.load(entry_points=False, plugins=[("parsers", builtin), ("{name}", plugin)])
+    registry = Registry.load(entry_points=False, plugins=[("parsers", parsers), ("{name}", plugin)])
     done = []
     engine = RolloutEngine(
         registry=registry, policy=ScriptedPolicy(ChatFormat(load_tiny_tokenizer())),

@@ -96,7 +96,8 @@ class EngineConfig(BaseModel):
         value = data.pop("group_size")
         warnings.warn(
             "EngineConfig(group_size=...) is deprecated: the engine never read it. Give it to the run instead: "
-            "CollectOptions(group_size=...), `toolgym collect --group-size`, or plan_episodes(group_size=...)",
+            "CollectOptions(group_size=...), `toolgym collect --group-size`, or plan_episodes(group_size=...) "
+            "(the field goes in toolgym 0.2)",
             FutureWarning,
             stacklevel=3,
         )

@@ -1,4 +1,4 @@
-"""The SQL tool's rows of ``toolgym sandbox audit`` (issue 22 §1, §2): what its databases hold back.
+"""The SQL tool's rows of ``toolgym sandbox audit``: what its databases hold back.
 
 - SQLite (always; a throw-away database file, a second or so): through the tool's SQLite path
   (:class:`.backends.SQLiteBackend`, the same :mod:`.readonly_sqlite` code that runs in the ``sql``
@@ -324,7 +324,7 @@ async def postgres_other_sessions(dsn: str) -> str:
 
 async def postgres_reset(dsn: str) -> str:
     """Dirty one call's session (a setting, a custom setting's placeholder, the ``random()`` seed, a
-    temp table, a prepared statement); the next call must see none of it (issue 42: a reset of the
+    temp table, a prepared statement); the next call must see none of it (a reset of the
     session keeps the placeholder and the seed, so the pool gives each call a new backend)."""
     from .postgres import PostgresBackend
 

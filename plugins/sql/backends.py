@@ -3,7 +3,7 @@
 Every query runs as one statement in a read-only transaction that is always rolled back, under a
 statement timeout, with at most ``max_rows + 1`` rows fetched (the extra row only tells that
 there were more), and at most ``DISPLAY_RESULT_BYTES`` (rows shown to a model) or
-``EXACT_RESULT_BYTES`` (exact values, for scoring) of rows brought to this process (issue 42).
+``EXACT_RESULT_BYTES`` (exact values, for scoring) of rows brought to this process.
 
 SQLite is opened with a ``file:…?mode=ro`` URI, ``PRAGMA query_only``, no ATTACH (limit 0) and an
 authorizer that lets only reads through (SELECT, WITH, EXPLAIN, read-only PRAGMAs, no

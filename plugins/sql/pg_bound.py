@@ -2,8 +2,8 @@
 
 libpq receives each row whole (a ``DataRow`` message, however large), so no client-side cut can
 keep a ``SELECT repeat('x', 200000000)`` out of this process: streaming, server-side cursors and
-per-cell loaders all hold the row before they can look at it (six such rows held 1.5 GiB here,
-issue 42). The server must cut. A statement that returns rows of the model's choosing (SELECT,
+per-cell loaders all hold the row before they can look at it (six such rows held 1.5 GiB
+here). The server must cut. A statement that returns rows of the model's choosing (SELECT,
 WITH, VALUES, TABLE) is therefore run as a derived table, each of its columns wrapped::
 
     SELECT <cut(c1)>, ..., <cut(cN)> FROM (SELECT * FROM (

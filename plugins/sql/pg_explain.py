@@ -1,4 +1,4 @@
-"""One EXPLAIN on PostgreSQL, run as a process of its own with a memory limit (issue 42).
+"""One EXPLAIN on PostgreSQL, run as a process of its own with a memory limit.
 
 An EXPLAIN cannot be a derived table, so the server cannot cut its rows as :mod:`.pg_bound` has it
 cut a query's; and a plan line may name a constant the planner folded

@@ -19,7 +19,7 @@ Three guards, each for something ``BEGIN READ ONLY`` does not stop:
 - no session outlives its call: the pool (:class:`.postgres._Pool`) closes each connection after
   one call and the next call gets a new server backend, so nothing one call leaves in its session
   (locks, prepared statements, cursors, settings, temp objects, and what no reset clears: a custom
-  setting's placeholder, the ``random()`` seed) reaches another (issue 42).
+  setting's placeholder, the ``random()`` seed) reaches another.
 
 On databases :func:`.postgres.create_database` (or ``scripts/ensure-postgres.sh --reader``)
 provisions, the server's privileges are the first fence: :data:`STATS_REVOKE_SQL` takes from

@@ -3,7 +3,7 @@
 Each query: the statement filter of :mod:`.pg_guard`, then ``BEGIN READ ONLY``, ``SET LOCAL
 statement_timeout``, the statement itself through the extended query protocol (so one string holds
 exactly one statement: ``SELECT 1; DROP …`` is refused by the server), rows streamed, each cell
-cut by the server and the rows by a byte budget (:mod:`.pg_bound`, issue 42), and the stream
+cut by the server and the rows by a byte budget (:mod:`.pg_bound`), and the stream
 abandoned after ``max_rows + 1``; then the connection is closed, so that no call ever runs on a
 server session an earlier call used (``_Pool`` says why a reset is not enough). Connections are
 opened ahead, per event loop, and each new one is checked: a role that may reach the server's
@@ -94,7 +94,7 @@ class _Pool:
 
     A call gets a server backend no earlier call has used: the connection is closed when the call
     ends, and a replacement is opened in the background for the next one (a call that finds none
-    ready opens its own). A reset of the session is not enough (issue 42): ``DISCARD ALL`` and
+    ready opens its own). A reset of the session is not enough: ``DISCARD ALL`` and
     ``RESET ALL`` leave a custom setting's placeholder for the life of the backend
     (``set_config('x.y', …)`` in one call makes ``current_setting('x.y', true)`` ``''`` instead of
     NULL in every later one), and the ``random()`` generator a ``setseed()`` left; both are written
@@ -277,7 +277,7 @@ class PostgresBackend(SQLBackend):
                                 )
                                 del raw
                                 used += pg_bound.row_bytes(row)
-                                if used > budget:  # issue 42: rows stop at the result's byte budget
+                                if used > budget:  # rows stop at the result's byte budget
                                     if cell_chars is None:
                                         raise SQLError(
                                             f"the result is larger than the {budget} bytes a result of exact "

@@ -25,7 +25,7 @@ Wire format (script mode)::
 ``file:`` URI as it is); ``uri``, when given, is the whole ``file:…?mode=ro`` URI instead (the host
 path, whose files may have any name). ``memory_bytes``: the process first limits its own address
 space to that (``RLIMIT_AS``), and a statement that needs more is answered ``memory``: this is how
-the host path keeps a query's memory out of the host process (issue 42). Rows are converted one at
+the host path keeps a query's memory out of the host process. Rows are converted one at
 a time as they are fetched, so a BLOB shown by its size is never held longer than its row, and
 rows only shown (``cell_chars`` set) stop at ``max_bytes`` as they stop at ``max_rows``
 (``truncated``); exact rows past it are the ``too_large`` error.

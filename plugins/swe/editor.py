@@ -34,7 +34,7 @@ MAX_VIEW_CHARS = 20_000
 """A file view longer than this is cut; ``view_range`` shows the rest."""
 VIEW_READ_BYTES = 1024 * 1024
 """Largest file ``view`` reads whole. Of a larger file, or one outside the work directory, it reads
-only an excerpt made in the sandbox (issue 42: viewing a 60 MB file held 230 MiB on the host)."""
+only an excerpt made in the sandbox (viewing a 60 MB file held 230 MiB on the host)."""
 EXCERPT_BYTES = 4 * MAX_VIEW_CHARS + 4
 """Most bytes of such an excerpt: enough to fill a view (a character is at most 4 bytes)."""
 EDIT_READ_BYTES = 4 * 1024 * 1024

@@ -133,7 +133,9 @@ class SWEEnv(Env):
         self.show_hints = parse_flag(show_hints, "show_hints", default=False)
         if test_timeout is not None:
             warnings.warn(
-                "the swe option test_timeout is deprecated: write test_timeout_s", FutureWarning, stacklevel=2
+                "the swe option test_timeout is deprecated: write test_timeout_s (the old name goes in toolgym 0.2)",
+                FutureWarning,
+                stacklevel=2,
             )
             test_timeout_s = test_timeout
         self.test_timeout_s = _number(test_timeout_s, "test_timeout_s", float)

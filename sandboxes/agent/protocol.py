@@ -18,7 +18,7 @@ on, which lets the other side send that many more: a side writes only while fewe
 ``TUNNEL_WINDOW`` bytes are unacknowledged, per tunnel and direction) and ``close`` (the tunnel is over; the other side drops
 it). At most ``MAX_TUNNELS`` are open per sandbox.
 
-Every reply is bounded in bytes (issue 42): ``reply_limit`` gives the largest frame the agent may
+Every reply is bounded in bytes: ``reply_limit`` gives the largest frame the agent may
 send to a request (from its ``max_output`` or ``max_bytes``), the agent cuts each text field to
 ``max_output`` before it sends (a stream as it reads it, ``procs.Capture``; a text with
 ``cap_text``), and the host reads no frame longer than the limit of a request it is waiting for
@@ -46,7 +46,7 @@ MAX_FRAME = 256 * 1024 * 1024
 database copy takes 43 MiB). Replies have bounds of their own, per request (``reply_limit``)."""
 VERSION = 1
 
-# Reply bounds (issue 42): every reply is capped where it is made, and the host refuses a bigger
+# Reply bounds: every reply is capped where it is made, and the host refuses a bigger
 # frame before reading it. Text fields (stdout, stderr, value, error, traceback) are cut to the
 # request's ``max_output`` characters; in a frame a character takes at most 6 bytes (JSON writes a
 # control character as ``\u00XX``; any other character is at most 4 bytes of UTF-8).

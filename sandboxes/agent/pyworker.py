@@ -3,7 +3,7 @@
 Started by the agent as ``python3 -u pyworker.py FD`` where FD is a socket carrying
 length-prefixed JSON (see ``protocol``): requests ``{"code", "cell", "max_value"}``, replies
 ``{"value", "error", "traceback", "value_truncated"}``, each text cut to ``max_value`` characters
-(``protocol.cap_text``; an exception's message is cut before its traceback is formatted, issue 42).
+(``protocol.cap_text``; an exception's message is cut before its traceback is formatted).
 Printed output goes to the real stdout and stderr (pipes the agent reads), so output of child
 processes is captured too.
 

@@ -1,4 +1,4 @@
-"""What a reset wipes, found by enumeration rather than from a list (issue 17).
+"""What a reset wipes, found by enumeration rather than from a list.
 
 Everything a sandbox process can leave behind for the next episode lives in one of:
 

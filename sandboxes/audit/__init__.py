@@ -1,6 +1,6 @@
 """``toolgym sandbox audit``: isolation, reset and egress checks run against a configured sandbox
 backend (a local or remote Docker engine, bubblewrap, several Docker hosts) by acquiring real
-sandboxes and probing them from inside and from the host (issue 17 §3; issues 22 and 25).
+sandboxes and probing them from inside and from the host.
 
 Run it before training on a new cluster: a row per check (``Row``: check, backend, kind, result,
 detail), ``FAIL`` wherever something was not contained, ``residual`` for a documented channel the

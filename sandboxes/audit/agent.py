@@ -1,4 +1,4 @@
-"""Checks of the in-sandbox agent's isolation from the code it runs (issue 25): it is PID 1 and
+"""Checks of the in-sandbox agent's isolation from the code it runs: it is PID 1 and
 alone, not dumpable, its seccomp filter refuses the calls that would reach it, and the attack that
 took it over before (``hijack_probe``) fails."""
 

@@ -1,5 +1,5 @@
-"""What one episode can hand the next through kernel counters that a reset does not empty
-(issue 42 §3), probed across a real reset, and the rule that keeps what stays open harmless.
+"""What one episode can hand the next through kernel counters that a reset does not empty,
+probed across a real reset, and the rule that keeps what stays open harmless.
 
 Each ``reset.carryover-*`` row reads a counter in the sandbox, moves it by an amount an episode
 chooses, has the sandbox reset and handed out again, and reads it once more:

@@ -1,4 +1,4 @@
-"""Egress checks (issue 17 §2), probed from inside: no interface besides loopback; public
+"""Egress checks, probed from inside: no interface besides loopback; public
 addresses, the link-local metadata address, the host's gateway addresses and the host's loopback
 services out of reach; and for a kind with an allowlist, the allowlisted host answering through
 the host's proxy while everything else is refused with 403.

@@ -1,4 +1,4 @@
-"""An attack on the in-sandbox agent, run as a Python tool cell would run it (issue 25).
+"""An attack on the in-sandbox agent, run as a Python tool cell would run it.
 
 Never imported inside a sandbox as a module: ``probe_cell()`` returns this file's text as a cell
 (stdlib only), used by ``toolgym sandbox audit`` and by the test suite. The cell forks a detached

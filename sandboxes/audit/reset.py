@@ -1,4 +1,4 @@
-"""Reset checks (issue 17 §1, issue 25): a released sandbox comes back indistinguishable from a
+"""Reset checks: a released sandbox comes back indistinguishable from a
 fresh one, an earlier episode's attacker does not answer for the next episode, and the host does
 not take a sandbox's word for its own reset."""
 

@@ -82,7 +82,7 @@ class MultiHostDockerBackend:
         self.owner = lifecycle.owner_id()
         if wait_s is not None:
             warnings.warn(
-                "the docker-hosts option wait_s is deprecated: write acquire_timeout_s",
+                "the docker-hosts option wait_s is deprecated: write acquire_timeout_s (the old name goes in toolgym 0.2)",
                 FutureWarning,
                 stacklevel=2,
             )
