@@ -243,7 +243,7 @@ async def measure_speed(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from toolgym.core.registry import get_registry
-    from toolgym.training.local.runner import build, load_config, model_dir, open_loop
+    from toolgym.training.runner import build, load_config, model_dir, open_loop
 
     tasks, group = (2, 2) if args.smoke else (args.speed_tasks, args.speed_group)
     overrides = [

@@ -125,7 +125,7 @@ def evaluate_model(args: argparse.Namespace) -> None:
 
     import torch
 
-    from toolgym.training.local import runner
+    from toolgym.training import runner
 
     torch.set_num_threads(max(1, args.threads))
     overrides = [f"toolgym.val.num_tasks={args.heldout_tasks}", *args.heldout_set]

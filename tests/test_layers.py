@@ -3,7 +3,8 @@
 1. No import cycle between modules: imports at the top, inside functions and under
    ``if TYPE_CHECKING:`` all count (a cycle hidden in a function is still a knot to untie).
 2. Packages in layers: ``core`` < ``sandboxes``, ``trajectories`` < ``plugins``, the test doubles <
-   ``training`` < the application (``toolgym.cli``, ``toolgym.collect``, ``training.demo``). A module
+   ``training`` (what both trainers share < the local trainer, the verl bridge < warm starts < the local
+   trainer's entry point) < the application (``toolgym.cli``, ``toolgym.collect``, ``training.demo``). A module
    imports its own package and lower layers only; the face (``toolgym/__init__.py``) imports only ``core``.
 3. Inside ``core``, rooms in order: the values at its root < ``util`` < ``tokens``, ``parsing``, ``env`` <
    ``llm`` < the plugin system (``hookspecs``, ``registry``) < ``builtin`` < ``rollout``.
@@ -155,7 +156,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("toolgym.core",),
     ("toolgym.sandboxes", "toolgym.trajectories"),
     ("toolgym.plugins", "toolgym.testing", "toolgym.scaffold", "toolgym.logs"),
-    ("toolgym.training",),
+    ("toolgym.training",),  # advantages, filters, tasks: what both trainers share
+    ("toolgym.training.local", "toolgym.training.verl"),
+    ("toolgym.training.warmstart",),
+    ("toolgym.training.runner",),
     APPLICATION,
 )
 """Lowest first. A module may import modules of its own layer and of lower layers; between the packages

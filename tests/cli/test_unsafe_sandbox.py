@@ -186,7 +186,7 @@ def test_the_python_api_refuses_it_too(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_train_refuses_it_unless_the_setting_says_so() -> None:
     from toolgym.training.local.config import RLConfig
-    from toolgym.training.local.runner import check_environment as local_check
+    from toolgym.training.runner import check_environment as local_check
     from toolgym.training.verl.compose import check_environment as verl_check
     from toolgym.training.verl.settings import ToolgymSettings
 

@@ -90,13 +90,13 @@ def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: P
 def _train_local(config: str, overrides: list[str], *, dry_run: bool) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars
     try:
-        local: Any = importlib.import_module("toolgym.training.local")
+        local: Any = importlib.import_module("toolgym.training.runner")
     except ModuleNotFoundError:
         local = None
     run = getattr(local, "run", None)
     if run is None:
         raise ConfigError(
             "the local reference trainer is not available in this version of toolgym "
-            "(toolgym.training.local has no run()); install toolgym[verl] and use --trainer verl"
+            "(toolgym.training.runner has no run()); install toolgym[verl] and use --trainer verl"
         )
     run(config, overrides, dry_run=dry_run)

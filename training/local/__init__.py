@@ -2,7 +2,7 @@
 
 CPU or one GPU. It shares toolgym's advantage estimators (GRPO, GiGPO, ARPO) with the verl bridge,
 samples with the in-process ``TransformersBackend`` (KV cache, continuous batching) that shares
-its model object, and reads the same config file as ``toolgym train`` (see :mod:`.runner`).
+its model object, and reads the same config file as ``toolgym train`` (its entry point: :mod:`toolgym.training.runner`).
 
 - :mod:`.loss`: PPO-clip, KL to a reference (k1/k3), SFT cross-entropy, aggregation modes
 - :mod:`.batch`: trajectories → rows → padded micro-batches (no re-tokenization)
@@ -10,7 +10,8 @@ its model object, and reads the same config file as ``toolgym train`` (see :mod:
 - :mod:`.lora`: LoRA adapters through peft (verl's ``lora_rank`` / ``lora_alpha`` / ``target_modules``)
 - :mod:`.sft`: supervised warm start on stored trajectories
 - :mod:`.loop`: ``RLLoop``, the on-policy loop, and held-out evaluation
-- :mod:`.demo`: the embedded demo behind ``toolgym demo``
+- the entry point of `toolgym train --trainer local` is :mod:`toolgym.training.runner`; the demo is
+  :mod:`toolgym.training.demo`, warm starts :mod:`toolgym.training.warmstart`
 """
 
 from __future__ import annotations
@@ -19,14 +20,7 @@ from typing import Any
 
 from .config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 
-__all__ = ["EvalConfig", "LoraConfig", "OptimConfig", "PPOConfig", "RLConfig", "run"]
-
-
-def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
-    """``toolgym train --trainer local --config FILE [overrides]`` (see :mod:`.runner`)."""
-    from .runner import run as _run
-
-    _run(config, overrides, dry_run=dry_run)
+__all__ = ["EvalConfig", "LoraConfig", "OptimConfig", "PPOConfig", "RLConfig"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing the package must not import torch

@@ -12,7 +12,7 @@ import pytest
 from toolgym.core.errors import ConfigError
 from toolgym.core.trajectory import LLMCall, Segment, Step, Trajectory
 from toolgym.training.advantages import compute_token_advantages
-from toolgym.training.local.runner import build, load_config
+from toolgym.training.runner import build, load_config
 
 PAPER_DEFAULTS = {
     "omega": 0.1,

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
-from toolgym.training.local.runner import build, load_config
+from toolgym.training.runner import build, load_config
 
 
 def test_verl_keys_map_onto_local_settings() -> None:
@@ -69,7 +69,7 @@ def test_a_short_run_writes_checkpoints_and_resumes(tmp_path: Path) -> None:
 def test_every_tiny_family_is_a_model_of_the_local_trainer(tmp_path: Path) -> None:
     from toolgym.core.llm.local.tiny import ensure_tiny_model
     from toolgym.core.llm.resolve import TINY
-    from toolgym.training.local.runner import model_dir
+    from toolgym.training.runner import model_dir
 
     for name, family in TINY.items():
         assert model_dir(name) == ensure_tiny_model(family), name  # type: ignore[arg-type]
@@ -135,7 +135,7 @@ def test_episode_mean_loss_trains_one_step_from_the_cli(tmp_path: Path) -> None:
 def test_keychain_config_starts_from_the_demos_warm_start() -> None:
     """`train --config keychain_gigpo` on the untrained tiny model sat at 0 % for 27 min: the config
     names the demo's warm start, built once and cached."""
-    from toolgym.training.local.runner import build, demo_warm_start, model_dir
+    from toolgym.training.runner import build, demo_warm_start, model_dir
 
     _, settings = build(load_config("keychain_gigpo", []))
     assert settings["model"] == "warmstart:keychain"

@@ -54,7 +54,7 @@ def created_by(owner_prefix: str, since: float) -> list[dict[str, Any]]:
 def test_swe_grpo_two_steps_with_docker_sandboxes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     require("docker")
     ensure_images("shell")
-    from toolgym.training.local import runner
+    from toolgym.training import runner
 
     out = tmp_path / "run"
     overrides = [

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
-from toolgym.training.local.runner import build, latest_checkpoint, load_config, model_dir
+from toolgym.training.runner import build, latest_checkpoint, load_config, model_dir
 
 TWINS = [
     ("alfworld_gigpo", "alfworld_grpo", "alfworld-verl"),

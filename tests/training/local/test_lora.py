@@ -21,8 +21,8 @@ from toolgym.training.local.batch import Row, trajectory_rows
 from toolgym.training.local.config import LoraConfig, OptimConfig, PPOConfig, RLConfig
 from toolgym.training.local.loop import run_episodes
 from toolgym.training.local.lora import ADAPTER_WEIGHTS, attach_lora
-from toolgym.training.local.runner import build, load_config, open_loop
 from toolgym.training.local.trainer import PolicyTrainer
+from toolgym.training.runner import build, load_config, open_loop
 
 pytest.importorskip("peft")
 

@@ -16,7 +16,7 @@ import torch
 
 from toolgym.core.errors import ConfigError
 from toolgym.training.local.loss import tis_weights
-from toolgym.training.local.runner import build, load_config
+from toolgym.training.runner import build, load_config
 from toolgym.training.verl import compose
 
 

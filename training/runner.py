@@ -54,10 +54,9 @@ from pydantic import ValidationError
 
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.resolve import TINY
+from toolgym.training.local.config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 
-from .config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
-
-EXAMPLES = Path(__file__).with_name("configs")
+EXAMPLES = Path(__file__).parent / "local" / "configs"
 KL_TYPES = {"low_var_kl": "k3", "k3": "k3", "kl": "k1", "k1": "k1"}
 SECTIONS = ("toolgym", "verl", "warm_start")
 LOCAL_VERL_KEYS = frozenset(
@@ -100,14 +99,14 @@ def resolve_config(name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_file():
         return path
-    for folder in (EXAMPLES, Path(__file__).parent.parent / "verl" / "configs"):
+    for folder in (EXAMPLES, Path(__file__).parent / "verl" / "configs"):
         candidate = folder / f"{Path(name).stem}.yaml"
         if candidate.is_file():
             return candidate
     known = sorted(
         {
             p.stem
-            for folder in (EXAMPLES, Path(__file__).parent.parent / "verl" / "configs")
+            for folder in (EXAMPLES, Path(__file__).parent / "verl" / "configs")
             for p in folder.glob("*.yaml")
         }
     )
@@ -537,11 +536,10 @@ def open_loop(
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
     from toolgym.core.sandbox import lazy_sandbox_backend
-
-    from .loop import RLLoop
-    from .lora import attach_lora
-    from .stops import StopAtBackend, action_stops
-    from .trainer import PolicyTrainer
+    from toolgym.training.local.loop import RLLoop
+    from toolgym.training.local.lora import attach_lora
+    from toolgym.training.local.stops import StopAtBackend, action_stops
+    from toolgym.training.local.trainer import PolicyTrainer
 
     device = device if device != "cuda" or torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
@@ -581,9 +579,8 @@ def open_loop(
 
 
 async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
+    from toolgym.training.local.progress import MetricsFile, eval_record, progress_line, step_record
     from toolgym.trajectories.store import TrajectoryWriter
-
-    from .progress import MetricsFile, eval_record, progress_line, step_record
 
     out = Path(settings["out"])
     writer = TrajectoryWriter(out / "trajectories")
