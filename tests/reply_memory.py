@@ -1,4 +1,4 @@
-"""How much memory one hostile tool call makes the host process hold (issue 42, part 2).
+"""How much memory one hostile tool call makes the host process hold.
 
 Each scenario runs in a fresh Python (``python -m tests.reply_memory SCENARIO ...``), so that no
 earlier test's freed memory hides the growth: it sets the tool up, makes one ordinary call to warm

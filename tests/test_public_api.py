@@ -36,7 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "image-use cache (`warm`), which is Docker tooling, not plugin API"
     ),
     ("plugins/sql/audit.py", "toolgym.sandboxes.audit.rows"): (
-        "the SQL tool's rows of `toolgym sandbox audit` (issue 22): the audit's own row and outcome "
+        "the SQL tool's rows of `toolgym sandbox audit`: the audit's own row and outcome "
         "types (`Row`, `Fail`, `Skip`), a contract with the CLI, not plugin API"
     ),
     ("plugins/search/cli.py", "toolgym.cli.progress"): (

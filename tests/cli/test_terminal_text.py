@@ -1,4 +1,4 @@
-"""Model, tool and environment text never drives the operator's terminal (issue 42 §2).
+"""Model, tool and environment text never drives the operator's terminal.
 
 A trajectory whose every text carries escape sequences (OSC 52 clipboard write, OSC 8 hidden link,
 screen clear, CSI, C1 controls, bidi overrides, BEL, backspace, carriage return) and a rich markup

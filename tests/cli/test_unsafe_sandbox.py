@@ -1,4 +1,4 @@
-"""An in-process sandbox backend never runs a model's code unless the user says so (issue 42 §3).
+"""An in-process sandbox backend never runs a model's code unless the user says so.
 
 The attack: ``toolgym collect --sandbox-backend memory`` with a model whose tool call reads a
 canary ``OPENAI_API_KEY`` from the orchestrator's environment and writes it to a file on the host.

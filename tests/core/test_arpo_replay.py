@@ -1,6 +1,6 @@
 """ARPO forks replay their parent's tool calls into a fresh environment; where a tool is not
-deterministic the replay gives other results than the recorded ones the fork's tokens carry
-(issue 42 §4). Such forks are refused: no trajectory, the parent goes on, the budget slot goes
+deterministic the replay gives other results than the recorded ones the fork's tokens carry.
+Such forks are refused: no trajectory, the parent goes on, the budget slot goes
 back to the group, ``stats.forks_refused`` counts them. A deterministic tool's forks proceed.
 """
 

@@ -1,4 +1,4 @@
-"""A setting the engine and the episode context both have takes one default (issue 21 §4)."""
+"""A setting the engine and the episode context both have takes one default."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``group_size`` is a run option, not an engine setting (issue 21 §4): the engine never read it.
+"""``group_size`` is a run option, not an engine setting: the engine never read it.
 ``EngineConfig(group_size=...)`` still works, with a warning, and its value reaches the run."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Modules that once imported each other (some only behind TYPE_CHECKING or inside functions) no
-longer do, and the rollout engine's modules form no import cycle at all (issue 21)."""
+longer do, and the rollout engine's modules form no import cycle at all."""
 
 from __future__ import annotations
 

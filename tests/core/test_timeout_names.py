@@ -1,4 +1,4 @@
-"""One timeout vocabulary (issue 21 §4): time limits we name are ``*_timeout_s``, in seconds. The
+"""One timeout vocabulary: time limits we name are ``*_timeout_s``, in seconds. The
 user-facing names that were different still work, with a warning, and mean the same."""
 
 from __future__ import annotations

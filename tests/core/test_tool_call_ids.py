@@ -1,5 +1,5 @@
-"""Tool calls carry ids and tool messages carry the ``tool_call_id`` of the call they answer
-(issue 26.3), so templates that require it (Mistral's, OpenAI-format ones) render every turn."""
+"""Tool calls carry ids and tool messages carry the ``tool_call_id`` of the call they answer,
+so templates that require it (Mistral's, OpenAI-format ones) render every turn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 25: code run by one episode must not take over the sandbox's agent, and a pooled sandbox
+"""Code run by one episode must not take over the sandbox's agent, and a pooled sandbox
 handed to a later episode must give that episode its own results, on both backends.
 
 The attack (``toolgym.sandboxes.audit.hijack_probe``, which ``toolgym sandbox audit`` runs too) is

@@ -1,4 +1,4 @@
-"""``toolgym sandbox audit`` (issue 17 §3): every check passes on both backends as configured, and a
+"""``toolgym sandbox audit``: every check passes on both backends as configured, and a
 really weakened backend — containers on Docker's bridge network, an agent without its seccomp
 filter, a writable bind mount the reset does not wipe — fails with the check that names the
 weakness. The CLI's exit code says the same."""
@@ -60,7 +60,7 @@ def test_the_audit_passes_on_a_hardened_backend(name: str) -> None:
     assert [r.check for r in rows] == [n for n, _ in KIND_CHECKS + BACKEND_CHECKS]
     assert {r.backend for r in rows} == {name}
     # both backends run here: nothing is out of reach of a check; the counters a reset cannot empty
-    # are reported as residual (issue 42), and the rule that keeps them harmless passes
+    # are reported as residual, and the rule that keeps them harmless passes
     not_passed = [
         (r.check, r.result, r.detail) for r in rows if r.result != PASS and r.check not in RESIDUAL_HERE
     ]
@@ -189,7 +189,7 @@ def test_a_writable_place_the_reset_does_not_wipe_fails_the_reset_check(
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_a_pool_without_the_group_rule_fails_and_a_false_claim_of_reset_fails(name: str) -> None:
-    """Issue 42: a pool that hands a sandbox to a sibling of its last episode fails
+    """A pool that hands a sandbox to a sibling of its last episode fails
     ``reset.group-separation``; a backend that says it reset the memory peak and did not fails
     ``reset.carryover-memory-peak`` (where the peak is visible: Docker)."""
     from toolgym.core.sandbox import GROUP_LABEL

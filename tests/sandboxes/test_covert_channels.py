@@ -1,4 +1,4 @@
-"""Issue 42: what one episode can hand the next through a pooled sandbox besides files, on both
+"""What one episode can hand the next through a pooled sandbox besides files, on both
 backends.
 
 - the agent's hello token is nowhere a sandbox process can read it (``/proc/1/cmdline``,
@@ -47,7 +47,7 @@ def _cycle(pool: PooledBackend, runner: asyncio.Runner, sandbox: Any, **acquire:
     return runner.run(pool.acquire("python", **acquire))
 
 
-# -- the hello token (issue 42 §4) -----------------------------------------------------------------
+# -- the hello token -----------------------------------------------------------------
 
 READ_PROC = r"""
 import json, os

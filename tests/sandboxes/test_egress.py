@@ -1,4 +1,4 @@
-"""Egress policy (issue 17 §2), on local Docker, bubblewrap and a remote Docker engine (a second
+"""Egress policy, on local Docker, bubblewrap and a remote Docker engine (a second
 dockerd on loopback TCP, where egress is tunnelled over the agent's attach channel).
 
 From inside a sandbox whose kind allows one host: that host answers through the proxy (binary
@@ -403,7 +403,7 @@ def test_the_proxy_connects_to_the_address_it_checked(tmp_path: Any) -> None:
     ), reply
 
 
-# -- non-global addresses (issue 42 §1): a wildcard reaches none; naming one literally does ------
+# -- non-global addresses: a wildcard reaches none; naming one literally does ------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Issue 22 (section 3): limits a command must not get past, on both backends: /dev and /dev/shm
+"""Limits a command must not get past, on both backends: /dev and /dev/shm
 sizes, an inode cap on every writable tmpfs, memory summed over processes, no nested user
 namespaces, no key ring."""
 

@@ -1,4 +1,4 @@
-"""Issue 42, part 2: one ``python`` tool call cannot make the host process hold hundreds of MB.
+"""One ``python`` tool call cannot make the host process hold hundreds of MB.
 
 Each case runs one hostile cell in a fresh Python (``tests/reply_memory.py``) and bounds the
 host's peak resident growth: twice the largest reply a cell may send (five text fields of

@@ -1,4 +1,4 @@
-"""Issue 17 (section 1): a released sandbox comes back indistinguishable from a fresh one, shown by
+"""A released sandbox comes back indistinguishable from a fresh one, shown by
 enumeration on both backends. One episode writes a mark in every place it can write (found from
 ``/proc/self/mountinfo``, not from a list), changes the mount roots' modes, leaves System V IPC
 objects, a POSIX message queue, detached processes with listening sockets, Python and shell

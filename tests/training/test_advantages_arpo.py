@@ -155,7 +155,7 @@ def test_bad_mode() -> None:
         arpo_token_advantages(example(), mode="medium")  # type: ignore[arg-type]
 
 
-# -- absent nodes (issue 26.1): the same tokens in the same context get the same advantage -------
+# -- absent nodes: the same tokens in the same context get the same advantage -------
 
 
 def _shared_len(a: list[int], b: list[int]) -> int:

@@ -1,4 +1,4 @@
-"""One task-range model for both trainers (issue 21 §4): verl's ``train``/``val`` splits and the
+"""One task-range model for both trainers: verl's ``train``/``val`` splits and the
 local trainer's evaluation are the same ``TaskRange``, with the same seeds and the same checks."""
 
 from __future__ import annotations

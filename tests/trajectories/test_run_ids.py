@@ -1,4 +1,4 @@
-"""Trajectory ids are unique per run (issue 45 §1): two collections of the same environment and tasks
+"""Trajectory ids are unique per run: two collections of the same environment and tasks
 with different models (or settings) get different ids and group ids, so pooling their datasets
 keeps every row; the same run again gets the same ids, so a resumed collection finds what it wrote;
 a dataset written before run keys keeps its ids on resume; readers say when an id repeats with

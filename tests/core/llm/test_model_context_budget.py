@@ -1,4 +1,4 @@
-"""An in-process model's own context length caps the engine's budget (issue 45 §2): the tiny model
+"""An in-process model's own context length caps the engine's budget: the tiny model
 has 4,096 positions and the default budget is 8,192, so without the cap every long episode ended
 on "prompt … does not fit the model's context; shorten it" (an error) instead of truncating."""
 

@@ -96,7 +96,7 @@ def test_broken_sandbox_is_reported_and_replaced(backend: PooledBackend, runner:
         ctx = EpisodeContext(episode_id="ep-broken", sandbox_backend=backend)
         try:
             sb = await ctx.sandbox("python")
-            # Tool code can no longer signal its agent (issue 25): the agent dies from the host side.
+            # Tool code can no longer signal its agent: the agent dies from the host side.
             os.kill(sb.handle["pids"]["agent"], signal.SIGKILL)
             broken = await python.call({"code": "import time; time.sleep(5)"}, sandbox=sb)
             fresh = await ctx.sandbox("python")

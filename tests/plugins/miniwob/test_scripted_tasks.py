@@ -1,4 +1,4 @@
-"""``--model scripted`` on MiniWoB++ (issue 45 §3): without a task list the scripted run plays the
+"""``--model scripted`` on MiniWoB++: without a task list the scripted run plays the
 tasks that have a solver (``tasks=solvable``) instead of failing every episode on one that has none;
 an explicit list with such a task is refused in one sentence, naming it and the fix, before any
 browser starts. The last test runs the README's command in real Chromium (Docker)."""

@@ -1,4 +1,4 @@
-"""The SQL rows of ``toolgym sandbox audit`` (issue 22 §1, §2): they pass on the tool's own SQLite
+"""The SQL rows of ``toolgym sandbox audit``: they pass on the tool's own SQLite
 path and with the provisioned reader DSN, and FAIL where the hardening is bypassed: a plain SQLite
 connection, the superuser DSN, a pool that does not reset sessions."""
 

@@ -1,4 +1,4 @@
-"""Bounded SQL results (issue 42) read as the statement alone gives them: PostgreSQL's wrapped
+"""Bounded SQL results read as the statement alone gives them: PostgreSQL's wrapped
 statements keep their values, types, order and errors, and the model's text cannot leave the
 parentheses it is put in (``pg_bound``); SQLite on the host, in a process of its own, shows BLOBs by
 size one row at a time, and its memory and size limits read clearly. The attacks themselves:

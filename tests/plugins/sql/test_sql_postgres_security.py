@@ -498,7 +498,7 @@ async def test_setup_script_prints_a_reader_dsn_the_tool_accepts(postgres_dsn: s
         )
 
 
-# -- 4. covert channels between calls on a pooled connection (issue 42 §3) -------------------------
+# -- 4. covert channels between calls on a pooled connection -------------------------
 # The pool is shared by every episode of a process: whatever one call leaves in its server session,
 # the next call (another sample of the same group, say) can read. The per-call reset (DISCARD ALL's
 # steps) clears settings' values, but a custom setting's *placeholder* lives as long as the backend

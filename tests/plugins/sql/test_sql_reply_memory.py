@@ -1,4 +1,4 @@
-"""Issue 42, part 2: one ``sql_query`` call cannot make the host process hold hundreds of MB.
+"""One ``sql_query`` call cannot make the host process hold hundreds of MB.
 
 The attacks (a fresh Python each, ``tests/reply_memory.py``), bound 2 x 1 MiB (a display's byte
 budget) + 16 MiB of slack:

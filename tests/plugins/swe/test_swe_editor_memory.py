@@ -1,4 +1,4 @@
-"""Issue 42, part 2: ``str_replace_editor view`` of a huge file holds little on the host, and a
+"""``str_replace_editor view`` of a huge file holds little on the host, and a
 large file still reads as ``cat -n`` would show it.
 
 The attack (a fresh Python per backend, ``tests/reply_memory.py``): viewing a 60 MB file grew the

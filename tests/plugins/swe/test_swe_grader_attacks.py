@@ -1,4 +1,4 @@
-"""Attacks on the grade by a policy that optimises against it (issue 42, part 1).
+"""Attacks on the grade by a policy that optimises against it.
 
 Each attack is what an RL policy can put in its diff or do with one bash call; none contains the
 fix. Before the trust boundary moved out of the test interpreter, every one of them was graded
