@@ -43,6 +43,6 @@ EXTENSIONS = (
     "cfg",
     "ini",
 )
-DATA = [f"**/*.{ext}" for ext in EXTENSIONS] + ["**/Dockerfile", "**/recipe*", "**/data/**/*"]
+DATA = [f"**/*.{ext}" for ext in EXTENSIONS] + ["**/Dockerfile", "**/recipe*", "**/data/**/*", "py.typed"]
 
 setup(packages=packages, package_dir=package_dir, package_data={pkg: DATA for pkg in packages})

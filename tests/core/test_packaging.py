@@ -51,6 +51,11 @@ def test_wheel_layout(wheel: Path) -> None:
     assert "toolgym = toolgym.cli:main" in text and "[toolgym]" in text
 
 
+def test_wheel_ships_the_typing_marker(wheel: Path) -> None:
+    """``py.typed`` (PEP 561): type checkers read toolgym's own annotations in an installed wheel."""
+    assert "toolgym/py.typed" in zipfile.ZipFile(wheel).namelist()
+
+
 def test_fresh_venv_imports_public_api(wheel: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

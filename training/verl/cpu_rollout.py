@@ -63,6 +63,8 @@ class ToolgymCPUServer:
         with self.backend.paused() as model:
             self.param_names = frozenset(model.state_dict())
         self.global_steps: int | None = None
+        self.lora: Any = None
+        """The rollout's LoRA state once a sync carried a ``peft_config`` (:mod:`.lora_sync`)."""
         self.http: Any = None
         if serve_http:
             from toolgym.core.llm.serving.server import ServerThread
@@ -111,15 +113,32 @@ class ToolgymCPUServer:
             extra_fields={"global_steps": self.global_steps},
         )
 
-    async def update_weights(self, state_dict: dict[str, Any], global_steps: int | None = None) -> int:
-        """Load the actor's tensors (HF names, CPU); returns how many were loaded."""
+    async def update_weights(
+        self, state_dict: dict[str, Any], global_steps: int | None = None, peft_config: Any = None
+    ) -> int:
+        """Load the actor's tensors (HF names, CPU); returns how many were loaded. With a ``peft_config``
+        (LoRA, ``lora.merge: false``) the first sync injects the adapter and later ones carry it alone
+        (:class:`toolgym.training.verl.lora_sync.RolloutLora`)."""
+        version = global_steps if global_steps is not None else self.backend.weight_version
+        if peft_config is not None or self.lora is not None:
+            from toolgym.training.verl.lora_sync import RolloutLora
+
+            def load() -> int:
+                with self.backend.paused() as model:
+                    if self.lora is None:
+                        self.lora = RolloutLora(model)
+                    return self.lora.load(state_dict, peft_config)
+
+            loaded = await asyncio.to_thread(load)
+            self.backend.set_weight_version(version)
+            self.global_steps = global_steps
+            return loaded
         unknown = sorted(set(state_dict) - self.param_names)
         if unknown:
             raise ConfigError(
                 f"the actor sent weights the rollout model does not have ({unknown[:3]}...): "
                 "actor and rollout must load the same model"
             )
-        version = global_steps if global_steps is not None else self.backend.weight_version
         # strict=False: tied weights (lm_head of a tied model) may arrive under one name only
         await asyncio.to_thread(self.backend.load_state_dict, state_dict, version=version, strict=False)
         self.global_steps = global_steps
@@ -190,7 +209,10 @@ class ToolgymCPUServerAdapter(BaseRollout):
                 state[name] = full.detach().to("cpu").clone()
         if self.sends:
             server = ray.get_actor(server_name(self.replica_rank))
-            await server.update_weights.remote(state, kwargs.get("global_steps"))
+            peft_config = kwargs.get("peft_config")  # peft's LoraConfig from verl's FSDP engine
+            if peft_config is not None and hasattr(peft_config, "to_dict"):
+                peft_config = peft_config.to_dict()
+            await server.update_weights.remote(state, kwargs.get("global_steps"), peft_config)
 
     async def resume(self, tags: list[str]) -> None: ...
 

@@ -34,11 +34,13 @@ def install() -> None:
             )
         return bool(flag) and os.path.exists(str(flag))
 
-    async def update_weights(self: Any, state_dict: dict[str, Any], global_steps: int | None = None) -> int:
+    async def update_weights(
+        self: Any, state_dict: dict[str, Any], global_steps: int | None = None, peft_config: Any = None
+    ) -> int:
         if record(state_dict, global_steps):
             # the planted bug: the version tag moves on, the weights do not (the rollout serves the old ones)
             self.global_steps = global_steps
             return len(state_dict)
-        return await original(self, state_dict, global_steps)
+        return await original(self, state_dict, global_steps, peft_config)
 
     cpu_rollout.ToolgymCPUServer.update_weights = update_weights  # type: ignore[method-assign]

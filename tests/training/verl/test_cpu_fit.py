@@ -210,3 +210,25 @@ def test_a_stale_rollout_fails_the_weight_sync_check(cluster: Cluster) -> None:
         f"weight sync with the planted stale bug: step 1 {metrics[1]['toolgym/rollout_logprob_diff_max']}, step 2 {stale}"
     )
     assert stale > STALE_MINIMUM  # the check the ARPO test makes (<= SYNC_TOLERANCE) fails on this run
+
+
+def test_lora_through_verl_the_rollout_serves_the_adapter(cluster: Cluster) -> None:
+    import torch
+
+    for old in cluster.weights.iterdir():
+        old.unlink()
+    config = probe_walk_config(cluster.root, "grpo")
+    lora = ["verl.actor_rollout_ref.model.lora_rank=8", "verl.actor_rollout_ref.model.lora_alpha=16"]
+    metrics = fit(cluster, "lora", config, [*lora, "verl.trainer.save_freq=-1"])
+    assert sorted(metrics) == [1, 2] and metrics[1]["actor/grad_norm"] > 0
+    diffs = [metrics[s]["toolgym/rollout_logprob_diff_max"] for s in (1, 2)]
+    print(f"LoRA weight sync: max |rollout logprob - actor old_log_prob| per step = {diffs}")
+    assert max(diffs) <= SYNC_TOLERANCE  # the rollout samples from base + the actor's current adapter
+    syncs = [
+        torch.load(p) for p in sorted(cluster.weights.glob("sync_*.pt"), key=lambda p: p.stat().st_mtime)
+    ]
+    assert len(syncs) >= 2, "no adapter sync after the first (base) one"
+    first, *later = syncs
+    assert first and not any(".lora_" in k for k in first)  # the base weights, once
+    for update in later:  # then the adapter alone: only adapter parameters change
+        assert update and all(".lora_A." in k or ".lora_B." in k for k in update), sorted(update)[:3]
