@@ -61,8 +61,6 @@ TOUR: dict[str, tuple[list[str], str]] = {
             "sft_check_every=2",
             "--set",
             "sft_val_tasks=2",
-            "--set",
-            "data_max_steps=12",
         ],
         "",
     ),
