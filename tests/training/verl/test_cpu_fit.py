@@ -7,7 +7,8 @@ tool call, so ARPO may branch after each); verl's checkpoints, its file tracker,
 step-1 checkpoint, and the weight sync checked: after each actor update the rollout's logprobs of
 the sampled tokens equal the actor's recomputed ``old_log_probs`` (``toolgym/rollout_logprob_diff_max``),
 which a planted stale-weights bug breaks (``cpu_fit_hooks.py``; ``TOOLGYM_TEST_PLANT_STALE=1`` plants
-it in every run, and the ARPO and resume tests then fail on the check). The file is one unit under xdist
+it in every run, and the ARPO and resume tests then fail on the check); and a LoRA run whose rollout
+serves the actor's adapter (base weights once, then the adapter alone). The file is one unit under xdist
 (``tests/conftest.py``: ``SERIAL``), since it starts a Ray cluster."""
 
 from __future__ import annotations
