@@ -4,6 +4,7 @@ set what reaches stderr; a collection keeps a DEBUG log beside its outputs."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,22 @@ def test_flag_names_agree_across_commands(cli: Runner, tmp_path: Path) -> None:
     for sub in ("search", "serve"):
         helped = cli("index", sub, "--help")
         assert helped.code == 0 and "--topk" in helped.text and "-k" in helped.text, helped.text
+
+
+def test_shell_completion_is_offered_once_at_the_root() -> None:
+    from toolgym.cli import COMMANDS, GROUPS
+
+    def help_of(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "toolgym", *args, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "--install-completion" in help_of()
+    offering = [name for name in (*GROUPS, *COMMANDS) if "--install-completion" in help_of(name)]
+    assert not offering, f"commands that offer completion of their own (the root does it for all): {offering}"

@@ -69,7 +69,7 @@ class LazyGroup(TyperGroup):
             return group
         if name in COMMANDS:
             module = importlib.import_module(f"toolgym.cli.{COMMANDS[name][0]}")
-            sub = typer.Typer()
+            sub = typer.Typer(add_completion=False)
             sub.command(name=name, help=COMMANDS[name][1])(module.command)
             return typer.main.get_command(sub)
         found = super().get_command(ctx, name)
@@ -89,7 +89,7 @@ class LazyGroup(TyperGroup):
 app = typer.Typer(
     cls=LazyGroup,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # `toolgym --install-completion`: once, for every command
     help="toolgym: train tool-using LLM agents with reinforcement learning.",
     pretty_exceptions_enable=False,
 )
