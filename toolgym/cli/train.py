@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -74,6 +75,11 @@ def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: P
     # verl lists every optional training engine it cannot import (torchtitan, megatron, ...) as a
     # UserWarning on import; none of them is used here.
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
+    if dry_run:  # composing a config needs no accelerator: verl's "none detected, falling back" is noise here
+        # a filter, not a level: verl sets that logger's level again each time the module runs
+        logging.getLogger("verl.plugin.platform.platform_manager").addFilter(
+            lambda record: record.levelno >= logging.ERROR
+        )
     from toolgym.training.verl import compose
 
     cfg, settings = compose.compose_config(config, overrides, data_dir=data_dir)
