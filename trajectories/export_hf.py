@@ -9,7 +9,14 @@ Layout (the Hub's own convention, so the directory can also be pushed as a datas
     data/test-00000-of-00001.parquet  only with ``test_fraction > 0``
 
 Rows use the Parquet schema of ``docs/trajectory-format.md`` (one row per trajectory: token ids,
-loss masks, logprobs, steps, and JSON strings for the free-form fields). Splits are assigned per
+loss masks, logprobs, steps, and JSON strings for the free-form fields), then ``images`` (datasets
+with screenshots) and ``messages``: the stored conversation in TRL's conversational format, a list
+of ``{"role", "content", "name", "tool_call_id", "tool_calls"}`` (the last three null where the
+stored message lacks them; tool call arguments as JSON strings). Assistant ``content`` is the text
+the model produced, as stored (a token-level model's ``<tool_call>`` markup included), so the
+model's own chat template renders the episode as it was sampled. With screenshots every
+``content`` is a list of parts (``type``, ``text``, ``image``), the ``images`` column holding the
+image parts' pictures in order, as TRL's vision-language datasets pair them. Splits are assigned per
 *task instance* (by a hash of ``env/task_index/seed``, the group id without its run key), so samples
 of one task instance never straddle train and test, not even when datasets of several runs are
 pooled. Written streaming: one row group at a time, a new file every ``rows_per_file`` rows.
@@ -32,10 +39,16 @@ from toolgym.core.errors import ConfigError
 from toolgym.core.tokens.images import has_images
 from toolgym.core.trajectory import Trajectory
 
+from .export_sft import arrow_messages, message_type
 from .images import IMAGES, has_image_store, image_items, with_image_features
 from .parquet import SCHEMA, trajectory_row
 
 SPLITS = ("train", "test")
+
+
+def messages_field(*, parts: bool) -> pa.Field:
+    """The ``messages`` column (see the module docstring); ``parts``: the dataset has images."""
+    return pa.field("messages", pa.list_(message_type(parts=parts)))
 
 
 def split_of(group_id: str, test_fraction: float) -> str:
@@ -129,18 +142,24 @@ def write_hf_dataset(
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     with_images = images_root is not None and has_image_store(images_root)
-    schema = with_image_features(SCHEMA.append(IMAGES)) if with_images else SCHEMA
+    schema = (
+        with_image_features(SCHEMA.append(IMAGES).append(messages_field(parts=True)))
+        if with_images
+        else SCHEMA.append(messages_field(parts=False))
+    )
     writers = {s: _SplitWriter(data, s, rows_per_file, row_group_size, schema) for s in SPLITS}
     result = HFExport(out)
     for traj in trajectories:
         row = trajectory_row(traj)
+        conversation = traj.messages or traj.prompt
         if with_images:
-            row["images"] = image_items(traj.messages or traj.prompt, images_root)
-        elif has_images(traj.messages or traj.prompt):
+            row["images"] = image_items(conversation, images_root)
+        elif has_images(conversation):
             raise ConfigError(
                 f"trajectory {traj.trajectory_id} has screenshots but no images/ folder was given; "
                 "export from the dataset directory that holds them"
             )
+        row["messages"] = arrow_messages(conversation, parts=with_images)
         writers[split_of(f"{traj.env or traj.task}/{traj.task_index}/{traj.seed}", test_fraction)].add(row)
         result.reward_sum += traj.reward
         result.successes += traj.reward >= success_threshold
@@ -231,7 +250,9 @@ def dataset_card(result: HFExport, manifest: dict[str, Any], *, success_threshol
         "One row per trajectory. `segments` hold the token ids the model saw and sampled, in order, with",
         "`loss_mask` 1 exactly on sampled ids and their `logprobs`; `steps` hold each turn's action,",
         "observation, reward and tool calls; `*_json` columns are JSON strings (prompt, messages, tools,",
-        "sampling, timings, metadata). The full schema is toolgym's `docs/trajectory-format.md`;",
+        "sampling, timings, metadata); `messages` holds the same conversation in TRL's conversational",
+        "format (`role`, `content`, and `name`, `tool_call_id`, `tool_calls` where a message has them),",
+        "assistant text as the model sampled it. The full schema is toolgym's `docs/trajectory-format.md`;",
         "`toolgym_manifest.json` records the model, sampling, environment, tool and code versions.",
         "",
     ]

@@ -40,7 +40,10 @@ def hf(
         1.0, help="Reward at or above which an episode counts as a success (dataset card)."
     ),
 ) -> None:
-    """A Hugging Face `datasets` directory: Parquet files and a dataset card (README.md)."""
+    """A Hugging Face `datasets` directory: Parquet files and a dataset card (README.md).
+
+    One row per trajectory: token ids, loss masks, logprobs, steps, and a `messages` column with
+    the conversation in TRL's conversational format (role, content, tool_calls, tool_call_id)."""
     from toolgym.trajectories.export_hf import write_hf_dataset
     from toolgym.trajectories.store import ReadReport, dataset_manifest, iter_trajectories
 
@@ -62,7 +65,13 @@ def hf(
 @app.command("sft")
 def sft(
     path: Path = typer.Argument(..., help="A dataset directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="The .jsonl file to write (one chat per line)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="The file to write: .jsonl (one chat per line) or .parquet (a messages and a tools column, "
+        "as verl's MultiTurnSFTDataset and datasets.load_dataset read).",
+    ),
     min_reward: float = typer.Option(None, help="Keep only trajectories with at least this reward."),
     only_success: bool = typer.Option(
         False, help="Keep only successful trajectories (reward ≥ --success-threshold)."
@@ -72,14 +81,20 @@ def sft(
         True, help="Keep trajectories marked untrainable (SFT retokenises text)."
     ),
 ) -> None:
-    """OpenAI-format chat messages with tool_calls and tool results, plus the tool schemas."""
+    """OpenAI-format chat messages with tool_calls and tool results, plus the tool schemas
+    (JSONL, or Parquet when --out ends in .parquet)."""
     from toolgym.trajectories.export_sft import write_sft
+    from toolgym.trajectories.images import has_image_store
     from toolgym.trajectories.store import ReadReport, iter_trajectories
 
     skipped = ReadReport()
     floor = success_threshold if only_success else min_reward
     written, dropped = write_sft(
-        iter_trajectories(path, report=skipped), out, min_reward=floor, include_untrainable=untrainable
+        iter_trajectories(path, report=skipped),
+        out,
+        min_reward=floor,
+        include_untrainable=untrainable,
+        images=has_image_store(path),
     )
     console().print(f"wrote {written} conversations to {out} ({dropped} filtered out)")
     warn_skipped(skipped)
