@@ -21,6 +21,7 @@ section the local trainer reads only these keys (the rest are verl's business an
 | ``actor_rollout_ref.actor.optim.lr_warmup_steps`` | linear learning-rate warm-up (optimiser steps) |
 | ``actor_rollout_ref.rollout.max_num_seqs`` | rows the sampler decodes together |
 | ``actor_rollout_ref.model.lora_rank`` / ``lora_alpha`` / ``target_modules`` / ``exclude_modules`` | LoRA adapter (``lora.py``; rank 0: full fine-tuning), verl's defaults (16, ``all-linear``) |
+| ``trainer.logger`` / ``project_name`` / ``experiment_name`` | experiment tracking through verl's own ``Tracking`` (``tensorboard``, ``wandb``, ``file``, ...; ``console`` is this trainer's progress line) |
 
 ``toolgym.tis_cap`` (truncated importance sampling, off by default) becomes ``ppo.tis_cap``, as it
 becomes verl's ``algorithm.rollout_correction`` for the verl trainer.
@@ -38,7 +39,17 @@ A run writes under ``trainer.default_local_dir``: ``metrics.jsonl`` (one record 
 and the held-out evaluation before training as step 0), ``trajectories/`` (every rollout),
 ``step-NNNNN/`` checkpoints (written atomically). Started again with the same directory, it
 resumes from the newest checkpoint and drops the metrics of later steps, so a killed run ends
-with the same results as an uninterrupted one.
+with the same results as an uninterrupted one. With no checkpoint to resume from, the earlier
+run's ``metrics.jsonl`` is kept as ``metrics-<its last write>.jsonl`` (said on the console) and
+the run starts a new one.
+
+``trainer.logger`` (a name or a list, as for verl) sends every step's record and every held-out
+evaluation to verl's ``verl.utils.tracking.Tracking`` as well, under ``trainer.project_name``
+(default ``toolgym_local``) and ``trainer.experiment_name`` (default: the output directory's
+name): TensorBoard under ``$TENSORBOARD_DIR`` or verl's ``tensorboard_log/PROJECT/EXPERIMENT``,
+W&B (``WANDB_MODE=offline`` without an account), verl's ``file`` logger, and the rest verl
+supports. ``console`` needs none of it (the progress lines are always printed); any other name
+needs verl (``pip install toolgym[verl]``), imported only then.
 """
 
 from __future__ import annotations
@@ -89,6 +100,9 @@ LOCAL_VERL_KEYS = frozenset(
         "actor_rollout_ref.model.lora_alpha",
         "actor_rollout_ref.model.target_modules",
         "actor_rollout_ref.model.exclude_modules",
+        "trainer.logger",
+        "trainer.project_name",
+        "trainer.experiment_name",
     }
 )
 """The ``verl.*`` keys this trainer reads (the table above)."""
@@ -251,15 +265,113 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     )
     if rl.eval.every < 0:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")
+    out = str(trainer.get("default_local_dir") or "checkpoints/toolgym_local")
     run = {
         "model": str(_get(verl, "actor_rollout_ref.model.path", "tiny")),
         "device": str(trainer.get("device", "cpu")),
-        "out": str(trainer.get("default_local_dir") or "checkpoints/toolgym_local"),
+        "out": out,
         "sandbox_backend": tg.sandbox_backend,
         "unsafe_in_process_sandbox": tg.unsafe_in_process_sandbox,
         "warm_start": warm_start_section(data.get("warm_start")),
+        "tracking": tracking_settings(trainer, out),
     }
     return rl, run
+
+
+TRACKING_PACKAGES = {
+    "wandb": "wandb",
+    "tracking": "wandb",
+    "vemlp_wandb": "volcengine_ml_platform",
+    "tensorboard": "tensorboard",
+    "mlflow": "mlflow",
+    "swanlab": "swanlab",
+    "clearml": "clearml",
+    "trackio": "trackio",
+    "rl_insight": "rl_insight",
+}
+"""The package each of verl's tracking backends imports when it starts (``file`` needs none)."""
+
+
+def tracking_settings(trainer: dict[str, Any], out: str) -> dict[str, Any]:
+    """``trainer.logger`` / ``project_name`` / ``experiment_name``: the backends verl's ``Tracking``
+    starts (``console`` is left out: the trainer prints its own progress lines), checked here so that
+    a bad name or a missing package fails before anything is written."""
+    import importlib.util
+
+    raw = trainer.get("logger")
+    raw = ["console"] if raw is None else raw
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(
+            f"verl.trainer.logger must be a backend name or a list of them, such as [console, tensorboard] (got {raw!r})"
+        )
+    backends = [n for n in dict.fromkeys(names) if n != "console"]
+    if backends:
+        supported = [*verl_tracking().supported_backend, "tracking"]
+        unknown = [n for n in backends if n not in supported]
+        if unknown:
+            raise ConfigError(
+                f"unknown backend {unknown[0]!r} in verl.trainer.logger; verl's Tracking supports "
+                f"{', '.join(n for n in supported if n != 'tracking')}"
+            )
+        for name in backends:
+            package = TRACKING_PACKAGES.get(name)
+            if package and importlib.util.find_spec(package) is None:
+                raise ConfigError(
+                    f"the {name} backend in verl.trainer.logger needs the {package} package: pip install {package}"
+                )
+    return {
+        "backends": backends,
+        "project_name": str(trainer.get("project_name") or "toolgym_local"),
+        "experiment_name": str(trainer.get("experiment_name") or Path(out).name or "run"),
+    }
+
+
+def verl_tracking() -> Any:
+    """verl's ``verl.utils.tracking.Tracking`` class, imported quietly (verl warns about every engine
+    it lacks on import), or a one-line :class:`ConfigError` when verl is not installed."""
+    import importlib.util
+    import logging
+    import warnings
+
+    if importlib.util.find_spec("verl") is None:
+        raise ConfigError(
+            "verl.trainer.logger names backends other than console, which log through verl's Tracking, "
+            "but verl is not installed: pip install toolgym[verl]"
+        )
+    was = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from verl.utils.tracking import Tracking
+    finally:
+        logging.disable(was)
+    return Tracking
+
+
+def open_tracker(tracking: dict[str, Any], data: dict[str, Any]) -> Any:
+    """verl's ``Tracking`` for the backends of ``tracking`` (None when there are none), given the
+    config file as verl's own trainer gives it its config (the ``verl`` section, plus ``toolgym``)."""
+    if not tracking["backends"]:
+        return None
+    config = {**(data.get("verl") or {}), "toolgym": data.get("toolgym")}
+    config["trainer"] = dict(config.get("trainer") or {})
+    try:
+        return verl_tracking()(
+            project_name=tracking["project_name"],
+            experiment_name=tracking["experiment_name"],
+            default_backend=tracking["backends"],
+            config=config,
+        )
+    except ConfigError:
+        raise
+    except Exception as exc:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            f"verl.trainer.logger: starting {', '.join(tracking['backends'])} failed ({type(exc).__name__}: {why}); "
+            "W&B without an account needs WANDB_MODE=offline"
+        ) from None
 
 
 def lora_config(verl: dict[str, Any]) -> LoraConfig:
@@ -327,7 +439,8 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     """Entry point of ``toolgym train --trainer local``: check everything, then train."""
     from rich.console import Console
 
-    rl, settings = build(load_config(config, overrides))
+    data = load_config(config, overrides)
+    rl, settings = build(data)
     console = Console(stderr=True, soft_wrap=True)  # one line per record, also in log files
     arpo = rl.engine.get("arpo") or {}
     lora = f" + LoRA adapter (rank {rl.lora.rank}, alpha {rl.lora.alpha:g})" if rl.lora.enabled else ""
@@ -351,8 +464,21 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     )  # fail before anything is written
     latest = latest_checkpoint(Path(settings["out"]))
     settings["resume"] = str(latest) if latest else None
-    Path(settings["out"]).mkdir(parents=True, exist_ok=True)
-    asyncio.run(_train(rl, settings, console))
+    tracking = settings["tracking"]
+    tracker = open_tracker(tracking, data)
+    if tracker is not None:
+        console.print(
+            f"tracking: {', '.join(tracking['backends'])} through verl's Tracking, "
+            f"project {tracking['project_name']}, experiment {tracking['experiment_name']}"
+        )
+    failed = True
+    try:
+        Path(settings["out"]).mkdir(parents=True, exist_ok=True)
+        asyncio.run(_train(rl, settings, console, tracker))
+        failed = False
+    finally:
+        if tracker is not None:
+            tracker.finish(exit_code=int(failed))
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -578,8 +704,17 @@ def open_loop(
     return loop, tokenizer, close
 
 
-async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
-    from toolgym.training.local.progress import MetricsFile, eval_record, progress_line, step_record
+async def _train(rl: RLConfig, settings: dict[str, Any], console: Any, tracker: Any = None) -> None:
+    from toolgym.training.local.progress import (
+        MetricsFile,
+        eval_end_line,
+        eval_record,
+        eval_start_line,
+        progress_line,
+        set_aside,
+        step_record,
+        tracking_metrics,
+    )
     from toolgym.trajectories.store import TrajectoryWriter
 
     out = Path(settings["out"])
@@ -596,18 +731,25 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
         loop.resume(Path(settings["resume"]))
         keep = loop.next_step
         console.print(f"resumed from {settings['resume']} (step {loop.next_step})")
-    elif (out / "metrics.jsonl").exists():
-        keep = -1  # a run killed before its first checkpoint: start the record afresh
+    else:  # an earlier run that left no checkpoint: keep its record, start a new one
+        kept = set_aside(out / "metrics.jsonl")
+        if kept is not None:
+            console.print(
+                f"{out} has no checkpoint to resume from: the earlier run's metrics.jsonl is kept as {kept.name}, "
+                "this run writes a new one"
+            )
     metrics = MetricsFile(out / "metrics.jsonl", keep_through_step=keep)
     (out / "run.json").write_text(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2, default=str))
     walls: list[float] = []
     try:
         if not any(r.get("step") == 0 for r in metrics.records()):
+            console.print(eval_start_line(rl.eval.num_tasks, when="before RL"), highlight=False)
             before = await loop.evaluate()
-            metrics.append({"step": 0, "heldout": eval_record(before)})
-            console.print(
-                f"held-out success before RL: {before.success:.1%} ({before.episodes} tasks, {before.seconds:.0f} s)"
-            )
+            record = {"step": 0, "heldout": eval_record(before)}
+            metrics.append(record)
+            if tracker is not None:
+                tracker.log(tracking_metrics(record), step=0)
+            console.print(eval_end_line(before, when="before RL"))
         last = {"t": time.perf_counter()}
 
         def on_step(log: Any) -> None:
@@ -616,6 +758,8 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any) -> None:
             last["t"] = now
             rec = step_record(log, wall_s=walls[-1], kl_coef=rl.ppo.kl_coef)
             metrics.append(rec)
+            if tracker is not None:
+                tracker.log(tracking_metrics(rec), step=rec["step"])
             eta = sum(walls) / len(walls) * (rl.steps - log.step - 1)
             console.print(progress_line(rec, total=rl.steps, eta_s=eta), highlight=False)
 

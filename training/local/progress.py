@@ -4,7 +4,9 @@ record (the same figures), so a log file reads like the terminal."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,45 @@ def step_record(log: StepLog, *, wall_s: float, kl_coef: float) -> dict[str, Any
     return rec
 
 
+def eval_start_line(num_tasks: int, *, when: str) -> str:
+    """``held-out evaluation before RL: 128 tasks …``, printed as a held-out evaluation starts (the
+    one before RL takes tens of seconds and says nothing else until it ends)."""
+    return f"held-out evaluation {when}: {num_tasks} tasks …"
+
+
+def eval_end_line(ev: EvalResult, *, when: str) -> str:
+    """``held-out success before RL: 28.1% (128 tasks, 41 s)``, printed as it ends."""
+    return f"held-out success {when}: {ev.success:.1%} ({ev.episodes} tasks, {ev.seconds:.0f} s)"
+
+
+def tracking_metrics(rec: dict[str, Any]) -> dict[str, float]:
+    """A ``metrics.jsonl`` record as the flat scalars verl's ``Tracking`` logs: ``train/success``,
+    ``train/policy_loss``, ``train/kl_old`` (or ``train/kl_ref``), ... , ``heldout/success``,
+    ``heldout/by_type/<type>``, ``step_groups/<statistic>`` and the filters' ``filter/<reason>``."""
+    out: dict[str, float] = {}
+    for key, value in rec.items():
+        if key in ("step", "kl_kind"):
+            continue
+        if key == "kl":
+            _flatten(f"train/kl_{rec.get('kl_kind', 'old')}", value, out)
+        elif key in ("heldout", "step_groups"):
+            _flatten(key, value, out)
+        elif key == "filters":  # already named filter/<reason>
+            for name, count in (value or {}).items():
+                _flatten(str(name), count, out)
+        else:
+            _flatten(f"train/{key.removeprefix('train_')}", value, out)
+    return out
+
+
+def _flatten(name: str, value: Any, out: dict[str, float]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{name}/{key}", inner, out)
+    elif isinstance(value, (bool, int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        out[name] = float(value)
+
+
 def _num(value: Any, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) else "–"
 
@@ -98,6 +139,24 @@ def _filtered(counts: dict[str, float]) -> list[str]:
     if groups:
         why.append(f"{groups} equal group{'s' if groups > 1 else ''}")
     return [f"filtered {masked} masked/{dropped} dropped ({', '.join(why)})"]
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename ``metrics.jsonl`` of an earlier run that left no checkpoint to resume from to
+    ``metrics-<its last write, YYYYmmdd-HHMMSS>.jsonl`` (``-2``, ``-3`` ... if taken), so a rerun
+    into the same directory replaces nothing; the new name, or None when there were no records."""
+    if not path.exists():
+        return None
+    if not path.read_text().strip():  # a run killed before its first record: nothing to keep
+        path.unlink()
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+    target, n = path.with_name(f"{path.stem}-{stamp}{path.suffix}"), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}-{stamp}-{n}{path.suffix}")
+    path.rename(target)
+    return target
 
 
 class MetricsFile:
