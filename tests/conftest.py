@@ -65,6 +65,7 @@ SERIAL = (
     "tests/sandboxes/test_egress.py",
     "tests/training/local/test_local_swe_smoke.py",
     "tests/training/verl/test_cpu_fit.py",
+    "tests/bench/test_verl_vs_local_smoke.py",
 )
 """Test files that run one after another on one worker under ``pytest -n`` (pytest-xdist): the
 vLLM servers (a fleet of three at once), the Ray clusters and the extra dockerds (one of each at a

@@ -1,0 +1,312 @@
+"""verl's own trainer against the local reference trainer: the demo's keychain task, the demo's warm
+start, the same seeds, tasks, group size, estimator (GiGPO) and budget; held-out success before and
+after RL, learning curves, and seconds per RL step of each, measured in the same run.
+
+    .venv/bin/python bench/verl_vs_local.py                      # 3 seeds x 10 steps x 16 tasks x 8 samples
+    .venv/bin/python bench/verl_vs_local.py --smoke              # every part at toy sizes (CI)
+    .venv/bin/python bench/verl_vs_local.py --docs docs/results/verl_vs_local.md   # the project's page
+
+Both trainers read the same kind of config file (``training/local/configs/keychain_gigpo.yaml`` for the
+local one, ``training/verl/configs/keychain_cpu.yaml`` with the keychain_gigpo settings as overrides for
+verl, on the CPU: ``training/verl/README.md``, "verl on a laptop"); both evaluate greedily on the same
+held-out tasks (the test split, ``toolgym.val``), the local trainer with its own evaluator, verl with its
+validation (``val-core/.../reward/mean@1``; keychain's reward is success). A run whose ``result.json``
+exists is not run again, so an interrupted bench resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def shared(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """What both trainers get: budget, seeds, held-out tasks."""
+    return {
+        "steps": args.steps,
+        "tasks": args.tasks,
+        "group": args.group,
+        "eval_tasks": args.eval_tasks,
+        "test_freq": args.test_freq,
+        "train_seed": 10_000 * (seed + 1),
+    }
+
+
+def local_overrides(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
+    s = shared(args, seed)
+    return [
+        f"verl.trainer.total_training_steps={s['steps']}",
+        f"verl.data.train_batch_size={s['tasks']}",
+        f"verl.actor_rollout_ref.actor.ppo_mini_batch_size={min(8, s['tasks'])}",
+        f"toolgym.group_size={s['group']}",
+        f"toolgym.val.num_tasks={s['eval_tasks']}",
+        f"verl.trainer.test_freq={s['test_freq']}",
+        f"verl.trainer.save_freq={s['steps']}",
+        f"toolgym.train.seed={s['train_seed']}",
+        f"verl.trainer.default_local_dir={out}",
+    ]
+
+
+def verl_overrides(args: argparse.Namespace, seed: int, out: Path, model: Path) -> list[str]:
+    """``keychain_cpu`` made into ``keychain_gigpo``: the local config's task, engine, estimator and PPO settings."""
+    s = shared(args, seed)
+    return [
+        f"verl.actor_rollout_ref.model.path={model}",
+        "toolgym.env_kwargs={min_hops: 1, max_hops: 3}",
+        "toolgym.advantage={estimator: gigpo, options: {gamma: 0.95, omega: 1.0}}",
+        "toolgym.layout=trajectory",  # one row per episode, as the local trainer's (GiGPO's step advantages on its tokens)
+        f"toolgym.group_size={s['group']}",
+        "toolgym.engine={max_turns: 5, max_tokens_per_turn: 32, max_tokens_per_trajectory: 640}",
+        f"toolgym.train={{num_tasks: {s['steps'] * s['tasks']}, first_task: 0, seed: {s['train_seed']}}}",
+        f"toolgym.val={{num_tasks: {s['eval_tasks']}, first_task: 0, seed: 7000000, env_kwargs: {{split: test}}}}",
+        f"verl.data.train_batch_size={s['tasks']}",
+        "verl.data.max_prompt_length=1024",
+        "verl.data.max_response_length=128",
+        "verl.actor_rollout_ref.actor.optim.lr=1.0e-3",
+        f"verl.actor_rollout_ref.actor.ppo_mini_batch_size={min(8, s['tasks'])}",
+        # step rows: their number varies with the episodes' lengths, so micro-batches go by tokens
+        "verl.actor_rollout_ref.actor.use_dynamic_bsz=true",
+        "verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384",
+        "verl.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+        "verl.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=16384",
+        "verl.actor_rollout_ref.actor.ppo_epochs=1",
+        "verl.actor_rollout_ref.actor.clip_ratio_low=0.2",
+        "verl.actor_rollout_ref.actor.clip_ratio_high=0.2",
+        "verl.actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+        "verl.actor_rollout_ref.actor.grad_clip=1.0",
+        "verl.actor_rollout_ref.rollout.temperature=0.5",
+        f"verl.trainer.total_training_steps={s['steps']}",
+        "verl.trainer.total_epochs=1",
+        "verl.trainer.val_before_train=true",
+        f"verl.trainer.test_freq={s['test_freq']}",
+        "verl.trainer.save_freq=-1",
+        "verl.trainer.project_name=verl_vs_local",
+        f"verl.trainer.experiment_name=verl-seed{seed}",
+        f"verl.trainer.default_local_dir={out}",
+    ]
+
+
+def toolgym(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+    """Run ``toolgym ARGV`` with its output in ``log``; the wall seconds. A failure stops the bench."""
+    started = time.monotonic()
+    with log.open("w") as fh:
+        done = subprocess.run(
+            [sys.executable, "-m", "toolgym", *argv],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(
+            f"`toolgym {' '.join(argv[:4])} ...` exited {done.returncode}; its log is {log}:\n{tail}"
+        )
+    return time.monotonic() - started
+
+
+def run_local(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    out = args.out / f"local-seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    wall = toolgym(
+        ["train", "--trainer", "local", "--config", "keychain_gigpo", *local_overrides(args, seed, out)],
+        out / "log.txt",
+    )
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    curve = [(r["step"], r["heldout"]["success"]) for r in records if "heldout" in r]
+    steps = [r["wall_s"] for r in records if "wall_s" in r]
+    return {"trainer": "local", "seed": seed, "curve": curve, "step_s": steps, "wall_s": wall}
+
+
+def run_verl(args: argparse.Namespace, seed: int, model: Path) -> dict[str, Any]:
+    out = args.out / f"verl-seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "VERL_FILE_LOGGER_ROOT": str(out / "logs")}
+    wall = toolgym(
+        ["train", "--config", "keychain_cpu", *verl_overrides(args, seed, out, model)], out / "log.txt", env
+    )
+    log = out / "logs" / "verl_vs_local" / f"verl-seed{seed}.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    key = "val-core/toolgym/keychain/reward/mean@1"
+    curve = [(r["step"], float(r["data"][key])) for r in rows if key in r["data"]]
+    steps = [float(r["data"]["timing_s/step"]) for r in rows if "timing_s/step" in r["data"]]
+    return {"trainer": "verl", "seed": seed, "curve": curve, "step_s": steps, "wall_s": wall}
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * statistics.mean(values):.1f} ± {100 * spread:.1f}"
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for trainer in ("local", "verl"):
+        runs = [r for r in results if r["trainer"] == trainer]
+        if not runs:
+            continue
+        before = [r["curve"][0][1] for r in runs]
+        after = [r["curve"][-1][1] for r in runs]
+        out[trainer] = {
+            "before": before,
+            "after": after,
+            "gain": [a - b for a, b in zip(after, before, strict=True)],
+            "step_s": statistics.median(s for r in runs for s in r["step_s"]),
+            "wall_s": statistics.mean(r["wall_s"] for r in runs),
+        }
+    return out
+
+
+def plot(results: list[dict[str, Any]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for trainer, color in (("local", "tab:blue"), ("verl", "tab:orange")):
+        for r in (r for r in results if r["trainer"] == trainer):
+            steps, values = zip(*r["curve"], strict=True)
+            ax.plot(
+                steps,
+                [100 * v for v in values],
+                color=color,
+                alpha=0.7,
+                label=trainer if r["seed"] == min(x["seed"] for x in results) else None,
+            )
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("held-out success (%)")
+    ax.set_title("keychain, GiGPO from the demo's warm start")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, command: str) -> str:
+    rows = summary(results)
+    seeds = sorted({r["seed"] for r in results})
+    lines = [
+        "# verl's trainer vs the local trainer on the demo's task",
+        "",
+        "Written by `bench/verl_vs_local.py`; do not edit by hand.",
+        "",
+        "## Protocol",
+        "",
+        "- **Task**: keychain (the demo's task), 1-3 hops, at most 5 turns of 32 tokens; held-out: "
+        f"{args.eval_tasks} tasks of the test split, greedy, the same tasks for every run.",
+        "- **Model**: the demo's warm start (`warmstart:keychain`: the tiny model after its SFT on scripted "
+        "episodes), the same weights for both trainers.",
+        f"- **Budget**: {args.steps} RL steps × {args.tasks} tasks × {args.group} samples, GiGPO (γ 0.95, ω 1.0), "
+        "PPO-clip 0.2, lr 1e-3, mini-batches of 8 tasks, sampling at T = 0.5; seeds "
+        f"{', '.join(map(str, seeds))} (training seeds 10000 × (seed + 1)).",
+        "- **Trainers**: local: `toolgym train --trainer local --config keychain_gigpo`; verl: "
+        "`toolgym train --config keychain_cpu` (verl 0.9.1's own trainer on the CPU: FSDP2 on gloo, the "
+        "`toolgym_cpu` rollout replica) with the same settings as overrides.",
+        f"- **Hardware**: {os.cpu_count()} CPU cores, no GPU; the runs one after the other.",
+        f"- **Reproduce**: `{command}`",
+        "",
+        "## Held-out success (%) before and after RL",
+        "",
+        "| trainer | before | after | gain (points) | seconds per RL step (median) | wall per run (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for trainer, row in rows.items():
+        gain = [100 * g for g in row["gain"]]
+        spread = statistics.stdev(gain) if len(gain) > 1 else 0.0
+        lines.append(
+            f"| {trainer} | {mean_std(row['before'])} | {mean_std(row['after'])} | "
+            f"{statistics.mean(gain):+.1f} ± {spread:.1f} | {row['step_s']:.2f} | {row['wall_s']:.0f} |"
+        )
+    lines += ["", "Cells: mean ± std over seeds. Per seed (held-out success at each evaluation):", ""]
+    for r in sorted(results, key=lambda r: (r["trainer"], r["seed"])):
+        curve = ", ".join(f"step {s}: {100 * v:.1f}" for s, v in r["curve"])
+        lines.append(f"- {r['trainer']}, seed {r['seed']}: {curve}")
+    lines += ["", f"![learning curves]({png.name})", "", "## What came out", ""]
+    if "local" in rows and "verl" in rows:
+        local, verl = rows["local"], rows["verl"]
+        lo, hi = min(local["gain"]), max(local["gain"])
+        inside = [g for g in verl["gain"] if lo <= g <= hi]
+        lines.append(
+            f"- verl's gain per seed ({', '.join(f'{100 * g:+.1f}' for g in verl['gain'])} points) against the local "
+            f"trainer's ({', '.join(f'{100 * g:+.1f}' for g in local['gain'])}): {len(inside)} of {len(verl['gain'])} "
+            "inside the local trainer's range."
+        )
+        for name, row in (("the local trainer", local), ("verl", verl)):
+            gain = [100 * g for g in row["gain"]]
+            spread = statistics.stdev(gain) if len(gain) > 1 else 0.0
+            rose = sum(g > 0 for g in gain)
+            clear = statistics.mean(gain) > spread
+            lines.append(
+                f"- {name}: held-out success rose in {rose} of {len(gain)} seeds; the mean gain "
+                f"({statistics.mean(gain):+.1f} points) is {'above' if clear else 'within'} the spread over seeds "
+                f"({spread:.1f}){'' if clear else ': at this budget the gain is not told apart from noise'}."
+            )
+        lines.append(
+            f"- One RL step takes {verl['step_s']:.1f} s through verl against {local['step_s']:.2f} s in the local "
+            f"trainer ({verl['step_s'] / local['step_s']:.0f}×); a verl run also starts Ray and its workers "
+            f"(wall per run {verl['wall_s']:.0f} s against {local['wall_s']:.0f} s)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--tasks", type=int, default=16, help="tasks per RL step")
+    parser.add_argument("--group", type=int, default=8, help="samples per task")
+    parser.add_argument("--eval-tasks", type=int, default=128)
+    parser.add_argument("--test-freq", type=int, default=5, help="held-out evaluation every N steps")
+    parser.add_argument("--trainers", nargs="+", default=["local", "verl"], choices=["local", "verl"])
+    parser.add_argument("--out", type=Path, default=Path("runs/verl_vs_local"))
+    parser.add_argument("--docs", type=Path, default=None, help="the page (default: OUT/verl_vs_local.md)")
+    parser.add_argument("--smoke", action="store_true", help="every part at toy sizes: 1 seed, 1 step")
+    args = parser.parse_args()
+    command = "python bench/verl_vs_local.py " + " ".join(sys.argv[1:])
+    if args.smoke:
+        args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 1, 2, 2, 4, 1
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from toolgym.training.runner import demo_warm_start
+
+    model = demo_warm_start()
+    results = []
+    for seed in args.seeds:
+        for trainer in args.trainers:
+            saved = args.out / f"{trainer}-seed{seed}" / "result.json"
+            if saved.is_file():
+                result = json.loads(saved.read_text())
+                print(f"{trainer} seed {seed}: kept from {saved}", flush=True)
+            else:
+                print(f"{trainer} seed {seed}: training ({args.steps} steps) ...", flush=True)
+                result = run_local(args, seed) if trainer == "local" else run_verl(args, seed, model)
+                saved.write_text(json.dumps(result, indent=2))
+            curve = result["curve"]
+            print(
+                f"{trainer} seed {seed}: held-out {100 * curve[0][1]:.1f}% -> {100 * curve[-1][1]:.1f}%, "
+                f"{statistics.median(result['step_s']):.2f} s per step, {result['wall_s']:.0f} s in all",
+                flush=True,
+            )
+            results.append(result)
+    docs = args.docs or args.out / "verl_vs_local.md"
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    png = docs.with_name(docs.stem + "_learning_curves.png")
+    plot(results, png)
+    docs.write_text(page(args, results, png, command))
+    print(f"wrote {docs} and {png}")
+
+
+if __name__ == "__main__":
+    main()
