@@ -2,7 +2,7 @@
 start, the same seeds, tasks, group size, estimator (GiGPO) and budget; held-out success before and
 after RL, learning curves, and seconds per RL step of each, measured in the same run.
 
-    .venv/bin/python bench/verl_vs_local.py                      # 3 seeds x 10 steps x 16 tasks x 8 samples
+    .venv/bin/python bench/verl_vs_local.py                      # 3 seeds x 40 steps x 16 tasks x 8 samples
     .venv/bin/python bench/verl_vs_local.py --smoke              # every part at toy sizes (CI)
     .venv/bin/python bench/verl_vs_local.py --docs docs/results/verl_vs_local.md   # the project's page
 
@@ -264,11 +264,11 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--tasks", type=int, default=16, help="tasks per RL step")
     parser.add_argument("--group", type=int, default=8, help="samples per task")
     parser.add_argument("--eval-tasks", type=int, default=128)
-    parser.add_argument("--test-freq", type=int, default=5, help="held-out evaluation every N steps")
+    parser.add_argument("--test-freq", type=int, default=10, help="held-out evaluation every N steps")
     parser.add_argument("--trainers", nargs="+", default=["local", "verl"], choices=["local", "verl"])
     parser.add_argument("--out", type=Path, default=Path("runs/verl_vs_local"))
     parser.add_argument("--docs", type=Path, default=None, help="the page (default: OUT/verl_vs_local.md)")
