@@ -176,14 +176,19 @@ PACKAGE_EXCEPTIONS: dict[tuple[str, str], str] = {
 """(importer, imported) pairs that run against the layers, each with its reason."""
 
 
-def package_of(module: str) -> tuple[int, str]:
-    """(layer, package) of ``module``: the longest prefix listed in :data:`LAYERS`."""
+def place_of(module: str, levels: tuple[tuple[str, ...], ...]) -> tuple[int, str]:
+    """(level, name) of ``module`` in ``levels``: the longest prefix listed there; (-1, "") for none."""
     best = (-1, "")
-    for level, packages in enumerate(LAYERS):
-        for package in packages:
-            if (module == package or module.startswith(package + ".")) and len(package) > len(best[1]):
-                best = (level, package)
+    for level, names in enumerate(levels):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > len(best[1]):
+                best = (level, name)
     return best
+
+
+def package_of(module: str) -> tuple[int, str]:
+    """(layer, package) of ``module`` in :data:`LAYERS`."""
+    return place_of(module, LAYERS)
 
 
 def test_every_module_has_a_layer() -> None:
@@ -295,12 +300,8 @@ ROOM_EXCEPTIONS: dict[tuple[str, str], str] = {
 
 
 def room_of(module: str) -> tuple[int, str]:
-    best = (-1, "")
-    for level, rooms in enumerate(ROOMS):
-        for room in rooms:
-            if (module == room or module.startswith(room + ".")) and len(room) > len(best[1]):
-                best = (level, room)
-    return best
+    """(level, room) of a core module in :data:`ROOMS`."""
+    return place_of(module, ROOMS)
 
 
 def test_every_core_module_has_a_room() -> None:
