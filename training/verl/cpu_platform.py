@@ -63,6 +63,7 @@ def register_platform() -> type:
 
         cpu_shims.patch_process_group_backend()
         _register_cpu_engines()
+        cpu_shims.patch_forward_only_offload()
     return cls
 
 

@@ -118,6 +118,32 @@ def patch_process_group_backend() -> None:
         workers.initialize_global_process_group_ray = initialize_global_process_group_ray  # type: ignore[attr-defined]
 
 
+_ORIGINAL_OFFLOAD: Any = None
+
+
+def patch_forward_only_offload() -> None:
+    """On the ``cpu`` platform, the CPU-offload policy verl gives forward-only FSDP2 engines (the KL
+    reference model: ``workers/engine/fsdp/transformer_impl.py``, ``CPUOffloadPolicy(pin_memory=True)``)
+    does not pin memory: pinning needs an accelerator ("Cannot access accelerator device"), and on the
+    CPU the parameters are in host memory already (idempotent)."""
+    global _ORIGINAL_OFFLOAD
+    from verl.workers.engine.fsdp import transformer_impl
+
+    _check_version()
+    if _ORIGINAL_OFFLOAD is not None:
+        return
+    _ORIGINAL_OFFLOAD = transformer_impl.CPUOffloadPolicy
+
+    def offload_policy(*args: Any, pin_memory: bool = True, **kwargs: Any) -> Any:
+        from verl.plugin.platform import get_platform
+
+        if get_platform().device_name == "cpu":
+            pin_memory = False
+        return _ORIGINAL_OFFLOAD(*args, pin_memory=pin_memory, **kwargs)
+
+    transformer_impl.CPUOffloadPolicy = offload_policy  # type: ignore[misc,assignment]
+
+
 def _version() -> str:
     import verl
 

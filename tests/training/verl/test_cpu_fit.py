@@ -233,3 +233,44 @@ def test_lora_through_verl_the_rollout_serves_the_adapter(cluster: Cluster) -> N
     assert first and not any(".lora_" in k for k in first)  # the base weights, once
     for update in later:  # then the adapter alone: only adapter parameters change
         assert update and all(".lora_A." in k or ".lora_B." in k for k in update), sorted(update)[:3]
+
+
+ALFWORLD_SMALL = [
+    "verl.trainer.device=cpu",
+    "verl.actor_rollout_ref.model.path=tiny",
+    "toolgym.env_kwargs={history_length: 2, max_steps: 4}",
+    "toolgym.group_size=2",
+    "toolgym.engine.max_turns=4",
+    "toolgym.engine.max_tokens_per_turn=16",
+    "toolgym.train={num_tasks: 4, first_task: 0, env_kwargs: {split: train}}",
+    "toolgym.val={num_tasks: 2, first_task: 0, env_kwargs: {split: eval_in_distribution}}",
+    "verl.data.train_batch_size=2",
+    "verl.data.max_prompt_length=1024",
+    "verl.data.max_response_length=64",
+    "verl.actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "verl.actor_rollout_ref.actor.use_dynamic_bsz=true",
+    "verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384",
+    "verl.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+    "verl.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=16384",
+    "verl.actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true",
+    "verl.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=16384",
+    "verl.actor_rollout_ref.model.use_remove_padding=false",
+    "verl.actor_rollout_ref.model.enable_gradient_checkpointing=false",
+    "verl.actor_rollout_ref.rollout.agent.num_workers=1",
+    "verl.trainer.total_training_steps=2",
+    "verl.trainer.total_epochs=1",
+    "verl.trainer.val_before_train=false",
+    "verl.trainer.test_freq=-1",
+    "verl.trainer.save_freq=-1",
+    "verl.trainer.logger=[console,file]",
+]
+"""The shipped ``alfworld_gigpo`` (step rows, GiGPO, a KL reference model) at a CPU's sizes."""
+
+
+def test_alfworld_gigpo_with_its_kl_reference(cluster: Cluster) -> None:
+    metrics = fit(cluster, "alfworld", "alfworld_gigpo", ALFWORLD_SMALL)
+    assert sorted(metrics) == [1, 2]
+    for step in (1, 2):
+        assert metrics[step]["toolgym/rows"] > 0 and "actor/pg_loss" in metrics[step]
+        assert "actor/kl_loss" in metrics[step]  # the reference model ran (pinned-memory offload shim)
+        assert metrics[step]["toolgym/rollout_logprob_diff_max"] <= SYNC_TOLERANCE

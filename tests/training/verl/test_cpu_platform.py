@@ -155,6 +155,13 @@ def test_shims_still_match_verl() -> None:
     assert 'f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in inspect.getsource(
         init
     )  # why the shim exists
+    from torch.distributed.fsdp import CPUOffloadPolicy
+    from verl.workers.engine.fsdp import transformer_impl
+
+    assert (cpu_shims._ORIGINAL_OFFLOAD or transformer_impl.CPUOffloadPolicy) is CPUOffloadPolicy
+    assert "offload_policy = CPUOffloadPolicy(pin_memory=True)" in inspect.getsource(
+        transformer_impl
+    )  # why the forward-only offload shim exists
 
 
 def test_device_module_answers_verls_cuda_calls_on_the_host() -> None:
