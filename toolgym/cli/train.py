@@ -67,6 +67,11 @@ def command(
         _train_local(config, overrides or [], dry_run=dry_run)
 
 
+def _errors_only(record: logging.LogRecord) -> bool:
+    """A logging filter (one object, so adding it twice adds it once)."""
+    return record.levelno >= logging.ERROR
+
+
 def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: Path | None) -> None:
     if importlib.util.find_spec("verl") is None:
         raise ConfigError(
@@ -77,9 +82,7 @@ def _train_verl(config: str, overrides: list[str], *, dry_run: bool, data_dir: P
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
     if dry_run:  # composing a config needs no accelerator: verl's "none detected, falling back" is noise here
         # a filter, not a level: verl sets that logger's level again each time the module runs
-        logging.getLogger("verl.plugin.platform.platform_manager").addFilter(
-            lambda record: record.levelno >= logging.ERROR
-        )
+        logging.getLogger("verl.plugin.platform.platform_manager").addFilter(_errors_only)
     from toolgym.training.verl import compose
 
     cfg, settings = compose.compose_config(config, overrides, data_dir=data_dir)
