@@ -1,7 +1,9 @@
 """``toolgym train --trainer local``: the same config file as the verl trainer, run in one process.
 
-The ``toolgym`` section is validated exactly as for verl (``ToolgymSettings``). From the ``verl``
-section the local trainer reads only these keys (the rest are verl's business and are ignored):
+The file and its overrides are composed exactly as for verl (:mod:`toolgym.training.config_file`:
+OmegaConf dotlist overrides, ``${...}`` resolved, the same errors), and the ``toolgym`` section is
+validated as for verl (``ToolgymSettings``). From the ``verl`` section the local trainer reads only
+these keys (the rest are verl's business and are ignored):
 
 | verl key | local setting |
 |---|---|
@@ -61,15 +63,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
 from pydantic import ValidationError
 
 from toolgym.core.errors import ConfigError
 from toolgym.core.llm.resolve import TINY
+from toolgym.training.config_file import LOCAL_EXAMPLES as EXAMPLES
+from toolgym.training.config_file import compose_file
 from toolgym.training.local.config import EvalConfig, LoraConfig, OptimConfig, PPOConfig, RLConfig
 
-EXAMPLES = Path(__file__).parent / "local" / "configs"
 KL_TYPES = {"low_var_kl": "k3", "k3": "k3", "kl": "k1", "k1": "k1"}
-SECTIONS = ("toolgym", "verl", "warm_start")
 LOCAL_VERL_KEYS = frozenset(
     {
         "actor_rollout_ref.model.path",
@@ -108,55 +111,19 @@ LOCAL_VERL_KEYS = frozenset(
 """The ``verl.*`` keys this trainer reads (the table above)."""
 
 
-def resolve_config(name: str) -> Path:
-    """A path, or the name of an example shipped with the local trainer or the verl bridge."""
-    path = Path(name).expanduser()
-    if path.is_file():
-        return path
-    for folder in (EXAMPLES, Path(__file__).parent / "verl" / "configs"):
-        candidate = folder / f"{Path(name).stem}.yaml"
-        if candidate.is_file():
-            return candidate
-    known = sorted(
-        {
-            p.stem
-            for folder in (EXAMPLES, Path(__file__).parent / "verl" / "configs")
-            for p in folder.glob("*.yaml")
-        }
-    )
-    raise ConfigError(
-        f"config file {name!r} not found; give a path or one of the shipped examples: {', '.join(known)}"
-    )
-
-
 def load_config(name: str, overrides: list[str]) -> dict[str, Any]:
-    """The file as a dict, with ``section.key=value`` overrides (values parsed as YAML)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(resolve_config(name).read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {name!r} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or "toolgym" not in data:
-        raise ConfigError(f"config file {name!r} needs a `toolgym:` section (env, advantage, ...)")
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise ConfigError(
-            f"config file {name!r} has unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}"
-        )
+    """The file as a plain dict, composed as for verl (:func:`~toolgym.training.config_file.compose_file`:
+    OmegaConf dotlist overrides, ``${...}`` resolved), after this trainer's own check: a plain
+    ``verl.*`` override must name a key the file has or this trainer reads (``+verl.KEY=VALUE`` adds one)."""
+    composed = compose_file(name, overrides, examples=EXAMPLES)
     for item in overrides:
-        key, eq, raw = item.lstrip("+").partition("=")
-        parts = key.split(".")
-        if not eq or parts[0] not in SECTIONS or len(parts) < 2:
-            raise ConfigError(
-                f"override {item!r} must look like toolgym.KEY=VALUE, verl.KEY=VALUE or warm_start.KEY=VALUE"
-            )
-        dotted = ".".join(parts[1:])
+        key = item.partition("=")[0]
+        if item.startswith("+") or not key.startswith("verl."):
+            continue
+        dotted = key.removeprefix("verl.")
         if (
-            parts[0] == "verl"
-            and not item.startswith("+")
-            and dotted not in LOCAL_VERL_KEYS
-            and _get(data.get("verl") or {}, dotted) is None
+            dotted not in LOCAL_VERL_KEYS
+            and OmegaConf.select(composed.written, key, throw_on_resolution_failure=False) is None
         ):
             close = difflib.get_close_matches(dotted, sorted(LOCAL_VERL_KEYS), n=1)
             hint = (
@@ -167,13 +134,7 @@ def load_config(name: str, overrides: list[str]) -> dict[str, Any]:
             raise ConfigError(
                 f"unknown key verl.{dotted}: neither the file has it nor does the local trainer read it{hint}"
             )
-        node = data
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {part!r} is not a section")
-        node[parts[-1]] = yaml.safe_load(raw)
-    return data
+    return composed.to_dict()
 
 
 def _get(tree: dict[str, Any], dotted: str, default: Any = None) -> Any:

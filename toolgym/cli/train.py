@@ -1,9 +1,10 @@
 """``toolgym train --config FILE [section.key=value ...]``: train with verl (or the local trainer).
 
 The config file has a ``toolgym`` section (environment, estimator, engine limits, task splits)
-and a ``verl`` section (merged over verl's ``ppo_trainer`` defaults). ``FILE`` may also name a
-shipped example: ``alfworld_gigpo``, ``webshop_gigpo``, ``math_python_arpo``, ``search_arpo`` (and, for
-``--trainer local``, ``alfworld_grpo``, ``webshop_grpo``, ``math_python_grpo``, ``keychain_gigpo``).
+and a ``verl`` section (merged over verl's ``ppo_trainer`` defaults); both trainers compose it the
+same way (``toolgym.training.config_file``: OmegaConf, its dotlist overrides, one error line).
+``FILE`` may also name a shipped example of either trainer (``alfworld_gigpo``, ``keychain_cpu``,
+``keychain_gigpo``, ...; the trainer's own folder first).
 
 ``--trainer`` picks the trainer: ``verl`` (the default when verl is installed) or ``local``, the
 single-process reference trainer (``toolgym.training.local``, which must expose

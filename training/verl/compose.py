@@ -1,10 +1,13 @@
 """Compose a verl training config from a ``toolgym train`` config file, and run verl's trainer.
 
-A config file has a ``toolgym`` section (:class:`~.settings.ToolgymSettings`) and a ``verl``
-section merged over verl's own ``ppo_trainer`` defaults (composed with Hydra from the installed
-verl, so every verl default stays verl's). Keys verl does not declare are refused, as verl's own
-command line refuses them; prefix an override with ``+`` to add one on purpose
-(``+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4``).
+The file and its overrides are composed as for the local trainer
+(:mod:`toolgym.training.config_file`: OmegaConf dotlist overrides, ``${...}`` resolved, the same
+errors). Its ``toolgym`` section is :class:`~.settings.ToolgymSettings`; its ``verl`` section is
+merged over verl's own ``ppo_trainer`` defaults (composed with Hydra from the installed verl, so
+every verl default stays verl's). Keys verl does not declare are refused, as verl's own command
+line refuses them; prefix an override with ``+`` to add one on purpose
+(``+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4``). A ``warm_start`` section is
+the local trainer's and is refused here.
 
 toolgym then sets what makes the run a toolgym run, whatever the file says:
 ``rollout.agent.default_agent_loop=toolgym_agent``, ``rollout.n=toolgym.group_size``,
@@ -25,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError
 
 from toolgym.core.errors import ConfigError
+from toolgym.training.config_file import VERL_EXAMPLES, compose_file
 
 from . import cpu_config
 from .advantage import LOCAL_ONLY
@@ -37,53 +41,8 @@ from .dataset import write_task_files
 from .settings import ToolgymSettings, load_settings
 from .trainer import TRAINER_MODE
 
-SECTIONS = ("toolgym", "verl")
-EXAMPLES = Path(__file__).with_name("configs")
-"""The example configs shipped with toolgym (``alfworld_gigpo.yaml``, ...)."""
-
-
-def resolve_config_path(name: str | os.PathLike[str]) -> Path:
-    """A config file path, or the name of a shipped example (``webshop_gigpo``)."""
-    path = Path(name).expanduser()
-    if path.exists():
-        return path
-    shipped = EXAMPLES / f"{Path(name).stem}.yaml"
-    if shipped.exists():
-        return shipped
-    known = ", ".join(sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
-    raise ConfigError(
-        f"config file {str(name)!r} not found; give a path or one of the shipped examples: {known}"
-    )
-
-
-def load_file(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> tuple[DictConfig, DictConfig]:
-    """The file with ``section.key=value`` overrides applied; returns (config, ``+`` additions)."""
-    try:
-        cfg = OmegaConf.load(resolve_config_path(path))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML for OmegaConf: {exc}") from None
-    if not isinstance(cfg, DictConfig):
-        raise ConfigError(f"config file {str(path)!r} must be a mapping with sections {', '.join(SECTIONS)}")
-    plain: list[str] = []
-    added: list[str] = []
-    for item in overrides:
-        key, eq, _ = item.partition("=")
-        if not eq or not key.lstrip("+"):
-            raise ConfigError(
-                f"override {item!r} is not of the form section.key=value (e.g. verl.trainer.total_training_steps=2)"
-            )
-        if key.lstrip("+").split(".")[0] not in SECTIONS:
-            raise ConfigError(
-                f"override {item!r} must start with one of {', '.join(SECTIONS)} (e.g. toolgym.env=webshop)"
-            )
-        (added if key.startswith("+") else plain).append(item.lstrip("+"))
-    cfg = _dict(OmegaConf.merge(cfg, OmegaConf.from_dotlist(plain)))
-    unknown = sorted(str(k) for k in set(cfg.keys()) - set(SECTIONS))
-    if unknown:
-        raise ConfigError(
-            f"config file has unknown section(s) {', '.join(map(str, unknown))}; use only {', '.join(SECTIONS)}"
-        )
-    return cfg, OmegaConf.from_dotlist(added)
+EXAMPLES = VERL_EXAMPLES
+"""The example configs shipped with the verl bridge (``alfworld_gigpo.yaml``, ...)."""
 
 
 def verl_defaults() -> DictConfig:
@@ -117,16 +76,20 @@ def compose_config(
     ``data_dir`` (default: ``toolgym.data_dir``, else ``<trainer.default_local_dir>/toolgym_tasks``)
     receives ``train.parquet`` and ``val.parquet``.
     """
-    file_cfg, added = load_file(path, overrides)
-    settings = load_settings(file_cfg.get("toolgym"))
+    composed = compose_file(path, overrides, examples=EXAMPLES)
+    file_cfg, added, merged = composed.config, composed.additions, composed.merged()
+    if "warm_start" in merged:
+        raise ConfigError(
+            "the `warm_start:` section is read by the local trainer only (verl starts from "
+            "verl.actor_rollout_ref.model.path); remove it or use `toolgym train --trainer local`"
+        )
+    settings = load_settings(merged.get("toolgym"))
     if settings.advantage.estimator in LOCAL_ONLY:
         raise ConfigError(
             f"toolgym.advantage.estimator {settings.advantage.estimator!r} is computed by the local trainer only "
             "(the verl bridge does not carry each trajectory's success yet); use `toolgym train --trainer local`"
         )
-    agg = (((file_cfg.get("verl") or {}).get("actor_rollout_ref") or {}).get("actor") or {}).get(
-        "loss_agg_mode"
-    )
+    agg = OmegaConf.select(merged, "verl.actor_rollout_ref.actor.loss_agg_mode")
     if agg == "episode-mean-token-mean":
         raise ConfigError(
             "loss_agg_mode 'episode-mean-token-mean' is toolgym's and the local trainer's only "
