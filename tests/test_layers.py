@@ -155,8 +155,8 @@ APPLICATION = ("toolgym.cli", "toolgym.collect", "toolgym.__main__", "toolgym.tr
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("toolgym.core",),
     ("toolgym.sandboxes", "toolgym.trajectories"),
-    ("toolgym.plugins", "toolgym.testing", "toolgym.scaffold", "toolgym.logs"),
-    ("toolgym.training",),  # advantages, filters, tasks: what both trainers share
+    ("toolgym.plugins", "toolgym.testing", "toolgym.scaffold", "toolgym.logs", "toolgym.gym"),
+    ("toolgym.training",),  # advantages, filters, tasks, the config file: what both trainers share
     ("toolgym.training.local", "toolgym.training.verl"),
     ("toolgym.training.warmstart",),
     ("toolgym.training.runner",),

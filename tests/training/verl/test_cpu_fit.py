@@ -8,7 +8,8 @@ step-1 checkpoint, and the weight sync checked: after each actor update the roll
 the sampled tokens equal the actor's recomputed ``old_log_probs`` (``toolgym/rollout_logprob_diff_max``),
 which a planted stale-weights bug breaks (``cpu_fit_hooks.py``; ``TOOLGYM_TEST_PLANT_STALE=1`` plants
 it in every run, and the ARPO and resume tests then fail on the check); and a LoRA run whose rollout
-serves the actor's adapter (base weights once, then the adapter alone). The file is one unit under xdist
+serves the actor's adapter (base weights once, then the adapter alone); and the shipped ALFWorld and
+WebShop GiGPO configs (step rows, a KL reference model) at a CPU's sizes. The file is one unit under xdist
 (``tests/conftest.py``: ``SERIAL``), since it starts a Ray cluster."""
 
 from __future__ import annotations
@@ -235,17 +236,13 @@ def test_lora_through_verl_the_rollout_serves_the_adapter(cluster: Cluster) -> N
         assert update and all(".lora_A." in k or ".lora_B." in k for k in update), sorted(update)[:3]
 
 
-ALFWORLD_SMALL = [
+CPU_SIZES = [
     "verl.trainer.device=cpu",
     "verl.actor_rollout_ref.model.path=tiny",
-    "toolgym.env_kwargs={history_length: 2, max_steps: 4}",
     "toolgym.group_size=2",
     "toolgym.engine.max_turns=4",
     "toolgym.engine.max_tokens_per_turn=16",
-    "toolgym.train={num_tasks: 4, first_task: 0, env_kwargs: {split: train}}",
-    "toolgym.val={num_tasks: 2, first_task: 0, env_kwargs: {split: eval_in_distribution}}",
     "verl.data.train_batch_size=2",
-    "verl.data.max_prompt_length=1024",
     "verl.data.max_response_length=64",
     "verl.actor_rollout_ref.actor.ppo_mini_batch_size=2",
     "verl.actor_rollout_ref.actor.use_dynamic_bsz=true",
@@ -264,11 +261,28 @@ ALFWORLD_SMALL = [
     "verl.trainer.save_freq=-1",
     "verl.trainer.logger=[console,file]",
 ]
-"""The shipped ``alfworld_gigpo`` (step rows, GiGPO, a KL reference model) at a CPU's sizes."""
+"""A shipped GPU config at a CPU's sizes: the tiny model, 2 tasks of 2 samples, 4 turns of 16 tokens."""
+
+SHIPPED_SMALL = {
+    "alfworld_gigpo": [
+        "toolgym.env_kwargs={history_length: 2, max_steps: 4}",
+        "toolgym.train={num_tasks: 4, first_task: 0, env_kwargs: {split: train}}",
+        "toolgym.val={num_tasks: 2, first_task: 0, env_kwargs: {split: eval_in_distribution}}",
+        "verl.data.max_prompt_length=1024",
+    ],
+    "webshop_gigpo": [
+        "toolgym.env_kwargs={history_length: 2, max_turns: 4}",
+        "toolgym.train={num_tasks: 4, first_task: 0, env_kwargs: {split: train}}",
+        "toolgym.val={num_tasks: 2, first_task: 0, env_kwargs: {split: test}}",
+        "verl.data.max_prompt_length=2048",
+    ],
+}
+"""The shipped ``alfworld_gigpo`` and ``webshop_gigpo`` (step rows, GiGPO, a KL reference model)."""
 
 
-def test_alfworld_gigpo_with_its_kl_reference(cluster: Cluster) -> None:
-    metrics = fit(cluster, "alfworld", "alfworld_gigpo", ALFWORLD_SMALL)
+@pytest.mark.parametrize("config", sorted(SHIPPED_SMALL))
+def test_shipped_gigpo_config_with_its_kl_reference(cluster: Cluster, config: str) -> None:
+    metrics = fit(cluster, config, config, [*CPU_SIZES, *SHIPPED_SMALL[config]])
     assert sorted(metrics) == [1, 2]
     for step in (1, 2):
         assert metrics[step]["toolgym/rows"] > 0 and "actor/pg_loss" in metrics[step]
