@@ -358,27 +358,10 @@ def _val_temperature(verl: dict[str, Any]) -> float:
 
 
 def toolgym_settings(section: Any) -> Any:
-    """The ``toolgym`` section, validated as for verl; errors come back as one line."""
-    from pydantic import ValidationError
+    """The ``toolgym`` section, validated as for verl (the same one-line errors)."""
+    from toolgym.training.verl.settings import load_settings
 
-    from toolgym.training.verl.settings import ToolgymSettings
-
-    if not isinstance(section, dict):
-        raise ConfigError("the `toolgym:` section must be a mapping (env, advantage, ...)")
-    try:
-        return ToolgymSettings.model_validate(section)
-    except ValidationError as exc:
-        raise ConfigError(_one_line("toolgym", exc, ToolgymSettings)) from None
-
-
-def _one_line(section: str, exc: Any, model: Any) -> str:
-    err = exc.errors()[0]
-    where = ".".join([section, *(str(p) for p in err["loc"])])
-    if err["type"] == "extra_forbidden":
-        fields = ", ".join(model.model_fields) if len(err["loc"]) == 1 else "see the documentation"
-        return f"unknown key {where}; known keys of `{section}:` are {fields}"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}: {err['msg']}{more}"
+    return load_settings(section)
 
 
 def warm_start_section(section: Any) -> dict[str, Any] | None:

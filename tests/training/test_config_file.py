@@ -72,6 +72,24 @@ def test_both_trainers_refuse_a_bad_override_with_the_same_message(case: str, tm
     assert "override" in local or "cannot resolve" in local
 
 
+BAD_TOOLGYM_VALUES = {
+    "unknown key": ["+toolgym.no_such_option=1"],
+    "wrong type": ["toolgym.group_size=many"],
+    "out of range": ["toolgym.group_size=0"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TOOLGYM_VALUES))
+def test_both_trainers_refuse_a_bad_toolgym_value_with_the_same_message(case: str, tmp_path: Path) -> None:
+    _verl()
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    overrides = BAD_TOOLGYM_VALUES[case]
+    local = _error("local", str(path), overrides, tmp_path)
+    assert local == _error("verl", str(path), overrides, tmp_path)
+    assert local.startswith(("toolgym.", "unknown key toolgym.")), local
+
+
 def test_both_trainers_name_the_shipped_examples_of_both_folders(tmp_path: Path) -> None:
     _verl()
     local = _error("local", "no_such_config", [], tmp_path)

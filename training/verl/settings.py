@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolgym.core.errors import ConfigError
 from toolgym.core.rollout.arpo import ArpoConfig
@@ -170,16 +170,24 @@ def load_settings(section: Any) -> ToolgymSettings:
             "the verl config has no `toolgym` section; start training with `toolgym train --config FILE` "
             "or add the section (env, advantage, ...) to your verl config"
         )
-    try:
-        from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
-        if isinstance(section, DictConfig):
-            section = OmegaConf.to_container(section, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf comes with verl
-        pass
+    if isinstance(section, DictConfig):
+        section = OmegaConf.to_container(section, resolve=True)
+    if not isinstance(section, dict):
+        raise ConfigError("the `toolgym:` section must be a mapping (env, advantage, ...)")
     try:
         return ToolgymSettings.model_validate(section)
-    except ConfigError:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"the `toolgym` config section is invalid: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(one_line("toolgym", exc, ToolgymSettings)) from None
+
+
+def one_line(section: str, exc: Any, model: Any) -> str:
+    """A pydantic validation error of a config section as one line: where, and what is wrong."""
+    err = exc.errors()[0]
+    where = ".".join([section, *(str(p) for p in err["loc"])])
+    if err["type"] == "extra_forbidden":
+        fields = ", ".join(model.model_fields) if len(err["loc"]) == 1 else "see the documentation"
+        return f"unknown key {where}; known keys of `{section}:` are {fields}"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{where}: {err['msg']}{more}"
