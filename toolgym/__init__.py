@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from toolgym.core.commands import AuditCheck, CliCommand
 from toolgym.core.env.contract import Env, EpisodeContext, StepResult
 from toolgym.core.env.digest import RunningDigest, digest
+from toolgym.core.env.draw import split_position
 from toolgym.core.env.spec import EnvSpec, load_object, parse_flag
 from toolgym.core.env.tool_task import Task, ToolTaskEnv
 from toolgym.core.errors import (
@@ -155,6 +156,7 @@ __all__ = [
     "parse_flag",
     "plan_episodes",
     "register_profile",
+    "split_position",
     "store_image",
     "tool",
 ]

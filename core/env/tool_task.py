@@ -10,6 +10,7 @@ from typing import Any
 from toolgym.core.env.context import EpisodeContext
 from toolgym.core.env.contract import Env, StepResult
 from toolgym.core.env.digest import RunningDigest
+from toolgym.core.env.draw import split_position
 from toolgym.core.errors import ConfigError
 from toolgym.core.tools import Tool, ToolOutput
 from toolgym.core.trajectory import ToolCallRecord
@@ -66,7 +67,7 @@ class ToolTaskEnv(Env):
     def load_task(self, seed: int) -> Task:
         if not self.tasks:
             raise ConfigError(f"{type(self).__name__} has no tasks; set `tasks` or override `load_task`")
-        return self.tasks[seed % len(self.tasks)]
+        return self.tasks[split_position(seed, len(self.tasks))]
 
     def user_prompt(self, task: Task) -> str:
         return task.question

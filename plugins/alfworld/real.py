@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym import ConfigError, capture_thread_output
+from toolgym import ConfigError, capture_thread_output, split_position
 
 from .episode import AlfworldEpisodeEnv, check_arguments
 from .generator import check_split
@@ -201,9 +201,10 @@ class RealAlfworldEnv(AlfworldEpisodeEnv):
 
     async def _start(self, seed: int, options: Mapping[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
         games = self.games()
-        self.game = game = games[seed % len(games)]
+        index = split_position(seed, len(games))
+        self.game = game = games[index]
         intro, self._infos = await asyncio.to_thread(self._open, game)
-        info: dict[str, Any] = {"task_id": game, "game_index": seed % len(games), "split": self.split}
+        info: dict[str, Any] = {"task_id": game, "game_index": index, "split": self.split}
         traj = Path(game).parent / "traj_data.json"
         if traj.is_file():
             info["task_type"] = json.loads(traj.read_text()).get("task_type")

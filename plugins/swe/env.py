@@ -49,6 +49,7 @@ from toolgym import (
     ToolOutput,
     digest,
     parse_flag,
+    split_position,
 )
 from toolgym.plugins.swe import harness, oracle, scripts
 from toolgym.plugins.swe.datasets import base_files, images_command, load_tasks, select, shipped_tasks
@@ -159,7 +160,9 @@ class SWEEnv(Env):
         ``toolgym swe images`` command that builds it."""
         from toolgym.plugins.swe.images import image_needs
 
-        return image_needs([self.tasks[s % len(self.tasks)] for s in seeds], self.images_command)
+        return image_needs(
+            [self.tasks[split_position(s, len(self.tasks))] for s in seeds], self.images_command
+        )
 
     def bind(self, ctx: EpisodeContext) -> None:
         super().bind(ctx)
@@ -197,7 +200,7 @@ class SWEEnv(Env):
     async def reset(
         self, *, seed: int, options: Mapping[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:
-        self.task = task = self.tasks[seed % len(self.tasks)]
+        self.task = task = self.tasks[split_position(seed, len(self.tasks))]
         self.sandbox = sb = await self.ctx.sandbox(self._kind(task))
         self.base = await harness.checkout(sb, task, timeout=self.test_timeout_s)
         setup = f"cd {harness.WORKDIR}"

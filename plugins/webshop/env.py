@@ -1,7 +1,7 @@
 """The WebShop environment (Yao et al., 2022) on toolgym's ``Env`` contract.
 
-An episode is one goal: the seed picks it from the chosen split (``seed % len(split)``, so equal
-seeds give equal episodes); ``reset(options={"goal_index": i})`` picks goal ``i`` directly. The model acts with ``search[...]`` / ``click[...]``; the observation
+An episode is one goal: the seed picks it from the chosen split (``core.env.draw.split_position``: seeds
+0 .. n-1 in order, later blocks of n shuffled; equal seeds give equal episodes); ``reset(options={"goal_index": i})`` picks goal ``i`` directly. The model acts with ``search[...]`` / ``click[...]``; the observation
 is the new page (``text``, ``text_rich`` or ``html``). ``Buy Now`` ends the episode with the
 published score in [0, 1], times ``reward_scale``; with ``reward_mode="success"`` the reward is
 ``reward_scale`` for a perfect purchase (score 1.0) and 0 otherwise, as verl-agent trains.
@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest
+from toolgym import Action, ActionKind, ConfigError, Env, Message, StepResult, digest, split_position
 
 from ..prompt_format import PromptFormat, prompt_format_named
 from .oracle import oracle_step
@@ -141,7 +141,7 @@ class WebShopEnv(Env):
 
     def goal_index(self, seed: int) -> int:
         indices = self.shop.split(self.split)
-        return indices[seed % len(indices)]
+        return indices[split_position(seed, len(indices))]
 
     # -- episode -------------------------------------------------------------------------------
 
