@@ -73,6 +73,7 @@ def verl_overrides(args: argparse.Namespace, seed: int, out: Path, model: Path) 
         "verl.data.max_prompt_length=1024",
         "verl.data.max_response_length=128",
         "verl.actor_rollout_ref.actor.optim.lr=1.0e-3",
+        "verl.actor_rollout_ref.actor.optim.weight_decay=0.0",  # the local trainer's AdamW (verl's default is 0.01)
         f"verl.actor_rollout_ref.actor.ppo_mini_batch_size={min(8, s['tasks'])}",
         # step rows: their number varies with the episodes' lengths, so micro-batches go by tokens
         "verl.actor_rollout_ref.actor.use_dynamic_bsz=true",
@@ -125,7 +126,19 @@ def run_local(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [(r["step"], r["heldout"]["success"]) for r in records if "heldout" in r]
     steps = [r["wall_s"] for r in records if "wall_s" in r]
-    return {"trainer": "local", "seed": seed, "curve": curve, "step_s": steps, "wall_s": wall}
+    phases = {
+        name: statistics.median(r[key] for r in records if key in r)
+        for name, key in (("rollout", "sample_s"), ("update", "update_s"))
+        if any(key in r for r in records)
+    }
+    return {
+        "trainer": "local",
+        "seed": seed,
+        "curve": curve,
+        "step_s": steps,
+        "wall_s": wall,
+        "phases": phases,
+    }
 
 
 def run_verl(args: argparse.Namespace, seed: int, model: Path) -> dict[str, Any]:
@@ -140,7 +153,19 @@ def run_verl(args: argparse.Namespace, seed: int, model: Path) -> dict[str, Any]
     key = "val-core/toolgym/keychain/reward/mean@1"
     curve = [(r["step"], float(r["data"][key])) for r in rows if key in r["data"]]
     steps = [float(r["data"]["timing_s/step"]) for r in rows if "timing_s/step" in r["data"]]
-    return {"trainer": "verl", "seed": seed, "curve": curve, "step_s": steps, "wall_s": wall}
+    timed = [r["data"] for r in rows if "timing_s/step" in r["data"]]
+    phases = {
+        key.removeprefix("timing_s/"): statistics.median(float(d[key]) for d in timed if key in d)
+        for key in sorted({k for d in timed for k in d if k.startswith("timing_s/") and k != "timing_s/step"})
+    }
+    return {
+        "trainer": "verl",
+        "seed": seed,
+        "curve": curve,
+        "step_s": steps,
+        "wall_s": wall,
+        "phases": phases,
+    }
 
 
 def mean_std(values: list[float]) -> str:
@@ -215,7 +240,7 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
         "`toolgym train --config keychain_cpu` (verl 0.9.1's own trainer on the CPU: FSDP2 on gloo, the "
         "`toolgym_cpu` rollout replica) with the same settings as overrides.",
         f"- **Hardware**: {os.cpu_count()} CPU cores, no GPU; the runs one after the other.",
-        f"- **Reproduce**: `{command}`",
+        f"- **Reproduce**: `{command}` (the page alone, from the records: add `--report-only`)",
         "",
         "## Held-out success (%) before and after RL",
         "",
@@ -253,12 +278,70 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
                 f"({statistics.mean(gain):+.1f} points) is {'above' if clear else 'within'} the spread over seeds "
                 f"({spread:.1f}){'' if clear else ': at this budget the gain is not told apart from noise'}."
             )
+        diff, se = gain_difference(local["gain"], verl["gain"])
+        if se > 0:
+            lines.append(
+                f"- The gains differ by {100 * diff:+.1f} points (verl − local); the standard error of that "
+                f"difference over {len(local['gain'])} and {len(verl['gain'])} seeds is {100 * se:.1f} points, so the "
+                f"difference is {'within two standard errors: not told apart from seed noise' if abs(diff) <= 2 * se else 'beyond two standard errors'}."
+            )
         lines.append(
             f"- One RL step takes {verl['step_s']:.1f} s through verl against {local['step_s']:.2f} s in the local "
             f"trainer ({verl['step_s'] / local['step_s']:.0f}×); a verl run also starts Ray and its workers "
             f"(wall per run {verl['wall_s']:.0f} s against {local['wall_s']:.0f} s)."
         )
+    lines += phase_table(results)
     return "\n".join(lines) + "\n"
+
+
+def gain_difference(local: list[float], verl: list[float]) -> tuple[float, float]:
+    """(mean verl gain − mean local gain, its standard error: Welch's, over the seeds of each)."""
+    diff = statistics.mean(verl) - statistics.mean(local)
+    if len(local) < 2 or len(verl) < 2:
+        return diff, 0.0
+    return diff, (statistics.variance(local) / len(local) + statistics.variance(verl) / len(verl)) ** 0.5
+
+
+PHASES = {
+    "local": (("rollout", "rollout: the engine's episodes, sampled in process"), ("update", "PPO update")),
+    "verl": (
+        ("gen", "rollout (agent loop on the `toolgym_cpu` replica)"),
+        ("reward", "reward"),
+        ("old_log_prob", "actor recomputes old log-probs"),
+        ("ref", "reference model log-probs"),
+        ("adv", "advantages"),
+        ("update_actor", "actor update (FSDP2)"),
+        ("update_weights", "weight sync to the rollout"),
+    ),
+}
+
+
+def phase_table(results: list[dict[str, Any]]) -> list[str]:
+    """Where a step's seconds go, per trainer (medians over steps and seeds)."""
+    rows: list[str] = []
+    for trainer, phases in PHASES.items():
+        runs = [r for r in results if r["trainer"] == trainer and r.get("phases")]
+        for key, label in phases:
+            values = [r["phases"][key] for r in runs if key in r["phases"]]
+            if values:
+                rows.append(f"| {trainer} | {label} | {statistics.median(values):.2f} |")
+        if runs:
+            step = statistics.median(s for r in runs for s in r["step_s"])
+            rows.append(f"| {trainer} | **whole step** | **{step:.2f}** |")
+    if not rows:
+        return []
+    return [
+        "",
+        "## Where a step's time goes",
+        "",
+        "Seconds per RL step (median over steps and seeds); verl's phases are its own `timing_s/*` metrics, the "
+        "local trainer's its `sample_s` and `update_s`. Phases overlap or leave gaps (verl's bookkeeping, "
+        "TransferQueue), so they need not add up to the step.",
+        "",
+        "| trainer | phase | seconds |",
+        "|---|---|---|",
+        *rows,
+    ]
 
 
 def main() -> None:
@@ -273,12 +356,33 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/verl_vs_local"))
     parser.add_argument("--docs", type=Path, default=None, help="the page (default: OUT/verl_vs_local.md)")
     parser.add_argument("--smoke", action="store_true", help="every part at toy sizes: 1 seed, 1 step")
+    parser.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="keep each run's result here as <trainer>-seed<k>.json (with --docs: docs/results/data/verl_vs_local)",
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="write the page from --records, run nothing"
+    )
     args = parser.parse_args()
-    command = "python bench/verl_vs_local.py " + " ".join(sys.argv[1:])
+    if args.records is None and args.docs is not None:
+        args.records = args.docs.parent / "data" / args.docs.stem
+    command = "python bench/verl_vs_local.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
     if args.smoke:
         args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 1, 2, 2, 4, 1
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        if args.records is None:
+            raise SystemExit("--report-only reads the records: give --records DIR (or --docs PAGE)")
+        results = [
+            json.loads((args.records / f"{trainer}-seed{seed}.json").read_text())
+            for seed in args.seeds
+            for trainer in args.trainers
+        ]
+        write_page(args, results, command)
+        return
     from toolgym.training.runner import demo_warm_start
 
     model = demo_warm_start()
@@ -300,6 +404,13 @@ def main() -> None:
                 flush=True,
             )
             results.append(result)
+            if args.records is not None:
+                args.records.mkdir(parents=True, exist_ok=True)
+                (args.records / f"{trainer}-seed{seed}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_page(args, results, command)
+
+
+def write_page(args: argparse.Namespace, results: list[dict[str, Any]], command: str) -> None:
     docs = args.docs or args.out / "verl_vs_local.md"
     docs.parent.mkdir(parents=True, exist_ok=True)
     png = docs.with_name(docs.stem + "_learning_curves.png")

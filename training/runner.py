@@ -9,6 +9,7 @@ these keys (the rest are verl's business and are ignored):
 |---|---|
 | ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-<family>`` (docs/model_families.md) or a local Hugging Face directory |
 | ``actor_rollout_ref.actor.optim.lr`` | AdamW learning rate |
+| ``actor_rollout_ref.actor.optim.weight_decay`` / ``betas`` | AdamW's decoupled weight decay (default 0.0 here, 0.01 in verl) and betas |
 | ``actor_rollout_ref.actor.clip_ratio_low`` / ``_high`` (or ``clip_ratio``) | PPO clip bounds |
 | ``actor_rollout_ref.actor.loss_agg_mode`` | ``token-mean``, ``seq-mean-token-mean`` or (local only) ``episode-mean-token-mean`` |
 | ``actor_rollout_ref.actor.use_kl_loss``, ``kl_loss_coef``, ``kl_loss_type`` | KL to the starting weights (``low_var_kl`` → k3, ``kl`` → k1) |
@@ -77,6 +78,8 @@ LOCAL_VERL_KEYS = frozenset(
     {
         "actor_rollout_ref.model.path",
         "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.optim.weight_decay",
+        "actor_rollout_ref.actor.optim.betas",
         "actor_rollout_ref.actor.optim.lr_warmup_steps",
         "actor_rollout_ref.actor.clip_ratio",
         "actor_rollout_ref.actor.clip_ratio_low",
@@ -171,6 +174,11 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
     verl = data.get("verl") or {}
     actor = _get(verl, "actor_rollout_ref.actor", {}) or {}
     clip = actor.get("clip_ratio", 0.2)
+    betas = _get(actor, "optim.betas", (0.9, 0.999))
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.optim.betas must be two numbers, like [0.9, 0.999] (got {betas!r})"
+        )
     kl_type = str(actor.get("kl_loss_type", "low_var_kl"))
     if kl_type not in KL_TYPES:
         raise ConfigError(
@@ -207,7 +215,11 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         first_task=tg.train.first_task,
         engine=engine,
         optim=OptimConfig(
-            lr=float(_get(actor, "optim.lr", 1e-5)), max_grad_norm=float(actor.get("grad_clip", 1.0))
+            lr=float(_get(actor, "optim.lr", 1e-5)),
+            weight_decay=float(_get(actor, "optim.weight_decay", 0.0)),
+            beta1=float(betas[0]),
+            beta2=float(betas[1]),
+            max_grad_norm=float(actor.get("grad_clip", 1.0)),
         ),
         ppo=ppo,
         eval=EvalConfig(

@@ -17,9 +17,18 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def bench(out: Path) -> subprocess.CompletedProcess[str]:
+def bench(out: Path, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "verl_vs_local.py"), "--smoke", "--out", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "verl_vs_local.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--records",
+            str(out / "records"),
+            *more,
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -37,8 +46,16 @@ def test_verl_vs_local_smoke(tmp_path: Path) -> None:
         assert (
             all(0.0 <= v <= 1.0 for _, v in result["curve"]) and result["step_s"] and result["step_s"][0] > 0
         )
+        assert result["phases"] and all(v >= 0 for v in result["phases"].values()), result
+        assert json.loads((out / "records" / f"{trainer}-seed0.json").read_text()) == result
+    assert "gen" in json.loads((out / "verl-seed0" / "result.json").read_text())["phases"]
     page = (out / "verl_vs_local.md").read_text()
     assert "| local |" in page and "| verl |" in page and "## Protocol" in page
+    assert "## Where a step's time goes" in page and "| verl | **whole step** |" in page
     assert (out / "verl_vs_local_learning_curves.png").stat().st_size > 0
     again = bench(out)
     assert again.returncode == 0 and again.stdout.count("kept from") == 2, again.stdout[-2000:]
+    (out / "verl_vs_local.md").unlink()
+    report = bench(out, "--report-only")  # the page from the records alone
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+    assert (out / "verl_vs_local.md").read_text() == page

@@ -27,6 +27,19 @@ def test_verl_keys_map_onto_local_settings() -> None:
     assert rl.optim.lr == 0.01 and rl.group_size == 4 and rl.estimator == "gigpo"
     assert rl.ppo.kl_coef == 0.1 and rl.ppo.kl_estimator == "k3" and rl.ppo.loss_agg == "seq-mean-token-mean"
     assert rl.eval.env_kwargs == {"split": "test"} and run["model"] == "warmstart:keychain"
+    assert rl.optim.weight_decay == 0.0 and (rl.optim.beta1, rl.optim.beta2) == (0.9, 0.999)
+    adamw, _ = build(
+        load_config(
+            "keychain_gigpo",
+            [
+                "verl.actor_rollout_ref.actor.optim.weight_decay=0.01",
+                "verl.actor_rollout_ref.actor.optim.betas=[0.9,0.95]",
+            ],
+        )
+    )
+    assert adamw.optim.weight_decay == 0.01 and (adamw.optim.beta1, adamw.optim.beta2) == (0.9, 0.95)
+    with pytest.raises(ConfigError, match="betas must be two numbers"):
+        build(load_config("keychain_gigpo", ["verl.actor_rollout_ref.actor.optim.betas=[0.9]"]))
     with pytest.raises(ConfigError, match="override"):
         load_config("keychain_gigpo", ["lr=1"])
     with pytest.raises(ConfigError, match="not found"):
