@@ -104,6 +104,9 @@ install_python() {
   "$VENV/bin/pip" install -q --upgrade pip || true
   "$VENV/bin/pip" install -q "$torch_req" || true
   PIP_CONSTRAINT="$constraints" "$VENV/bin/pip" install -q -e ".[$EXTRAS]" || true
+  # openenv-core (`toolgym serve-env`, its tests) without its hard dependency on gradio: gradio is
+  # its web UI, which serve-env does not use, and it would pull ~100 MB and an older Pillow
+  case ",$EXTRAS," in *,dev,*) "$VENV/bin/pip" install -q --no-deps "openenv-core>=0.3" || true ;; esac
   rm -f "$constraints"
   "$VENV/bin/python" -c "import toolgym, torch, transformers"
 }

@@ -28,6 +28,8 @@ def toolgym_envs() -> list[EnvSpec]:
             entry="toolgym.plugins.webshop.web:WebShopWebEnv",
             description="WebShop in a real browser through the browser tools (the paper's HTML mode): same shop, "
             "goals and reward as `webshop`, accessibility-tree observations.",
-            tags=("web", "shopping", "multi-turn", "gui", "browser"),
+            # nondeterministic: each episode's pages live under a fresh session path (the URL in every
+            # observation), so equal seeds give equal shops but not equal observation text
+            tags=("web", "shopping", "multi-turn", "gui", "browser", "nondeterministic"),
         ),
     ]

@@ -29,6 +29,10 @@ GROUPS: dict[str, tuple[str, str]] = {
 }
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "Serve a local model over SGLang and OpenAI-compatible HTTP (for tests and demos)."),
+    "serve-env": (
+        "serve_env",
+        "Serve an environment over OpenEnv's protocol, for OpenEnv clients (TRL's too).",
+    ),
     "collect": ("collect", "Run episodes of an environment with a model and store their trajectories."),
     "verify": ("verify", "Check the token-faithfulness invariants of a stored dataset."),
     "show": ("show", "List a dataset or render one trajectory in the terminal."),
