@@ -5,7 +5,9 @@ is the step-0 record, after RL the last record with a held-out evaluation, unles
 holds a ``final_eval.json`` (``bench/learning_table.py --final-eval-tasks``: the warm start and the
 last checkpoint on more held-out tasks), whose figures then fill the table. Runs are grouped by
 (environment, estimator); each cell shows mean ± sample standard deviation over seeds (just the
-value for one seed). Nothing here runs training: ``bench/learning_table.py`` does, then calls
+value for one seed). Below them: the split every figure comes from, the in-run curves' sample efficiency
+(success at steps 5 and 10, area under the curve) and, per pair of estimators, paired differences with a
+bootstrap interval (``bench/results_stats.py``). Nothing here runs training: ``bench/learning_table.py`` does, then calls
 :func:`write_results`.
 """
 
@@ -18,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.results_stats import BOOTSTRAP_SEED, RESAMPLES, curve_auc, paired_bootstrap
 
 ALFWORLD_TYPES = (
     ("Pick", "pick_and_place_simple"),
@@ -44,6 +48,8 @@ class Run:
     records: list[dict[str, Any]] = field(default_factory=list)
     final: dict[str, Any] | None = None
     """``final_eval.json``: ``tasks``, ``step``, ``before`` and ``after`` (held-out records)."""
+    rl: dict[str, Any] | None = None
+    """``run.json``'s resolved ``rl`` settings (env options, evaluation split), when recorded."""
 
     @property
     def evals(self) -> list[tuple[int, dict[str, Any]]]:
@@ -90,7 +96,8 @@ def read_run(env: str, estimator: str, seed: int, out: Path, command: str, wall_
     lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
     records = [json.loads(ln) for ln in lines if ln.strip()]
     final = json.loads((out / "final_eval.json").read_text()) if (out / "final_eval.json").exists() else None
-    run = Run(env, estimator, seed, out, command, wall_s, records, final)
+    rl = json.loads((out / "run.json").read_text()).get("rl") if (out / "run.json").exists() else None
+    run = Run(env, estimator, seed, out, command, wall_s, records, final, rl)
     if final is not None and final.get("step") != run.steps:  # evaluated before the run was extended: stale
         run.final = None
     return run
@@ -276,6 +283,205 @@ def findings(runs: Sequence[Run]) -> str:
     return "\n".join(out)
 
 
+# -- the comparisons: splits, sample efficiency, paired differences ------------------------
+
+TUNED_ON_HELDOUT = {
+    # these held-out tasks also steered the warm starts and training options over many
+    # iterations, so their figures carry that selection (a validation split in the issue's sense)
+    "alfworld": "ALFWorld's",
+    "webshop": "WebShop's",
+}
+
+
+def _train_split(run: Run) -> str:
+    # run.json names no split for training when the config leaves the env's default, `train` for every
+    # built-in environment
+    return str(((run.rl or {}).get("env_kwargs") or {}).get("split", "train")) if run.rl else "not recorded"
+
+
+def _eval_split(run: Run) -> str:
+    split = (((run.rl or {}).get("eval") or {}).get("env_kwargs") or {}).get("split")
+    return str(split) if split else "not recorded"
+
+
+def _joined(values: Sequence[str]) -> str:
+    distinct = list(dict.fromkeys(values))
+    return " / ".join(f"`{v}`" if v != "not recorded" else v for v in distinct)
+
+
+def split_lines(runs: Sequence[Run]) -> list[str]:
+    """One line per environment: the split of its training rollouts, of its in-run held-out
+    evaluations and of its final evaluation, from each run's ``run.json`` (the final evaluation's own
+    record names no split: it takes the same config's held-out tasks, more of them)."""
+    groups = _groups(runs)
+    lines = []
+    for env in sorted({env for env, _ in groups}):
+        rs = [r for (e, _), group in sorted(groups.items()) if e == env for r in group]
+        ests = {r.estimator for r in rs}
+        in_run = int(rs[0].evals[-1][1].get("episodes") or 0)
+        final = sorted({int(r.final["tasks"]) for r in rs if r.final})
+        held = _joined([_eval_split(r) for r in rs])
+        line = (
+            f"- {env}: training rollouts: {_joined([_train_split(r) for r in rs])}; in-run held-out evaluations "
+            f"({in_run} tasks: {'' if final else 'before/after, '}the curves, sample efficiency"
+            f"{', differences' if len(ests) > 1 else ''}): {held}"
+        )
+        if final:
+            line += (
+                f"; final evaluation ({' / '.join(map(str, final))} tasks: before/after"
+                f"{', differences' if len(ests) > 1 else ''}): the same split (the config's held-out tasks, whose "
+                f"first {in_run} are the in-run ones)"
+            )
+        lines.append(line + ".")
+    tuned = [TUNED_ON_HELDOUT[env] for env in sorted({env for env, _ in groups}) if env in TUNED_ON_HELDOUT]
+    if tuned:
+        lines.append(
+            f"- {' and '.join(tuned)} held-out tasks also steered the warm starts and training options over many iterations: "
+            "read their figures as validation figures; none comes from a test split kept from every choice."
+        )
+    return lines
+
+
+def _curve(run: Run) -> list[tuple[int, float]]:
+    return [(step, float(record["success"])) for step, record in run.evals]
+
+
+def _at(run: Run, step: int) -> float:
+    record = dict(run.evals).get(step)
+    return float(record["success"]) if record else float("nan")
+
+
+def efficiency_table(runs: Sequence[Run]) -> str:
+    """Per environment and estimator: in-run held-out success at steps 0, 5, 10 and the last, and the
+    area under the in-run curve (its mean success over the steps it spans), mean ± std over seeds."""
+    lines: list[str] = []
+    groups = _groups(runs)
+    for env in sorted({env for env, _ in groups}):
+        rows = [(est, rs) for (e, est), rs in sorted(groups.items()) if e == env]
+        steps = sorted({s for _, rs in rows for r in rs for s, _ in r.evals})
+        shown = sorted({0, 5, 10, steps[-1]})
+        lines += [
+            f"### {env}",
+            "",
+            "| estimator | seeds | in-run tasks | split | "
+            + " | ".join(f"step {s}" for s in shown)
+            + f" | **area under the curve** (steps {steps[0]}–{steps[-1]}) |",
+            "|---|---|---|---|" + "---|" * (len(shown) + 1),
+        ]
+        for est, rs in rows:
+            episodes = " / ".join(str(n) for n in sorted({int(r.after.get("episodes") or 0) for r in rs}))
+            lines.append(
+                f"| {NAMES.get(est, est)} | {len(rs)} | {episodes} | {_joined([_eval_split(r) for r in rs])} | "
+                + " | ".join(_cell([_at(r, s) for r in rs]) for s in shown)
+                + f" | **{_cell([curve_auc(_curve(r)) for r in rs])}** |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _outcomes(record: dict[str, Any] | None) -> dict[str, float] | None:
+    """An evaluation's per-task outcomes (``per_task``: task id → success), where it kept them."""
+    per_task = (record or {}).get("per_task")
+    return {str(k): float(v) for k, v in per_task.items()} if isinstance(per_task, dict) else None
+
+
+def _tables(a: list[dict[str, Any] | None], b: list[dict[str, Any] | None]) -> tuple[list[list[float]], ...]:
+    """Seeds x tasks tables of two sides' evaluations (paired by position): per-task outcomes on the
+    tasks every evaluation kept, else each evaluation's success rate as one number."""
+    kept = [_outcomes(r) for r in a + b]
+    if all(kept):
+        tasks = sorted(set.intersection(*(set(k) for k in kept if k)))
+        if tasks:
+            return tuple(
+                [[k[t] for t in tasks] for k in side if k] for side in (kept[: len(a)], kept[len(a) :])
+            )
+    return tuple([[float((r or {}).get("success", float("nan")))] for r in side] for side in (a, b))
+
+
+def _diff_row(pair: str, figure: str, split: str, a: list[list[float]], b: list[list[float]]) -> str:
+    if any(v != v for row in a + b for v in row):
+        return f"| {pair} | {figure} | {split} | {len(a)} | – | – | – | – |"
+    d = paired_bootstrap(a, b)
+    level = "seeds" if d.tasks == 1 else f"seeds × {d.tasks} tasks"
+    # one seed and no tasks to resample: nothing varies, and a zero-width interval would claim certainty
+    interval = "–" if d.tasks == 1 and len(a) < 2 else f"[{d.low * 100:+.1f}, {d.high * 100:+.1f}]"
+    return (
+        f"| {pair} | {figure} | {split} | {len(a)} | **{d.mean * 100:+.1f}** | "
+        + " / ".join(f"{x * 100:+.1f}" for x in d.per_seed)
+        + f" | {interval} | {level} |"
+    )
+
+
+def differences_table(runs: Sequence[Run]) -> str:
+    """Per environment, each pair of its estimators (each against GRPO first): the difference A − B in
+    held-out success after RL, in the area under the in-run curve and at steps 5 and 10, paired by seed
+    (and by task where the evaluations kept per-task outcomes), with a 95 % bootstrap interval."""
+    lines: list[str] = []
+    groups = _groups(runs)
+    order = {est: i for i, est in enumerate(NAMES)}  # GRPO first: the baseline of every other estimator
+    for env in sorted({env for env, _ in groups}):
+        ests = sorted(
+            (est for e, est in groups if e == env), key=lambda est: (order.get(est, len(order)), est)
+        )
+        pairs = [(x, y) for j, y in enumerate(ests) for x in ests[j + 1 :]]
+        if not pairs:
+            continue
+        lines += [
+            f"### {env}",
+            "",
+            "| A − B | figure | split | seeds paired | Δ (points) | per seed | 95 % interval | resampled over |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for x, y in sorted(pairs, key=lambda p: (p[1] != "grpo", order.get(p[1], 0), order.get(p[0], 0))):
+            by_seed = {r.seed: r for r in groups[(env, y)]}
+            both = [
+                (r, by_seed[r.seed])
+                for r in sorted(groups[(env, x)], key=lambda r: r.seed)
+                if r.seed in by_seed
+            ]
+            if not both:
+                continue
+            pair = f"{NAMES.get(x, x)} − {NAMES.get(y, y)}"
+            split = _joined([_eval_split(r) for side in both for r in side])
+            held = both[0][0]
+            after = (
+                f"after RL ({held.held_tasks} tasks, final evaluation)"
+                if all(r.final for side in both for r in side)
+                else f"after RL ({held.held_tasks} tasks, step {held.evals[-1][0]})"
+            )
+            lines.append(
+                _diff_row(
+                    pair,
+                    after,
+                    split,
+                    *_tables([r.held_after for r, _ in both], [s.held_after for _, s in both]),
+                )
+            )
+            in_run = int(held.after.get("episodes") or 0)
+            steps = sorted({s for side in both for r in side for s, _ in r.evals})
+            lines.append(
+                _diff_row(
+                    pair,
+                    f"area under the in-run curve (steps {steps[0]}–{steps[-1]}, {in_run} tasks)",
+                    split,
+                    [[curve_auc(_curve(r))] for r, _ in both],
+                    [[curve_auc(_curve(s))] for _, s in both],
+                )
+            )
+            for step in (5, 10):
+                records = [(dict(r.evals).get(step), dict(s.evals).get(step)) for r, s in both]
+                lines.append(
+                    _diff_row(
+                        pair,
+                        f"step {step} ({in_run} tasks)",
+                        split,
+                        *_tables([ra for ra, _ in records], [rb for _, rb in records]),
+                    )
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def plot(runs: Sequence[Run], path: Path) -> None:
     """Held-out success vs RL step, one line per estimator (mean over seeds, shaded min–max),
     one panel per environment."""
@@ -410,9 +616,14 @@ def write_results(
         "more than the in-run evaluation's, the figures come from a final evaluation after training "
         "(`--final-eval-tasks`); the curves show the in-run evaluations. Cells: mean ± std over seeds.",
         "",
+        "Splits (from each run's `run.json`):",
+        "",
+        *split_lines(runs),
+        "",
         table(runs),
         f"![learning curves]({_relative(png, docs.parent)})",
         "",
+        *comparison_sections(runs),
         "## What came out",
         "",
         findings(runs),
@@ -443,6 +654,44 @@ def write_results(
     parts += ["```", ""]
     docs.parent.mkdir(parents=True, exist_ok=True)
     docs.write_text("\n".join(parts))
+
+
+def comparison_sections(runs: Sequence[Run]) -> list[str]:
+    """The page's sample-efficiency table and, where an environment has two estimators or more, its
+    paired differences with the method that made their intervals."""
+    parts = [
+        "## Sample efficiency: the in-run held-out curves",
+        "",
+        "Held-out success (%) of the in-run evaluations (the curves above), and the area under each run's curve: "
+        "its mean success over the steps it spans (trapezoid rule, step 0 included). Cells: mean ± std over seeds.",
+        "",
+        efficiency_table(runs),
+    ]
+    diffs = differences_table(runs)
+    if not diffs:
+        return parts
+    seeds_only = "| seeds |" in diffs
+    parts += [
+        "## Differences between estimators (paired, 95 % interval)",
+        "",
+        "A − B in held-out success (points), paired by seed: both sides trained from the same seed (the same "
+        "training tasks in the same order) and evaluated on the same held-out tasks; Δ is the mean of the per-seed "
+        f"differences. Interval: 2.5th–97.5th percentile of {RESAMPLES:,} paired bootstrap resamples (seed "
+        f"{BOOTSTRAP_SEED}; one draw of seeds, and of tasks within each seed where the evaluations kept per-task "
+        "outcomes, serves both sides)."
+        + (
+            " The records keep each evaluation's success rate (ALFWorld's also per task type), not per-task "
+            "outcomes, so the rows resampled over *seeds* only do not resample tasks: with this few seeds such an "
+            "interval is about the range of the per-seed differences and understates the uncertainty about a new "
+            "seed. Evaluations that record per-task outcomes (`per_task`: task id → success) are resampled over "
+            "tasks too, paired by task."
+            if seeds_only
+            else ""
+        ),
+        "",
+        diffs,
+    ]
+    return parts
 
 
 def speed_table(speed: dict[str, Any]) -> str:
