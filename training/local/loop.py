@@ -50,6 +50,9 @@ class EvalResult:
     """Mean of the environment's normalised score (the last step's ``task_score`` when the environment reports one, as WebShop does, else the reward)."""
     by_type: dict[str, float] = field(default_factory=dict)
     """Success per task type (``env_info.task_type``), when the environment reports types."""
+    per_task: dict[str, float] = field(default_factory=dict)
+    """Success (1.0 or 0.0) of each held-out task, by task index: the same tasks in every evaluation
+    of a config, so two runs' evaluations pair task by task (the results pages' bootstrap)."""
 
 
 @dataclass
@@ -135,6 +138,7 @@ async def evaluate(
         version,
         mean_score=mean_score(trajs),
         by_type=success_by_type(trajs),
+        per_task=success_by_task(trajs),
     )
 
 
@@ -186,6 +190,15 @@ def mean_score(trajectories: Sequence[Trajectory]) -> float:
             else (t.reward if t.status.value != "error" else 0.0)
         )
     return sum(scores) / len(scores)
+
+
+def success_by_task(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Success of each task (the mean over its samples; one sample each in an evaluation), by task index."""
+    groups: dict[int, list[float]] = {}
+    for t in trajectories:
+        reward = t.reward if t.status.value != "error" else 0.0
+        groups.setdefault(t.task_index, []).append(float(reward >= SUCCESS_REWARD))
+    return {str(i): sum(v) / len(v) for i, v in sorted(groups.items())}
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> tuple[float, float]:

@@ -22,6 +22,7 @@ def eval_record(ev: EvalResult) -> dict[str, Any]:
         "failed": ev.failed,
         "seconds": ev.seconds,
         "by_type": ev.by_type,
+        "per_task": ev.per_task,
     }
 
 
@@ -76,7 +77,9 @@ def tracking_metrics(rec: dict[str, Any]) -> dict[str, float]:
             continue
         if key == "kl":
             _flatten(f"train/kl_{rec.get('kl_kind', 'old')}", value, out)
-        elif key in ("heldout", "step_groups"):
+        elif key == "heldout":  # per-task outcomes stay in metrics.jsonl: one scalar per task is no chart
+            _flatten(key, {k: v for k, v in value.items() if k != "per_task"}, out)
+        elif key == "step_groups":
             _flatten(key, value, out)
         elif key == "filters":  # already named filter/<reason>
             for name, count in (value or {}).items():

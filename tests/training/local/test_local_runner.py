@@ -77,6 +77,10 @@ def test_a_short_run_writes_checkpoints_and_resumes(tmp_path: Path) -> None:
     assert second.exit_code == 0, second.output
     assert "resumed from" in second.output and (out / "step-00002").is_dir()
     assert json.loads((out / "step-00002" / "trainer_extra.json").read_text())["next_step"] == 2
+    before = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    per_task = before["heldout"]["per_task"]  # each held-out task's outcome, for paired comparisons
+    assert sorted(per_task) == ["0", "1"] and all(v in (0.0, 1.0) for v in per_task.values())
+    assert sum(per_task.values()) / 2 == before["heldout"]["success"]
 
 
 def test_every_tiny_family_is_a_model_of_the_local_trainer(tmp_path: Path) -> None:

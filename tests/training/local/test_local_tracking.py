@@ -81,9 +81,14 @@ def test_tracking_metrics_are_flat_scalars() -> None:
         "kl_kind": "ref",
         "step_groups": {"repeat_rate": 0.25},
         "filters": {"filter/kept": 4.0},
-        "heldout": {"success": 0.75, "by_type": {"two_hop": 1.0}, "episodes": 2},
+        "heldout": {
+            "success": 0.75,
+            "by_type": {"two_hop": 1.0},
+            "episodes": 2,
+            "per_task": {"0": 1.0, "1": 0.0},
+        },
     }
-    assert tracking_metrics(rec) == {
+    assert tracking_metrics(rec) == {  # per-task outcomes stay in metrics.jsonl
         "train/success": 0.5,
         "train/kl_ref": 0.01,
         "step_groups/repeat_rate": 0.25,
