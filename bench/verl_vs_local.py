@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -239,7 +240,8 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
         "- **Trainers**: local: `toolgym train --trainer local --config keychain_gigpo`; verl: "
         "`toolgym train --config keychain_cpu` (verl 0.9.1's own trainer on the CPU: FSDP2 on gloo, the "
         "`toolgym_cpu` rollout replica) with the same settings as overrides.",
-        f"- **Hardware**: {os.cpu_count()} CPU cores, no GPU; the runs one after the other.",
+        f"- **Hardware**: {os.cpu_count()} CPU cores, no GPU; the runs one after the other"
+        + (f" ({args.hardware_note})." if args.hardware_note else "."),
         f"- **Reproduce**: `{command}` (the page alone, from the records: add `--report-only`)",
         "",
         "## Held-out success (%) before and after RL",
@@ -365,10 +367,11 @@ def main() -> None:
     parser.add_argument(
         "--report-only", action="store_true", help="write the page from --records, run nothing"
     )
+    parser.add_argument("--hardware-note", default="", help="what else ran on the machine, for the page")
     args = parser.parse_args()
     if args.records is None and args.docs is not None:
         args.records = args.docs.parent / "data" / args.docs.stem
-    command = "python bench/verl_vs_local.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
+    command = "python bench/verl_vs_local.py " + shlex.join(a for a in sys.argv[1:] if a != "--report-only")
     if args.smoke:
         args.seeds, args.steps, args.tasks, args.group, args.eval_tasks, args.test_freq = [0], 1, 2, 2, 4, 1
     args.out = args.out.resolve()
