@@ -1,4 +1,5 @@
-"""The three places where toolgym's CPU path touches verl internals that have no extension point.
+"""The places where toolgym touches verl internals that have no extension point (all but the last on
+the CPU path only).
 
 Each shim is one named function, written against verl 0.9.1 and kept by
 ``tests/training/verl/test_cpu_platform.py`` (which fails when verl's version or the patched
@@ -18,6 +19,13 @@ attribute changes). Everything else on the CPU path goes through verl's registri
   with the ``cpu`` platform selected and no backend given, the patched function passes
   ``"cpu:gloo"``. It is replaced in ``verl.utils.distributed`` before
   ``verl.workers.engine_workers`` imports it by name (and there too if that is already imported).
+- :func:`patch_forward_only_offload`: the KL reference model's CPU-offload policy without pinned memory.
+- :func:`patch_trl_value_head` (every platform): ``apply_monkey_patch``
+  (models/transformers/monkey_patch.py:352) imports TRL's ``AutoModelForCausalLMWithValueHead``
+  whenever TRL is installed, from ``trl.experimental.ppo`` or ``trl``; TRL 1.x has it in neither, so
+  with ``toolgym[trl]`` beside ``toolgym[verl]`` every actor failed to build ("cannot import name
+  'AutoModelForCausalLMWithValueHead'"). When TRL has no such class, verl's
+  ``is_trl_available`` answers ``False`` (only a TRL value-head critic needs it; toolgym trains none).
 """
 
 from __future__ import annotations
@@ -142,6 +150,46 @@ def patch_forward_only_offload() -> None:
         return _ORIGINAL_OFFLOAD(*args, pin_memory=pin_memory, **kwargs)
 
     transformer_impl.CPUOffloadPolicy = offload_policy  # type: ignore[misc,assignment]
+
+
+def patch_trl_value_head() -> None:
+    """Make verl's ``is_trl_available`` say ``False`` when the installed TRL lacks the value-head model
+    verl's monkey patch imports (idempotent; patched where verl's modules imported it by name)."""
+    import sys
+
+    from verl.utils import import_utils
+
+    if getattr(import_utils.is_trl_available, "toolgym_shim", False) or not import_utils.is_trl_available():
+        return
+    if trl_has_value_head():
+        return
+    _check_version()
+
+    def is_trl_available() -> bool:
+        return False
+
+    is_trl_available.toolgym_shim = True  # type: ignore[attr-defined]
+    import_utils.is_trl_available = is_trl_available  # type: ignore[assignment]
+    for name in ("verl.models.transformers.monkey_patch", "verl.utils.model"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "is_trl_available"):
+            module.is_trl_available = is_trl_available  # type: ignore[attr-defined]
+
+
+def trl_has_value_head() -> bool:
+    """Whether the installed TRL has ``AutoModelForCausalLMWithValueHead`` where verl looks for it
+    (without importing ``trl.experimental``, which warns on import)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or spec.origin is None:
+        return False
+    if (Path(spec.origin).parent / "experimental" / "ppo").exists():
+        return True
+    import trl
+
+    return "AutoModelForCausalLMWithValueHead" in dir(trl)
 
 
 def _version() -> str:

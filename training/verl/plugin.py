@@ -32,6 +32,12 @@ ERRORS: dict[str, str] = {}
 
 def register_all() -> dict[str, str]:
     """Import (and so register) every part; returns the failures, module → reason."""
+    try:
+        from . import cpu_shims
+
+        cpu_shims.patch_trl_value_head()
+    except Exception as exc:
+        ERRORS["cpu_shims.patch_trl_value_head"] = f"{type(exc).__name__}: {exc}"
     for name in PARTS:
         try:
             module = importlib.import_module(name)

@@ -162,6 +162,27 @@ def test_shims_still_match_verl() -> None:
     assert "offload_policy = CPUOffloadPolicy(pin_memory=True)" in inspect.getsource(
         transformer_impl
     )  # why the forward-only offload shim exists
+    from verl.models.transformers import monkey_patch
+
+    source = inspect.getsource(monkey_patch.apply_monkey_patch)
+    assert "if is_trl_available():" in source and "import AutoModelForCausalLMWithValueHead" in source
+    assert monkey_patch.is_trl_available.__module__ in ("verl.utils.import_utils", cpu_shims.__name__)
+
+
+def test_verl_builds_actors_beside_trl_without_a_value_head() -> None:
+    """With TRL 1.x installed (toolgym[trl]), verl's monkey patch would import a class TRL no longer
+    has: the shim makes verl's ``is_trl_available`` say False there, in every module that took it."""
+    pytest.importorskip("trl", reason="needs TRL (toolgym[trl])")
+    from verl.models.transformers import monkey_patch
+    from verl.utils import import_utils
+
+    from toolgym.training.verl import cpu_shims
+
+    cpu_shims.patch_trl_value_head()  # the plugin did it already; idempotent
+    if cpu_shims.trl_has_value_head():
+        assert import_utils.is_trl_available()  # an older TRL keeps verl's own path
+    else:
+        assert not import_utils.is_trl_available() and not monkey_patch.is_trl_available()
 
 
 def test_device_module_answers_verls_cuda_calls_on_the_host() -> None:
