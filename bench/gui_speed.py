@@ -14,15 +14,29 @@ textbox. Columns, p50 / p99 in ms:
 - ``in-sandbox``: that Playwright action timed inside the sandbox (no channel): Playwright and
   Chromium (over CDP) alone.
 
+**Reset** (browser sandboxes keep their browser), one episode at a time in one pooled
+``miniwob`` sandbox, ``--resets`` episodes per column, p50 / p90 in ms of ``MiniWoBEnv.reset``
+(acquire from the pool, open the task page, start the task, first observation; the pool's own
+reset between episodes runs in the background and is not counted, as in a rollout):
+
+- ``kept``: the pool as it is: Playwright and Chromium stay, each episode gets a fresh context;
+- ``warm baseline``: in a sandbox whose Chromium runs, a fresh context and page made in one cell
+  (no pool, no checks) then the same ``reset`` on it: the floor for any kept-browser design;
+- ``old path``: the same pool with the kept session given up before release, as every reset was
+  before: the next episode starts Playwright and Chromium again.
+
 **Concurrency**: ``--episodes`` scripted episodes over ``--tasks`` at 1, 8 and 16 at once (one
 sandbox, so one Chromium, per live episode), through the rollout engine: success (core.js's raw
 reward > 0), wall time, episodes/s, and the peak memory of the run's sandbox containers (cgroup v1
 ``usage - inactive_file``, as ``docker stats`` counts it), sampled every 0.5 s, and per sandbox
 (the pool keeps up to that many warm ones too, so sandboxes at the peak can exceed live episodes).
-The load average is printed before and after each row (the host is shared).
+Each level runs on the pool as it is (``kept``) and, with ``--old-path``, again with every
+browser restarted at each reset (``old``), in the same run. The load average is printed before and
+after each row (the host is shared).
 
     python bench/gui_speed.py                   # latency (60 calls each) and concurrency 1/8/16
     python bench/gui_speed.py --smoke           # 10 calls, concurrency 1 and 2, 4 episodes
+    python bench/gui_speed.py --skip latency --resets 20 --levels 8 --episodes 24 --old-path
 """
 
 from __future__ import annotations
@@ -44,7 +58,7 @@ from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
 from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, ToolCall
-from toolgym.plugins.gui.tools import DRIVER
+from toolgym.plugins.gui.tools import DRIVER, driver_session
 from toolgym.plugins.miniwob.env import MINIWOB_TOOLS, MiniWoBEnv
 from toolgym.plugins.miniwob.site import SANDBOX_KIND, shared_site
 from toolgym.plugins.miniwob.tasks import task_list
@@ -84,7 +98,7 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
                 messages, _ = await env.reset(seed=1)
                 target = element(str(messages[-1]["content"]), role)
                 sandbox = await ctx.sandbox(SANDBOX_KIND)
-                session = await sandbox.python()
+                session = await driver_session(sandbox)
                 name = "browser_click" if kind == "click" else "browser_type"
                 args: dict[str, Any] = (
                     {"element_id": target} if kind == "click" else {"element_id": target, "text": "hello"}
@@ -116,6 +130,61 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
         finally:
             await backend.aclose()
     return out
+
+
+# -- reset -----------------------------------------------------------------------------------------
+
+
+class OldPathBackend(DockerBackend):
+    """The pool as it was before browser sandboxes kept their browser: each reset kills the browser with everything else."""
+
+    async def release(self, sandbox: Any, *, broken: bool = False) -> None:  # type: ignore[override]
+        sandbox.keep_cell = None  # the kept session is given up: the reset kills it
+        await super().release(sandbox, broken=broken)
+
+
+FRESH_CONTEXT = f"""for _c in list({DRIVER}.browser.contexts):
+    _c.close()
+{DRIVER}.pages, {DRIVER}.active, {DRIVER}.env_page = [], 0, None
+{DRIVER}._new_context()"""
+"""The warm baseline's cell: a fresh context and blank page in the running Chromium."""
+
+
+async def resets(count: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``MiniWoBEnv.reset`` one episode at a time: kept browser, warm baseline, old path; and the
+    pool's release -> ready (its reset in the background) of the kept and old paths (ms)."""
+    shared_site()
+    out: dict[str, list[float]] = {"kept": [], "warm baseline": [], "old path": []}
+    recycle: dict[str, list[float]] = {"kept": [], "old path": []}
+    for column, backend in (("kept", DockerBackend(max_idle=1)), ("old path", OldPathBackend(max_idle=1))):
+        try:
+            for i in range(count + 2):  # the first 2 start the sandbox and its browser
+                env = MiniWoBEnv(task="click-button", time_limit=600)
+                ctx = EpisodeContext(
+                    episode_id=f"reset-{i}", sandbox_backend=backend, registry=get_registry()
+                )
+                env.bind(ctx)
+                t0 = time.perf_counter()
+                await env.reset(seed=i)
+                took = (time.perf_counter() - t0) * 1e3
+                if column == "kept" and i == count + 1:  # the last one: the warm baseline, in that sandbox
+                    session = await driver_session(await ctx.sandbox(SANDBOX_KIND))
+                    for j in range(count + 2):
+                        t0 = time.perf_counter()
+                        made = await session.execute(FRESH_CONTEXT, timeout=30)
+                        assert made.error is None, made.error
+                        await env.reset(seed=j)
+                        if j >= 2:
+                            out["warm baseline"].append((time.perf_counter() - t0) * 1e3)
+                t0 = time.perf_counter()
+                await ctx.aclose()
+                await backend.settle()
+                if i >= 2:
+                    out[column].append(took)
+                    recycle[column].append((time.perf_counter() - t0) * 1e3)
+        finally:
+            await backend.aclose()
+    return out, recycle
 
 
 # -- concurrency -----------------------------------------------------------------------------------
@@ -170,9 +239,11 @@ class MemorySampler:
             self._stop.wait(0.5)
 
 
-async def concurrent(tasks: tuple[str, ...], episodes: int, level: int) -> dict[str, Any]:
+async def concurrent(
+    tasks: tuple[str, ...], episodes: int, level: int, *, old: bool = False
+) -> dict[str, Any]:
     shared_site()
-    backend = DockerBackend(max_idle=level)
+    backend = (OldPathBackend if old else DockerBackend)(max_idle=level)
     out: list[Any] = []
     engine = RolloutEngine(
         registry=get_registry(),
@@ -194,14 +265,18 @@ async def concurrent(tasks: tuple[str, ...], episodes: int, level: int) -> dict[
     wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in ok)
     timeouts = sum(1 for t in ok if t.steps and t.steps[-1].info.get("page_reason") == "timeout")
     steps = [s.env_s * 1e3 for t in ok for s in t.steps]
+    # the environment's reset: its time less its steps' (acquiring the sandbox included)
+    reset = [(t.timings.env_s - sum(s.env_s for s in t.steps)) * 1e3 for t in ok]
     return {
         "level": level,
+        "path": "old" if old else "kept",
         "episodes": len(out),
         "errors": len(out) - len(ok),
         "success": wins / max(len(out), 1),
         "page_timeouts": timeouts,
         "wall_s": wall,
         "eps_per_s": len(out) / wall,
+        "reset_p50_ms": pct(reset, 50),
         "step_p50_ms": pct(steps, 50),
         "step_p99_ms": pct(steps, 99),
         "peak_mem_mb": memory.peak / 2**20,
@@ -220,12 +295,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--levels", default="1,8,16")
     parser.add_argument("--episodes", type=int, default=48, help="episodes per concurrency level")
     parser.add_argument("--tasks", default="solvable")
+    parser.add_argument("--resets", type=int, default=20, help="episodes per reset column (0: skip)")
+    parser.add_argument(
+        "--old-path",
+        action="store_true",
+        help="run each concurrency level again with the browser restarted at each reset",
+    )
     parser.add_argument("--skip", choices=("latency", "concurrency"), default=None)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.calls, args.levels, args.episodes = 10, "1,2", 4
+        args.calls, args.levels, args.episodes, args.resets = 10, "1,2", 4, 3
     print(f"host: {os.cpu_count()} CPUs, load average {load()}")
     result: dict[str, Any] = {}
     if args.skip != "latency":
@@ -248,22 +329,42 @@ def main(argv: list[str] | None = None) -> None:
                     for c in ("env step", "tool", "direct", "in-sandbox")
                 )
             )
+    if args.resets:
+        res, recycle = asyncio.run(resets(args.resets))
+        result["reset"] = {c: {"p50": pct(v, 50), "p90": pct(v, 90)} for c, v in res.items()}
+        result["release_to_ready"] = {c: {"p50": pct(v, 50), "p90": pct(v, 90)} for c, v in recycle.items()}
+        print(f"\nMiniWoBEnv.reset one at a time ({args.resets} episodes each, ms; load after: {load()})")
+        print(f"{'':14} {'p50':>8} {'p90':>8}   {'pool: release -> ready p50':>26} {'p90':>6}")
+        for column, samples in res.items():
+            back = recycle.get(column)
+            print(
+                f"{column:14} {pct(samples, 50):8.0f} {pct(samples, 90):8.0f}   "
+                + (f"{pct(back, 50):26.0f} {pct(back, 90):6.0f}" if back else f"{'-':>26} {'-':>6}")
+            )
+        warm = pct(res["warm baseline"], 50)
+        print(
+            f"kept / warm baseline: {pct(res['kept'], 50) / warm:.2f}x (target <= 1.5x); "
+            f"old path / warm baseline: {pct(res['old path'], 50) / warm:.2f}x"
+        )
     if args.skip != "concurrency":
         tasks = task_list(args.tasks)
         rows = []
         print(
-            f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one Chromium per episode)"
+            f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one sandbox per live episode)"
         )
         print(
-            f"{'at once':>7} {'success':>8} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'step p50':>9} "
+            f"{'at once':>9} {'success':>6} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'reset p50':>9} {'step p50':>9} "
             f"{'step p99':>9} {'peak MB':>8} {'sandboxes':>9} {'MB/sandbox':>10}  load before -> after"
         )
-        for level in (int(x) for x in args.levels.split(",")):
-            row = asyncio.run(concurrent(tasks, args.episodes, level))
+        runs = [(level, old) for level in (int(x) for x in args.levels.split(",")) for old in (False, True)]
+        for level, old in runs:
+            if old and not args.old_path:
+                continue
+            row = asyncio.run(concurrent(tasks, args.episodes, level, old=old))
             rows.append(row)
             print(
-                f"{level:7d} {row['success']:8.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
-                f"{row['eps_per_s']:6.2f} {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
+                f"{level:4d} {row['path']:>4} {row['success']:6.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
+                f"{row['eps_per_s']:6.2f} {row['reset_p50_ms']:7.0f}ms {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
                 f"{row['peak_mem_mb']:8.0f} {row['peak_containers']:9d} {row['mem_per_episode_mb']:10.0f}  "
                 f"{row['load_before']} -> {row['load_after']}",
                 flush=True,

@@ -40,6 +40,7 @@ from typing import Any
 from toolgym.core.env.contract import EpisodeContext
 from toolgym.plugins.gui import BROWSER_TOOLS, network_allowlist
 from toolgym.plugins.gui.testsite import TestSite
+from toolgym.plugins.gui.tools import driver_session
 from toolgym.plugins.webshop.server import WebShopServer
 from toolgym.plugins.webshop.shop import ShopConfig, get_shop
 from toolgym.sandboxes import open_backend
@@ -73,7 +74,7 @@ async def measure(calls: int) -> tuple[list[dict[str, Any]], list[str]]:
             sandbox = await backend.acquire("browser")
             acquire_s = time.perf_counter() - start
             ctx = EpisodeContext(episode_id="bench", artifacts_dir=os.path.join(artifacts, "artifacts"))
-            session = await sandbox.python()
+            session = await driver_session(sandbox)
 
             async def call(name: str, **arguments: Any) -> str:
                 out = await TOOLS[name].call(arguments, sandbox=sandbox, ctx=ctx)

@@ -77,12 +77,20 @@ def describe(pids: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
-def only_expected(root: int, expected: set[int], *, within_s: float = 0.5) -> str | None:
+def only_expected(
+    root: int, expected: set[int], *, within_s: float = 0.5, kept_under: int | None = None
+) -> str | None:
     """None when the processes below ``root`` are exactly ``expected``; else why not. Waits up to
-    ``within_s`` for killed processes to finish exiting."""
+    ``within_s`` for killed processes to finish exiting. ``kept_under`` (the agent, after a reset
+    that kept its kept session): the process tree of its one child that is not in ``expected``
+    is allowed too; two such children are not."""
     deadline = time.monotonic() + within_s
     while True:
         found = descendants(root)
+        if kept_under is not None:
+            kids = [k for k in children(kept_under) if k not in expected]
+            if len(kids) == 1:
+                found -= {kids[0]} | descendants(kids[0])
         extra, missing = found - expected, expected - found
         if not extra and not missing:
             return None

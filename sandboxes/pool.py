@@ -10,6 +10,11 @@
   (``_host_check``: its own view of the sandbox's processes) that only the agent it started
   with is left, and destroys the sandbox otherwise. Only then does the
   agent start the next episode's interpreter (``prestart``).
+- A sandbox's **kept session** (``AgentSandbox.kept_python``: the browser tools' Playwright and
+  Chromium) survives the reset when the episode ran no code of its own in the sandbox and the
+  session's renewal cell (closing every browser context) succeeded; the host then allows exactly
+  one process tree under the agent beside it (``hostprocs.only_expected``'s ``kept_under``).
+  Otherwise it is killed with the rest, and the next episode starts a new one.
 - A reset empties every writable place, but some kernel counters go on from where the last
   episode left them (loopback bytes, inode numbers, the PID counter: the README's "What carries
   over between episodes"). So an idle sandbox is never handed to an episode of a group
@@ -328,7 +333,9 @@ class PooledBackend(ABC):
 
     async def _recycle(self, sandbox: AgentSandbox) -> None:
         try:
-            stats = await asyncio.wait_for(sandbox.reset(prestart=False), 20.0)
+            stats = await asyncio.wait_for(sandbox.reset(prestart=False, keep=True), 30.0)
+            if stats.get("kept_note"):
+                log.debug("sandbox %s: its kept session was not kept: %s", sandbox.id, stats["kept_note"])
             reason = self.poison_reason(sandbox, stats) or await self._host_check(sandbox)
             if reason is None:
                 await self._after_reset(sandbox)

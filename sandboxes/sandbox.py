@@ -22,6 +22,10 @@ from toolgym.sandboxes.channel import AgentChannel
 
 HOST_MARGIN_S = 10.0
 """How much longer than a call's own time limit the host waits for the agent's answer."""
+CODE_OPS = frozenset({"run", "write_file", "py_exec", "sh_run"})
+"""Ops that run code of the episode's choosing in the sandbox, or put a file there for it (a
+kept session's cells excepted: only the host's tools send those)."""
+KEPT = "kept"
 
 
 def _raise_for(reply: dict[str, Any], sandbox: str, path: str = "") -> dict[str, Any]:
@@ -82,6 +86,15 @@ class AgentSandbox:
         self._marked_broken: str | None = None
         self._python: AgentPythonSession | None = None
         self._shell: AgentShellSession | None = None
+        self._kept: AgentPythonSession | None = None
+        self.keep_cell: str | None = None
+        """The kept session's renewal cell (``kept_python``); None when nothing is kept."""
+        self.ran_code = False
+        """Whether this episode ran code of its own in the sandbox (``CODE_OPS``): then a reset
+        keeps nothing, since that code could have reached the kept session's processes."""
+        self.kept_pid: int | None = None
+        """After a reset that kept the kept session: its pid in the sandbox (the host's check
+        then allows its process tree, and only it, beside the agent)."""
 
     def __repr__(self) -> str:
         return f"<AgentSandbox {self.backend}:{self.kind}:{self.id}{' broken' if self.broken else ''}>"
@@ -100,6 +113,8 @@ class AgentSandbox:
                 f"sandbox {self.id} is broken ({self._marked_broken}); acquire a new sandbox"
             )
         self.calls += 1
+        if op in CODE_OPS and fields.get("session") != KEPT:
+            self.ran_code = True
         return _raise_for(
             await self.channel.request(op, reply_timeout_s=op_timeout_s + HOST_MARGIN_S, **fields),
             self.id,
@@ -179,6 +194,19 @@ class AgentSandbox:
             self._python = AgentPythonSession(self)
         return self._python
 
+    async def kept_python(self, *, renew: str) -> AgentPythonSession:
+        """The sandbox's **kept** Python session: like ``python()``, but a pooled sandbox's reset
+        keeps it, with the processes it started, when ``renew`` (a cell whose value must be
+        ``True``) drops everything the episode left in it, and the episode ran no code of its own
+        in the sandbox (``run``, ``write_file``, the ``python()`` and ``shell()`` sessions).
+        Otherwise the reset kills it like everything else. For state that is costly to rebuild
+        and can be renewed from inside: the browser tools keep Playwright and Chromium here and
+        renew by closing every browser context. Only the host's own code should reach it."""
+        self.keep_cell = renew
+        if self._kept is None:
+            self._kept = AgentPythonSession(self, session=KEPT)
+        return self._kept
+
     async def shell(self) -> AgentShellSession:
         """The sandbox's persistent shell session (bash starts on the first command)."""
         if self._shell is None:
@@ -201,12 +229,21 @@ class AgentSandbox:
         """Processes, memory, pids and disk use as the agent sees them."""
         return await self._call("stats", op_timeout_s=5.0)
 
-    async def reset(self, *, prestart: bool = True) -> dict[str, Any]:
+    async def reset(self, *, prestart: bool = True, keep: bool = False) -> dict[str, Any]:
         """Kill every process but the agent, wipe the work directory, /tmp and home, and forget
         the sessions; returns the stats afterwards (for the poison check). With ``prestart``
-        false the next interpreter waits for ``prestart()`` (after the host's own check)."""
-        reply = await self._call("reset", op_timeout_s=10.0, prestart=prestart)
+        false the next interpreter waits for ``prestart()`` (after the host's own check). With
+        ``keep``, the kept session survives when it may (``kept_python``); ``kept_pid`` says
+        whether it did."""
+        keep = keep and self.keep_cell is not None and not self.ran_code
+        reply = await self._call(
+            "reset", op_timeout_s=10.0 + 10.0 * keep, prestart=prestart, keep=keep, keep_cell=self.keep_cell
+        )
         self._python = self._shell = None
+        self.kept_pid = reply.get("kept") if keep else None
+        if self.kept_pid is None:
+            self._kept = self.keep_cell = None
+        self.ran_code = False
         self.calls = 0
         return reply
 
@@ -218,8 +255,9 @@ class AgentSandbox:
 class AgentPythonSession:
     """The persistent Python session of one sandbox (see ``toolgym.core.sandbox.PythonSession``)."""
 
-    def __init__(self, sandbox: AgentSandbox) -> None:
+    def __init__(self, sandbox: AgentSandbox, *, session: str = "") -> None:
         self.sandbox = sandbox
+        self._which = {"session": session} if session else {}
 
     async def execute(
         self, code: str, *, timeout: float | None = None, max_output: int | None = None
@@ -234,6 +272,7 @@ class AgentPythonSession:
             code=code,
             timeout=limit,
             max_output=max_output or self.sandbox.profile.max_output_bytes,
+            **self._which,
         )
         return PythonResult(
             stdout=r["stdout"],
@@ -249,7 +288,7 @@ class AgentPythonSession:
 
     async def restart(self) -> None:
         """Throw the interpreter away; the next ``execute`` starts a fresh one."""
-        await self.sandbox._call("py_restart", op_timeout_s=5.0)
+        await self.sandbox._call("py_restart", op_timeout_s=5.0, **self._which)
 
 
 class AgentShellSession:

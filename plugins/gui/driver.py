@@ -4,7 +4,10 @@ The host tools send this file's source (with ``axtree.py`` and ``pagejs.py``) in
 once per sandbox; after that each tool call is one cell, ``_toolgym_browser.call(op, args_json,
 limits_json)``, whose value is a JSON reply. One headless Chromium (Playwright's sync API, ``executable_path`` from the config,
 Debian's ``/usr/bin/chromium`` in the ``toolgym/sandbox-browser`` image) and its tabs live in
-the session between calls, so a page keeps its state across an episode.
+the session between calls, so a page keeps its state across an episode. Each episode gets its own
+browser context (Playwright's ``new_context``: Chromium's off-the-record profile, nothing on disk);
+between episodes of a pooled sandbox ``renew`` closes it and opens the next episode's, and the
+browser keeps running (``toolgym.plugins.gui.tools``).
 
 Network: the sandbox has no interface. When its profile has an allowlist, ``HTTP_PROXY`` names
 a loopback port the agent forwards to the host's filtering proxy; Chromium sends everything
@@ -63,6 +66,7 @@ class Driver:
         self._nav: dict[Any, tuple[int, str]] = {}
         self._cdp: dict[Any, Any] = {}
         self._pw: Any = None
+        self.browser: Any = None
         self.context: Any = None
         self.limits: dict[str, Any] = {"action_ms": 5000, "nav_ms": 15000}
         self.shot: str | None = None
@@ -79,14 +83,18 @@ class Driver:
         cfg = self.config
         self._pw = sync_playwright().start()
         proxy = os.environ.get("HTTP_PROXY")
-        browser = self._pw.chromium.launch(
+        self.browser = self._pw.chromium.launch(
             executable_path=cfg["chromium"],
             headless=True,
             args=list(cfg["args"]),
             timeout=cfg["launch_ms"],
             proxy={"server": proxy} if proxy else None,
         )
-        self.context = browser.new_context(
+        self._new_context()
+
+    def _new_context(self) -> None:
+        cfg = self.config
+        self.context = self.browser.new_context(
             viewport={"width": cfg["width"], "height": cfg["height"]},
             device_scale_factor=1,
             locale="en-US",
@@ -107,8 +115,35 @@ class Driver:
                 self._pw.stop()
         except PlaywrightError:
             pass
-        self._pw = self.context = self.env_page = None
+        self._pw = self.browser = self.context = self.env_page = None
         self.pages, self.active, self._cdp, self._nav = [], 0, {}, {}
+
+    def renew(self) -> bool:
+        """Between two episodes (the sandbox's reset runs this in the kept session): close every
+        browser context, check that Chromium holds none and no page or worker, and forget the
+        episode's tabs; the next episode's first call opens its context (not here: the sandbox
+        goes back to the pool sooner). True when the browser is ready for the next episode; False
+        (the reset then kills this session and the browser with it) when it crashed, never
+        started, or does not answer as it should."""
+        browser = self.browser
+        self.env_page, self.pages, self.active, self._cdp, self._nav = None, [], 0, {}, {}
+        self._opened, self.context = [], None
+        if browser is None or not browser.is_connected():
+            return False
+        try:
+            for context in list(browser.contexts):
+                context.close()
+            cdp = browser.new_browser_cdp_session()
+            try:
+                contexts = cdp.send("Target.getBrowserContexts")["browserContextIds"]
+                targets = [t for t in cdp.send("Target.getTargets")["targetInfos"] if t["type"] != "browser"]
+            finally:
+                cdp.detach()
+            if contexts or targets or browser.contexts:
+                return False
+        except PlaywrightError:
+            return False
+        return True
 
     def _on_page(self, page: Any) -> None:
         page.set_default_timeout(self.limits["action_ms"])
@@ -153,7 +188,11 @@ class Driver:
         reply: dict[str, Any] = {"ok": True, "error": None, "screenshot": None}
         if self.context is None:
             try:
-                self._start()
+                if self.browser is not None and self.browser.is_connected():
+                    self._new_context()
+                else:
+                    self.close()
+                    self._start()
             except Exception as exc:  # a missing binary, a crash at start: say so, stay usable
                 self.close()
                 return json.dumps(

@@ -1,4 +1,5 @@
-"""The browser tools: one headless Chromium per episode, inside the episode's ``browser`` sandbox.
+"""The browser tools: a headless Chromium in the episode's ``browser`` sandbox, a fresh browser
+context per episode.
 
 Every tool returns the active tab as accessibility-tree text (``[id] role 'name'`` lines, see
 ``axtree.py``), headed by notes (a dialog, a new tab), the tab list when there are several, the
@@ -6,10 +7,16 @@ URL and the scroll position, capped at ``BrowserConfig.max_chars``. Elements are
 those ids. Failures come back as ``Error: ...`` with the observation below it.
 
 How it runs: the host never imports Playwright. The first call in a sandbox sends ``driver.py``,
-``pagejs.py`` and ``axtree.py`` into the sandbox's persistent Python session (the ``toolgym/sandbox-browser``
-image has Debian's Chromium and Playwright); every call after that is one cell,
-``_toolgym_browser.call(op, args, limits)``, answered with JSON. A call the driver cannot finish
-within ``BrowserConfig.cell_timeout_s`` restarts the session (tabs are lost, the tool says so).
+``pagejs.py`` and ``axtree.py`` into the sandbox's **kept** Python session (``driver_session``; the
+``toolgym/sandbox-browser`` image has Debian's Chromium and Playwright); every call after that is
+one cell, ``_toolgym_browser.call(op, args, limits)``, answered with JSON. A call the driver cannot
+finish within ``BrowserConfig.cell_timeout_s`` restarts the session (tabs are lost, the tool says so).
+
+Between episodes a pooled sandbox keeps that session, Playwright and Chromium (``RENEW``: every
+browser context is closed and the browser is checked to hold none; the next episode's first call
+opens a new context); a browser that crashed, an episode that ran code of its own in the sandbox,
+or a renewal that fails gets the sandbox's full reset instead, and the next call starts a new
+browser (``AgentSandbox.kept_python``, docs/scaling.md "Browser sandboxes keep their browser").
 
 Screenshots (``browser_screenshot``, or every step with ``screenshot_every_step``) are PNG files
 copied out of the sandbox to ``<artifacts_dir>/<episode>/browser-NNN.png`` and recorded in the
@@ -120,6 +127,9 @@ def network_allowlist(*urls: str) -> tuple[str, ...]:
     return tuple(patterns)
 
 
+RENEW = f"{DRIVER}.renew()"
+"""The kept session's renewal cell, run by the sandbox's reset (see the module docstring)."""
+
 SHIPPED = ("axtree", "pagejs", "driver")
 """Modules sent into the sandbox, in import order, as ``toolgym_gui_<name>``."""
 
@@ -160,12 +170,20 @@ def _load_problem(result: PythonResult) -> str:
     return f"the browser driver could not be installed in the sandbox: {result.error}"
 
 
+async def driver_session(sandbox: Sandbox) -> Any:
+    """The Python session (``toolgym.core.sandbox.PythonSession``) that holds the driver: the
+    sandbox's kept session when it has one (the pooled backends' ``AgentSandbox``), else its
+    ordinary one (test doubles, third-party sandboxes)."""
+    kept = getattr(sandbox, "kept_python", None)
+    return await (kept(renew=RENEW) if kept is not None else sandbox.python())
+
+
 async def call_driver(
     sandbox: Sandbox, config: BrowserConfig, op: str, args: dict[str, Any], *, screenshot: bool = False
 ) -> dict[str, Any]:
     """One driver operation in ``sandbox``; its JSON reply as a dict, plus ``notes`` from the host.
     Raises ``ToolExecutionError`` when the driver cannot answer (its message is for the model)."""
-    session = await sandbox.python()
+    session = await driver_session(sandbox)
     code = (
         f"{DRIVER}.call({op!r}, {json.dumps(args)!r}, {json.dumps(config.limits(screenshot=screenshot))!r})"
     )

@@ -51,7 +51,7 @@ from toolgym import (
 )
 from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
-from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
+from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver, driver_session
 
 from .site import SANDBOX_KIND, shared_site
 from .solvers import SOLVERS, action_text, solver_script
@@ -157,7 +157,7 @@ class MiniWoBEnv(ToolTaskEnv):
 
     async def _evaluate(self, script: str, *, pin: bool = False) -> dict[str, Any]:
         """Run a JavaScript function in the episode's task page (never a tool: the model cannot)."""
-        session = await (await self.ctx.sandbox(SANDBOX_KIND)).python()
+        session = await driver_session(await self.ctx.sandbox(SANDBOX_KIND))
         result = await session.execute(
             f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s
         )

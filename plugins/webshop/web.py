@@ -2,7 +2,7 @@
 in a real browser through the ``browser_*`` tools (the original paper's HTML mode).
 
 One episode is one goal, picked from the seed exactly as the text environment picks it (same
-``ShopConfig``, split and ``seed % len(split)``). At reset the environment registers a fresh
+``ShopConfig``, split and the seed's position in it, ``core.env.draw.split_position``). At reset the environment registers a fresh
 ``ShopSession`` on this process's episode site under a random session id, and the episode's
 browser sandbox (kind ``webshop-web``: the browser image, egress only to that site) opens the
 session's start page. Observations are the page's accessibility tree; the instruction also opens
@@ -58,11 +58,12 @@ from toolgym import (
     ToolTaskEnv,
     digest,
     register_profile,
+    split_position,
 )
 from toolgym.plugins.gui import network_allowlist
 from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
-from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver
+from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver, driver_session
 
 from .oracle import oracle_step
 from .pages import Node, View
@@ -294,7 +295,11 @@ class WebShopWebEnv(ToolTaskEnv):
             shop = await asyncio.to_thread(get_shop, self.config)
         options = dict(options or {})
         indices = shop.split(self.split)
-        index = int(options["goal_index"]) if "goal_index" in options else indices[seed % len(indices)]
+        index = (
+            int(options["goal_index"])
+            if "goal_index" in options
+            else indices[split_position(seed, len(indices))]
+        )
         if not 0 <= index < len(shop.goals):
             raise ConfigError(f"goal_index {index} is out of range: this shop has {len(shop.goals)} goals")
         self.session = ShopSession(shop, index, reward=self.reward_variant)
@@ -377,7 +382,7 @@ class WebShopWebEnv(ToolTaskEnv):
     # -- the environment's own reads of the page (never tools) ------------------------------------
 
     async def _evaluate(self, script: str, *, pin: bool = False) -> dict[str, Any]:
-        session = await (await self.ctx.sandbox(SANDBOX_KIND)).python()
+        session = await driver_session(await self.ctx.sandbox(SANDBOX_KIND))
         result = await session.execute(
             f"{DRIVER}.evaluate({script!r}, {pin!r})", timeout=BROWSER.cell_timeout_s
         )

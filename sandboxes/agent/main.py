@@ -11,6 +11,11 @@ process died) the agent kills every process of the sandbox and exits, which ends
 
 Ops: ``ping``, ``run``, ``write_file``, ``read_file``, ``py_exec``, ``py_restart``, ``sh_run``,
 ``stats``, ``reset``, ``prestart``, ``shutdown`` (see the host client ``toolgym.sandboxes.channel``).
+``py_exec`` and ``py_restart`` with ``session: "kept"`` go to the **kept session**: a second Python
+interpreter that a reset asked to keep (``keep``) survives it, with everything it started (the
+browser tools keep Playwright and Chromium there). It is kept only when its own renewal cell
+(``keep_cell``, the host's) answers ``True`` (it drops what the episode left: for the browser, every
+context); otherwise, and whenever the host does not ask, it is killed like every other process.
 Frames carrying ``tun`` instead are egress tunnels (``netfwd.TunnelHub``, with ``proxy_socket``
 ``"channel"``), handled in order on the read loop.
 
@@ -37,10 +42,14 @@ import files
 import harden
 import protocol
 import wipe
-from procs import CgroupProbe, process_table, reap_orphans, run_command
+from procs import CgroupProbe, process_table, reap_orphans, run_command, subtree
 from sessions import PythonSession, ShellSession
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+KEPT = "kept"
+"""The ``session`` field of ``py_exec`` and ``py_restart`` that names the kept session."""
+KEEP_CELL_TIMEOUT_S = 10.0
+"""Longest a kept session's renewal cell may take before the session is killed instead."""
 
 
 class Agent:
@@ -61,19 +70,26 @@ class Agent:
         self.started = time.monotonic()
         self.fresh = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
         self.tunnels: Any = None  # netfwd.TunnelHub when egress crosses this channel
+        self.kept = self._python_session()  # starts on its first cell; see the module docstring
         self._new_sessions()
+
+    def _python_session(self) -> PythonSession:
+        return PythonSession(
+            python=self.config.get("python", sys.executable),
+            worker=os.path.join(HERE, "pyworker.py"),
+            cwd=self.workdir,
+            env=self.env,
+            probe=self.probe,
+        )
 
     def _new_sessions(self, *, prestart: bool = True, wait: bool = False) -> None:
         """Fresh sessions; with ``prestart_python`` (and ``prestart``) the interpreter starts now,
         off the path of the first cell (in the background at start-up, before returning with
         ``wait``)."""
-        common = {"cwd": self.workdir, "env": self.env, "probe": self.probe}
-        self.python = PythonSession(
-            python=self.config.get("python", sys.executable),
-            worker=os.path.join(HERE, "pyworker.py"),
-            **common,
+        self.python = self._python_session()
+        self.shell = ShellSession(
+            bash=self.config.get("bash", "/bin/bash"), cwd=self.workdir, env=self.env, probe=self.probe
         )
-        self.shell = ShellSession(bash=self.config.get("bash", "/bin/bash"), **common)
         if prestart:
             self._prestart(wait=wait)
 
@@ -173,16 +189,20 @@ class Agent:
         )
         return {"data_b64": base64.b64encode(data).decode("ascii")}
 
+    def _python_for(self, req: dict[str, Any]) -> PythonSession:
+        return self.kept if req.get("session") == KEPT else self.python
+
     def op_py_exec(self, req: dict[str, Any]) -> dict[str, Any]:
-        return self.python.execute(
+        return self._python_for(req).execute(
             req["code"],
             timeout=float(req["timeout"]),
             max_output=int(req.get("max_output") or self.max_output),
         )
 
     def op_py_restart(self, req: dict[str, Any]) -> dict[str, Any]:
-        with self.python.lock:
-            self.python.close()
+        session = self._python_for(req)
+        with session.lock:
+            session.close()
         return {}
 
     def op_sh_run(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -193,8 +213,12 @@ class Agent:
         )
 
     def op_stats(self, req: dict[str, Any]) -> dict[str, Any]:
-        """``processes``: how many processes run besides the agent, init and the sessions."""
+        """``processes``: how many processes run besides the agent, init, the sessions and the
+        kept session's process tree."""
         mine = {os.getpid(), 1} | {s.proc.pid for s in (self.python, self.shell) if s.proc is not None}
+        kept = self.kept.proc
+        if kept is not None:
+            mine |= subtree(kept.pid)
         others = [pid for pid, _, state in process_table() if pid not in mine and state not in "ZX"]
         disk = {}
         for path in {self.workdir, "/tmp", self.env.get("HOME", "")} - {""}:
@@ -212,19 +236,44 @@ class Agent:
         """Kill every other process, wipe every writable mount and the System V IPC objects
         (``wipe``), make fresh sessions; the stats say what is left (``leftovers``). With
         ``prestart: false`` the Python interpreter is not started yet: the host first checks from
-        outside that only the agent is left, then sends ``prestart``."""
+        outside that only the agent is left, then sends ``prestart``.
+
+        With ``keep`` and a live kept session, that session first runs ``keep_cell``; when it
+        answers ``True`` the session and its processes are spared (``kept``: its pid), else killed
+        with the rest (``kept``: None, ``kept_note``: why)."""
         for session in (self.python, self.shell):
             with session.lock:
                 session.close()
+        kept, note = self._renew_kept(req)
         if self.tunnels is not None:
             self.tunnels.close_all()
-        kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)))
+        kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)), spare=kept)
         wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
         stats["leftovers"] = wipe.leftovers(self.fresh)
+        stats.update(kept=kept if self.kept.alive() else None, kept_note=note)
         # the reset runs in the background of the pool: take the time here
         self._new_sessions(prestart=bool(req.get("prestart", True)), wait=True)
         return stats
+
+    def _renew_kept(self, req: dict[str, Any]) -> tuple[int | None, str | None]:
+        """The pid of the kept session when the host asked to keep it and its renewal cell said
+        ``True``; else the session is killed here. Also why it was not kept, when it was running."""
+        session = self.kept
+        note = None
+        if req.get("keep") and session.alive() and req.get("keep_cell"):
+            result = session.execute(str(req["keep_cell"]), timeout=KEEP_CELL_TIMEOUT_S, max_output=4096)
+            if result["value"] == "True" and result["error"] is None and not result["restarted"]:
+                with session.lock:
+                    if session.alive():
+                        assert session.proc is not None
+                        return session.proc.pid, None
+            note = f"its renewal answered {result['value']!r}: {result['error'] or 'not True'}"
+        elif session.alive():
+            note = "the host did not ask to keep it (code ran in the sandbox, or nothing to renew)"
+        with session.lock:
+            session.close()
+        return None, note
 
     def op_prestart(self, req: dict[str, Any]) -> dict[str, Any]:
         """Start the Python interpreter now if the profile asks for it (after a checked reset)."""
@@ -249,12 +298,15 @@ OWN_PID_NAMESPACE = False
 Only then may ``kill(-1)`` be used: outside one it would reach every process of the user."""
 
 
-def kill_everything_else(*, within_s: float) -> int:
-    """SIGKILL every process but this one and the namespace's init; how many are left."""
-    mine = {os.getpid(), 1}
+def kill_everything_else(*, within_s: float, spare: int | None = None) -> int:
+    """SIGKILL every process but this one, the namespace's init and the tree under ``spare`` (the
+    kept session); how many are left. Nothing else can join that tree: a process can only be
+    re-parented to the agent (PID 1), never adopted by another."""
+    me = {os.getpid(), 1}
     deadline = time.monotonic() + within_s
     while True:
-        if OWN_PID_NAMESPACE and os.geteuid() != 0:
+        mine = me | (subtree(spare) if spare else set())
+        if OWN_PID_NAMESPACE and os.geteuid() != 0 and not spare:
             try:
                 os.kill(-1, signal.SIGKILL)
             except OSError:

@@ -81,6 +81,31 @@ def process_table() -> list[tuple[int, int, str]]:
     return rows
 
 
+def subtree(root: int) -> set[int]:
+    """``root`` and every live process below it (by parent links in ``/proc``); empty when it is gone."""
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 2 and fields[0] not in "ZX":
+            below.setdefault(int(fields[1]), []).append(int(name))
+    if not os.path.exists(f"/proc/{root}"):
+        return set()
+    seen, todo = {root}, [root]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
 # -- the agent as its namespace's PID 1 ------------------------------------------------------------
 # Both backends start the agent as PID 1 of the sandbox's PID namespace (no separate init whose
 # memory a tool could write through /proc/1/mem: the agent is not dumpable). Orphans are therefore

@@ -1,6 +1,7 @@
 """Reset checks: a released sandbox comes back indistinguishable from a
-fresh one, an earlier episode's attacker does not answer for the next episode, and the host does
-not take a sandbox's word for its own reset."""
+fresh one, an earlier episode's attacker does not answer for the next episode, the host does
+not take a sandbox's word for its own reset, and a kept session (the browser tools') is spared
+only when nothing of the episode's own ran beside it."""
 
 from __future__ import annotations
 
@@ -83,6 +84,41 @@ async def after_hijack(t: Target) -> str:
     if problems:
         raise Fail("the next episode: " + "; ".join(problems))
     return f"{'the same sandbox' if same else 'a new sandbox'} gave the next episode its own results"
+
+
+KEPT_SETUP = "import os\ntg_kept = 'episode 1'\ndef tg_renew():\n    return True\n"
+RENEW = "tg_renew()"
+
+
+async def kept_session(t: Target) -> str:
+    """The kept session (``AgentSandbox.kept_python``) outlives a reset after an episode that ran
+    no code of its own, and dies with the rest after one that did (a detached process here)."""
+    sb = await t.current()
+    first = await (await sb.kept_python(renew=RENEW)).execute(KEPT_SETUP + "os.getpid()")
+    if first.error is not None:
+        raise Fail(f"the kept session did not run: {first.error}")
+    second, same = await t.recycle()
+    if not same:
+        return "the pool made a new sandbox instead of reusing this one: nothing was kept"
+    again = await (await second.kept_python(renew=RENEW)).execute("os.getpid(), tg_kept")
+    if again.error is not None or again.value != f"({first.value}, 'episode 1')":
+        raise Fail(
+            f"a renewed kept session was not kept after an episode that ran no code: {again.error or again.value}"
+        )
+    await second.run(["python3", "-c", ESCAPE])
+    third, same = await t.recycle()
+    if not same:
+        return f"kept (pid {first.value}) when no code ran; the sandbox was made anew after code ran"
+    left = await (await third.kept_python(renew=RENEW)).execute("tg_kept")
+    if left.error is None or "NameError" not in left.error:
+        raise Fail("the kept session survived the reset of an episode that ran code of its own")
+    processes = (await third.stats())["processes"]
+    if processes:
+        raise Fail(f"{processes} processes of the episode that ran code survived beside the kept session")
+    return (
+        f"kept (the same interpreter, pid {first.value}) after an episode that ran no code; killed with "
+        "the rest, a detached process included, after one that did"
+    )
 
 
 async def verified_from_host(t: Target) -> str:

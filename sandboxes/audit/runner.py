@@ -54,6 +54,7 @@ KIND_CHECKS: list[tuple[str, Check]] = [
     ("agent.hijack", agent.hijack),
     ("reset.after-hijack", reset.after_hijack),
     ("reset.verified-from-host", reset.verified_from_host),
+    ("reset.kept-session", reset.kept_session),
     ("reset.carryover-lo-bytes", carryover.lo_bytes),
     ("reset.carryover-inodes", carryover.inodes),
     ("reset.carryover-pids", carryover.pids),

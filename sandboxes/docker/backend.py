@@ -225,7 +225,9 @@ class DockerBackend(PooledBackend):
         start = sandbox.handle.get("pids")
         if not start:
             return "the container's processes were not recorded when it was made"
-        return await engine.call(self._container_pids, sandbox.handle["container"], start)  # type: ignore[no-any-return]
+        return await engine.call(  # type: ignore[no-any-return]
+            self._container_pids, sandbox.handle["container"], start, bool(sandbox.kept_pid)
+        )
 
     async def _after_reset(self, sandbox: AgentSandbox) -> None:
         """Reset the container's memory peak from this host (``counters``): possible on cgroup v1
@@ -237,13 +239,14 @@ class DockerBackend(PooledBackend):
             result = await asyncio.to_thread(counters.reset_memory_peak, int(start["agent"]))
         sandbox.handle["counters"] = {"memory_peak": result}
 
-    def _container_pids(self, container_id: str, start: dict[str, Any] | None) -> Any:
+    def _container_pids(self, container_id: str, start: dict[str, Any] | None, kept: bool = False) -> Any:
         """Without ``start``: ``{"via", "agent"}`` of a fresh container. With it: None when the
-        agent is the only process left, else why not."""
+        agent is the only process left (with ``kept``: beside one process tree under it, the
+        kept session's), else why not."""
         if start is not None and start["via"] == "proc":  # no engine call: this host's /proc says it all
             if not _engine_is_local(start["agent"], container_id):
                 return f"the container's agent {start['agent']} is gone"
-            return hostprocs.only_expected(start["agent"], set())
+            return hostprocs.only_expected(start["agent"], set(), kept_under=start["agent"] if kept else None)
         agent = int(self.api.inspect_container(container_id)["State"]["Pid"])
         if start is None:
             return {"via": "proc" if _engine_is_local(agent, container_id) else "top", "agent": agent}
@@ -251,7 +254,15 @@ class DockerBackend(PooledBackend):
             return f"the container's agent changed from {start['agent']} to {agent}"
         deadline = time.monotonic() + 0.5
         while True:
-            others = {pid for pid, _ in self._top(container_id)} - {agent}
+            rows = self._top(container_id)
+            others = {pid for pid, _ in rows} - {agent}
+            kids = [pid for pid, parent in rows if parent == agent]
+            if kept and len(kids) == 1:
+                tree, grew = {kids[0]}, True
+                while grew:
+                    more = {pid for pid, parent in rows if parent in tree} - tree
+                    tree, grew = tree | more, bool(more)
+                others -= tree
             if not others:
                 return None
             if time.monotonic() > deadline:

@@ -337,7 +337,14 @@ class LocalBackend(PooledBackend):
         pids = sandbox.handle.get("pids")
         if not pids:
             return "the sandbox's processes were not recorded when it was made"
-        return await asyncio.to_thread(hostprocs.only_expected, pids["outer"], {pids["agent"]})
+        return await asyncio.to_thread(
+            functools.partial(
+                hostprocs.only_expected,
+                pids["outer"],
+                {pids["agent"]},
+                kept_under=pids["agent"] if sandbox.kept_pid else None,
+            )
+        )
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")

@@ -1,4 +1,4 @@
-"""``toolgym reverify`` on WebShop trajectories collected before issue 18 reports the changed scores.
+"""``toolgym reverify`` on WebShop trajectories collected before the reward took the original's semantics (commit b6f9836) reports the changed scores.
 
 The dataset (``tests/plugins/webshop/data/pre_issue18``, see its README) was collected with the
 old reward; replaying its actions on today's ``webshop`` environment must re-score the three

@@ -1,6 +1,7 @@
-"""One Chromium per episode (bench/gui_speed.py measured why): nothing an episode leaves in its
-browser (cookies, localStorage, sessionStorage, IndexedDB names) reaches another episode, neither a
-later one in the same pooled sandbox nor one running at the same time (Docker)."""
+"""Nothing an episode leaves in its browser (cookies, localStorage, sessionStorage, IndexedDB names)
+reaches another episode, neither a later one in the same sandbox after a full reset (which restarts
+the browser) nor one running at the same time (Docker). The pool's own reset keeps the browser
+between episodes: test_kept_browser.py attacks that path."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ async def test_a_pool_that_reuses_sessions_fails_the_reset_row(
         "the random() seed",
     ):
         assert what in rows["sql.postgres-reset"].detail
-    # the reset the pool ran before issue 42 (DISCARD ALL's steps) leaves the placeholder and the seed
+    # the reset the pool used to run (DISCARD ALL's steps) leaves the placeholder and the seed
     discard_all = (
         "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
         "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP"

@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items):
 def pytest_unconfigure(config):
     print("\\n".join(f"PASSED {i}" for i in _ids))
 """
-"""The 9-line conftest of issue 24: prints a PASSED line for every collected test after the summary."""
+"""The 9-line forging conftest: prints a PASSED line for every collected test after the summary."""
 
 CONFTEST_EXIT_ZERO = """\
 import os

@@ -72,7 +72,7 @@ def test_wrong_option_loses_its_share() -> None:
 
 def test_options_whose_values_appear_in_the_title_do_not_raise_the_score() -> None:
     """Attack: pick option values printed in the title (``3 tier``) instead of the goal's colour.
-    Before issue 18 each chosen option was counted, with a substring fallback on the title, so this
+    Before the reward took the original's semantics, each chosen option was counted, with a substring fallback on the title, so this
     scored 1.0; the original counts goal options, none of which was chosen."""
     shelf = product(Title="Oak 3 Tier Bookshelf", name="Oak 3 Tier Bookshelf")
     wanted = goal(goal_options=["white"], name="Oak 3 Tier Bookshelf")
