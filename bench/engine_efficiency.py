@@ -6,7 +6,12 @@ time over the run, divided by the turns), and peak RSS per live episode. The bas
 in the same run is the same workload with the LLM latency only (asyncio.sleep per turn, no
 engine), which shows the floor set by the event loop itself on this machine.
 
-    python bench/engine_efficiency.py [--episodes 1000] [--turns 8] [--latency 2.0]
+    python bench/engine_efficiency.py [--episodes 1000] [--turns 8] [--latency 2.0] [--processes 2]
+
+``--processes N`` runs the same workload a second time split over N processes (an engine each,
+``episodes / N`` live episodes, as ``toolgym collect --processes N`` splits a run) and prints both
+rows: wall-clock throughput against ideal, CPU per turn summed over the processes, memory per live
+episode.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -37,7 +43,11 @@ async def sleep_only(episodes: int, turns: int, latency: float) -> float:
     return time.perf_counter() - start
 
 
-async def run_engine(episodes: int, turns: int, latency: float) -> dict[str, float]:
+async def run_engine(
+    episodes: int, turns: int, latency: float, start_at: float | None = None
+) -> dict[str, float]:
+    """The workload through the engine; ``start_at`` (epoch seconds): begin then, after the warm-up
+    (processes that run together start their clocks together)."""
     tokenizer = load_tiny_tokenizer("qwen")
     backend = SimulatedBackend(tokenizer=tokenizer, text=CALL_TEXT, latency_s=latency)
     cfg = EngineConfig(
@@ -59,6 +69,8 @@ async def run_engine(episodes: int, turns: int, latency: float) -> dict[str, flo
         env_kwargs={"turns": 2},
     ).run(plan_episodes("bench", num_tasks=4, group_size=1))
     gc.collect()
+    if start_at is not None:
+        await asyncio.sleep(max(0.0, start_at - time.time()))
     rss0 = rss_mb()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await engine.run(plan_episodes("bench", num_tasks=episodes, group_size=1))
@@ -75,11 +87,40 @@ async def run_engine(episodes: int, turns: int, latency: float) -> dict[str, flo
     }
 
 
+def _one_process(episodes: int, turns: int, latency: float, start_at: float, results: object) -> None:
+    """One of N processes: wait for the common start, run its share, send its figures."""
+    r = asyncio.run(run_engine(episodes, turns, latency, start_at))
+    results.put({**r, "ended": time.time()})  # type: ignore[attr-defined]
+
+
+def run_processes(n: int, episodes: int, turns: int, latency: float) -> dict[str, float]:
+    """The workload split over ``n`` processes started together: wall from the first start to the
+    last end, CPU summed."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    start_at = time.time() + 15.0  # every process imported and warmed up before the clock starts
+    shares = [episodes // n + (1 if k < episodes % n else 0) for k in range(n)]
+    procs = [ctx.Process(target=_one_process, args=(m, turns, latency, start_at, results)) for m in shares]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join()
+    return {
+        "wall": max(g["ended"] for g in got) - start_at,
+        "cpu": sum(g["cpu"] for g in got),
+        "turns": sum(g["turns"] for g in got),
+        "rss_per_episode_kb": sum(g["rss_per_episode_kb"] * m for g, m in zip(got, shares, strict=True))
+        / episodes,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--latency", type=float, default=2.0, help="seconds per model call")
+    ap.add_argument("--processes", type=int, default=1, help="also run the workload split over N processes")
     args = ap.parse_args()
     ideal = args.turns * args.latency
     base = asyncio.run(sleep_only(args.episodes, args.turns, args.latency))
@@ -95,6 +136,14 @@ def main() -> None:
     )
     print(f"engine CPU per turn: {r['cpu'] / r['turns'] * 1000:.3f} ms (goal ≤ 0.5 ms)")
     print(f"peak RSS per live episode: {r['rss_per_episode_kb']:.1f} KB")
+    if args.processes > 1:
+        m = run_processes(args.processes, args.episodes, args.turns, args.latency)
+        print(
+            f"{args.processes} processes: {m['wall']:.2f}s wall, {m['turns'] / m['wall']:.0f} turns/s "
+            f"→ achieved/ideal = {ideal / m['wall']:.3f} (one process: {ideal / r['wall']:.3f}); "
+            f"CPU per turn {m['cpu'] / m['turns'] * 1000:.3f} ms (summed); "
+            f"RSS per live episode {m['rss_per_episode_kb']:.1f} KB"
+        )
 
 
 if __name__ == "__main__":

@@ -61,6 +61,25 @@ def _kv(items: list[str], flag: str) -> dict[str, object]:
     return out
 
 
+def process_count(processes: str, *, concurrency: int, ray: str | None, shard: str | None) -> int:
+    """``--processes``: ``auto`` or a count; more than one refuses ``--ray`` and ``--shard``."""
+    from toolgym.collect.processes import auto_processes
+
+    if processes.strip().lower() == "auto":
+        return 1 if ray or shard else auto_processes(concurrency)
+    try:
+        n = int(processes)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"--processes takes a count of 1 or more, or auto; got {processes!r}")
+    if n > 1 and (ray or shard):
+        raise ConfigError(
+            "--processes splits the run on this machine: it does not combine with --ray or --shard"
+        )
+    return n
+
+
 def command(
     env: str = typer.Option(
         None, "--env", "--task", help="Environment or task name (see `toolgym envs list`)."
@@ -159,6 +178,12 @@ def command(
     fail_fast: int = typer.Option(
         8, "--fail-fast", help="Stop when the first N episodes all fail with the same error (0: never)."
     ),
+    processes: str = typer.Option(
+        "auto",
+        "--processes",
+        help="N: split the run into N processes on this machine (shards of one dataset, one progress display); "
+        "auto: one per 2,000 --concurrency, at most one per core (1 with --ray or --shard).",
+    ),
     parser: str = typer.Option(
         None,
         "--parser",
@@ -169,6 +194,7 @@ def command(
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
     from pydantic import ValidationError
 
+    from toolgym.collect.processes import ProcessesResult, collect_processes
     from toolgym.collect.run import CollectOptions, CollectResult, collect, parse_shard
     from toolgym.core.rollout.arpo import ArpoConfig
     from toolgym.core.rollout.config import EngineConfig, SamplingConfig
@@ -233,10 +259,15 @@ def command(
         len(tasks) if opts.shard is None else sum(1 for i in tasks if i % opts.shard[1] == opts.shard[0])
     )
     label = "episodes" if group_size == 1 else f"episodes ({total // group_size} tasks × {group_size})"
+    n_processes = process_count(processes, concurrency=concurrency, ray=ray, shard=shard)
+    if n_processes > 1:
+        label += f" · {n_processes} processes"
     bar = EngineProgress(err_console(), total=total, enabled=progress, label=label)
-    result: CollectResult
+    result: CollectResult | ProcessesResult
     with bar:
-        if ray:
+        if n_processes > 1:
+            result = asyncio.run(collect_processes(opts, n_processes, on_progress=bar.update))
+        elif ray:
             from toolgym.collect.ray import RayOptions, collect_ray
 
             ray_opts = RayOptions(address=ray, num_workers=ray_workers)
@@ -271,6 +302,8 @@ def command(
         )
     if result.failed:
         name = "failures.jsonl" if opts.shard is None else f"failures-{opts.shard[0]:05d}.jsonl"
+        if n_processes > 1:
+            name = "failures-*.jsonl"
         c.print(
             f"[yellow]failures and their reasons: {shown(result.out / name)} (run again to retry them)[/]",
             soft_wrap=True,
