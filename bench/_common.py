@@ -6,7 +6,11 @@ import itertools
 import os
 import random
 import resource
+import subprocess
+import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from toolgym import EnvSpec, StepResult, ToolTaskEnv, hookimpl, tool
@@ -79,3 +83,23 @@ def rss_mb() -> float:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_toolgym(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+    """Run ``toolgym ARGV`` in a process of its own with its output in ``log``; the wall seconds.
+    A failure stops the benchmark, quoting the log's end."""
+    started = time.monotonic()
+    with log.open("w") as fh:
+        done = subprocess.run(
+            [sys.executable, "-m", "toolgym", *argv],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(
+            f"`toolgym {' '.join(argv[:4])} ...` exited {done.returncode}; its log is {log}:\n{tail}"
+        )
+    return time.monotonic() - started

@@ -21,14 +21,14 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._common import run_toolgym  # noqa: E402
 
 
 def shared(args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -98,29 +98,10 @@ def verl_overrides(args: argparse.Namespace, seed: int, out: Path, model: Path) 
     ]
 
 
-def toolgym(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
-    """Run ``toolgym ARGV`` with its output in ``log``; the wall seconds. A failure stops the bench."""
-    started = time.monotonic()
-    with log.open("w") as fh:
-        done = subprocess.run(
-            [sys.executable, "-m", "toolgym", *argv],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env=env,
-            check=False,
-        )
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise SystemExit(
-            f"`toolgym {' '.join(argv[:4])} ...` exited {done.returncode}; its log is {log}:\n{tail}"
-        )
-    return time.monotonic() - started
-
-
 def run_local(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     out = args.out / f"local-seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    wall = toolgym(
+    wall = run_toolgym(
         ["train", "--trainer", "local", "--config", "keychain_gigpo", *local_overrides(args, seed, out)],
         out / "log.txt",
     )
@@ -146,7 +127,7 @@ def run_verl(args: argparse.Namespace, seed: int, model: Path) -> dict[str, Any]
     out = args.out / f"verl-seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "VERL_FILE_LOGGER_ROOT": str(out / "logs")}
-    wall = toolgym(
+    wall = run_toolgym(
         ["train", "--config", "keychain_cpu", *verl_overrides(args, seed, out, model)], out / "log.txt", env
     )
     log = out / "logs" / "verl_vs_local" / f"verl-seed{seed}.jsonl"
