@@ -365,7 +365,7 @@ class Episode:
                 tool_calls=outcome.tool_calls,
                 llm=llm,
                 env_s=env_s,
-                info=_jsonable(outcome.info),
+                info=jsonable(outcome.info),
             )
         )
         self.reward += float(outcome.reward)
@@ -389,7 +389,7 @@ class Episode:
         messages: list[dict[str, Any]] = self.chat_messages
         metadata: dict[str, Any] = {"policy": policy.kind, "run_id": setup.run_id}
         if self.info:
-            metadata["env_info"] = _jsonable(self.info)
+            metadata["env_info"] = jsonable(self.info)
         if self.asm is not None:
             segments = self.asm.to_segments()
             messages = self.asm.messages
@@ -463,11 +463,13 @@ def _structured_action(text: str, calls: list[ToolCall], tools: Mapping[str, Any
     return Action(text, ActionKind.TOOL_CALLS, tool_calls=list(calls))
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+def jsonable(obj: Any) -> Any:
+    """A copy of ``obj`` made of JSON values (what a trajectory's ``Step.info`` and ``env_info`` hold):
+    mappings and sequences copied, other objects as their ``str``."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
     return str(obj)

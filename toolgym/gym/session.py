@@ -29,7 +29,7 @@ from toolgym.core.errors import ConfigError
 from toolgym.core.parsing.base import ToolParser
 from toolgym.core.registry import Registry, get_registry
 from toolgym.core.rollout.config import EngineConfig
-from toolgym.core.rollout.episode import observation_text
+from toolgym.core.rollout.episode import jsonable, observation_text
 from toolgym.core.sandbox import AUTO, NONE, SandboxBackend, lazy_sandbox_backend, require_isolation
 from toolgym.core.tokens.chat import with_tool_call_ids
 from toolgym.core.types import Message
@@ -154,7 +154,7 @@ class TextSession:
         self.max_turns = self._turn_limit()
         self.seed, self.turn, self.done = int(seed), 0, False
         self.messages = [dict(m) for m in messages]
-        self._info = {k: v for k, v in _jsonable(dict(info or {})).items() if k != "messages"}
+        self._info = {k: v for k, v in jsonable(dict(info or {})).items() if k != "messages"}
         out = {
             **self._info,
             "seed": self.seed,
@@ -199,16 +199,16 @@ class TextSession:
         self.messages.extend(observed)
         terminated, truncated = bool(outcome.terminated), bool(outcome.truncated) and not outcome.terminated
         info: dict[str, Any] = {
-            **_jsonable(dict(outcome.info or {})),
+            **jsonable(dict(outcome.info or {})),
             "turn": self.turn,
             "action_kind": action.kind.value,
             "valid": bool(outcome.valid and action.valid),
             "error": action.error,
             "tool_calls": [
-                {"name": r.name, "arguments": _jsonable(r.arguments), "output": r.output, "error": r.error}
+                {"name": r.name, "arguments": jsonable(r.arguments), "output": r.output, "error": r.error}
                 for r in outcome.tool_calls
             ],
-            "messages": _jsonable(observed),
+            "messages": jsonable(observed),
         }
         if "task_id" in self._info:
             info.setdefault("task_id", self._info["task_id"])
@@ -220,7 +220,7 @@ class TextSession:
             truncated = True
             info["truncation_reason"] = f"turn limit ({self.max_turns}) reached"
         if not (terminated or truncated) and (fresh := self.env.step_prompt()) is not None:
-            info["prompt"] = _jsonable([dict(m) for m in fresh])
+            info["prompt"] = jsonable([dict(m) for m in fresh])
         if terminated or truncated:
             await self._end_episode()
         return Transition(
@@ -257,14 +257,3 @@ class TextSession:
         backend, self._backend = self._backend, None
         if backend is not None and self._own_backend:
             await backend.aclose()
-
-
-def _jsonable(obj: Any) -> Any:
-    """A copy of ``obj`` made of JSON values (what a trajectory's ``Step.info`` holds, as in the engine)."""
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return str(obj)
