@@ -23,7 +23,7 @@ demo: setup
 	.venv/bin/toolgym demo
 
 # Sandbox images the tests use (built offline with debootstrap when no registry answers; cached).
-TEST_IMAGES ?= python shell sql browser
+TEST_IMAGES ?= python shell sql browser mcp
 
 test: setup-system
 	.venv/bin/toolgym sandbox build $(TEST_IMAGES)

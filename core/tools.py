@@ -80,8 +80,9 @@ class Tool:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
-    def validate(self, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
-        """Check arguments against the schema; raise ToolArgumentError with a message for the model."""
+    def json_object(self, arguments: dict[str, Any] | str | None) -> tuple[dict[str, Any], str]:
+        """The arguments as a JSON object and its JSON text (None and "" are ``{}``); raise
+        ToolArgumentError with a message for the model when they are not one."""
         if arguments is None:
             arguments = {}
         if isinstance(arguments, str):
@@ -94,12 +95,16 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, got {type(arguments).__name__}"
             )
         try:
-            as_json = json.dumps(arguments, allow_nan=False)
+            return arguments, json.dumps(arguments, allow_nan=False)
         except (TypeError, ValueError, RecursionError):
             raise ToolArgumentError(
                 f"invalid arguments for {self.name}: arguments must be JSON values (strings, numbers, "
                 "booleans, null, arrays, objects)"
             ) from None
+
+    def validate(self, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
+        """Check arguments against the schema; raise ToolArgumentError with a message for the model."""
+        _, as_json = self.json_object(arguments)
         try:  # strict JSON-mode validation: no bool→int, str→number or number→str coercion
             model = self.args_model.model_validate_json(as_json, strict=True)
         except pydantic.ValidationError as exc:

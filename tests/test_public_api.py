@@ -58,6 +58,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("plugins/swe/cli.py", "toolgym.sandboxes.docker"): (
         "lists, builds and prunes the per-instance Docker images (as plugins/swe/images.py does): Docker tooling"
     ),
+    ("plugins/mcp/client.py", "toolgym.core.sandbox"): (
+        "lists a stdio MCP server's tools in a sandbox while the process-wide registry is being loaded: "
+        "it opens the `auto` backend over the sandboxes plugin alone (get_registry() would wait on itself)"
+    ),
+    ("plugins/mcp/client.py", "toolgym.sandboxes"): (
+        "the same listing: the sandboxes plugin, registered in a registry of its own"
+    ),
 }
 """(plugin module, deep module) pairs that stay deep on purpose, with the reason."""
 

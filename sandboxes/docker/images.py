@@ -65,7 +65,7 @@ def recipes() -> dict[str, Recipe]:
         ),
         "base": Recipe("base", "toolgym/base:bookworm", "rootfs", (IMAGES_DIR / "base" / "Dockerfile",)),
     }
-    for kind in ("python", "shell", "sql", "browser"):
+    for kind in ("python", "shell", "sql", "browser", "mcp"):
         found[kind] = Recipe(
             kind, f"toolgym/sandbox-{kind}:latest", "base", tuple(sorted((IMAGES_DIR / kind).iterdir()))
         )

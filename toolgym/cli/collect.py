@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import err_console, registry_or_exit, shown
+from toolgym.cli.common import MCP_HELP, err_console, name_mcp_servers, registry_or_exit, shown
 from toolgym.core.errors import ConfigError
 from toolgym.core.util.terminal import visible
 
@@ -190,6 +190,7 @@ def command(
         help="auto: parse tool calls in the model's own format, read from its chat template (docs/model_families.md) | NAME: this parser | default: the environment's.",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
 ) -> None:
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
     from pydantic import ValidationError
@@ -203,6 +204,7 @@ def command(
         raise ConfigError("give --env NAME (or --task NAME); `toolgym envs list` shows them")
     if fail_fast < 0:
         raise ConfigError(f"--fail-fast must be at least 0 (0 turns it off), got {fail_fast}")
+    name_mcp_servers(mcp)
     registry = registry_or_exit()
     try:
         engine = EngineConfig(
@@ -292,7 +294,7 @@ def command(
             f"the recorded results (last: {shown(result.stats.fork_refused_reason)})[/]"
         )
     if ray:
-        d = result.dispatch  # type: ignore[attr-defined]
+        d = result.dispatch  # type: ignore[union-attr]
         c.print(
             f"ray: {ray_workers} workers · {d.worker_deaths} died, {d.replacements} replaced, {d.retried} episodes retried elsewhere"
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from typing import Any
 
@@ -38,6 +40,24 @@ def warn_skipped(report: Any) -> None:
     """Say on stderr which lines a reader skipped (a ``ReadReport``), if any."""
     if line := report.summary():
         typer.secho(f"warning: {visible(line)}", fg="yellow", err=True)
+
+
+MCP_SERVERS_ENV = "TOOLGYM_MCP_SERVERS"
+"""Where the ``mcp`` plugin reads the MCP servers a run names (``toolgym.plugins.mcp.servers``)."""
+MCP_HELP = (
+    "An MCP server whose tools to add, in one line: NAME=URL (streamable HTTP) or NAME[@KIND]=COMMAND "
+    "(stdio, run inside a sandbox of kind KIND, default mcp). Repeat for more; adds to $TOOLGYM_MCP_SERVERS."
+)
+
+
+def name_mcp_servers(specs: list[str] | None) -> None:
+    """Add ``--mcp`` servers to those ``$TOOLGYM_MCP_SERVERS`` names, for this process and the workers
+    it starts; the registry loaded next lists their tools."""
+    if specs:
+        before = os.environ.get(MCP_SERVERS_ENV, "")
+        lines = json.loads(before) if before.lstrip().startswith("[") else before.splitlines()
+        os.environ[MCP_SERVERS_ENV] = json.dumps([line for line in [*lines, *specs] if line.strip()])
+        get_registry(reload=True)  # a registry loaded before (plugin commands) has not listed them
 
 
 def registry_or_exit() -> Registry:

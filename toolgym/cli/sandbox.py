@@ -21,7 +21,8 @@ app = typer.Typer(
 @app.command("build")
 def build(
     names: list[str] = typer.Argument(
-        None, help="Images to build: python, shell, sql, browser, runtime (default: the four sandbox images)."
+        None,
+        help="Images to build: python, shell, sql, browser, mcp, runtime (default: the four sandbox images python, shell, sql, browser).",
     ),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the recipe has not changed."),
 ) -> None:

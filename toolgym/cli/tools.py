@@ -8,7 +8,7 @@ import time
 
 import typer
 
-from toolgym.cli.common import console, registry_or_exit, shown
+from toolgym.cli.common import MCP_HELP, console, name_mcp_servers, registry_or_exit, shown
 from toolgym.core.util.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of installed plugins.")
@@ -17,8 +17,10 @@ app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of
 @app.command("list")
 def list_tools(
     as_json: bool = typer.Option(False, "--json", help="Print the tools' schemas as JSON."),
+    mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
 ) -> None:
-    """List every tool the installed plugins provide."""
+    """List every tool the installed plugins provide (and the named MCP servers')."""
+    name_mcp_servers(mcp)
     reg = registry_or_exit()
     tools = sorted(reg.tools.values(), key=lambda t: t.name)
     if as_json:
@@ -43,8 +45,9 @@ def list_tools(
 
 
 @app.command("show")
-def show_tool(name: str) -> None:
+def show_tool(name: str, mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP)) -> None:
     """Print one tool's JSON schema."""
+    name_mcp_servers(mcp)
     reg = registry_or_exit()
     typer.echo(json.dumps(reg.tool(name).schema, indent=2))
 
@@ -54,8 +57,10 @@ def try_tool(
     name: str,
     args: str = typer.Option("{}", "--args", help="The arguments, as a JSON object."),
     backend: str = typer.Option(None, "--sandbox-backend", help="Sandbox backend for tools that need one."),
+    mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
 ) -> None:
     """Run one call of a tool by hand and print its result and timing."""
+    name_mcp_servers(mcp)
     reg = registry_or_exit()
     t = reg.tool(name)
     try:
