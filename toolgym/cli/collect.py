@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import MCP_HELP, err_console, name_mcp_servers, registry_or_exit, shown
+from toolgym.cli.common import MCP_HELP, err_console, key_values, name_mcp_servers, registry_or_exit, shown
 from toolgym.core.errors import ConfigError
 from toolgym.core.util.terminal import visible
 
@@ -46,19 +45,6 @@ def option_error(exc: Exception) -> ConfigError:
     else:
         rule = str(first.get("msg", "is invalid")).replace("Input should be", "must be")
     return ConfigError(f"{_FLAGS.get(field, field)} {rule}, got {first.get('input')!r}")
-
-
-def _kv(items: list[str], flag: str) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} takes KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def process_count(processes: str, *, concurrency: int, ray: str | None, shard: str | None) -> int:
@@ -236,8 +222,8 @@ def command(
         group_size=group_size,
         engine=engine,
         sandbox_backend=sandbox_backend,
-        env_kwargs=_kv(env_arg, "--env-arg"),
-        backend_options=_kv(backend_arg, "--backend-arg"),
+        env_kwargs=key_values(env_arg, "--env-arg"),
+        backend_options=key_values(backend_arg, "--backend-arg"),
         overwrite=overwrite,
         shard=parse_shard(shard) if shard else None,
         dedup=dedup,  # type: ignore[arg-type]

@@ -50,6 +50,23 @@ MCP_HELP = (
 )
 
 
+def key_values(items: list[str], flag: str) -> dict[str, object]:
+    """``KEY=VALUE`` options (``--env-arg``, ``--backend-arg``), each value read as JSON where it
+    parses and kept as text where it does not."""
+    from toolgym.core.errors import ConfigError
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} takes KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def name_mcp_servers(specs: list[str] | None) -> None:
     """Add ``--mcp`` servers to those ``$TOOLGYM_MCP_SERVERS`` names, for this process and the workers
     it starts; the registry loaded next lists their tools."""

@@ -8,10 +8,9 @@ episode ends. Stops on Ctrl-C.
 
 from __future__ import annotations
 
-import json
-
 import typer
 
+from toolgym.cli.common import key_values
 from toolgym.core.errors import ConfigError
 
 
@@ -50,7 +49,7 @@ def command(
 
     app = make_app(
         env,
-        _key_values(env_arg, "--env-arg"),
+        key_values(env_arg, "--env-arg"),
         max_sessions=max_sessions,
         sandbox_backend=sandbox_backend,
         unsafe_in_process_sandbox=unsafe_in_process_sandbox,
@@ -65,17 +64,3 @@ def command(
         uvicorn_server(app, purpose="`toolgym serve-env`").run(sockets=[sock])
     finally:
         sock.close()
-
-
-def _key_values(items: list[str], flag: str) -> dict[str, object]:
-    """``KEY=VALUE`` options, each value read as JSON where it parses (as ``toolgym collect`` reads them)."""
-    out: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} takes KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
