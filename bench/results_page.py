@@ -548,7 +548,9 @@ def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
             f"({info['scripted_success']:.0%} of them succeeded; {info['rows']} training rows), tiny model "
             f"{r['hidden_size']} wide × {r['num_layers']} layers, {r.get('vocab_size', 1024)}-word vocabulary, "
             f"{info['sft_steps']} SFT steps{_recipe_extras(r)}; {_decoding(r.get('sft_val_temperature', 0.0))} success on "
-            f"{r['sft_val_tasks']} {where} validation tasks at the end: {checks[-1][1]:.0%} (target {r['sft_target']:.0%}).{built}"
+            f"{r['sft_val_tasks']} {where} validation tasks at the end: {checks[-1][1]:.0%}"
+            + (f" (target {r['sft_target']:.0%})" if r.get("sft_target") is not None else "")
+            + f".{built}"
         )
     return lines
 

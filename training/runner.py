@@ -591,7 +591,7 @@ def _warm_start(name: str, section: dict[str, Any] | None, console: Any) -> Path
             f"model.path names warm start {name!r} but the warm_start section's recipe is {recipe_name!r}; make them agree"
         )
     r = warmstart.recipe(recipe_name, **section)
-    if not (warmstart.cache_dir(r) / "READY").exists() and console is not None:
+    if warmstart.find_built(r) is None and console is not None:
         console.print(f"building the {recipe_name} warm start (once; cached in {warmstart.cache_dir(r)})")
 
     def note(phase: str, done: int, total: int, text: str) -> None:

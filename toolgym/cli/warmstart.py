@@ -1,7 +1,8 @@
 """``toolgym warmstart --env alfworld``: build (once; cached) the warm start RL configs start from.
 
 See :mod:`toolgym.training.warmstart.build` for the recipe: the tiny model fine-tuned on scripted
-trajectories with injected mistakes, stopped at a target success so that RL has room to show.
+trajectories with injected mistakes for a fixed budget of SFT steps, short of mastery so that RL has
+room to show. On one machine, a build with the same ``--threads`` gives bit-identical weights.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ def command(
         "name; math_python, the recipe's, works too).",
     ),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),
-    threads: int = typer.Option(2, help="Torch CPU threads."),
+    threads: int = typer.Option(
+        2, help="Torch CPU threads (kept in warmstart.json: another count can round floats differently)."
+    ),
     device: str = typer.Option(
         "cpu", help="cpu or cuda: where SFT and validation run (not part of the recipe's cache key)."
     ),
     set_: list[str] = typer.Option(
         None,
         "--set",
-        help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_target=0.4); changes the cache key.",
+        help="Recipe field=value (e.g. --set mistake_rate=0.2 --set sft_max_steps=800); changes the cache key.",
     ),
 ) -> None:
     """Build the warm start of an environment (cached) and print its directory."""
@@ -53,24 +56,28 @@ def command(
     env = by_env.get(env, env)
     recipe = warmstart.recipe(env, **changes)
     console = err_console()
-    out = warmstart.cache_dir(recipe)
-    if (out / "READY").exists() and not force:
+    out = warmstart.find_built(recipe)
+    if out is not None and not force:
         console.print(f"cached: {out}")
     else:
         printed: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int, note: str) -> None:
             step = max(1, total // 10)
-            # a line every 10 %, and every validation check (its success rate is what decides when SFT stops)
+            # a line every 10 %, and every validation check (a report, or the early stop of a recipe with sft_target)
             if done == total or done - printed.get(phase, -step) >= step or " · validation" in note:
                 printed[phase] = done
                 console.print(f"{phase}: {done}/{total} {note}", highlight=False)
 
         out = warmstart.build(recipe, progress=progress, threads=threads, force=force, device=device)
     info = json.loads((out / "warmstart.json").read_text())
-    checks = info.get("validation") or [[0, 0.0]]
+    checks = info.get("validation") or []
+    target = info["recipe"].get("sft_target")
+    checked = f", validation success {checks[-1][1]:.0%}" if checks else ""
+    if checks and target is not None:
+        checked += f" (early stop at {target:.0%})"
     console.print(
-        f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows, validation success {checks[-1][1]:.0%} "
-        f"(target {info['recipe']['sft_target']:.0%}); use it with model.path warmstart:{env}"
+        f"warm start {env}: {info['sft_steps']} SFT steps on {info['rows']} rows{checked}; "
+        f"use it with model.path warmstart:{env}"
     )
     typer.echo(str(out))

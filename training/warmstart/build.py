@@ -17,9 +17,10 @@ Recipe (every number is a field of :class:`WarmStartRecipe`, whose hash names th
    see and costs tokens a tiny model cannot use. The mistaken turns stay in the data (the warm
    start imitates a noisy expert); episodes that fail within the step limit are dropped.
 3. **SFT**: cross-entropy on the model-written tokens (optionally plus ``sft_context_weight`` times
-   language modelling on the prompts and observations), checked every ``sft_check_every`` steps by
-   greedy success on ``sft_val_tasks`` tasks of the *training* split (never the held-out ones),
-   stopping once it reaches ``sft_target`` (or after ``sft_max_steps``).
+   language modelling on the prompts and observations) for a fixed budget of ``sft_max_steps``,
+   checked every ``sft_check_every`` steps by success on ``sft_val_tasks`` tasks of the *training*
+   split (never the held-out ones); the checks are a report, and stop SFT only when a recipe opts in
+   with ``sft_target``.
 
 ALFWorld's shipped recipe adds what docs/notes/warmstart.md found the tiny policy needs: a short
 observable thought before each action (``think_hint``: ``<think>cup in reach</think>``; with ``think_plan``
@@ -29,9 +30,17 @@ them (``invalid_rate``), rows balanced by action (``sft_balance``) and a space-d
 (``spaced_digits``).
 
 Why it stays imperfect: the policy sees only the last two steps, so it cannot remember where it
-already looked; the mistakes add noise; and SFT stops early. The result is a Hugging Face directory under
-``$TOOLGYM_CACHE/warmstart/NAME-HASH`` with ``warmstart.json`` (recipe, losses, validation checks),
-built once and reused; ``toolgym train`` takes it as ``model.path: warmstart:NAME``.
+already looked; the mistakes add noise; and the SFT budget is short. The result is a Hugging Face directory under
+``$TOOLGYM_CACHE/warmstart/NAME-HASH`` with ``warmstart.json`` (recipe, losses, validation checks, and
+what the floats depended on: torch version, CPU kernels, threads), built once and reused; ``toolgym
+train`` takes it as ``model.path: warmstart:NAME``.
+
+Determinism: on one machine, a build is a function of its recipe and ``threads``: the scripted data
+draw their mistakes from (seed, state, turn), episodes come back in request order, SFT batches come
+from seeded generators, torch runs with a fixed thread count and its deterministic algorithms
+(:mod:`.floats`), and validation never touches the weights. Another CPU or torch may round
+differently; the fixed step budget keeps such a difference small instead of turning it into
+another early stop.
 """
 
 from __future__ import annotations
@@ -51,12 +60,14 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.errors import ConfigError
+from toolgym.training.warmstart.floats import deterministic_torch, float_provenance
 from toolgym.training.warmstart.recipe import (  # noqa: F401  (also reachable from the build)
     KEYED_WHEN_SET,
     RECIPES,
     WarmStartRecipe,
     cache_dir,
     cached,
+    find_built,
     recipe,
     resolve,
 )
@@ -227,10 +238,17 @@ def build(
     the recipe (the cache key): a GPU build follows the same recipe with other floating-point rounding.
     """
     out = cache_dir(r)
-    if (out / "READY").exists() and not force:
-        return out
+    built = find_built(r)
+    if built is not None and not force:
+        return built
     sft_lr_at(r, 0)  # a bad schedule fails here, before minutes of scripted data
-    return asyncio.run(_build(r, out, progress or (lambda *a: None), threads, _device(device)))
+    if r.sft_target is not None and r.sft_val_tasks < 1:
+        raise ConfigError(
+            "sft_target stops SFT on validation success, which needs sft_val_tasks of 1 or more"
+        )
+    device = _device(device)
+    with deterministic_torch(threads, device):
+        return asyncio.run(_build(r, out, progress or (lambda *a: None), threads, device))
 
 
 def _device(name: str) -> str:
@@ -261,8 +279,6 @@ async def _build(
 async def _build_in(
     r: WarmStartRecipe, out: Path, progress: Progress, threads: int, device: str, sandboxes: Any
 ) -> Path:
-    import torch
-
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
     from toolgym.core.rollout.config import EngineConfig, SamplingConfig
@@ -277,7 +293,6 @@ async def _build_in(
     from toolgym.training.local.trainer import PolicyTrainer
 
     started = time.perf_counter()
-    torch.set_num_threads(max(1, threads))
     registry = get_registry()
     spec = registry.env(r.env)
     progress("model", 0, 1, "tokenizer and tiny model")
@@ -335,6 +350,9 @@ async def _build_in(
     requests = plan_episodes(r.env, num_tasks=r.episodes, group_size=1, seed=r.data_seed)
     trajs = await run_episodes(scripted, requests, counted)
     data_success = sum(t.reward >= 1.0 - 1e-9 for t in trajs) / max(len(trajs), 1)
+    # an errored episode (a tool call past its timeout on a loaded machine) drops out of the data: counted,
+    # since two builds differ where it happened
+    data_errors = sum(t.status.value == "error" for t in trajs)
     if r.expert_only:
         trajs = [expert_turns_only(t, expert.injected) for t in trajs]
     rows = [row for row in sft_rows(trajs, min_reward=1.0 - 1e-9) if row.num_tokens > 0]
@@ -342,7 +360,10 @@ async def _build_in(
         raise ConfigError(
             f"none of the {len(trajs)} scripted {r.env} episodes succeeded within the step limit; raise episodes or max_steps"
         )
-    progress("data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}")
+    errors = f" · {data_errors} episode(s) ended in an error" if data_errors else ""
+    progress(
+        "data", r.episodes, r.episodes, f"{len(rows)} rows · scripted success {data_success:.0%}{errors}"
+    )
 
     weights = (
         balance_weights([action_kind(tokenizer, row) for row in rows], r.sft_balance)
@@ -362,7 +383,8 @@ async def _build_in(
         pad_token_id=tokenizer.pad_token_id,
         device=device,
     )
-    val = EvalConfig(num_tasks=r.sft_val_tasks, seed=r.val_seed, temperature=r.sft_val_temperature)
+    # sft_val_tasks 0: no checks (the config is never used)
+    val = EvalConfig(num_tasks=max(r.sft_val_tasks, 1), seed=r.val_seed, temperature=r.sft_val_temperature)
     greedy = engine_cfg.model_copy(
         update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed}
     )
@@ -398,6 +420,8 @@ async def _build_in(
                 weights=weights,
                 context_weight=r.sft_context_weight,
             )
+            if r.sft_val_tasks < 1:
+                continue
             result = await evaluate(val_engine, r.env, val)
             checks.append((len(losses), result.success))
             progress(
@@ -406,7 +430,7 @@ async def _build_in(
                 r.sft_max_steps,
                 f"loss {losses[-1]:.3f} · validation {result.success:.0%}",
             )
-            if result.success >= r.sft_target:
+            if r.sft_target is not None and result.success >= r.sft_target:
                 break
     finally:
         await backend.aclose()
@@ -415,11 +439,13 @@ async def _build_in(
         "model_dir": str(model_dir),
         "rows": len(rows),
         "scripted_success": data_success,
+        "scripted_errors": data_errors,
         "sft_steps": len(losses),
         "sft_losses": losses,
         "validation": checks,
         "seconds": time.perf_counter() - started,
         "device": device,
+        "floats": float_provenance(threads, device),
     }
     _publish(model.cpu(), tokenizer, info, out)
     return out
