@@ -103,6 +103,9 @@ class GenerationRequest:
     input_ids: list[int]
     sampling: SamplingParams
     request_id: str = ""
+    images: list[bytes] = field(default_factory=list)
+    """Encoded images (PNG bytes) of the prompt, in the order of their image-token runs in
+    ``input_ids`` (a vision-language model's pixel inputs); empty for text prompts."""
 
 
 @dataclass(slots=True)

@@ -9,6 +9,10 @@ See ``toolgym.core.tokens.images`` for how environments store them and reference
 - in a single-sequence trajectory, the rendered (non-sampled) segments hold the placeholder exactly
   once per image part: an image dropped from the messages, or one the ids do not stand for, shows.
   With several sequences (a template rewrote history) each sequence may hold at most that many.
+- for a vision-language model's trajectory (``metadata.vision``: its image processor's settings
+  and image pad token id), the images are re-processed with that processor and each image's run
+  of pad tokens in the recorded ids must have the length its grid gives, in order: a stored image
+  swapped for one of another size, or ids with image tokens added or dropped, fail.
 
 Exports carry the bytes: the HF export's ``images`` column (``datasets.Image`` items, one per image
 part in message order, as TRL and LLaVA-style datasets align them) and verl's ``images`` column of
@@ -60,6 +64,11 @@ def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
             problems.append(
                 f"image {i}: {IMAGES_DIR}/{path.name} does not hash to its name (altered or damaged)"
             )
+    vision = traj.metadata.get("vision")
+    if isinstance(vision, dict):
+        if root is not None and not problems:
+            problems += _check_image_tokens(traj, refs, vision, root)
+        return problems
     placeholder = traj.metadata.get("image_placeholder")
     if not placeholder:
         if traj.segments:
@@ -78,6 +87,49 @@ def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
     elif len(counts) > 1 and any(n > len(refs) for n in counts.values()):
         problems.append(f"a token sequence holds more image placeholders than the {len(refs)} image part(s)")
     return problems
+
+
+def _check_image_tokens(
+    traj: Trajectory, refs: list[str], vision: dict[str, Any], root: str | Path
+) -> list[str]:
+    """Re-process the stored images; compare each image's token count with the ids' pad runs."""
+    from toolgym.core.tokens.vision import grids, image_pad_runs, image_token_count, processor_from_record
+
+    try:
+        processor = processor_from_record(dict(vision["processor"]))
+        pad = int(vision["image_token_id"])
+        found = grids(processor, [image_path(root, ref).read_bytes() for ref in refs])
+    except Exception as exc:  # a record or an image the processor cannot take
+        return [f"the images cannot be re-processed with metadata.vision: {type(exc).__name__}: {exc}"]
+    merge = int(getattr(processor, "merge_size", 1) or 1)
+    want = [image_token_count(g, merge) for g in found]
+    runs: dict[int, list[int]] = {}
+    for seg in traj.segments:
+        if seg.role != "assistant":
+            runs.setdefault(seg.sequence, []).extend(image_pad_runs(seg.token_ids, pad))
+    per_sequence = vision.get("sequence_images")
+    if per_sequence:  # each sequence's own images, in order
+        size = dict(zip(refs, want, strict=True))
+        for s, seq_refs in enumerate(per_sequence):
+            if any(ref not in size for ref in seq_refs):
+                return [f"metadata.vision.sequence_images[{s}] names an image no message holds"]
+            expected = [size[ref] for ref in seq_refs]
+            if runs.get(s, []) != expected:
+                return [
+                    f"sequence {s}: the ids hold image-token runs {runs.get(s, [])} but re-processing "
+                    f"its stored images gives {expected}"
+                ]
+        return []
+    if len(runs) == 1 and runs.get(0, []) != want:
+        return [
+            f"the ids hold image-token runs {runs.get(0, [])} but re-processing the stored images gives {want}"
+        ]
+    bad = [s for s, r in runs.items() if len(r) > len(want) or any(n not in want for n in r)]
+    if len(runs) > 1 and bad:
+        return [
+            f"sequence {bad[0]} holds image-token runs {runs[bad[0]]} that the stored images {want} do not give"
+        ]
+    return []
 
 
 def image_items(messages: Sequence[dict[str, Any]], root: str | Path | None) -> list[dict[str, Any]]:

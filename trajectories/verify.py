@@ -111,6 +111,11 @@ def check_trajectory(traj: Trajectory, *, chat: Any = None, root: str | Path | N
     for i, seg in enumerate(traj.segments):
         if seg.role == "assistant" and i not in owned:
             problems.append(f"segment {i}: assistant tokens that no recorded model call produced")
+    vision = traj.metadata.get("vision")
+    if chat is not None and isinstance(vision, dict) and getattr(chat, "vision", None) is None:
+        # a VLM's prompt holds its images' expanded tokens: render it with the recorded processor
+        # (without the dataset's images the render cannot be checked; the id runs are, with them)
+        chat = None if root is None else chat.with_vision(_vision(vision, root))
     if chat is not None and traj.segments and traj.prompt:
         rendered = chat.render(traj.prompt, tools=traj.tools or None, add_generation_prompt=True)
         if chat.encode(rendered) != traj.segments[0].token_ids:
@@ -118,6 +123,12 @@ def check_trajectory(traj: Trajectory, *, chat: Any = None, root: str | Path | N
                 "segment 0 is not the chat template's render of the stored prompt (another tokenizer or template?)"
             )
     return problems
+
+
+def _vision(record: dict[str, Any], root: str | Path) -> Any:
+    from toolgym.core.tokens.vision import VisionInputs, processor_from_record
+
+    return VisionInputs(processor_from_record(dict(record["processor"])), root=root)
 
 
 def verify(trajectories: Iterable[Trajectory], *, chat: Any = None, root: str | Path | None = None) -> Report:

@@ -37,6 +37,7 @@ TINY = {
     "tiny-kimi-k2": "kimi-k2",
     "tiny-gpt-oss": "gpt-oss",
     "tiny-glm-4.5": "glm-4.5",
+    "tiny-vl": "qwen2.5-vl",
 }
 """``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"

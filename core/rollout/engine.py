@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolgym.core.env.context import EpisodeContext
@@ -125,6 +126,9 @@ class RolloutEngine:
         self.env_kwargs = dict(env_kwargs or {})
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.artifacts_dir = artifacts_dir
+        vision = getattr(getattr(policy, "chat", None), "vision", None)
+        if vision is not None and vision.root is None and artifacts_dir:
+            vision.root = Path(artifacts_dir).parent  # the dataset directory, where screenshots are stored
         self.on_trajectory = on_trajectory
         self.stats = EngineStats(count_groups=self.config.arpo.enabled)
         self.arpo: BranchBudget | None = None

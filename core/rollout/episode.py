@@ -232,7 +232,7 @@ class Episode:
                     sampling = sampling.replace(top_logprobs=top_k)
                 try:
                     result, attempts = await policy.generate(
-                        asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}"
+                        asm.prompt_ids, sampling, f"{req.trajectory_id}-{turn}", asm.image_refs
                     )
                 except TurnFailed as exc:
                     if not isinstance(exc.__cause__, ContextLengthError):
@@ -399,6 +399,11 @@ class Episode:
                 status, reason = Status.UNTRAINABLE, self.asm.untrainable_reason
             if has_images(messages):  # what each image part became in the recorded ids
                 metadata["image_placeholder"] = self.asm.chat.image_placeholder
+                if self.asm.chat.vision is not None:  # expanded image tokens, re-checked by verify
+                    metadata["vision"] = {
+                        **self.asm.chat.vision.metadata(self.asm.chat.tokenizer),
+                        "sequence_images": self.asm.sequence_images,
+                    }
         arpo = self.branching.metadata() if self.branching is not None else {}
         if "arpo_initial_entropy" in arpo:
             metadata["arpo_initial_entropy"] = arpo["arpo_initial_entropy"]

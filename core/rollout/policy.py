@@ -19,6 +19,7 @@ from toolgym.core.errors import ConfigError, LLMError
 from toolgym.core.llm.base import ChatBackend, LLMBackend
 from toolgym.core.rollout.config import EngineConfig
 from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.vision import VisionInputs
 from toolgym.core.types import ChatResult, GenerationRequest, GenerationResult, Message, SamplingParams
 from toolgym.core.util.ratelimit import RateLimiter
 from toolgym.core.util.retry import backoff_delay
@@ -45,15 +46,23 @@ class ModelPolicy:
             )
         self.backend = backend
         self.config = config
-        self.chat = chat or ChatFormat(backend.tokenizer)
+        processor = getattr(backend, "image_processor", None)  # a VLM: prompts carry expanded image tokens
+        vision = VisionInputs(processor) if processor is not None else None
+        self.chat = chat or ChatFormat(backend.tokenizer, vision=vision)
         self.slots = asyncio.Semaphore(config.max_llm_calls)
         self.name = backend.model_name or backend.name
 
     async def generate(
-        self, ids: list[int], sampling: SamplingParams, request_id: str
+        self, ids: list[int], sampling: SamplingParams, request_id: str, images: list[str] | None = None
     ) -> tuple[GenerationResult, int]:
-        """One model call; returns the result and how many attempts it took."""
-        request = GenerationRequest(ids, sampling, request_id)
+        """One model call; returns the result and how many attempts it took. ``images`` are the
+        prompt's image references in order, sent as pixels when the chat format has a VLM's
+        image processor (``ChatFormat(vision=...)``) and ignored otherwise (placeholders as text)."""
+        vision = self.chat.vision
+        pixels: list[bytes] = []
+        if vision is not None and images:  # read off the event loop
+            pixels = await asyncio.to_thread(lambda: [vision.load(ref) for ref in images])
+        request = GenerationRequest(ids, sampling, request_id, pixels)
         return await with_retries(
             lambda: self.backend.generate(request),
             self.slots,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.images import image_refs
 from toolgym.core.trajectory import Segment, SegmentRole, int32_bytes
 from toolgym.core.types import GenerationResult, Message
 
@@ -57,6 +58,9 @@ class TokenAssembler:
     sequence: int = 0
     untrainable_reason: str | None = None
     rewrites: list[str] = field(default_factory=list)
+    sequence_images: list[list[str]] = field(default_factory=list)
+    """Per token sequence, the image references its ids stand for, in order (one image-token run
+    or placeholder each): what a VLM was given with each call, recorded for training and verify."""
     _ids: list[int] = field(default_factory=list)
     _digest: Any = field(default_factory=hashlib.sha256)
     _text: str = ""
@@ -90,6 +94,7 @@ class TokenAssembler:
         self._turn_start = self._content_end = len(text)
         self._in_turn = False
         self.segments.append(_Seg(self.sequence, role, ids, None, text))
+        self.sequence_images.append(image_refs(self.messages))
 
     def _append_ids(self, ids: list[int]) -> None:
         self._ids.extend(ids)
@@ -104,6 +109,12 @@ class TokenAssembler:
     def prompt_ids(self) -> list[int]:
         """The current sequence: exactly what the next model call is conditioned on."""
         return self._ids
+
+    @property
+    def image_refs(self) -> list[str]:
+        """The image references of the current sequence, in the order of their image tokens: a
+        VLM call's images."""
+        return self.sequence_images[-1] if self.sequence_images else []
 
     def add_completion(self, result: GenerationResult) -> Completion:
         """Append the sampled ids verbatim (mask 1) and record the assistant message."""
@@ -189,6 +200,7 @@ class TokenAssembler:
         self._turn_start = self._content_end = len(nxt)
         self._in_turn = False
         self.segments.append(_Seg(self.sequence, _segment_role(new), ids, None, delta))
+        self.sequence_images[-1] = [*self.sequence_images[-1], *image_refs(new)]
 
     def _rewrite(self, reason: str) -> None:
         note = f"turn {sum(1 for s in self.segments if s.role == 'assistant')}: {reason}"
@@ -209,6 +221,7 @@ class TokenAssembler:
         other.sequence = self.sequence
         other.untrainable_reason = self.untrainable_reason
         other.rewrites = list(self.rewrites)
+        other.sequence_images = list(self.sequence_images)  # its lists are replaced, never changed
         other._ids = list(self._ids)
         other._digest = self._digest.copy()
         other._text = self._text

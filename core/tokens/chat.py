@@ -8,6 +8,7 @@ bundled template. Compiling once and rendering directly keeps the per-turn cost 
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from jinja2.utils import Namespace
 from toolgym.core.errors import ConfigError
 from toolgym.core.tokens.images import flatten_images, placeholder_for
 from toolgym.core.tokens.pieces import PieceEncoder
+from toolgym.core.tokens.vision import VisionInputs
 from toolgym.core.types import Message, tool_call_id
 
 
@@ -102,6 +104,7 @@ class ChatFormat:
         template: str | None = None,
         template_kwargs: dict[str, Any] | None = None,
         image_placeholder: str | None = None,
+        vision: VisionInputs | None = None,
     ) -> None:
         source = template or getattr(tokenizer, "chat_template", None)
         if isinstance(source, dict):  # some tokenizers carry several named templates
@@ -114,6 +117,9 @@ class ChatFormat:
         self.tokenizer = tokenizer
         self.image_placeholder = image_placeholder or placeholder_for(tokenizer)
         """The text each image part becomes before the template renders (recorded in trajectories)."""
+        self.vision = vision
+        """A VLM's image tokens: when set, each image part renders as its expanded run of image
+        tokens (as the model's processor expands it), so the encoded ids are the ids the model sees."""
         self.source: str = source
         self._template = compile_template(source)
         special = {}
@@ -128,6 +134,12 @@ class ChatFormat:
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_token_ids: frozenset[int] = frozenset([eos] if isinstance(eos, int) else (eos or []))
 
+    def with_vision(self, vision: VisionInputs | None) -> ChatFormat:
+        """This format (same template, tokenizer and encoder) with ``vision``'s image tokens."""
+        other = copy.copy(self)
+        other.vision = vision
+        return other
+
     def render(
         self,
         messages: Sequence[Message],
@@ -136,7 +148,9 @@ class ChatFormat:
         add_generation_prompt: bool = False,
     ) -> str:
         return self._template.render(
-            messages=flatten_images(messages, self.image_placeholder),
+            messages=flatten_images(
+                messages, self.vision.placeholder if self.vision is not None else self.image_placeholder
+            ),
             tools=list(tools) if tools else None,
             add_generation_prompt=add_generation_prompt,
             **self._base_kwargs,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +93,20 @@ def has_images(messages: Sequence[Message]) -> bool:
     return any(is_image_part(p) for m in messages for p in _parts(m))
 
 
-def content_text(content: Any, placeholder: str = GENERIC_PLACEHOLDER) -> str:
+Placeholder = str | Callable[[dict[str, Any]], str]
+"""What an image part becomes in text: a fixed string, or one computed from the part (a VLM's
+expanded image tokens, :class:`toolgym.core.tokens.vision.VisionInputs`)."""
+
+
+def content_text(content: Any, placeholder: Placeholder = GENERIC_PLACEHOLDER) -> str:
     """A message's content as one string: text parts joined in order, each image part replaced
-    by ``placeholder``. Strings pass through unchanged."""
+    by ``placeholder`` (or ``placeholder(part)``). Strings pass through unchanged."""
     if not isinstance(content, list):
         return "" if content is None else str(content)
     out = []
     for part in content:
         if is_image_part(part):
-            out.append(placeholder)
+            out.append(placeholder if isinstance(placeholder, str) else placeholder(part))
         elif isinstance(part, dict):
             out.append(str(part.get("text", "")))
         else:
@@ -109,7 +114,7 @@ def content_text(content: Any, placeholder: str = GENERIC_PLACEHOLDER) -> str:
     return "".join(out)
 
 
-def flatten_images(messages: Sequence[Message], placeholder: str) -> list[Message]:
+def flatten_images(messages: Sequence[Message], placeholder: Placeholder) -> list[Message]:
     """``messages`` with every list content turned into a string (see :func:`content_text`), for
     a text chat template. Messages with string content are passed as they are (not copied)."""
     return [

@@ -5,18 +5,27 @@ ids exactly as recorded, its loss mask, the behaviour logprobs the sampler recor
 mask is 0, or where a scripted policy wrote the ids) and one advantage per token (from
 :func:`toolgym.training.advantages.compute_token_advantages`, already 0 off the mask). Nothing is
 re-tokenized. Rows are padded only when a micro-batch is built, to that micro-batch's longest row.
+
+A vision-language model's trajectory (``metadata.vision``) gives rows that carry their images
+(the stored screenshots of the sequence's image-token runs, in order); ``collate`` turns them into
+the model's pixel inputs and 3D rotary positions (:mod:`toolgym.core.llm.local.vlm`), exactly as
+the sampler conditioned on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
 from toolgym.core.errors import ConfigError
+from toolgym.core.tokens.images import image_path, image_refs
+from toolgym.core.tokens.vision import image_pad_runs
 from toolgym.core.trajectory import Trajectory
 
 
@@ -35,6 +44,8 @@ class Row:
     rollout_logprobs: NDArray[np.float32] | None = None
     """With truncated importance sampling: the sampler's logprobs, while ``old_logprobs`` holds the
     trainer's own recomputation (see :meth:`PolicyTrainer.ppo_update`); None otherwise."""
+    images: tuple[bytes, ...] = ()
+    """A VLM's row: the encoded images of its image-token runs, in order; empty for text."""
 
     @property
     def num_tokens(self) -> int:
@@ -47,11 +58,13 @@ def trajectory_rows(
     advantages: Sequence[NDArray[np.float32]] | None = None,
     *,
     require_logprobs: bool = True,
+    images_root: str | Path | None = None,
 ) -> list[Row]:
     """The rows of one trajectory; ``advantages[s]`` aligns with sequence ``s`` (None: zeros, for SFT).
 
     ``require_logprobs``: refuse assistant segments without behaviour logprobs (RL needs them;
-    SFT on scripted demonstrations does not).
+    SFT on scripted demonstrations does not). ``images_root``: the dataset directory, needed for a
+    VLM's trajectory (``metadata.vision``), whose rows carry the stored images.
     """
     if not trajectory.trainable:
         raise ConfigError(
@@ -93,9 +106,31 @@ def trajectory_rows(
                 np.asarray(logps, dtype=np.float32) * mask_arr,
                 adv * mask_arr,
                 trajectory.trajectory_id,
+                images=_sequence_images(trajectory, s, ids, images_root),
             )
         )
     return [r for r in rows if r.num_tokens > 0]
+
+
+def _sequence_images(
+    trajectory: Trajectory, sequence: int, ids: list[int], root: str | Path | None
+) -> tuple[bytes, ...]:
+    """The images of one sequence of a VLM's trajectory (``metadata.vision.sequence_images``; for a
+    record without it, as many of the messages' last images as the ids have image-token runs)."""
+    vision = trajectory.metadata.get("vision")
+    if not isinstance(vision, dict):
+        return ()
+    k = len(image_pad_runs(ids, int(vision["image_token_id"])))
+    if not k:
+        return ()
+    per_sequence = vision.get("sequence_images")
+    refs = list(per_sequence[sequence]) if per_sequence else image_refs(trajectory.messages)[-k:]
+    if root is None:
+        raise ConfigError(
+            f"trajectory {trajectory.trajectory_id!r} was sampled from images; give images_root= "
+            "(the dataset directory that holds images/)"
+        )
+    return tuple(image_path(root, ref).read_bytes() for ref in refs)
 
 
 @dataclass(slots=True)
@@ -116,12 +151,22 @@ class MicroBatch:
     rows: torch.Tensor
     rollout_logprobs: torch.Tensor | None = None
     """Flat, like ``old_logprobs``; present only when every row has ``rollout_logprobs``."""
+    vision: dict[str, torch.Tensor] | None = None
+    """A VLM's extra forward inputs (``position_ids`` in 3D, ``pixel_values``, ``image_grid_thw``)
+    when a row has images; None for text."""
 
 
 def collate(
-    rows: Sequence[Row], indices: Sequence[int], *, pad_id: int, device: torch.device | str = "cpu"
+    rows: Sequence[Row],
+    indices: Sequence[int],
+    *,
+    pad_id: int,
+    device: torch.device | str = "cpu",
+    vision: Callable[[list[int], Sequence[bytes]], Any] | None = None,
 ) -> MicroBatch:
-    """Pad ``rows[i] for i in indices`` into one micro-batch; ``indices`` are the rows' mini-batch indices."""
+    """Pad ``rows[i] for i in indices`` into one micro-batch; ``indices`` are the rows' mini-batch indices.
+
+    ``vision(ids, images)``: a VLM's :func:`~toolgym.core.llm.local.vlm.image_row`, for rows with images."""
     if not indices:
         raise ConfigError("a micro-batch needs at least one row")
     width = max(len(rows[i].input_ids) for i in indices)
@@ -157,7 +202,32 @@ def collate(
         advantages=torch.from_numpy(adv[:, 1:][target]).to(dev),
         rows=torch.from_numpy(row_ix[:, 1:][target]).to(dev),
         rollout_logprobs=None if rollout is None else torch.from_numpy(rollout[:, 1:][target]).to(dev),
+        vision=_vision_inputs(rows, indices, width, vision, dev),
     )
+
+
+def _vision_inputs(
+    rows: Sequence[Row], indices: Sequence[int], width: int, vision: Any, dev: torch.device
+) -> dict[str, torch.Tensor] | None:
+    if not any(rows[i].images for i in indices):
+        return None
+    if vision is None:
+        raise ConfigError(
+            "rows with images need a vision-language model (PolicyTrainer(image_processor=...))"
+        )
+    positions = torch.arange(width).view(1, 1, -1).repeat(3, len(indices), 1)
+    pixels, grids = [], []
+    for b, i in enumerate(indices):
+        if rows[i].images:
+            made = vision([int(t) for t in rows[i].input_ids], rows[i].images)
+            positions[:, b, : made.positions.shape[-1]] = made.positions
+            pixels.append(made.pixel_values)
+            grids.append(made.image_grid_thw)
+    return {
+        "position_ids": positions.to(dev),
+        "pixel_values": torch.cat(pixels).to(dev),
+        "image_grid_thw": torch.cat(grids).to(dev),
+    }
 
 
 def micro_batches(rows: Sequence[Row], indices: Sequence[int], size: int) -> list[list[int]]:

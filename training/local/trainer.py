@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import random
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from toolgym.core.errors import ConfigError
+from toolgym.core.llm.local.vlm import image_row
 
 from .batch import MicroBatch, Row, collate, micro_batches
 from .config import OptimConfig, PPOConfig
@@ -48,8 +50,10 @@ def token_logprobs(
     # no real position can see it; without a mask, attention runs as one fused causal kernel.
     cols = torch.nonzero(mb.target_mask.any(0))
     end = int(cols.max()) + 1 if len(cols) else 1
-    out = model.base_model(input_ids=mb.input_ids[:, :end], use_cache=False)
-    hidden = out.last_hidden_state[mb.target_mask[:, :end]]
+    if mb.vision is not None:  # every image token must stay: the pixels fill all of them
+        end = mb.input_ids.shape[1]
+    out = model.base_model(input_ids=mb.input_ids[:, :end], use_cache=False, **(mb.vision or {}))
+    hidden = out.last_hidden_state[:, : mb.target_mask.shape[1]][mb.target_mask[:, :end]]
     logits = model.get_output_embeddings()(hidden).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
@@ -65,7 +69,9 @@ def token_logprobs(
 def context_logprobs(model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """One forward pass: the logprobs of ``mb.targets`` (as :func:`token_logprobs`) and of every other
     real token after the first (the prompt, tool and environment text: the context)."""
-    out = model.base_model(input_ids=mb.input_ids, use_cache=False)  # right padding: see token_logprobs
+    out = model.base_model(
+        input_ids=mb.input_ids, use_cache=False, **(mb.vision or {})
+    )  # right padding: see token_logprobs
     logits = model.get_output_embeddings()(out.last_hidden_state[:, :-1]).float()
     logp_all = torch.log_softmax(logits, dim=-1).gather(-1, mb.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     context = mb.attention_mask[:, 1:].bool() & ~mb.target_mask
@@ -85,8 +91,14 @@ class PolicyTrainer:
         backend: Any = None,
         device: str | torch.device = "cpu",
         adapter: Any = None,
+        image_processor: Any = None,
     ) -> None:
         self.model = model
+        self._vision = (
+            functools.partial(image_row, model, image_processor) if image_processor is not None else None
+        )
+        """A VLM's pixel inputs and positions for rows with images (``image_processor``: the one the
+        sampler used, e.g. ``backend.image_processor``)."""
         self.adapter = adapter
         """The ``PeftModel`` around ``model`` when only a LoRA adapter trains (:func:`.lora.attach_lora`)."""
         if adapter is not None and adapter.base_model.model is not model:
@@ -158,7 +170,7 @@ class PolicyTrainer:
         sums = {"tis_ratio": 0.0, "tis_weight": 0.0, "tis_clipped": 0.0, "tis_tokens": 0.0}
         ratio_max = 0.0
         for part in micro_batches(out, list(range(len(out))), self.ppo.micro_batch_size):
-            mb = collate(out, part, pad_id=self.pad_token_id, device=self.device)
+            mb = collate(out, part, pad_id=self.pad_token_id, device=self.device, vision=self._vision)
             logp, _ = token_logprobs(self.model, mb, temperature=self.ppo.temperature)
             _, stats = tis_weights(logp, mb.old_logprobs, cap)
             for k in sums:
@@ -188,7 +200,7 @@ class PolicyTrainer:
         loss_total = 0.0
         self.model.train()
         for part in micro_batches(rows, indices, cfg.micro_batch_size):
-            mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device)
+            mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device, vision=self._vision)
             logp, entropy = token_logprobs(self.model, mb, temperature=cfg.temperature, with_entropy=True)
             weights = None
             if cfg.tis_cap is not None and mb.rollout_logprobs is not None:
@@ -245,7 +257,7 @@ class PolicyTrainer:
         loss_total, context_loss, tokens = 0.0, 0.0, 0
         self.model.train()
         for part in micro_batches(rows, indices, self.ppo.micro_batch_size):
-            mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device)
+            mb = collate(rows, part, pad_id=self.pad_token_id, device=self.device, vision=self._vision)
             if context_weight > 0:
                 logp, ctx = context_logprobs(self.model, mb)
                 loss = sft_loss(logp, mb.rows, agg)
@@ -273,7 +285,8 @@ class PolicyTrainer:
         total, count = 0.0, 0
         for part in micro_batches(rows, list(range(len(rows))), self.ppo.micro_batch_size):
             logp, _ = token_logprobs(
-                self.model, collate(rows, part, pad_id=self.pad_token_id, device=self.device)
+                self.model,
+                collate(rows, part, pad_id=self.pad_token_id, device=self.device, vision=self._vision),
             )
             total -= float(logp.sum().item())
             count += int(logp.numel())

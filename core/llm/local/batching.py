@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from ...types import FinishReason, GenerationRequest, GenerationResult
 from .sampling import RowSettings, StopStrings, sample_step
+from .vlm import ImageRow, is_vlm
 
 COMPACT_AT = 0.25
 """Compact the cache once this fraction of its slots (or more) hold rows that already stopped."""
@@ -51,6 +52,8 @@ class Row:
     finish: FinishReason | None = None
     matched: int | str | None = None
     cancelled: bool = False
+    vision: ImageRow | None = None
+    """A vision-language model's inputs for the prompt's images (None: a text prompt)."""
 
 
 class ContinuousBatch:
@@ -66,6 +69,8 @@ class ContinuousBatch:
             if "logits_to_keep" in params
             else ("num_logits_to_keep" if "num_logits_to_keep" in params else None)
         )
+        self.mrope = is_vlm(model)
+        """Qwen-VL's 3D rotary positions: computed per row, shifted after images (``vlm.py``)."""
         self.can_join = not _has_sliding_window(model.config)
         """Whether rows may join a running batch (not with sliding-window caches)."""
         self._slots: list[Row | None] = []
@@ -97,7 +102,7 @@ class ContinuousBatch:
         if new:
             for row in new:
                 row.version = version
-            cache, mask, logits = self._prefill([r.request.input_ids for r in new])
+            cache, mask, logits = self._prefill(new)
             self._advance(new, logits)
             keep = [i for i, r in enumerate(new) if r.finish is None]
             self._finish([r for r in new if r.finish is not None])
@@ -120,7 +125,12 @@ class ContinuousBatch:
             [r.out_ids[-1] if r is not None else self.pad_token_id for r in slots], device=self.device
         )
         positions = torch.tensor(
-            [len(r.request.input_ids) + len(r.out_ids) - 1 if r is not None else 0 for r in slots],
+            [
+                len(r.request.input_ids) + len(r.out_ids) - 1 + (r.vision.rope_delta if r.vision else 0)
+                if r is not None
+                else 0
+                for r in slots
+            ],
             device=self.device,
         )
         mask = torch.cat([past, past.new_ones(n, 1)], dim=1)
@@ -139,9 +149,10 @@ class ContinuousBatch:
         self._advance([r for _, r in live], logits if len(live) == n else logits[[i for i, _ in live]])
         self._drop([i for i, r in live if r.finish is not None])
 
-    def _prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    def _prefill(self, rows: list[Row]) -> tuple[Any, torch.Tensor, torch.Tensor]:
         from transformers import DynamicCache
 
+        prompts = [r.request.input_ids for r in rows]
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -150,6 +161,9 @@ class ContinuousBatch:
             mask[i, width - len(p) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+        extra: dict[str, Any] = {}
+        if self.mrope:
+            positions, extra = self._vision_inputs(rows, positions)
         try:
             cache = DynamicCache(config=self.model.config)
         except TypeError:  # older transformers
@@ -162,9 +176,26 @@ class ContinuousBatch:
             past_key_values=cache,
             use_cache=True,
             **kwargs,
+            **extra,
         )
         self.max_rows_seen = max(self.max_rows_seen, len(prompts))
         return out.past_key_values, mask, out.logits[:, -1, :]
+
+    def _vision_inputs(self, rows: list[Row], text: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Left-padded 3D positions ``(3, rows, width)`` and the pixel inputs of the rows' images."""
+        positions = text[None].repeat(3, 1, 1)
+        width = positions.shape[-1]
+        for i, row in enumerate(rows):
+            if row.vision is not None:
+                n = row.vision.positions.shape[-1]
+                positions[:, i, width - n :] = row.vision.positions.to(positions.device)
+        images = [r.vision for r in rows if r.vision is not None]
+        if not images:
+            return positions, {}
+        return positions, {
+            "pixel_values": torch.cat([v.pixel_values for v in images]).to(self.device),
+            "image_grid_thw": torch.cat([v.image_grid_thw for v in images]).to(self.device),
+        }
 
     def _advance(self, rows: list[Row], logits: torch.Tensor) -> None:
         """Sample one token for each row, record it and decide whether the row stops."""

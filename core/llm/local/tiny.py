@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from .tiny_vl import RECIPE as VL_RECIPE
+
 Family = Literal[
     "qwen",
     "llama",
@@ -33,6 +35,7 @@ Family = Literal[
     "kimi-k2",
     "gpt-oss",
     "glm-4.5",
+    "qwen2.5-vl",
 ]
 
 RECIPE_VERSION = 2
@@ -231,6 +234,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "calls": "glm45",
     },
 }
+FAMILIES["qwen2.5-vl"] = {
+    **FAMILIES["qwen"],
+    "template": "qwen2_5_vl.jinja",
+    "special": [
+        *FAMILIES["qwen"]["special"],
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ],
+    "architecture": "qwen2_5_vl",
+    "calls": "hermes",
+    "vision": VL_RECIPE,
+}  # a vision-language model: Qwen2.5's tokens and tool calls, a vision tower (tiny_vl.py)
 FAMILIES["qwen3"] = {
     **FAMILIES["qwen"],
     "template": "qwen3.jinja",
@@ -354,7 +371,7 @@ def _build_tokenizer(spec: TinySpec, extra: list[str], out: Path) -> None:
 
     fam = FAMILIES[spec.family]
     tok = Tokenizer(models.BPE())
-    qwen_like = fam["architecture"] == "qwen2"
+    qwen_like = fam["architecture"] in ("qwen2", "qwen2_5_vl")
     split = QWEN_SPLIT if qwen_like else LLAMA3_SPLIT
     if qwen_like:
         tok.normalizer = normalizers.NFC()
@@ -410,6 +427,11 @@ def _build_weights(spec: TinySpec, out: Path) -> None:
     )
     torch.manual_seed(spec.seed)
     model: Any
+    if fam["architecture"] == "qwen2_5_vl":
+        from .tiny_vl import build_vl_weights
+
+        build_vl_weights(spec, tokenizer, common, out)
+        return
     if fam["architecture"] == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common))
     else:

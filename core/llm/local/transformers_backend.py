@@ -36,10 +36,12 @@ from typing import Any
 import torch
 
 from ...errors import ConfigError, ContextLengthError, LLMError
+from ...tokens.vision import load_image_processor
 from ...types import GenerationRequest, GenerationResult
 from ..base import LLMBackend
 from .batching import ContinuousBatch, Row
 from .sampling import RowSettings, StopStrings
+from .vlm import image_row, is_vlm
 
 log = logging.getLogger("toolgym.llm.transformers")
 
@@ -67,8 +69,9 @@ class TransformersBackend(LLMBackend):
         num_threads: int | None = None,
         model_name: str | None = None,
         weight_version: str | None = "0",
+        image_processor: Any = None,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
         if max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -82,11 +85,12 @@ class TransformersBackend(LLMBackend):
                     f"{str(path)!r} is not a Hugging Face model directory (no config.json); give the folder a model was saved to"
                 )
             torch_dtype = _dtype(dtype)
+            auto = AutoModelForImageTextToText if _has_vision(path) else AutoModelForCausalLM
             with _quiet_loading():
                 try:
-                    loaded = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+                    loaded = auto.from_pretrained(str(path), dtype=torch_dtype)
                 except TypeError:  # transformers < 4.56 names it torch_dtype
-                    loaded = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch_dtype)
+                    loaded = auto.from_pretrained(str(path), torch_dtype=torch_dtype)
             self.model = loaded.to(self.device)  # type: ignore[arg-type]
             self.model_path: str | None = str(path)
             tokenizer = tokenizer if tokenizer is not None else str(path)
@@ -106,7 +110,14 @@ class TransformersBackend(LLMBackend):
         self.batch_window_s = batch_window_s
         self.eos_token_ids = _eos_ids(self.model, tokenizer)
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
-        self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
+        config = self.model.config
+        self.max_context: int | None = getattr(config, "max_position_embeddings", None) or getattr(
+            getattr(config, "text_config", None), "max_position_embeddings", None
+        )
+        self.image_processor = image_processor
+        """A vision-language model's image processor (default: the one saved with the model)."""
+        if is_vlm(self.model) and image_processor is None and self.model_path:
+            self.image_processor = load_image_processor(self.model_path)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = pad if pad is not None else min(self.eos_token_ids, default=0)
         self._fast = getattr(tokenizer, "backend_tokenizer", None)
@@ -194,6 +205,14 @@ class TransformersBackend(LLMBackend):
             )
         if self._closed:
             raise LLMError("the transformers backend is closed; create a new one")
+        vision = None
+        if request.images:
+            if self.image_processor is None or not is_vlm(self.model):
+                raise LLMError(
+                    f"the prompt has {len(request.images)} image(s) but {self.model_name} is not a vision-language "
+                    "model with an image processor; use a VLM (e.g. --model tiny-vl) or drop the images"
+                )
+            vision = await asyncio.to_thread(image_row, self.model, self.image_processor, ids, request.images)
         seed = sp.seed if sp.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         generator = None
         if sp.temperature > 0:
@@ -214,6 +233,7 @@ class TransformersBackend(LLMBackend):
             version=self._version,
             enqueued=time.perf_counter(),
             top=[] if sp.top_logprobs else None,
+            vision=vision,
         )
         future.add_done_callback(lambda f: setattr(row, "cancelled", f.cancelled()))
         self._ensure_worker()
@@ -357,6 +377,15 @@ def _deliverer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Generatio
             pass
 
     return deliver
+
+
+def _has_vision(path: Path) -> bool:
+    import json
+
+    try:
+        return "vision_config" in json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

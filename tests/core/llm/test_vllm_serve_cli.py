@@ -76,6 +76,7 @@ def test_every_tiny_family_is_served_as_its_vllm_build() -> None:
         directory = vllm_model_dir(name)
         assert directory == vllm_tiny_model(family), name
         config = json.loads((directory / "config.json").read_text())
+        config = config.get("text_config", config)  # a VLM's (tiny-vl) text model is nested
         assert config["hidden_size"] // config["num_attention_heads"] == 32
         assert (directory / "chat_template.jinja").read_text() == template_source(family)
     assert vllm_model_dir(str(vllm_tiny_model("glm-4.5"))) == vllm_tiny_model("glm-4.5")
