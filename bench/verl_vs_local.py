@@ -274,6 +274,9 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
             f"(wall per run {verl['wall_s']:.0f} s against {local['wall_s']:.0f} s)."
         )
     lines += phase_table(results)
+    about = args.records / "about.md" if args.records is not None else None
+    if about is not None and about.is_file():  # hand-written notes kept beside the records
+        lines += ["", "## About these runs", "", about.read_text().strip()]
     return "\n".join(lines) + "\n"
 
 
