@@ -157,7 +157,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("toolgym.sandboxes", "toolgym.trajectories"),
     ("toolgym.plugins", "toolgym.testing", "toolgym.scaffold", "toolgym.logs", "toolgym.gym"),
     ("toolgym.training",),  # advantages, filters, tasks, the config file: what both trainers share
-    ("toolgym.training.local", "toolgym.training.verl"),
+    ("toolgym.training.local", "toolgym.training.verl", "toolgym.training.trl"),
     ("toolgym.training.warmstart",),
     ("toolgym.training.runner",),
     APPLICATION,
