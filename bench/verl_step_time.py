@@ -11,7 +11,9 @@ docs/results/results.md) with the model, batch and step count overridden; the ve
 estimator options and PPO settings as overrides (verl has no ``episode-mean-token-mean``: it gets
 ``seq-mean-token-mean``; the compute per row is the same). The model is the tiny one, untrained unless
 ``--model`` names another (``warmstart:alfworld`` after ``toolgym warmstart --env alfworld``): an
-untrained model plays every episode to the step limit, the slowest case for both trainers alike.
+untrained model plays every episode to the step limit, the slowest case for both trainers alike; both
+charge an invalid action 0.1 (the verl example's penalty), so that its groups still have advantages
+and both trainers run their whole update.
 The first step of each run warms caches and is left out of the median when there are more.
 """
 
@@ -50,7 +52,7 @@ def verl_overrides(args: argparse.Namespace, out: Path) -> list[str]:
         "verl.trainer.device=cpu",
         "toolgym.env_kwargs={history_length: 2, max_steps: 30}",
         "toolgym.engine={max_turns: 30, max_tokens_per_turn: 32, max_tokens_per_trajectory: 1024}",
-        "toolgym.advantage={estimator: gigpo, options: {gamma: 0.95, omega: 1.0, mode: mean_norm, invalid_penalty: 0.0}}",
+        "toolgym.advantage={estimator: gigpo, options: {gamma: 0.95, omega: 1.0, mode: mean_norm, invalid_penalty: 0.1}}",
         "verl.data.max_prompt_length=1024",
         "verl.data.max_response_length=32",
         "verl.actor_rollout_ref.actor.optim.lr=3.0e-4",
@@ -83,7 +85,11 @@ def local_overrides(args: argparse.Namespace, out: Path) -> list[str]:
         *common(args, out),
         f"verl.actor_rollout_ref.actor.ppo_mini_batch_size={args.tasks}",
         "verl.trainer.test_freq=0",  # no held-out evaluation, before training or after
+        "verl.trainer.val_before_train=false",
         "verl.trainer.save_freq=0",
+        # an invalid action costs 0.1 (verl's example's value): an untrained model, which never succeeds,
+        # still gets step advantages, so both trainers run their whole update
+        "toolgym.advantage.options.invalid_penalty=0.1",
     ]
 
 

@@ -21,6 +21,7 @@ these keys (the rest are verl's business and are ignored):
 | ``data.train_batch_size`` | tasks per RL step |
 | ``trainer.total_training_steps`` | RL steps |
 | ``trainer.test_freq`` / ``save_freq`` / ``default_local_dir`` / ``device`` | evaluation and checkpoint cadence, output directory, ``cpu`` or ``cuda`` |
+| ``trainer.val_before_train`` | the held-out evaluation before the first RL step (default true, as in verl) |
 | ``actor_rollout_ref.actor.optim.lr_warmup_steps`` | linear learning-rate warm-up (optimiser steps) |
 | ``actor_rollout_ref.rollout.max_num_seqs`` | rows the sampler decodes together |
 | ``actor_rollout_ref.model.lora_rank`` / ``lora_alpha`` / ``target_modules`` / ``exclude_modules`` | LoRA adapter (``lora.py``; rank 0: full fine-tuning), verl's defaults (16, ``all-linear``) |
@@ -99,6 +100,7 @@ LOCAL_VERL_KEYS = frozenset(
         "data.train_batch_size",
         "trainer.total_training_steps",
         "trainer.test_freq",
+        "trainer.val_before_train",
         "trainer.save_freq",
         "trainer.default_local_dir",
         "trainer.device",
@@ -240,6 +242,7 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")
     out = str(trainer.get("default_local_dir") or "checkpoints/toolgym_local")
     run = {
+        "val_before_train": bool(trainer.get("val_before_train", True)),
         "model": str(_get(verl, "actor_rollout_ref.model.path", "tiny")),
         "device": str(trainer.get("device", "cpu")),
         "out": out,
@@ -698,7 +701,7 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any, tracker: 
     (out / "run.json").write_text(json.dumps({"rl": rl.model_dump(), "run": settings}, indent=2, default=str))
     walls: list[float] = []
     try:
-        if not any(r.get("step") == 0 for r in metrics.records()):
+        if settings["val_before_train"] and not any(r.get("step") == 0 for r in metrics.records()):
             console.print(eval_start_line(rl.eval.num_tasks, when="before RL"), highlight=False)
             before = await loop.evaluate()
             record = {"step": 0, "heldout": eval_record(before)}

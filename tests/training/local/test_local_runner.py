@@ -160,3 +160,29 @@ def test_keychain_config_starts_from_the_demos_warm_start() -> None:
     assert (
         path == demo_warm_start() and (path / "config.json").is_file() and (path.parent / "READY").is_file()
     )
+
+
+def test_val_before_train_false_skips_the_evaluation_before_rl(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--trainer",
+            "local",
+            "--config",
+            "keychain_gigpo",
+            "verl.data.train_batch_size=2",
+            "toolgym.group_size=2",
+            "toolgym.val.num_tasks=2",
+            "toolgym.engine.max_tokens_per_turn=8",
+            "verl.trainer.total_training_steps=1",
+            "verl.trainer.test_freq=0",
+            "verl.trainer.val_before_train=false",
+            f"verl.trainer.default_local_dir={out}",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    assert "before RL" not in done.output
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1]
