@@ -3,21 +3,40 @@
 Each figure is printed beside its baseline, measured in the same run on the same image:
 ``docker exec`` of the same command in the same container (round trip), and
 ``docker run --rm IMAGE true`` (cold start). Goals: round trip p50 ≤ 5 ms and ≥ 20× faster than
-``docker exec``; acquire p50 ≤ 10 ms; cold create-to-ready p50 ≤ 1 s. "release to ready again" is the time a
-released sandbox takes to come back to the pool (reset inside, checked from the host).
+``docker exec``; acquire p50 ≤ 10 ms; cold create-to-ready p50 ≤ 1 s.
 
-    python bench/sandbox_latency.py [--backend docker|local] [--calls 300] [--cold 10] [--smoke]
+"release → ready" is the time a released sandbox takes to come back to the pool: the agent's
+reset, the host's check from outside, and the next episode's interpreter started and answering
+(``prestart``). It and "acquire" are measured in one loop, episode by episode in turn, on two
+pools: the current code, and the **old path** (the agent's files as of ``--baseline-rev``, staged
+from git, with the pool's old acquire: a ping every time and the holder file rewritten through a
+truncation), so the two columns share the load of the moment. Each row also gives the phases of
+release → ready. "acquire after idle" is an acquire of a sandbox idle past ``ping_fresh_s`` (pinged).
+
+    python bench/sandbox_latency.py [--backend docker|local] [--calls 300] [--cold 10] [--recycles 40]
+        [--baseline-rev REV] [--only-recycle] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import subprocess
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
-from toolgym.sandboxes import open_backend
+from toolgym.sandboxes import lifecycle, open_backend
+from toolgym.sandboxes.agent import AGENT_FILES
+from toolgym.sandboxes.pool import PooledBackend
+
+BASELINE_REV = "57a3668"
+"""The last commit whose interpreter imported ``ast``, ``socket``, ``typing``, ... at start-up,
+whose agent answered a ping in a new thread, and whose pool pinged on every acquire."""
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -38,6 +57,114 @@ def docker_cli(*args: str) -> float:
     start = time.perf_counter()
     subprocess.run(["docker", *args], check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+def stage_agent(rev: str) -> Path:
+    """The agent's files as of ``rev``, where every sandbox user can read them."""
+    root = Path(tempfile.mkdtemp(prefix=f"agent-{rev}-", dir=lifecycle.state_root()))
+    root.chmod(0o755)
+    for name in AGENT_FILES:
+        text = subprocess.run(
+            ["git", "show", f"{rev}:sandboxes/agent/{name}"], check=True, capture_output=True
+        ).stdout
+        (root / name).write_bytes(text)
+        (root / name).chmod(0o644)
+    return root
+
+
+def old_note_holder(self: PooledBackend, sandbox: Any, episode_id: str, labels: Any) -> None:
+    """The holder file as the old pool wrote it (truncated, then written)."""
+    try:
+        path = lifecycle.state_root() / sandbox.id / "holder.json"
+        path.write_text(json.dumps({"episode": episode_id, "labels": dict(labels), "since": time.time()}))
+    except OSError:
+        pass
+
+
+def timed(phases: dict[str, list[float]], name: str, call: Callable[..., Awaitable[Any]]) -> Any:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await call(*args, **kwargs)
+        finally:
+            phases.setdefault(name, []).append(time.perf_counter() - start)
+
+    return wrapper
+
+
+async def recycle_pair(backend_name: str, n: int, idle_n: int, rev: str) -> None:
+    """release → ready and acquire, now and on the old path, in turn (see the module docstring)."""
+    columns: dict[str, dict[str, list[float]]] = {}
+    backends: dict[str, PooledBackend] = {}
+    old_agent = stage_agent(rev)
+    try:
+        for column in ("now", "old path"):
+            backend = open_backend(backend_name, max_idle=2)
+            phases: dict[str, list[float]] = {}
+            if column == "old path":
+                backend.ping_fresh_s = 0.0
+                backend._note_holder = old_note_holder.__get__(backend)  # type: ignore[method-assign]
+                lifecycle._staged = old_agent  # sandboxes made now mount the old agent
+            try:
+                await backend.prewarm("python", 1)
+            finally:
+                lifecycle._staged = None
+            backend.warm_targets["python"] = 0  # no refills: every sandbox was made above
+            backend._host_check = timed(phases, "host check", backend._host_check)  # type: ignore[method-assign]
+            columns[column], backends[column] = phases, backend
+
+        async def one(column: str, *, idle_s: float = 0.0) -> None:
+            backend, phases = backends[column], columns[column]
+            await backend.settle()
+            if idle_s:
+                await asyncio.sleep(idle_s)
+            start = time.perf_counter()
+            sb = await backend.acquire("python", episode_id="bench")
+            phases.setdefault("acquire after idle" if idle_s else "acquire", []).append(
+                time.perf_counter() - start
+            )
+            sb.reset = timed(phases, "agent reset", sb.reset)  # type: ignore[method-assign]
+            sb.prestart = timed(phases, "prestart (interpreter)", sb.prestart)  # type: ignore[method-assign]
+            result = await (await sb.python()).execute("x = 1")
+            assert result.error is None, result.error
+            start = time.perf_counter()
+            await backend.release(sb)
+            await backend.settle()
+            if not idle_s:
+                phases.setdefault("release -> ready", []).append(time.perf_counter() - start)
+            del sb.reset, sb.prestart
+
+        for column in backends:  # one round each before measuring
+            await one(column)
+        for phases in columns.values():
+            phases.clear()
+        for _ in range(n):
+            for column in backends:
+                await one(column)
+        for _ in range(idle_n):
+            for column in backends:
+                await one(column, idle_s=backends["now"].ping_fresh_s + 0.2)
+        print(f"\n== release -> ready and acquire ({backend_name}; old path: the agent of {rev}) ==")
+        for row in (
+            "release -> ready",
+            "acquire",
+            "acquire after idle",
+            "agent reset",
+            "host check",
+            "prestart (interpreter)",
+        ):
+            now, old = columns["now"].get(row), columns["old path"].get(row)
+            if now and old:
+                line(row, now, old)
+        made = {c: b.counters["created"] for c, b in backends.items()}
+        print(f"sandboxes made: {made} (1 each: every episode reused the same one)")
+    finally:
+        lifecycle._staged = None
+        for backend in backends.values():
+            await backend.aclose()
+        for name in AGENT_FILES:
+            (old_agent / name).unlink(missing_ok=True)
+        old_agent.rmdir()
 
 
 async def main(backend_name: str, calls: int, cold: int, baseline_calls: int) -> None:
@@ -72,26 +199,6 @@ async def main(backend_name: str, calls: int, cold: int, baseline_calls: int) ->
         if exec_trips:
             line("baseline: docker exec CONTAINER true", exec_trips)
 
-        acquires = []
-        for _ in range(30):
-            await backend.settle()
-            start = time.perf_counter()
-            got = await backend.acquire("python")
-            acquires.append(time.perf_counter() - start)
-            await backend.release(got)
-        line("acquire from the warm pool", acquires)
-
-        recycles = []  # release -> reset, checked from the host, back in the idle list
-        for _ in range(20):
-            await backend.settle()
-            got = await backend.acquire("python")
-            await (await got.python()).execute("x = 1")
-            start = time.perf_counter()
-            await backend.release(got)
-            await backend.settle()
-            recycles.append(time.perf_counter() - start)
-        line("release to ready again (reset)", recycles)
-
         unpooled = open_backend(backend_name, max_idle=0)  # no warm pool: every acquire creates
         try:
             await unpooled.release(await unpooled.acquire("python"))  # start-up sweep, image check
@@ -124,8 +231,14 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--cold", type=int, default=10)
     parser.add_argument("--baseline-calls", type=int, default=30)
+    parser.add_argument("--recycles", type=int, default=40, help="episodes per column for release -> ready")
+    parser.add_argument("--idle-acquires", type=int, default=10, help="acquires after idle, per column")
+    parser.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the old path's agent")
+    parser.add_argument("--only-recycle", action="store_true", help="only release -> ready and acquire")
     parser.add_argument("--smoke", action="store_true", help="a few calls only (checks that it runs)")
     args = parser.parse_args()
     if args.smoke:
-        args.calls, args.cold, args.baseline_calls = 20, 2, 3
-    asyncio.run(main(args.backend, args.calls, args.cold, args.baseline_calls))
+        args.calls, args.cold, args.baseline_calls, args.recycles, args.idle_acquires = 20, 2, 3, 3, 1
+    if not args.only_recycle:
+        asyncio.run(main(args.backend, args.calls, args.cold, args.baseline_calls))
+    asyncio.run(recycle_pair(args.backend, args.recycles, args.idle_acquires, args.baseline_rev))

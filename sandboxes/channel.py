@@ -47,6 +47,8 @@ class AgentChannel:
         self._on_close: list[Callable[[str], Any]] = []
         self.tunnel_sink: Callable[[dict[str, Any]], None] | None = None
         """Gets every frame the agent sends with ``tun`` (egress tunnels); None drops them."""
+        self.last_heard = time.monotonic()
+        """``time.monotonic()`` when the agent's last frame arrived (its hello, at first)."""
         self._reader_task = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"agent-reader-{name}"
         )
@@ -131,6 +133,7 @@ class AgentChannel:
                     reason = f"its agent sent an oversized frame ({length} bytes, more than the {limit} a reply may take)"
                     break
                 reply = protocol.decode_body(await self._reader.readexactly(length))
+                self.last_heard = time.monotonic()
                 if "tun" in reply:
                     if self.tunnel_sink is not None:
                         self.tunnel_sink(reply)

@@ -5,7 +5,7 @@ The agent's own report of its reset is not evidence: code that took the agent ov
 process that holds its PID namespace (the agent itself, PID 1 of a container; the outer ``bwrap``
 of a local sandbox), because orphans are re-parented to the namespace's PID 1 and nothing inside
 can leave the namespace. After a reset only the agent may be left, with the host PID it had when
-the sandbox was made.
+the sandbox was made, and with the attributes it had then (``attributes_changed``, below).
 """
 
 from __future__ import annotations
@@ -104,3 +104,90 @@ def only_expected(
                 )
             return "; ".join(parts)
         time.sleep(0.02)
+
+
+# -- what a sandbox's code can change in the agent from outside it ---------------------------------
+#
+# Every process of a sandbox runs as the agent's uid, and the kernel lets a process of the same
+# uid change a few attributes of another one without any capability: its resource limits
+# (``prlimit``: lower only, the hard limit included), nice value (``setpriority``: up only), CPU
+# affinity, scheduling policy and I/O priority. Whatever an episode sets on the agent, every process
+# the agent starts later inherits: the next episode's interpreter and commands would run with
+# limits, CPUs and priorities an earlier episode chose for them (a covert channel of many bits,
+# and sabotage). The agent cannot undo a lowered hard limit, so the host records these attributes
+# when the sandbox is made and a reset is accepted only when they are still the same.
+
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+"""``ioprio_get``'s number per machine (not in ``os``); elsewhere the I/O priority is not compared."""
+
+
+def _ioprio(tid: int) -> int | None:
+    import ctypes
+    import platform
+
+    number = _IOPRIO_GET.get(platform.machine())
+    if number is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = int(libc.syscall(number, 1, tid))  # IOPRIO_WHO_PROCESS
+    return None if value < 0 else value
+
+
+def attributes(pid: int) -> dict[str, object] | None:
+    """The attributes of process ``pid`` that another process of its uid can change and that its
+    children inherit: ``limits`` (``/proc/PID/limits``) and, per thread, nice, CPU affinity,
+    scheduling policy and priority, I/O priority. None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            limits = f.read()
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+    threads = {}
+    for tid in tids:
+        try:
+            threads[tid] = (
+                os.getpriority(os.PRIO_PROCESS, tid),
+                tuple(sorted(os.sched_getaffinity(tid))),
+                os.sched_getscheduler(tid),
+                os.sched_getparam(tid).sched_priority,
+                _ioprio(tid),
+            )
+        except OSError:  # a request thread that ended meanwhile
+            continue
+    return {"limits": limits, "thread": threads.get(pid), "threads": threads}
+
+
+def fresh_attributes(pid: int) -> dict[str, object] | None:
+    """What ``attributes_changed`` compares with, taken when the sandbox is made: the limits and
+    the main thread's attributes (every later thread of the agent starts from the main thread's)."""
+    now = attributes(pid)
+    return None if now is None else {"limits": now["limits"], "thread": now["thread"]}
+
+
+def attributes_changed(pid: int, fresh: dict[str, object]) -> str | None:
+    """None when process ``pid`` and each of its threads still have the ``fresh`` attributes;
+    else what changed (for the pool's log)."""
+    now = attributes(pid)
+    if now is None:
+        return f"the agent {pid} is gone"
+    if now["limits"] != fresh["limits"]:
+        was = dict(_limit_rows(str(fresh["limits"])))
+        changed = [
+            f"{name}: {value}" for name, value in _limit_rows(str(now["limits"])) if was.get(name) != value
+        ]
+        return f"the agent's resource limits were changed from inside the sandbox ({'; '.join(changed)})"
+    names = ("nice", "CPU affinity", "scheduling policy", "scheduling priority", "I/O priority")
+    for tid, values in now["threads"].items():  # type: ignore[attr-defined]
+        for name, value, was in zip(names, values, fresh["thread"] or (), strict=False):  # type: ignore[call-overload]
+            if value != was:
+                return f"the {name} of the agent's thread {tid} was changed from inside the sandbox ({was} -> {value})"
+    return None
+
+
+def _limit_rows(text: str) -> list[tuple[str, str]]:
+    rows = []
+    for line in text.splitlines()[1:]:
+        name = line[:26].strip()
+        rows.append((name, " ".join(line[26:].split())))
+    return rows

@@ -1,15 +1,18 @@
 """The warm pool and lifecycle every backend shares (``PooledBackend``).
 
-- ``acquire(kind)`` hands out an idle sandbox of that kind after a liveness ping, or creates
-  one; then it tops the kind's idle list back up to its warm target in the background.
+- ``acquire(kind)`` hands out an idle sandbox of that kind after a liveness ping (skipped when
+  its agent answered within ``ping_fresh_s``: a sandbox just back from its checked reset), or
+  creates one; then it tops the kind's idle list back up to its warm target in the background.
 - ``release(sandbox)`` returns at once; in the background the sandbox is reset (every process
   but the agent killed, work directory, /tmp and home wiped) and checked. It is destroyed instead
   when it is broken (agent dead or hung), poisoned (processes survived the reset, memory, pids or
   disk still near their limits), or when the idle list is full.
 - The reset is not taken on the sandbox's word: after it, the host checks from outside
   (``_host_check``: its own view of the sandbox's processes) that only the agent it started
-  with is left, and destroys the sandbox otherwise. Only then does the
-  agent start the next episode's interpreter (``prestart``).
+  with is left, with the attributes it started with (resource limits, nice value, CPU affinity,
+  scheduling, I/O priority: code of its uid can change them, and everything the agent starts
+  inherits them; ``hostprocs.attributes_changed``), and destroys the sandbox otherwise. Only
+  then does the agent start the next episode's interpreter (``prestart``).
 - A sandbox's **kept session** (``AgentSandbox.kept_python``: the browser tools' Playwright and
   Chromium) survives the reset when the episode ran no code of its own in the sandbox and the
   session's renewal cell (closing every browser context) succeeded; the host then allows exactly
@@ -35,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -52,12 +56,18 @@ log = logging.getLogger("toolgym.sandboxes")
 
 POISON_FRACTION = 0.9
 """A reset sandbox whose memory or pids use is still above this share of its limit is destroyed."""
+PING_FRESH_S = 1.0
+"""An idle sandbox whose agent answered less than this long ago (seconds) is handed out without a
+ping. The ping is a liveness check only (an agent that died closes its channel, which takes the
+sandbox out of the idle list at once; the ping catches one that hangs); the reset's checks are not
+affected."""
 
 
 class PooledBackend(ABC):
     """A sandbox backend with a warm pool (see the module docstring)."""
 
     name = ""
+    ping_fresh_s = PING_FRESH_S
 
     def __init__(
         self,
@@ -183,7 +193,8 @@ class PooledBackend(ABC):
                 break
             idle.remove(candidate)
             try:
-                await candidate.ping(timeout=2.0)
+                if time.monotonic() - candidate.channel.last_heard >= self.ping_fresh_s:
+                    await candidate.ping(timeout=2.0)
             except SandboxError:
                 self.counters["dead_in_pool"] += 1
                 self._discard(candidate)
@@ -418,7 +429,14 @@ class PooledBackend(ABC):
 
     def _note_holder(self, sandbox: AgentSandbox, episode_id: str, labels: Mapping[str, str]) -> None:
         """Record who holds a sandbox in its state directory (``toolgym sandbox ls`` reads it):
-        labels of pooled containers cannot change after creation."""
+        labels of pooled containers cannot change after creation. Overwritten in place, then cut to
+        length: truncating to zero first makes ext4 flush the file on close (about 1 ms, on every
+        acquire and release); a reader that meets a half-written file gets no holder."""
+        data = json.dumps({"episode": episode_id, "labels": dict(labels), "since": time.time()}).encode()
         with contextlib.suppress(OSError):
-            path = lifecycle.state_root() / sandbox.id / "holder.json"
-            path.write_text(json.dumps({"episode": episode_id, "labels": dict(labels), "since": time.time()}))
+            fd = os.open(lifecycle.state_root() / sandbox.id / "holder.json", os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)

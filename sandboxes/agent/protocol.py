@@ -25,18 +25,28 @@ send to a request (from its ``max_output`` or ``max_bytes``), the agent cuts eac
 (it closes the channel instead).
 
 Stdlib only: this module runs inside sandboxes (imported by the agent as a sibling script) and on
-the host (imported as ``toolgym.sandboxes.agent.protocol``). It must import nothing else.
+the host (imported as ``toolgym.sandboxes.agent.protocol``). It must import nothing else. The
+Python session's interpreter imports it before each episode (``pyworker``), so it imports at
+module level only what that interpreter needs (``json``, ``struct``, ``traceback``): ``typing``
+and ``types`` serve annotations only, and ``base64`` only the tunnels.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import socket
 import struct
 import traceback
-import types
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: each of these costs the Python session's start-up
+    import types
+    from typing import Any, Protocol
+
+    class Readable(Protocol):
+        """What ``recv_frame`` reads from: a socket, or an object with its ``recv``."""
+
+        def recv(self, n: int, /) -> bytes: ...
+
 
 HEADER = struct.Struct(">I")
 TOKEN_ENV = "TOOLGYM_AGENT_TOKEN"
@@ -161,6 +171,8 @@ def encode(message: dict[str, Any]) -> bytes:
 def encode_tunnel_data(tid: int, data: bytes | memoryview) -> bytes:
     """The ``data`` frame of tunnel ``tid`` (what ``encode`` would make, without walking the JSON
     encoder over the payload: base64 text needs no escaping)."""
+    import base64  # tunnels only (the agent has it already); kept out of the interpreter's start-up
+
     body = b'{"tun":%d,"ev":"data","data_b64":"%s"}' % (int(tid), base64.b64encode(data))
     return HEADER.pack(len(body)) + body
 
@@ -172,7 +184,7 @@ def decode_body(body: bytes) -> dict[str, Any]:
     return message
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes | None:
+def recv_exact(sock: Readable, n: int) -> bytes | None:
     """Exactly ``n`` bytes from a blocking socket, or None at a clean end of stream."""
     chunks = []
     remaining = n
@@ -187,7 +199,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, *, max_frame: int = MAX_FRAME) -> dict[str, Any] | None:
+def recv_frame(sock: Readable, *, max_frame: int = MAX_FRAME) -> dict[str, Any] | None:
     """The next frame from a blocking socket, or None when the peer closed the connection; a frame
     longer than ``max_frame`` bytes raises ``ConnectionError`` before any of it is read."""
     header = recv_exact(sock, HEADER.size)

@@ -240,16 +240,22 @@ class DockerBackend(PooledBackend):
         sandbox.handle["counters"] = {"memory_peak": result}
 
     def _container_pids(self, container_id: str, start: dict[str, Any] | None, kept: bool = False) -> Any:
-        """Without ``start``: ``{"via", "agent"}`` of a fresh container. With it: None when the
-        agent is the only process left (with ``kept``: beside one process tree under it, the
-        kept session's), else why not."""
+        """Without ``start``: ``{"via", "agent"}`` of a fresh container (and, through this host's
+        ``/proc``, the agent's ``attributes``). With it: None when the agent is the only process
+        left (with ``kept``: beside one process tree under it, the kept session's) and its
+        attributes are those it was made with (``hostprocs.attributes_changed``), else why not."""
         if start is not None and start["via"] == "proc":  # no engine call: this host's /proc says it all
             if not _engine_is_local(start["agent"], container_id):
                 return f"the container's agent {start['agent']} is gone"
-            return hostprocs.only_expected(start["agent"], set(), kept_under=start["agent"] if kept else None)
+            left = hostprocs.only_expected(start["agent"], set(), kept_under=start["agent"] if kept else None)
+            if left is None and start.get("attributes"):
+                left = hostprocs.attributes_changed(start["agent"], start["attributes"])
+            return left
         agent = int(self.api.inspect_container(container_id)["State"]["Pid"])
         if start is None:
-            return {"via": "proc" if _engine_is_local(agent, container_id) else "top", "agent": agent}
+            if not _engine_is_local(agent, container_id):
+                return {"via": "top", "agent": agent}
+            return {"via": "proc", "agent": agent, "attributes": hostprocs.fresh_attributes(agent)}
         if agent != start["agent"]:
             return f"the container's agent changed from {start['agent']} to {agent}"
         deadline = time.monotonic() + 0.5

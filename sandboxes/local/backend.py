@@ -326,25 +326,35 @@ class LocalBackend(PooledBackend):
 
     async def _note_start(self, sandbox: AgentSandbox) -> None:
         """Record the host PIDs of bwrap (outside the sandbox) and of the agent, its only child
-        (PID 1 of the sandbox's namespace: ``--as-pid-1``)."""
+        (PID 1 of the sandbox's namespace: ``--as-pid-1``), and the agent's attributes that
+        sandbox code could change (``hostprocs.attributes``)."""
         outer = sandbox.handle["process"].pid
         agents = hostprocs.children(outer)
         if len(agents) != 1:
             raise SandboxError(f"sandbox {sandbox.id}: expected bwrap -> agent, found bwrap -> {agents}")
         sandbox.handle["pids"] = {"outer": outer, "agent": agents[0]}
+        sandbox.handle["attributes"] = hostprocs.fresh_attributes(agents[0])
 
     async def _host_check(self, sandbox: AgentSandbox) -> str | None:
         pids = sandbox.handle.get("pids")
         if not pids:
             return "the sandbox's processes were not recorded when it was made"
         return await asyncio.to_thread(
-            functools.partial(
-                hostprocs.only_expected,
-                pids["outer"],
-                {pids["agent"]},
-                kept_under=pids["agent"] if sandbox.kept_pid else None,
-            )
+            self._check_from_host, pids, sandbox.handle.get("attributes"), bool(sandbox.kept_pid)
         )
+
+    @staticmethod
+    def _check_from_host(
+        pids: dict[str, int], attributes: dict[str, object] | None, kept: bool
+    ) -> str | None:
+        """Only bwrap, the agent (and the kept session's tree) left, and the agent's attributes as
+        when it was made (``hostprocs.attributes_changed``)."""
+        left = hostprocs.only_expected(
+            pids["outer"], {pids["agent"]}, kept_under=pids["agent"] if kept else None
+        )
+        if left is None and attributes:
+            left = hostprocs.attributes_changed(pids["agent"], attributes)
+        return left
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:
         proxy = sandbox.handle.get("proxy")

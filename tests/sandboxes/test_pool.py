@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from tests.sandboxes.helpers import BACKENDS, TEST_PROFILE, make_backend
 from toolgym.core.env.contract import EpisodeContext
 from toolgym.core.errors import SandboxBrokenError
 from toolgym.sandboxes.pool import PooledBackend
+from toolgym.sandboxes.sandbox import AgentSandbox
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -70,6 +72,43 @@ def test_dead_sandbox_in_the_pool_is_skipped(pool: PooledBackend, runner: asynci
         assert sb is not victim and runner.run(sb.run(["true"])).ok
     finally:
         runner.run(pool.release(sb))
+
+
+def test_acquire_pings_only_an_agent_not_heard_from_lately(
+    pool: PooledBackend, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox whose agent answered within ``ping_fresh_s`` (just back from its checked reset)
+    is handed out without a ping; an older one is pinged, and a hung agent (stopped from the host)
+    is passed over after the ping's timeout."""
+    pings: list[str] = []
+    real_ping = AgentSandbox.ping
+
+    async def counted(self: AgentSandbox, *, timeout: float = 2.0) -> float:
+        pings.append(self.id)
+        return await real_ping(self, timeout=timeout)
+
+    monkeypatch.setattr(AgentSandbox, "ping", counted)
+    runner.run(pool.prewarm("python", 2))
+    first, second = list(pool._idle["python"])
+    for sb in (first, second):
+        sb.channel.last_heard = time.monotonic()
+    sb = runner.run(pool.acquire("python"))
+    assert pings == [] and sb is first
+    runner.run(pool.release(sb))
+    runner.run(pool.settle())
+
+    runner.run(pool.prewarm("python", 2))
+    hung = pool._idle["python"][0]
+    hung.channel.last_heard -= 2 * pool.ping_fresh_s
+    os.kill(hung.handle["pids"]["agent"], signal.SIGSTOP)  # alive, connected, silent
+    dead = pool.counters["dead_in_pool"]
+    sb = runner.run(pool.acquire("python"))
+    try:
+        assert pings[0] == hung.id and sb is not hung and pool.counters["dead_in_pool"] == dead + 1
+        assert runner.run(sb.run(["true"])).ok
+    finally:
+        runner.run(pool.release(sb))
+        runner.run(pool.settle())
 
 
 def test_broken_sandbox_is_destroyed_on_release(pool: PooledBackend, runner: asyncio.Runner) -> None:

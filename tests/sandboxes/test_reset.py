@@ -69,6 +69,59 @@ def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(
         runner.run(pool.settle())
 
 
+# Attributes of the agent that a process of the same uid may change without any capability, and
+# that every process the agent starts later inherits (``hostprocs.attributes``).
+AGENT_ATTACKS = {
+    "limits": "import resource; resource.prlimit(1, resource.RLIMIT_NOFILE, (777, 777))",
+    "nice": "import os; os.setpriority(os.PRIO_PROCESS, 1, 13)",
+    "scheduler": "import os; os.sched_setscheduler(1, os.SCHED_BATCH, os.sched_param(0))",
+    "affinity": "import os; os.sched_setaffinity(1, {min(os.sched_getaffinity(1))})",
+    "io-priority": (
+        "import ctypes, platform; n = {'x86_64': 251, 'aarch64': 30}[platform.machine()]\n"
+        "assert ctypes.CDLL(None, use_errno=True).syscall(n, 1, 1, 3 << 13) == 0, ctypes.get_errno()"
+    ),
+    "another thread": (
+        "import os; tids = [int(t) for t in os.listdir('/proc/1/task') if t != '1']\n"
+        "os.setpriority(os.PRIO_PROCESS, tids[0], 7)"
+    ),
+}
+INHERITED = (
+    "import os, resource; print(resource.getrlimit(resource.RLIMIT_NOFILE), "
+    "os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))"
+)
+
+
+@pytest.mark.parametrize("attack", sorted(AGENT_ATTACKS))
+def test_an_episode_that_changes_what_the_agent_passes_on_gets_a_new_sandbox(
+    pool: PooledBackend, runner: asyncio.Runner, attack: str
+) -> None:
+    """Resource limits, nice value, CPU affinity, scheduling policy and I/O priority of the agent
+    (PID 1), set by an episode's code, would be inherited by every process of the next episode
+    (its interpreter included): the host compares them with those the sandbox was made with and
+    makes a new sandbox instead."""
+    if attack == "affinity" and len(__import__("os").sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no other affinity to set")
+    first = runner.run(pool.acquire("python", episode_id=f"attrs-{attack}-1"))
+    fresh = runner.run(first.run(["python3", "-c", INHERITED])).stdout
+    r = runner.run(first.run(["python3", "-c", AGENT_ATTACKS[attack]]))
+    assert r.exit_code == 0, r.stderr
+    if attack in ("limits", "nice", "scheduler", "affinity"):  # the attack took: the agent passes it on
+        assert runner.run(first.run(["python3", "-c", INHERITED])).stdout != fresh
+    poisoned = pool.counters["poisoned"]
+    runner.run(pool.release(first))
+    runner.run(pool.settle())
+    assert pool.counters["poisoned"] == poisoned + 1
+    second = runner.run(pool.acquire("python", episode_id=f"attrs-{attack}-2"))
+    try:
+        assert second.id != first.id
+        assert runner.run(second.run(["python3", "-c", INHERITED])).stdout == fresh
+        py = runner.run(second.python())
+        assert runner.run(py.execute(INHERITED)).stdout == fresh
+    finally:
+        runner.run(pool.release(second))
+        runner.run(pool.settle())
+
+
 def _shared(with_data: bool) -> Iterator[Path]:
     outer = Path(tempfile.mkdtemp(prefix="toolgym-shared-"))
     (outer / "scratch").mkdir()
