@@ -241,6 +241,7 @@ PUBLIC_API = sorted(
         "parse_flag",
         "plan_episodes",
         "register_profile",
+        "split_position",
         "store_image",
         "tool",
     ]

@@ -779,7 +779,7 @@ CODE_KINDS = ("python", "shell", "sql")
 def test_every_registered_kind_declares_its_network() -> None:
     """Every kind a loaded tool or environment uses, with its network: code kinds none; the browser
     an empty allowlist (the user names the sites); the browser environments exactly their own site;
-    SWE task images none. A new kind fails here until it is added to this table."""
+    SWE task images and stdio MCP servers none. A new kind fails here until it is added to this table."""
     from types import SimpleNamespace
 
     from toolgym.core.registry import get_registry
@@ -798,6 +798,7 @@ def test_every_registered_kind_declares_its_network() -> None:
         "shell": None,
         "sql": None,
         "browser": (),
+        "mcp": None,  # stdio MCP servers: no network of their own
         "miniwob": site(miniwob_site().url),
         "webshop-web": site(webshop_site().url),
     }

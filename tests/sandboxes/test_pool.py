@@ -89,11 +89,12 @@ def test_acquire_pings_only_an_agent_not_heard_from_lately(
 
     monkeypatch.setattr(AgentSandbox, "ping", counted)
     runner.run(pool.prewarm("python", 2))
-    first, second = list(pool._idle["python"])
-    for sb in (first, second):
+    idle = list(pool._idle["python"])  # at least the 2 asked for (earlier tests may have left more)
+    assert len(idle) >= 2
+    for sb in idle:
         sb.channel.last_heard = time.monotonic()
     sb = runner.run(pool.acquire("python"))
-    assert pings == [] and sb is first
+    assert pings == [] and sb is idle[0]
     runner.run(pool.release(sb))
     runner.run(pool.settle())
 
