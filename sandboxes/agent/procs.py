@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 TIMEOUT_EXIT = 124
@@ -64,9 +65,8 @@ class Capture:
         )
 
 
-def process_table() -> list[tuple[int, int, str]]:
-    """``(pid, process group, state letter)`` of every process this sandbox can see."""
-    rows = []
+def _stat_fields() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields of /proc/PID/stat after the command name)`` of every process this sandbox can see."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -75,26 +75,20 @@ def process_table() -> list[tuple[int, int, str]]:
                 stat = f.read().decode("ascii", "replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3:
-            rows.append((int(name), int(fields[2]), fields[0]))
-    return rows
+        yield int(name), stat[stat.rfind(")") + 2 :].split()
+
+
+def process_table() -> list[tuple[int, int, str]]:
+    """``(pid, process group, state letter)`` of every process this sandbox can see."""
+    return [(pid, int(fields[2]), fields[0]) for pid, fields in _stat_fields() if len(fields) >= 3]
 
 
 def subtree(root: int) -> set[int]:
     """``root`` and every live process below it (by parent links in ``/proc``); empty when it is gone."""
     below: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
+    for pid, fields in _stat_fields():
         if len(fields) >= 2 and fields[0] not in "ZX":
-            below.setdefault(int(fields[1]), []).append(int(name))
+            below.setdefault(int(fields[1]), []).append(pid)
     if not os.path.exists(f"/proc/{root}"):
         return set()
     seen, todo = {root}, [root]
