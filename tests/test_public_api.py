@@ -65,6 +65,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("plugins/mcp/client.py", "toolgym.sandboxes"): (
         "the same listing: the sandboxes plugin, registered in a registry of its own"
     ),
+    ("plugins/mcp/egress.py", "toolgym.sandboxes.netproxy"): (
+        "holds the host-side client of an HTTP MCP server to the sandboxes' egress decision "
+        "(`EgressProxy.decide`), the one place that decides egress: sandbox machinery, not plugin API"
+    ),
 }
 """(plugin module, deep module) pairs that stay deep on purpose, with the reason."""
 

@@ -13,13 +13,14 @@ does), killed by the sandbox's reset. Each call opens the SDK's ``ClientSession`
 and adopts the handshake made at start, so no task outlives a call. An HTTP call is one MCP
 session of its own (connect, handshake, call, end): episodes never share a session, and state a
 server keeps per session does not carry from one call to the next. The HTTP client runs on the
-host, as the web-search tool's does; the SDK follows redirects only within the URL's origin, so
-the server named is the only host reached.
+host, but every connection it makes passes the sandboxes' egress decision against the server's
+allowlist first (``egress.py``): a host off the list, or a name that resolves to loopback, link-local
+or this host's addresses without the list naming them, is refused, and the call or listing says so.
 
-Failures are the model's observation, never a crashed episode: a server that will not start,
-exits or crashes mid-call, outlives ``timeout_s`` (it is then stopped; the next call starts it
-afresh), answers with more than ``max_message_bytes``, refuses the call, or returns a result that
-contradicts its own output schema gives an error ``ToolOutput`` that says which. A tool whose
+Failures are the model's observation, never a crashed episode: egress refused, a server that will
+not start, exits or crashes mid-call, outlives ``timeout_s`` (it is then stopped; the next call
+starts it afresh), answers with more than ``max_message_bytes``, refuses the call, or returns a
+result that contradicts its own output schema gives an error ``ToolOutput`` that says which. A tool whose
 ``inputSchema`` is not a valid JSON Schema for an object is left out when listed, with a warning.
 """
 
@@ -42,6 +43,7 @@ from mcp.shared.exceptions import MCPError
 
 from toolgym import ConfigError, Tool, ToolArgumentError, ToolExecutionError, ToolOutput
 from toolgym.plugins.mcp.bridge import SandboxProcess, ServerGone, sandbox_stdio_client
+from toolgym.plugins.mcp.egress import EgressNetwork, egress_transport
 from toolgym.plugins.mcp.results import (
     describe,
     error_output,
@@ -272,12 +274,17 @@ async def _call_locked(
 
 
 @asynccontextmanager
-async def _http_session(server: McpServer, timeout_s: float) -> AsyncIterator[ClientSession]:
+async def _http_session(
+    server: McpServer, timeout_s: float, network: EgressNetwork
+) -> AsyncIterator[ClientSession]:
+    """An initialized session with ``server``, every connection made (or refused) by ``network``."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     timeout = httpx2.Timeout(timeout_s, read=timeout_s)
-    async with httpx2.AsyncClient(headers=server.headers, timeout=timeout) as client:
+    async with httpx2.AsyncClient(
+        headers=server.headers, timeout=timeout, transport=egress_transport(network), trust_env=False
+    ) as client:
         assert server.url is not None
         async with streamable_http_client(
             server.url, http_client=client, max_sse_event_size=server.max_message_bytes
@@ -291,15 +298,24 @@ async def call_http(
     server: McpServer, remote: str, arguments: dict[str, Any], output_schema: Any
 ) -> ToolOutput:
     """One call, as one MCP session of its own."""
+    network = EgressNetwork(server)
     try:
         async with asyncio.timeout(server.timeout_s):
-            async with _http_session(server, server.timeout_s) as session:
+            async with _http_session(server, server.timeout_s, network) as session:
                 result = await session.call_tool(remote, arguments)
     except TimeoutError:
+        if network.refused:
+            return error_output(
+                server, f"{server.label} may not be reached: {network.refused}", egress_refused=True
+            )
         return error_output(
             server, f"{server.label} did not answer {remote!r} within {server.timeout_s:g}s", timed_out=True
         )
     except Exception as exc:
+        if network.refused:
+            return error_output(
+                server, f"{server.label} may not be reached: {network.refused}", egress_refused=True
+            )
         leaf = innermost(exc)
         if is_schema_lie(leaf):
             return schema_lie(server, remote, leaf)
@@ -334,12 +350,14 @@ async def list_server_tools(
     """Connect to ``server`` and make a tool of each tool it lists. ``open_sandboxes``: makes the
     sandbox backend a stdio server is listed in (default: :func:`default_sandboxes`)."""
     if server.transport == "http":
+        network = EgressNetwork(server)
         try:
             async with asyncio.timeout(server.start_timeout_s):
-                async with _http_session(server, server.start_timeout_s) as session:
+                async with _http_session(server, server.start_timeout_s, network) as session:
                     listed = await _list(session)
         except Exception as exc:
-            raise ConfigError(f"{server.label} could not be listed: {_explain(innermost(exc))}") from None
+            why = f"it may not be reached: {network.refused}" if network.refused else _explain(innermost(exc))
+            raise ConfigError(f"{server.label} could not be listed: {why}") from None
         return make_tools(server, listed)
     backend = (open_sandboxes or default_sandboxes)()
     try:

@@ -12,8 +12,9 @@ from toolgym import DEFAULT_PROFILES, ConfigError, SandboxProfile, Tool, hookimp
 from toolgym.plugins.mcp.servers import DEFAULT_KIND, McpServer, load_servers
 
 if DEFAULT_KIND not in DEFAULT_PROFILES:
-    # No network (an HTTP server is reached from the host); the interpreter that holds the server's
-    # pipes starts with the sandbox, off the path of the episode's first call.
+    # No network (an HTTP server is reached from the host, through the egress decision of
+    # ``egress.py``); the interpreter that holds the server's pipes starts with the sandbox, off the
+    # path of the episode's first call.
     register_profile(DEFAULT_KIND, SandboxProfile(prestart_python=True))
 
 

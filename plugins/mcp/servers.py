@@ -9,6 +9,12 @@ One line (``--mcp`` on the command line, or one line of ``TOOLGYM_MCP_SERVERS``)
 A config file (``TOOLGYM_MCP_SERVERS=path/to/servers.json``) takes the ``mcpServers`` object that
 MCP clients share (``{"mcpServers": {"notes": {"command": "python3", "args": ["-m", "notes"]}}}``,
 ``{"url": ...}`` for HTTP), with toolgym's own fields beside them (``sandbox``, ``timeout_s``, ...).
+
+Egress of HTTP servers: every connection to one passes the sandboxes' egress decision
+(``toolgym.sandboxes.netproxy``) against an allowlist of the patterns a sandbox profile's ``network``
+takes (``host``, ``*.domain``, ``host:port``, an IP address). A server's own ``network`` field sets
+it; else ``$TOOLGYM_MCP_ALLOW`` (``--mcp-allow`` on the command line) sets it for every HTTP server
+of the run; else it is the server URL's own host and port, and nothing else.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import re
 import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 
@@ -26,6 +33,9 @@ from toolgym import ConfigError
 
 SERVERS_ENV = "TOOLGYM_MCP_SERVERS"
 """One-line specs, one a line, or the path of a JSON config file."""
+ALLOW_ENV = "TOOLGYM_MCP_ALLOW"
+"""The egress allowlist of HTTP servers that name none of their own: patterns separated by commas,
+spaces or lines (``api.example.com:443, *.example.org``), or a JSON list of them."""
 DEFAULT_KIND = "mcp"
 """Sandbox kind of stdio servers: the ``toolgym/sandbox-mcp`` image, python3 with the MCP SDK."""
 
@@ -49,6 +59,11 @@ class McpServer(pydantic.BaseModel):
     """Working directory of a stdio server inside the sandbox (default: the sandbox's work directory)."""
     headers: dict[str, str] = pydantic.Field(default_factory=dict)
     """HTTP headers of every request to an HTTP server (an API key, say)."""
+    network: tuple[str, ...] | None = None
+    """Egress allowlist of an HTTP server, as a sandbox profile's ``network`` (``host``, ``*.domain``,
+    ``host:port``, an IP address): the only places its connections may reach, decided by the
+    sandboxes' egress proxy (loopback, link-local and this host's addresses only when named by IP).
+    None: ``$TOOLGYM_MCP_ALLOW`` when loaded from config and that is set, else the URL's host and port."""
     prefix: str | None = None
     """Tool names are ``prefix + the server's name for the tool``; None: ``"<name>_"``."""
     timeout_s: float = pydantic.Field(default=30.0, gt=0)
@@ -67,7 +82,22 @@ class McpServer(pydantic.BaseModel):
             raise ValueError("give exactly one of `command` (a stdio server) or `url` (an HTTP server)")
         if self.url and not re.match(r"^https?://", self.url):
             raise ValueError(f"url {self.url!r} is not http:// or https://")
+        if self.url and not urlsplit(self.url).hostname:
+            raise ValueError(f"url {self.url!r} names no host")
+        if self.network is not None and not self.url:
+            raise ValueError(
+                "`network` is the egress allowlist of an HTTP server; a stdio server's network is its "
+                "sandbox kind's profile"
+            )
         return self
+
+    @property
+    def allowlist(self) -> tuple[str, ...]:
+        """Where this HTTP server's connections may go (``network``, else the URL's host and port)."""
+        if self.network is not None:
+            return self.network
+        assert self.url is not None
+        return (url_pattern(self.url),)
 
     @property
     def tool_prefix(self) -> str:
@@ -80,6 +110,25 @@ class McpServer(pydantic.BaseModel):
     @property
     def label(self) -> str:
         return f"MCP server {self.name!r}"
+
+
+def url_pattern(url: str) -> str:
+    """The allowlist pattern of exactly ``url``'s host and port (``[v6]:port`` for IPv6)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_allowlist(text: str) -> tuple[str, ...]:
+    """Allowlist patterns from ``$TOOLGYM_MCP_ALLOW``: a JSON list, or words separated by commas,
+    spaces or lines."""
+    if text.lstrip().startswith("["):
+        try:
+            return tuple(str(item).strip() for item in json.loads(text) if str(item).strip())
+        except ValueError as exc:
+            raise ConfigError(f"${ALLOW_ENV} is not a valid JSON list: {exc}") from None
+    return tuple(word for word in re.split(r"[\s,]+", text) if word)
 
 
 _LINE = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*)(?:@([A-Za-z0-9_.-]+))?\s*=\s*(.+?)\s*", re.DOTALL)
@@ -113,7 +162,7 @@ def parse_server(spec: str) -> McpServer:
 def load_servers(value: str | None = None) -> list[McpServer]:
     """The servers ``value`` names (default: ``$TOOLGYM_MCP_SERVERS``): one a line (or a JSON list of
     them), each a one-line spec or the path of a JSON config file (``.json``, no ``=``); ``#`` starts a
-    comment line."""
+    comment line. HTTP servers without a ``network`` of their own take ``$TOOLGYM_MCP_ALLOW``'s, if set."""
     value = os.environ.get(SERVERS_ENV, "") if value is None else value
     if value.lstrip().startswith("["):  # a JSON list of lines: how --mcp passes specs that span lines
         try:
@@ -131,6 +180,12 @@ def load_servers(value: str | None = None) -> list[McpServer]:
         else:
             servers.append(parse_server(line))
     _check_unique(servers)
+    allow = os.environ.get(ALLOW_ENV, "")
+    if allow.strip():
+        network = parse_allowlist(allow)
+        servers = [
+            s.model_copy(update={"network": network}) if s.url and s.network is None else s for s in servers
+        ]
     return servers
 
 

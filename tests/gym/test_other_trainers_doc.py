@@ -7,7 +7,7 @@ import io
 import re
 from pathlib import Path
 
-import pytest
+from tests.required import OPENENV_HINT, need_module
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "other-trainers.md"
 
@@ -31,7 +31,8 @@ def test_the_gymnasium_example() -> None:
 
 
 def test_the_openenv_example() -> None:
-    pytest.importorskip("openenv.core", reason="OpenEnv is an optional extra: pip install 'toolgym[openenv]'")
+    for module in ("openenv.core", "websockets"):  # the server, and the client the example makes
+        need_module(module, hint=OPENENV_HINT)
     from toolgym.core.util.http_server import BackgroundServer
     from toolgym.gym.openenv import make_app
 

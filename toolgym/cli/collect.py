@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from toolgym.cli.common import MCP_HELP, err_console, key_values, name_mcp_servers, registry_or_exit, shown
+from toolgym.cli.common import (
+    MCP_ALLOW_HELP,
+    MCP_HELP,
+    err_console,
+    key_values,
+    name_mcp_servers,
+    registry_or_exit,
+    shown,
+)
 from toolgym.core.errors import ConfigError
 from toolgym.core.util.terminal import visible
 
@@ -177,6 +185,7 @@ def command(
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
+    mcp_allow: list[str] = typer.Option(None, "--mcp-allow", help=MCP_ALLOW_HELP),
 ) -> None:
     """Run episodes of an environment with a model and store them as a trajectory dataset."""
     from pydantic import ValidationError
@@ -190,7 +199,7 @@ def command(
         raise ConfigError("give --env NAME (or --task NAME); `toolgym envs list` shows them")
     if fail_fast < 0:
         raise ConfigError(f"--fail-fast must be at least 0 (0 turns it off), got {fail_fast}")
-    name_mcp_servers(mcp)
+    name_mcp_servers(mcp, mcp_allow)
     registry = registry_or_exit()
     try:
         engine = EngineConfig(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -48,6 +49,13 @@ MCP_HELP = (
     "An MCP server whose tools to add, in one line: NAME=URL (streamable HTTP) or NAME[@KIND]=COMMAND "
     "(stdio, run inside a sandbox of kind KIND, default mcp). Repeat for more; adds to $TOOLGYM_MCP_SERVERS."
 )
+MCP_ALLOW_ENV = "TOOLGYM_MCP_ALLOW"
+"""The egress allowlist of HTTP MCP servers (``toolgym.plugins.mcp.servers``)."""
+MCP_ALLOW_HELP = (
+    "A place HTTP MCP servers may be reached at: HOST, HOST:PORT, *.DOMAIN or an IP address (loopback and "
+    "this host's own addresses only by IP). Repeat for more; replaces each server's default (its URL's "
+    "own host and port); adds to $TOOLGYM_MCP_ALLOW."
+)
 
 
 def key_values(items: list[str], flag: str) -> dict[str, object]:
@@ -67,13 +75,19 @@ def key_values(items: list[str], flag: str) -> dict[str, object]:
     return out
 
 
-def name_mcp_servers(specs: list[str] | None) -> None:
-    """Add ``--mcp`` servers to those ``$TOOLGYM_MCP_SERVERS`` names, for this process and the workers
-    it starts; the registry loaded next lists their tools."""
+def name_mcp_servers(specs: list[str] | None, allow: list[str] | None = None) -> None:
+    """Add ``--mcp`` servers to those ``$TOOLGYM_MCP_SERVERS`` names, and ``--mcp-allow`` patterns to
+    ``$TOOLGYM_MCP_ALLOW``, for this process and the workers it starts; the registry loaded next
+    lists their tools."""
     if specs:
         before = os.environ.get(MCP_SERVERS_ENV, "")
         lines = json.loads(before) if before.lstrip().startswith("[") else before.splitlines()
         os.environ[MCP_SERVERS_ENV] = json.dumps([line for line in [*lines, *specs] if line.strip()])
+    if allow:
+        before = os.environ.get(MCP_ALLOW_ENV, "")
+        words = json.loads(before) if before.lstrip().startswith("[") else re.split(r"[\s,]+", before)
+        os.environ[MCP_ALLOW_ENV] = json.dumps([w for w in [*words, *allow] if str(w).strip()])
+    if specs or allow:
         get_registry(reload=True)  # a registry loaded before (plugin commands) has not listed them
 
 

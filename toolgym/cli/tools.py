@@ -8,7 +8,7 @@ import time
 
 import typer
 
-from toolgym.cli.common import MCP_HELP, console, name_mcp_servers, registry_or_exit, shown
+from toolgym.cli.common import MCP_ALLOW_HELP, MCP_HELP, console, name_mcp_servers, registry_or_exit, shown
 from toolgym.core.util.terminal import visible
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of installed plugins.")
@@ -18,9 +18,10 @@ app = typer.Typer(no_args_is_help=True, help="List, inspect and try the tools of
 def list_tools(
     as_json: bool = typer.Option(False, "--json", help="Print the tools' schemas as JSON."),
     mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
+    mcp_allow: list[str] = typer.Option(None, "--mcp-allow", help=MCP_ALLOW_HELP),
 ) -> None:
     """List every tool the installed plugins provide (and the named MCP servers')."""
-    name_mcp_servers(mcp)
+    name_mcp_servers(mcp, mcp_allow)
     reg = registry_or_exit()
     tools = sorted(reg.tools.values(), key=lambda t: t.name)
     if as_json:
@@ -45,9 +46,13 @@ def list_tools(
 
 
 @app.command("show")
-def show_tool(name: str, mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP)) -> None:
+def show_tool(
+    name: str,
+    mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
+    mcp_allow: list[str] = typer.Option(None, "--mcp-allow", help=MCP_ALLOW_HELP),
+) -> None:
     """Print one tool's JSON schema."""
-    name_mcp_servers(mcp)
+    name_mcp_servers(mcp, mcp_allow)
     reg = registry_or_exit()
     typer.echo(json.dumps(reg.tool(name).schema, indent=2))
 
@@ -58,9 +63,10 @@ def try_tool(
     args: str = typer.Option("{}", "--args", help="The arguments, as a JSON object."),
     backend: str = typer.Option(None, "--sandbox-backend", help="Sandbox backend for tools that need one."),
     mcp: list[str] = typer.Option(None, "--mcp", help=MCP_HELP),
+    mcp_allow: list[str] = typer.Option(None, "--mcp-allow", help=MCP_ALLOW_HELP),
 ) -> None:
     """Run one call of a tool by hand and print its result and timing."""
-    name_mcp_servers(mcp)
+    name_mcp_servers(mcp, mcp_allow)
     reg = registry_or_exit()
     t = reg.tool(name)
     try:

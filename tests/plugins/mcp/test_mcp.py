@@ -1,10 +1,12 @@
 """MCP servers as tools: a real server written with the SDK (``notes_server.py``), over streamable
 HTTP on localhost and over stdio inside a Docker sandbox; listed with its schemas, called, its
-results token-faithful in trajectories, and every way it can fail turned into a tool error."""
+results token-faithful in trajectories, and every way it can fail turned into a tool error. HTTP
+egress goes through the sandboxes' egress decision: a server off the allowlist is never reached."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import socket
@@ -16,9 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
-pytest.importorskip("mcp")
+from tests.required import missing
+
+try:
+    import mcp  # noqa: F401
+except ImportError as exc:
+    missing(exc)  # the dev extra's: a failure under CI=1, a skip elsewhere
 
 import mcp_types
 
@@ -31,7 +39,7 @@ from toolgym.core.registry import Registry
 from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.plugins.mcp import plugin as mcp_plugin
 from toolgym.plugins.mcp.client import McpTool, list_server_tools, make_tool
-from toolgym.plugins.mcp.servers import SERVERS_ENV, McpServer, load_servers, parse_server
+from toolgym.plugins.mcp.servers import ALLOW_ENV, SERVERS_ENV, McpServer, load_servers, parse_server
 from toolgym.trajectories.verify import check_trajectory
 
 HERE = Path(__file__).resolve().parent
@@ -86,27 +94,34 @@ def test_config_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 # -- HTTP: a server on localhost ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
+@contextlib.contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """``app`` served on a free port of 127.0.0.1; its MCP endpoint's URL."""
     import uvicorn
-
-    from tests.plugins.mcp import notes_server
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(notes_server.http_app(), host="127.0.0.1", port=port, log_level="warning")
-    )
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "the test's MCP server did not start"
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    from tests.plugins.mcp import notes_server
+
+    with _serving(notes_server.http_app()) as url:
+        yield url
 
 
 def _http(url: str, **fields: Any) -> McpServer:
@@ -176,6 +191,99 @@ async def test_http_oversized_message_and_unreachable_server(http_url: str) -> N
         await list_server_tools(_http(dead, start_timeout_s=5))
 
 
+# -- HTTP egress: through the sandboxes' egress decision ---------------------------------------------
+
+
+class _Counted:
+    """An ASGI app that counts the HTTP requests that reach it before passing them on."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.requests = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.requests += 1
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def counted_site() -> Iterator[tuple[str, _Counted]]:
+    """A notes server of its own on 127.0.0.1 (a fresh one per test) that counts what reaches it."""
+    from tests.plugins.mcp import notes_server
+
+    app = _Counted(notes_server.http_app())
+    with _serving(app) as url:
+        yield url, app
+
+
+ADD = mcp_types.Tool(
+    name="add",
+    input_schema={"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+)
+
+
+async def test_http_egress_off_the_allowlist_never_reaches_the_server(
+    counted_site: tuple[str, _Counted],
+) -> None:
+    """The attack: a server on a host and port the allowlist does not name is refused before any
+    byte leaves, both when listing and when calling, and says so once; a client that connected
+    directly (bypassing the egress decision) would reach it, and the request count shows that."""
+    url, site = counted_site
+    port = int(url.split(":")[2].split("/")[0])
+    elsewhere = _http(url, network=("127.0.0.1:1", "api.example.org"), timeout_s=10)
+    with pytest.raises(ConfigError) as listing:
+        await list_server_tools(elsewhere)
+    assert str(listing.value) == (
+        f"MCP server 'notes' could not be listed: it may not be reached: 127.0.0.1:{port} is not in its "
+        f"network allowlist (127.0.0.1:1, api.example.org); allow it with --mcp-allow 127.0.0.1:{port} "
+        "(or $TOOLGYM_MCP_ALLOW, or the server's `network`)"
+    )
+    start = time.monotonic()
+    out = await make_tool(elsewhere, ADD).call({"a": 1, "b": 2})
+    assert out.error and out.metadata["egress_refused"] and time.monotonic() - start < 5
+    assert out.text.startswith(f"Error: MCP server 'notes' may not be reached: 127.0.0.1:{port} is not in")
+    assert out.text.count("allowlist") == 1
+    # A name the allowlist does name, but which resolves to loopback: refused like a sandbox's
+    # (DNS rebinding); only the address itself, named, is let through.
+    by_name = f"http://localhost:{port}/mcp"
+    out = await make_tool(_http(by_name, network=(f"localhost:{port}",), timeout_s=10), ADD).call(
+        {"a": 1, "b": 2}
+    )
+    assert out.error and "resolves to 127.0.0.1, a loopback address" in out.text, out.text
+    assert f"naming 127.0.0.1:{port} itself" in out.text
+    with pytest.raises(ConfigError, match="loopback"):
+        await list_server_tools(_http(by_name, network=(f"localhost:{port}",)))
+    assert site.requests == 0, "a refused server was reached: the client went around the egress decision"
+    # Allowed (by the list, or by default the URL's own host and port): listed and called.
+    for allowed in (_http(url, network=("example.com", f"127.0.0.1:{port}")), _http(url)):
+        tools = {t.name: t for t in await list_server_tools(allowed)}
+        assert (await tools["notes_add"].call({"a": 2, "b": 3})).text == "5"
+    assert site.requests > 0
+
+
+def test_the_allowlist_comes_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    (default,) = load_servers("notes=https://mcp.example.com/mcp")
+    assert default.network is None and default.allowlist == ("mcp.example.com:443",)
+    assert _http("http://[::1]:8000/mcp").allowlist == ("[::1]:8000",)
+    config = tmp_path / "servers.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"own": {"url": "https://a.example/mcp", "network": ["*.a.example"]}}})
+    )
+    monkeypatch.setenv(ALLOW_ENV, "127.0.0.1:8000, api.example.org\n*.example.net")
+    own, web, stdio = load_servers(
+        json.dumps([str(config), "web=https://b.example/mcp", "calc=python3 -m calc"])
+    )
+    assert own.allowlist == ("*.a.example",), "a server's own `network` wins"
+    assert web.allowlist == ("127.0.0.1:8000", "api.example.org", "*.example.net")
+    assert stdio.network is None, "a stdio server's network is its sandbox kind's"
+    monkeypatch.setenv(ALLOW_ENV, '["h.example:1"]')
+    assert load_servers("web=https://b.example/mcp")[0].allowlist == ("h.example:1",)
+    with pytest.raises(pydantic.ValidationError, match="egress allowlist of an HTTP server"):
+        McpServer(name="x", command=("srv",), network=("a",))
+
+
 def test_the_plugin_registers_the_named_servers(http_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SERVERS_ENV, f"notes={http_url}")
     reg = Registry.load(entry_points=False, plugins=[("mcp", mcp_plugin)])
@@ -195,7 +303,8 @@ def test_tools_list_and_try_with_mcp(
     from toolgym import cli as cli_pkg
     from toolgym.cli import common
 
-    monkeypatch.delenv(SERVERS_ENV, raising=False)
+    for name in (SERVERS_ENV, ALLOW_ENV):  # recorded, so that what the commands set is undone
+        monkeypatch.setenv(name, "")
     monkeypatch.setattr(
         common, "get_registry", lambda **_: Registry.load(entry_points=False, plugins=[("mcp", mcp_plugin)])
     )
@@ -203,6 +312,7 @@ def test_tools_list_and_try_with_mcp(
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()
         monkeypatch.delenv(SERVERS_ENV, raising=False)  # one command a process, as from a shell
+        monkeypatch.delenv(ALLOW_ENV, raising=False)
         monkeypatch.setattr(sys, "argv", ["toolgym", *args])
         try:
             cli_pkg.main()
@@ -224,6 +334,24 @@ def test_tools_list_and_try_with_mcp(
     assert (code, out.strip()) == (0, "42") and "[ok in" in err
     code, out, err = run("tools", "try", "notes_add", "--args", '{"a": 1}', "--mcp", f"notes={http_url}")
     assert "'b' is a required property" in out and "[error in" in err
+    # --mcp-allow replaces the default allowlist (the URL's own host and port)
+    here = http_url.split("/")[2]
+    code, out, err = run(
+        "tools", "list", "--json", "--mcp", f"notes={http_url}", "--mcp-allow", "127.0.0.1:1"
+    )
+    assert "notes_add" not in out and f"{here} is not in its network allowlist (127.0.0.1:1)" in err, err
+    code, out, err = run(
+        "tools",
+        "try",
+        "notes_add",
+        "--args",
+        '{"a": 1, "b": 1}',
+        "--mcp",
+        f"notes={http_url}",
+        "--mcp-allow",
+        here,
+    )
+    assert (code, out.strip()) == (0, "2"), err
 
 
 class AddEnv(ToolTaskEnv):
@@ -270,6 +398,61 @@ async def test_http_results_are_token_faithful_in_a_trajectory(
     tool_segments = [s for s in t.segments if s.role == "tool"]
     assert len(tool_segments) == 2 and "<tool_response>\n5\n</tool_response>" in tool_segments[1].text
     assert all(set(s.loss_mask) == {0} for s in tool_segments)
+
+
+class TwoServersEnv(ToolTaskEnv):
+    """Add two numbers; one of the two servers offered is off the egress allowlist."""
+
+    tool_names = ("far_add", "notes_add")
+    tasks = (Task(id="t0", question="What is 2 + 3?", answer="5"),)
+    max_turns = 4
+
+
+class _FarServer:
+    """Tools of a server the allowlist does not name (listed as if it were, to be called in an episode)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @hookimpl
+    def toolgym_tools(self) -> list[Any]:
+        return [make_tool(McpServer(name="far", url=self.url, network=("mcp.example.org",)), ADD)]
+
+    @hookimpl
+    def toolgym_envs(self) -> list[EnvSpec]:
+        return [EnvSpec("mcp-two", f"{__name__}:TwoServersEnv")]
+
+
+async def test_a_refused_server_is_one_tool_error_and_the_episode_goes_on(
+    counted_site: tuple[str, _Counted], qwen_tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, site = counted_site
+    monkeypatch.setenv(SERVERS_ENV, f"notes={url}")
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    reg = Registry.load(
+        entry_points=False,
+        plugins=[("parsers", builtin_parsers), ("mcp", mcp_plugin), ("far", _FarServer(url))],
+    )
+    assert not reg.errors, reg.errors
+    far_call = '<tool_call>\n{"name": "far_add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    backend = MockLLMBackend(qwen_tokenizer, [far_call, CALL, "5"])
+    config = EngineConfig(max_turns=4)
+    done: list[Any] = []
+    engine = RolloutEngine(
+        registry=reg, policy=ModelPolicy(backend, config), config=config, on_trajectory=done.append
+    )
+    listed = site.requests
+    await engine.run(plan_episodes("mcp-two", num_tasks=1, group_size=1))
+    (t,) = done
+    assert t.reward == 1.0 and t.status == "ok", t.status_reason
+    assert check_trajectory(t) == []
+    (refused,) = t.steps[0].tool_calls
+    assert refused.name == "far_add" and refused.error
+    assert refused.output.startswith("Error: MCP server 'far' may not be reached: 127.0.0.1:")
+    assert "not in its network allowlist (mcp.example.org)" in refused.output
+    (call,) = t.steps[1].tool_calls
+    assert (call.name, call.error, call.output) == ("notes_add", False, "5")
+    assert site.requests > listed, "the allowed server's call reached it"
 
 
 # -- stdio: the server inside a Docker sandbox ---------------------------------------------------------
