@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("trl", reason="TRL is an optional extra: pip install 'toolgym[trl]'")
+from tests.required import need_module
+
+need_module("trl")
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

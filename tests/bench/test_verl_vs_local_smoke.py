@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl side needs verl: pip install toolgym[verl]")
+from tests.required import need_module
+
+need_module("verl")
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,20 +23,20 @@ from typing import Any
 
 import pytest
 
-textworld = pytest.importorskip(
-    "textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'"
-)
+from tests.required import need_module
 
-from alfworld.gen import constants as alfred  # noqa: E402
-from alfworld.gen import goal_library  # noqa: E402
-from textworld.envs import PddlEnv  # noqa: E402
+textworld = need_module("textworld")
 
-from tests.sizes import ci_or_full  # noqa: E402
-from toolgym.plugins.alfworld import catalog, oracle, text  # noqa: E402
-from toolgym.plugins.alfworld.export import write_games  # noqa: E402
-from toolgym.plugins.alfworld.generator import SPLITS, Instance, generate  # noqa: E402
-from toolgym.plugins.alfworld.tasks import STATE_OF, TASK_TYPES  # noqa: E402
-from toolgym.plugins.alfworld.world import World  # noqa: E402
+from alfworld.gen import constants as alfred
+from alfworld.gen import goal_library
+from textworld.envs import PddlEnv
+
+from tests.sizes import ci_or_full
+from toolgym.plugins.alfworld import catalog, oracle, text
+from toolgym.plugins.alfworld.export import write_games
+from toolgym.plugins.alfworld.generator import SPLITS, Instance, generate
+from toolgym.plugins.alfworld.tasks import STATE_OF, TASK_TYPES
+from toolgym.plugins.alfworld.world import World
 
 ALFRED_CLASS = {name.lower(): name for name in alfred.OBJECTS}
 

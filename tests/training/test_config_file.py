@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.required import need_module
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
 from toolgym.training.config_file import LOCAL_EXAMPLES, VERL_EXAMPLES, compose_file, resolve_config
@@ -34,10 +35,8 @@ BAD_OVERRIDES = {
 
 
 def _verl() -> None:
-    pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-    pytest.importorskip(
-        "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
-    )
+    need_module("verl")
+    need_module("transfer_queue")
 
 
 def _error(trainer: str, config: str, overrides: list[str], tmp_path: Path) -> str:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("trl", reason="TRL is an optional extra: pip install 'toolgym[trl]'")
+from tests.required import need_module
+
+need_module("trl")
 
 import torch
 

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tests.required import need_module
 from tests.trajectories.test_exports import adder_dataset, cli  # noqa: F401  (fixtures)
 from tests.trajectories.test_images import shot_dataset  # noqa: F401  (fixture)
 from toolgym.cli import app
@@ -30,7 +31,7 @@ def _present(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_hf_messages_column_is_the_stored_conversation(adder_dataset: Path, tmp_path: Path) -> None:  # noqa: F811
-    datasets = pytest.importorskip("datasets")
+    datasets = need_module("datasets")
     out = tmp_path / "hf"
     trajs = {t.trajectory_id: t for t in iter_trajectories(adder_dataset)}
     write_hf_dataset(iter_trajectories(adder_dataset), out)
@@ -101,7 +102,7 @@ def test_hf_messages_column_carries_structured_tool_calls(tmp_path: Path) -> Non
 
 
 def test_hf_messages_keep_image_parts_structured(shot_dataset: Path, tmp_path: Path) -> None:  # noqa: F811
-    datasets = pytest.importorskip("datasets")
+    datasets = need_module("datasets")
     out = tmp_path / "hf"
     write_hf_dataset(iter_trajectories(shot_dataset), out, images_root=shot_dataset)
     ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
@@ -140,12 +141,12 @@ def test_sft_parquet_reads_back_with_pyarrow_datasets_and_verl(
             record["messages"][2]["tool_calls"][0]["id"]
         ]
 
-    datasets = pytest.importorskip("datasets")
+    datasets = need_module("datasets")
     ds = datasets.load_dataset("parquet", data_files=str(out), split="train", cache_dir=str(tmp_path / "c"))
     assert len(ds) == 12 and [_present(m) for m in ds[0]["messages"]] == records[0]["messages"]
 
     # what verl's MultiTurnSFTDataset does with the file: pandas (pyarrow dtypes), then nested lists
-    pytest.importorskip("verl")
+    need_module("verl")
     import pandas as pd
     from verl.utils.py_functional import convert_nested_value_to_list_recursive
 

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tests.required import need_module
 from tests.trajectories.helpers import dataset_registry
 from toolgym.cli import app
 from toolgym.collect.run import CollectOptions, collect
@@ -136,7 +137,7 @@ def test_sft_export_of_chat_api_turns_and_orphan_tool_messages() -> None:
 
 
 def test_hf_export_reads_back_with_load_dataset(adder_dataset: Path, tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = need_module("datasets")
     out = tmp_path / "hf"
     trajs = {t.trajectory_id: t for t in iter_trajectories(adder_dataset)}
     result = write_hf_dataset(
@@ -208,7 +209,7 @@ def test_verl_export_has_the_columns_verl_and_the_agent_loop_read(
         none_left.output.split()
     )  # every instance was always solved
 
-    pytest.importorskip("verl")  # the same rows through verl's dataset class and toolgym's agent loop
+    need_module("verl")  # the same rows through verl's dataset class and toolgym's agent loop
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 

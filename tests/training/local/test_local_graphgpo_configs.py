@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.required import need_module
 from toolgym.core.errors import ConfigError
 from toolgym.core.trajectory import LLMCall, Segment, Step, Trajectory
 from toolgym.training.advantages import compute_token_advantages
@@ -164,10 +165,8 @@ def test_the_verl_bridge_refuses_graphgpo(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="--trainer local"):
         row_advantages("graphgpo", [None], ["g"], np.ones((1, 2)))
-    pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-    pytest.importorskip(
-        "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
-    )
+    need_module("verl")
+    need_module("transfer_queue")
     from toolgym.training.verl import compose
 
     with pytest.raises(ConfigError, match="local trainer only"):

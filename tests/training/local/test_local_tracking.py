@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.required import need_module
 from toolgym.cli import app
 from toolgym.core.errors import ConfigError
 from toolgym.training.local.progress import tracking_metrics
@@ -47,7 +48,7 @@ def test_logger_keys_are_read_and_console_needs_no_verl(monkeypatch: pytest.Monk
 
 
 def test_an_unknown_backend_fails_in_one_sentence_before_anything_is_written(tmp_path: Path) -> None:
-    pytest.importorskip("verl")
+    need_module("verl")
     out = tmp_path / "run"
     result = CliRunner().invoke(
         app,
@@ -134,7 +135,7 @@ def _run(tmp_path: Path, logger: str, env: dict[str, str]) -> Path:
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None, reason="tensorboard is not installed")
 def test_tensorboard_gets_every_step_and_held_out_evaluation(tmp_path: Path) -> None:
-    pytest.importorskip("verl")
+    need_module("verl")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logs = tmp_path / "tb"
@@ -150,7 +151,7 @@ def test_tensorboard_gets_every_step_and_held_out_evaluation(tmp_path: Path) -> 
 
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="wandb is not installed")
 def test_wandb_offline_run_holds_the_logged_keys(tmp_path: Path) -> None:
-    pytest.importorskip("verl")
+    need_module("verl")
     _run(
         tmp_path,
         "wandb",

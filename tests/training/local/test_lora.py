@@ -14,6 +14,7 @@ import pytest
 import torch
 from local_helpers import tiny_model
 
+from tests.required import need_module
 from toolgym.core.errors import ConfigError
 from toolgym.core.rollout.engine import plan_episodes
 from toolgym.training.demo.run import DemoConfig, run_demo
@@ -24,7 +25,7 @@ from toolgym.training.local.lora import ADAPTER_WEIGHTS, attach_lora
 from toolgym.training.local.trainer import PolicyTrainer
 from toolgym.training.runner import build, load_config, open_loop
 
-pytest.importorskip("peft")
+need_module("peft")
 
 LORA = LoraConfig(rank=8, alpha=16.0)
 LEARN_LR = 3e-3

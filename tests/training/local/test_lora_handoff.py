@@ -11,13 +11,14 @@ import pytest
 import torch
 from local_helpers import tiny_model
 
+from tests.required import need_module
 from toolgym.core.errors import ConfigError
 from toolgym.training.local.config import LoraConfig, OptimConfig
 from toolgym.training.local.lora import attach_lora
 from toolgym.training.local.trainer import PolicyTrainer
 from toolgym.training.verl.lora_sync import RolloutLora, lora_config_of
 
-pytest.importorskip("peft")
+need_module("peft")
 IDS = torch.tensor([[1, 5, 9, 2, 7, 30, 11, 4]])
 
 
@@ -52,7 +53,7 @@ def test_a_local_checkpoint_is_what_verls_lora_adapter_path_loads(tmp_path: Path
 
 
 def test_a_rollout_fed_verls_lora_syncs_computes_what_the_actor_does() -> None:
-    pytest.importorskip("verl")
+    need_module("verl")
     from verl.utils.fsdp_utils import collect_lora_params, replace_lora_wrapper
 
     lora = LoraConfig(rank=4, alpha=8.0, target_modules=["q_proj", "v_proj", "up_proj"])

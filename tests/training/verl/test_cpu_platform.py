@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
+from tests.required import need_module
+
+need_module("verl")
 
 from toolgym.core.errors import ConfigError
 
@@ -172,7 +174,7 @@ def test_shims_still_match_verl() -> None:
 def test_verl_builds_actors_beside_trl_without_a_value_head() -> None:
     """With TRL 1.x installed (toolgym[trl]), verl's monkey patch would import a class TRL no longer
     has: the shim makes verl's ``is_trl_available`` say False there, in every module that took it."""
-    pytest.importorskip("trl", reason="needs TRL (toolgym[trl])")
+    need_module("trl")
     from verl.models.transformers import monkey_patch
     from verl.utils import import_utils
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip(
-    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
-)
+from tests.required import need_module
+
+need_module("verl")
+need_module("transfer_queue")
 
 from typer.testing import CliRunner
 

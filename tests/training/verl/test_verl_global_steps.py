@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip(
-    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
-)
+from tests.required import need_module
+
+need_module("verl")
+need_module("transfer_queue")
 
 from test_verl_agent_loop import _rollout, client_tokenizer
 from verl.trainer.ppo.utils import create_rl_dataset

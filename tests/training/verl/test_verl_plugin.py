@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 
-import pytest
+from tests.required import need_module
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
+need_module("verl")
 
 PROBE = """
 import json, sys

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
+from tests.required import need_module
+
+need_module("verl")
 
 from verl_helpers import synthetic_trajectory
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from tests.required import need_module
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
+need_module("verl")
 
 from typer.testing import CliRunner
 

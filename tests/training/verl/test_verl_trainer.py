@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl", reason="the verl bridge needs verl: pip install toolgym[verl]")
-pytest.importorskip(
-    "transfer_queue", reason="verl's V1 trainer needs transferqueue: pip install toolgym[verl]"
-)
+from tests.required import need_module
+
+need_module("verl")
+need_module("transfer_queue")
 
 from verl.trainer.ppo.v1 import get_trainer_cls
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
