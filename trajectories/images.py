@@ -14,6 +14,10 @@ See ``toolgym.core.tokens.images`` for how environments store them and reference
   of pad tokens in the recorded ids must have the length its grid gives, in order: a stored image
   swapped for one of another size, or ids with image tokens added or dropped, fail.
 
+Images an image limit took out of the messages (``Env.max_images``: text parts with
+``omitted_image``) were seen by earlier calls: their files are checked like the others, and a
+sequence's ``metadata.vision.sequence_images`` may name them.
+
 Exports carry the bytes: the HF export's ``images`` column (``datasets.Image`` items, one per image
 part in message order, as TRL and LLaVA-style datasets align them) and verl's ``images`` column of
 the prompt Parquet (what ``RLHFDataset`` turns into ``multi_modal_data["image"]``).
@@ -30,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from toolgym.core.errors import ConfigError
-from toolgym.core.tokens.images import IMAGES_DIR, image_path, image_refs, parse_ref
+from toolgym.core.tokens.images import IMAGES_DIR, image_path, image_refs, omitted_image_refs, parse_ref
 from toolgym.core.trajectory import Trajectory
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -46,10 +50,11 @@ def has_image_store(root: str | Path) -> bool:
 def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
     """The image violations of one trajectory (see the module docstring); file checks need ``root``."""
     refs = image_refs(traj.messages or traj.prompt)
-    if not refs:
+    omitted = omitted_image_refs(traj.messages or traj.prompt)
+    if not refs and not omitted:
         return []
     problems: list[str] = []
-    for i, ref in enumerate(refs):
+    for i, ref in enumerate([*refs, *omitted]):
         try:
             sha = parse_ref(ref)
         except ValueError as exc:
@@ -67,7 +72,7 @@ def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
     vision = traj.metadata.get("vision")
     if isinstance(vision, dict):
         if root is not None and not problems:
-            problems += _check_image_tokens(traj, refs, vision, root)
+            problems += _check_image_tokens(traj, refs, vision, root, omitted=omitted)
         return problems
     placeholder = traj.metadata.get("image_placeholder")
     if not placeholder:
@@ -90,26 +95,35 @@ def check_images(traj: Trajectory, root: str | Path | None) -> list[str]:
 
 
 def _check_image_tokens(
-    traj: Trajectory, refs: list[str], vision: dict[str, Any], root: str | Path
+    traj: Trajectory,
+    refs: list[str],
+    vision: dict[str, Any],
+    root: str | Path,
+    *,
+    omitted: Sequence[str] = (),
 ) -> list[str]:
-    """Re-process the stored images; compare each image's token count with the ids' pad runs."""
+    """Re-process the stored images; compare each image's token count with the ids' pad runs.
+    ``omitted``: images an image limit took out of the messages, which sequences may still name."""
     from toolgym.core.tokens.vision import grids, image_pad_runs, image_token_count, processor_from_record
 
     try:
         processor = processor_from_record(dict(vision["processor"]))
         pad = int(vision["image_token_id"])
-        found = grids(processor, [image_path(root, ref).read_bytes() for ref in refs])
+        seen = list(dict.fromkeys([*refs, *omitted]))
+        found = dict(
+            zip(seen, grids(processor, [image_path(root, ref).read_bytes() for ref in seen]), strict=True)
+        )
     except Exception as exc:  # a record or an image the processor cannot take
         return [f"the images cannot be re-processed with metadata.vision: {type(exc).__name__}: {exc}"]
     merge = int(getattr(processor, "merge_size", 1) or 1)
-    want = [image_token_count(g, merge) for g in found]
+    size = {ref: image_token_count(g, merge) for ref, g in found.items()}
+    want = [size[ref] for ref in refs]
     runs: dict[int, list[int]] = {}
     for seg in traj.segments:
         if seg.role != "assistant":
             runs.setdefault(seg.sequence, []).extend(image_pad_runs(seg.token_ids, pad))
     per_sequence = vision.get("sequence_images")
     if per_sequence:  # each sequence's own images, in order
-        size = dict(zip(refs, want, strict=True))
         for s, seq_refs in enumerate(per_sequence):
             if any(ref not in size for ref in seq_refs):
                 return [f"metadata.vision.sequence_images[{s}] names an image no message holds"]

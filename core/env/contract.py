@@ -55,6 +55,11 @@ class Env(ABC):
     """The environment's own turn limit; the engine's limit, if lower, wins."""
     stop: tuple[str, ...] = ()
     """Extra stop strings for sampling (for XML-tag actions such as ``</python>``)."""
+    max_images: int | None = None
+    """The most image parts a model call's prompt holds (None: all). When an observation brings
+    one more, the engine replaces the oldest by a short text (``tokens.images.limit_images``) and
+    starts a new token sequence from the rewritten messages: each sequence records exactly the
+    images its calls saw."""
 
     ctx: EpisodeContext
 

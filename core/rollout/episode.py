@@ -40,9 +40,9 @@ from toolgym.core.rollout.requests import EpisodeRequest, sampling_seed
 from toolgym.core.rollout.stats import EngineStats
 from toolgym.core.tokens.assembly import TokenAssembler
 from toolgym.core.tokens.chat import with_tool_call_ids
-from toolgym.core.tokens.images import content_text, has_images
+from toolgym.core.tokens.images import content_text, has_images, image_refs, limit_images
 from toolgym.core.trajectory import LLMCall, Status, Step, Timings, Trajectory
-from toolgym.core.types import Action, ActionKind, ToolCall
+from toolgym.core.types import Action, ActionKind, Message, ToolCall
 
 __all__ = ["Checkpoint", "Episode", "EpisodeSetup", "ForkEpisode"]
 
@@ -163,7 +163,7 @@ class Episode:
             await self._resume_fork(env)
             return
         self.asm = TokenAssembler(policy.chat, self.tools or None, on_rewrite=self.cfg.on_rewrite)
-        self.asm.start(self.prompt)
+        self.asm.start(_bounded(env, self.prompt))
         await self._turns(
             policy, env, start_turn=0, last_obs="\n".join(str(m.get("content", "")) for m in self.prompt)
         )
@@ -207,7 +207,7 @@ class Episode:
         top_k = max(cfg.sampling.top_logprobs, branching.top_k if branching else 0)
         for turn in range(start_turn, max_turns):
             if turn > 0 and (fresh := env.step_prompt()) is not None:
-                asm.restart(fresh)
+                asm.restart(_bounded(env, fresh))
             anchor = env.anchor() or digest(last_obs)
             budget = cfg.max_tokens_per_trajectory - len(asm.prompt_ids)
             if budget <= 0:
@@ -273,7 +273,13 @@ class Episode:
                     asm.add_inline(outcome.observation)
             else:
                 last_obs = "\n".join(content_text(m.get("content", "")) for m in outcome.observation)
-                asm.add_messages(with_tool_call_ids(outcome.observation, action.tool_calls))
+                new = with_tool_call_ids(outcome.observation, action.tool_calls)
+                keep = env.max_images
+                if keep is not None and len(asm.image_refs) + len(image_refs(new)) > keep:
+                    # the oldest images give way: a fresh render, so a new token sequence
+                    asm.restart(limit_images([*asm.messages, *new], keep))
+                else:
+                    asm.add_messages(new)
             if result.finish_reason == "length" and len(asm.prompt_ids) >= cfg.max_tokens_per_trajectory:
                 self._truncate(self._budget_reason)
                 return
@@ -292,6 +298,7 @@ class Episode:
                 messages[:] = [dict(m) for m in fresh]
             anchor = env.anchor() or digest(last_obs)
             sampling = cfg.sampling.params(max_new_tokens=cfg.max_tokens_per_turn, seed=None, stop=self._stop)
+            messages[:] = _bounded(env, messages)  # the record keeps what the model was sent
             t0 = time.perf_counter()
             result, attempts = await policy.chat(messages, self.tools or None, sampling)
             self.llm_s += time.perf_counter() - t0
@@ -478,3 +485,8 @@ def jsonable(obj: Any) -> Any:
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
     return str(obj)
+
+
+def _bounded(env: Env, messages: list[Message]) -> list[Message]:
+    """``messages`` within the environment's image limit (``Env.max_images``)."""
+    return list(messages) if env.max_images is None else limit_images(messages, env.max_images)

@@ -41,7 +41,7 @@ def _make_policy(
     model: str, *, backend: str | None, tokenizer: str | None, config: EngineConfig, options: dict[str, Any]
 ) -> Policy:
     if model == "scripted":
-        return ScriptedPolicy(ChatFormat(policy_tokenizer(tokenizer)))
+        return ScriptedPolicy(ChatFormat(policy_tokenizer(tokenizer), vision=policy_vision(tokenizer)))
     if model == "sim" or model.startswith("sim:"):
         from toolgym.core.llm.testing import SimulatedBackend
 
@@ -54,7 +54,8 @@ def _make_policy(
         if (
             replay == "scripted"
         ):  # the env's solver turns (SWE: the gold patch through the tools), each after the latency
-            return ScriptedPolicy(ChatFormat(policy_tokenizer(tokenizer)), latency_s=latency)
+            chat = ChatFormat(policy_tokenizer(tokenizer), vision=policy_vision(tokenizer))
+            return ScriptedPolicy(chat, latency_s=latency)
         return ModelPolicy(
             SimulatedBackend(tokenizer=policy_tokenizer(tokenizer), latency_s=latency, **options), config
         )
@@ -82,6 +83,28 @@ def policy_tokenizer(path: str | None) -> Any:
 
         return load_tokenizer(ensure_tiny_model(TINY[path or "tiny"], with_weights=False))  # type: ignore[arg-type]
     return load_tokenizer(path)
+
+
+def policy_vision(path: str | None) -> Any:
+    """The image tokens of a vision-language model's tokenizer (``--tokenizer tiny-vl`` or a
+    directory with ``preprocessor_config.json``), so that a scripted run records screenshots as
+    that model's expanded image tokens (``metadata.vision``: demonstrations a VLM can be warm-started
+    on); None for a text model, whose records hold one placeholder per image."""
+    from pathlib import Path
+
+    from toolgym.core.llm.resolve import TINY
+    from toolgym.core.tokens.vision import VisionInputs, load_image_processor
+
+    if path is None:
+        return None
+    if path in TINY:
+        if TINY[path] != "qwen2.5-vl":
+            return None
+        from toolgym.core.llm.local.tiny_vl import image_processor
+
+        return VisionInputs(image_processor())
+    processor = load_image_processor(path) if Path(path).is_dir() else None
+    return VisionInputs(processor) if processor is not None else None
 
 
 def unexpected_keyword(exc: TypeError, options: dict[str, Any]) -> str | None:

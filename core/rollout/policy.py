@@ -7,6 +7,7 @@ token ids (token-faithful); ``ChatPolicy`` produces text (recorded as not token-
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from toolgym.core.util.ratelimit import RateLimiter
 from toolgym.core.util.retry import backoff_delay
 
 R = TypeVar("R")
+log = logging.getLogger("toolgym.rollout")
 
 
 class TurnFailed(Exception):
@@ -32,7 +34,12 @@ class TurnFailed(Exception):
 
 
 class ModelPolicy:
-    """Samples from an ``LLMBackend`` with a semaphore, a timeout per attempt and retries."""
+    """Samples from an ``LLMBackend`` with a semaphore, a timeout per attempt and retries.
+
+    A model without an image processor (a text model) on an environment that shows screenshots
+    gets each image as the tokenizer's placeholder text (recorded so, token-faithful) and never its
+    pixels; the first such call logs one warning naming the fix (a vision-language model, or
+    ``observation=axtree``). Scripted policies read no observation and say nothing."""
 
     kind = "model"
     token_faithful = True
@@ -51,6 +58,7 @@ class ModelPolicy:
         self.chat = chat or ChatFormat(backend.tokenizer, vision=vision)
         self.slots = asyncio.Semaphore(config.max_llm_calls)
         self.name = backend.model_name or backend.name
+        self._warned_images = False
 
     async def generate(
         self, ids: list[int], sampling: SamplingParams, request_id: str, images: list[str] | None = None
@@ -62,6 +70,15 @@ class ModelPolicy:
         pixels: list[bytes] = []
         if vision is not None and images:  # read off the event loop
             pixels = await asyncio.to_thread(lambda: [vision.load(ref) for ref in images])
+        elif images and not self._warned_images:
+            self._warned_images = True
+            log.warning(
+                "model %s has no image processor: the environment's screenshots reach it only as the "
+                "placeholder %r; use a vision-language model (e.g. --model tiny-vl) to show them, or "
+                "--env-arg observation=axtree for text only",
+                self.name,
+                self.chat.image_placeholder,
+            )
         request = GenerationRequest(ids, sampling, request_id, pixels)
         return await with_retries(
             lambda: self.backend.generate(request),

@@ -114,6 +114,50 @@ def content_text(content: Any, placeholder: Placeholder = GENERIC_PLACEHOLDER) -
     return "".join(out)
 
 
+OMITTED_IMAGE = "\n[an earlier screenshot, no longer shown]"
+"""What an image part becomes when a history limit drops it (:func:`limit_images`)."""
+
+
+def limit_images(messages: Sequence[Message], keep: int) -> list[Message]:
+    """``messages`` with only their last ``keep`` image parts; each earlier one becomes the text
+    part ``OMITTED_IMAGE`` (rendered as that text only) whose ``omitted_image`` keeps the reference,
+    so the prompt stays bounded, says where a picture was, and the record still names every image
+    a model call saw (``toolgym verify`` checks them all). Messages that lose nothing are passed as
+    they are (not copied); ``keep`` must be at least 0."""
+    if keep < 0:
+        raise ValueError(f"keep must be 0 or more images, got {keep}")
+    drop = sum(1 for m in messages for p in _parts(m) if is_image_part(p)) - keep
+    if drop <= 0:
+        return list(messages)
+    out: list[Message] = []
+    for m in messages:
+        content = m.get("content")
+        if drop <= 0 or not isinstance(content, list) or not any(is_image_part(p) for p in content):
+            out.append(m)
+            continue
+        parts = []
+        for part in content:
+            if drop > 0 and is_image_part(part):
+                parts.append(
+                    {"type": "text", "text": OMITTED_IMAGE, "omitted_image": str(part.get("image", ""))}
+                )
+                drop -= 1
+            else:
+                parts.append(part)
+        out.append({**m, "content": parts})
+    return out
+
+
+def omitted_image_refs(messages: Sequence[Message]) -> list[str]:
+    """The references of the images :func:`limit_images` took out of ``messages``, in order."""
+    return [
+        str(part["omitted_image"])
+        for m in messages
+        for part in _parts(m)
+        if isinstance(part, dict) and part.get("type") == "text" and part.get("omitted_image")
+    ]
+
+
 def flatten_images(messages: Sequence[Message], placeholder: Placeholder) -> list[Message]:
     """``messages`` with every list content turned into a string (see :func:`content_text`), for
     a text chat template. Messages with string content are passed as they are (not copied)."""

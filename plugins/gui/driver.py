@@ -76,6 +76,10 @@ class Driver:
         """(page, what MARK_JS answered) when an action's settling already marked that page."""
         self.env_page: Any = None
         """The environment's own page (see ``evaluate``), whichever tab is active."""
+        self.frame: dict[str, Any] | None = None
+        """Where the latest ``op_snapshot`` image lies on the page (see ``_frame``); the coordinate
+        operations map through it."""
+        self._box: dict[str, float] | None = None
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -107,6 +111,7 @@ class Driver:
         self.context.on("page", self._on_page)
         self.context.new_page()
         self._opened.clear()
+        self.frame = None
 
     def close(self) -> None:
         """Stop the browser and Playwright (the next call starts them again)."""
@@ -115,7 +120,7 @@ class Driver:
                 self._pw.stop()
         except PlaywrightError:
             pass
-        self._pw = self.browser = self.context = self.env_page = None
+        self._pw = self.browser = self.context = self.env_page = self.frame = None
         self.pages, self.active, self._cdp, self._nav = [], 0, {}, {}
 
     def renew(self) -> bool:
@@ -127,6 +132,7 @@ class Driver:
         started, or does not answer as it should."""
         browser = self.browser
         self.env_page, self.pages, self.active, self._cdp, self._nav = None, [], 0, {}, {}
+        self.frame = None
         self._opened, self.context = [], None
         if browser is None or not browser.is_connected():
             return False
@@ -223,6 +229,7 @@ class Driver:
             if self._snap is not None:
                 marks = [int(i) for i in _LISTED.findall(reply["text"])] if self._snap["marks"] else None
                 reply["screenshot"] = self._screenshot(False, marks=marks, selector=self._snap["selector"])
+                reply["frame"] = self.frame = self._frame(reply["screenshot"], self._snap["scale"])
             elif reply["ok"] and (self.shot or limits.get("screenshot")):
                 reply["screenshot"] = self.shot or self._screenshot(False)
         except PlaywrightError as exc:
@@ -331,16 +338,67 @@ class Driver:
         page = self.page
         if marks:
             page.evaluate(pagejs.MARKS_JS, marks)
+        self._box = {"x": 0.0, "y": 0.0}
         try:
             region = page.locator(selector).first if selector else None
             if region is not None and region.count() and region.is_visible():
                 region.screenshot(path=path, animations="disabled")
+                box = region.bounding_box()  # after the screenshot, which scrolls it into view
+                if box is not None:
+                    self._box = {"x": float(box["x"]), "y": float(box["y"])}
             else:
                 page.screenshot(path=path, full_page=full_page, animations="disabled")
         finally:
             if marks:
                 page.evaluate(pagejs.UNMARKS_JS)
         return SHOT
+
+    def _frame(self, shot: str, scale: float) -> dict[str, Any]:
+        """Where the screenshot ``shot`` lies on the page: its top-left corner in the viewport's
+        CSS pixels (``left``, ``top``), its size as taken (``png_width``, ``png_height``: CSS
+        pixels, the device scale factor being 1) and as shown to the model (``width``,
+        ``height``: times ``scale``, which the host resizes it to)."""
+        with open(os.path.join(self.root, shot), "rb") as f:
+            header = f.read(24)
+        png_w, png_h = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+        box = self._box or {"x": 0.0, "y": 0.0}
+        return {
+            "left": box["x"],
+            "top": box["y"],
+            "png_width": png_w,
+            "png_height": png_h,
+            "width": max(1, round(png_w * float(scale))),
+            "height": max(1, round(png_h * float(scale))),
+        }
+
+    def _point(self, x: Any, y: Any) -> tuple[float, float]:
+        """The viewport point (CSS pixels) of pixel (``x``, ``y``) of the latest screenshot the
+        environment showed. Refuses what is not a whole number, a point when no screenshot was
+        shown in this browser context, and one outside that screenshot or the viewport: a
+        coordinate reaches only the page as shown, never the browser around it."""
+        if type(x) is not int or type(y) is not int:
+            raise BrowserError(f"x and y must be whole numbers of screenshot pixels, got {x!r}, {y!r}")
+        frame = self.frame
+        if frame is None:
+            raise BrowserError(
+                "no screenshot has been shown in this browser yet, so there is nothing to point at; "
+                "act by element id"
+            )
+        view = self.page.viewport_size or {"width": self.config["width"], "height": self.config["height"]}
+        width, height = frame["width"], frame["height"]
+        if not (0 <= x < width and 0 <= y < height):
+            raise BrowserError(
+                f"({x}, {y}) is outside the screenshot, which is {width}x{height} pixels: "
+                f"x must be 0 to {width - 1} and y 0 to {height - 1}"
+            )
+        px = frame["left"] + (x + 0.5) * frame["png_width"] / width
+        py = frame["top"] + (y + 0.5) * frame["png_height"] / height
+        if not (0 <= px < view["width"] and 0 <= py < view["height"]):
+            raise BrowserError(
+                f"({x}, {y}) is not on the visible part of the page (scrolled away); scroll, then use "
+                "the new screenshot's coordinates"
+            )
+        return px, py
 
     # -- helpers for actions --------------------------------------------------------------------
 
@@ -434,6 +492,26 @@ class Driver:
     def op_click(self, element_id: int) -> None:
         target = self._element(element_id)
         self._act(element_id, "click", target, target.click)
+        self._settle()
+
+    def op_click_at(self, x: int, y: int) -> None:
+        px, py = self._point(x, y)
+        self.page.mouse.click(px, py)
+        self._settle()
+
+    def op_type_at(self, x: int, y: int, text: str, submit: bool = False) -> None:
+        px, py = self._point(x, y)
+        self.page.mouse.click(px, py)
+        if not self.page.evaluate(pagejs.EDITABLE_JS):
+            raise BrowserError(
+                f"the click at ({x}, {y}) did not reach a text field; type where a text field is shown"
+            )
+        self.page.keyboard.press("Control+A")  # replace what the field held, as browser_type does
+        self.page.keyboard.press("Delete")
+        if text:
+            self.page.keyboard.insert_text(text)
+        if submit:
+            self.page.keyboard.press("Enter")
         self._settle()
 
     def op_type(self, element_id: int, text: str, submit: bool = False) -> None:
@@ -545,11 +623,12 @@ class Driver:
             raise BrowserError(f"there is no tab {index}; tabs are numbered 0 to {len(self.pages) - 1}")
         self.pages[index].close()
 
-    def op_snapshot(self, marks: bool = False, selector: str | None = None) -> None:
+    def op_snapshot(self, marks: bool = False, selector: str | None = None, scale: float = 1.0) -> None:
         """For environments, never a tool: the observation and a screenshot of the viewport (of
         ``selector``'s element when it is visible), with the observation's [id]s drawn on it when
-        ``marks`` (set-of-marks: an agent that sees only the image can still name elements)."""
-        self._snap = {"marks": marks, "selector": selector}
+        ``marks`` (set-of-marks: an agent that sees only the image can still name elements). The
+        reply's ``frame`` (see ``_frame``) places it on the page, for the coordinate operations."""
+        self._snap = {"marks": marks, "selector": selector, "scale": scale}
 
     def op_screenshot(self, full_page: bool = False) -> None:
         self.shot = self._screenshot(full_page)

@@ -70,3 +70,14 @@ MARKS_JS = """(ids) => {
   return layer.childElementCount;
 }""".replace("ATTR", ID_ATTRIBUTE)
 UNMARKS_JS = "() => { const m = document.getElementById('__tg_marks'); if (m) m.remove(); }"
+
+EDITABLE_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return false;
+  if (el.isContentEditable) return true;
+  const tag = el.tagName.toLowerCase();
+  const kind = (el.getAttribute('type') || 'text').toLowerCase();
+  return tag === 'textarea' || (tag === 'input' && !['button', 'checkbox', 'color', 'file', 'hidden',
+    'image', 'radio', 'range', 'reset', 'submit'].includes(kind));
+}"""
+"""Whether the focused element takes typed text (``op_type_at``)."""

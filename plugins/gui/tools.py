@@ -418,5 +418,41 @@ def browser_tools(config: BrowserConfig | None = None) -> list[Tool]:
     ]
 
 
+def coordinate_tools(config: BrowserConfig | None = None) -> list[Tool]:
+    """The tools that act at a point of the latest screenshot an environment showed (its pixels,
+    mapped by the driver to the page; refused outside that screenshot or the viewport). GUI
+    environments add them to ``browser_tools`` in their screenshot modes."""
+    cfg = config or BrowserConfig()
+    browser_tool = functools.partial(tool, sandbox=cfg.sandbox, timeout_s=cfg.cell_timeout_s + 20.0)
+    run = functools.partial(run_browser, cfg)
+
+    @browser_tool
+    async def browser_click_at(x: int, y: int, *, sandbox: Sandbox, ctx: Any = None) -> ToolOutput:
+        """Click at a point of the latest screenshot.
+
+        Args:
+            x: Pixels from the screenshot's left edge (0 is the first column).
+            y: Pixels from the screenshot's top edge (0 is the first row).
+        """
+        return await run(sandbox, ctx, "click_at", {"x": x, "y": y})
+
+    @browser_tool
+    async def browser_type_at(
+        x: int, y: int, text: str, submit: bool = False, *, sandbox: Sandbox, ctx: Any = None
+    ) -> ToolOutput:
+        """Click the text field at a point of the latest screenshot, replace its text, and
+        optionally press Enter.
+
+        Args:
+            x: Pixels from the screenshot's left edge.
+            y: Pixels from the screenshot's top edge.
+            text: The text to enter (replaces what the field held).
+            submit: Press Enter afterwards (submits a search or a form).
+        """
+        return await run(sandbox, ctx, "type_at", {"x": x, "y": y, "text": text, "submit": submit})
+
+    return [browser_click_at, browser_type_at]
+
+
 BROWSER_TOOLS = browser_tools()
 """The registered tools, with the default ``BrowserConfig``."""

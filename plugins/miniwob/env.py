@@ -24,7 +24,10 @@ before the page ends the episode.
 
 Observations (``observation=``): ``axtree`` (default), ``both`` (the tree and a screenshot of the
 task area, ``#wrap``, 160x210 px as the benchmark's own screenshots), or ``screenshot`` (the image
-with element ids drawn on it, see ``toolgym.plugins.gui.observation``).
+with element ids drawn on it, see ``toolgym.plugins.gui.observation``). With screenshots,
+``screenshot_scale=S`` resizes them (S image pixels per page pixel), ``max_images=N`` keeps only the
+latest N in the prompt, and the coordinate tools (``browser_click_at``, ``browser_type_at``, in the
+screenshot's pixels, only inside the task area) join the element-id tools.
 """
 
 from __future__ import annotations
@@ -49,9 +52,16 @@ from toolgym import (
     ToolTaskEnv,
     digest,
 )
-from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
+from toolgym.plugins.gui.observation import Screenshots, attach, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
-from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver, driver_session
+from toolgym.plugins.gui.tools import (
+    DRIVER,
+    BrowserConfig,
+    browser_tools,
+    call_driver,
+    coordinate_tools,
+    driver_session,
+)
 
 from .site import SANDBOX_KIND, shared_site
 from .solvers import SOLVERS, action_text, solver_script
@@ -60,6 +70,8 @@ from .tasks import task_list
 BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
 MINIWOB_TOOLS = browser_tools(BROWSER)
 """The browser tools, bound to the ``miniwob`` sandbox kind."""
+MINIWOB_COORDINATE_TOOLS = coordinate_tools(BROWSER)
+"""The coordinate tools, offered with screenshot observations."""
 
 SYSTEM_PROMPT = (
     "You operate a web browser to complete a task on a web page. The page is shown as an accessibility "
@@ -112,9 +124,13 @@ class MiniWoBEnv(ToolTaskEnv):
         time_limit: str | float | None = "task",
         max_turns: int | str = 12,
         observation: str = "axtree",
+        screenshot_scale: str | float | None = None,
+        max_images: str | int | None = None,
     ) -> None:
         super().__init__()
-        self.observation = parse_observation(observation)
+        self.screenshots = Screenshots.parse(observation, screenshot_scale, max_images)
+        self.observation = self.screenshots.mode
+        self.max_images = self.screenshots.max_images
         self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
         self.task_names = task_list(task or tasks)
         if reward not in REWARDS:
@@ -136,6 +152,8 @@ class MiniWoBEnv(ToolTaskEnv):
         if self.max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, got {max_turns!r}")
         self.tools = list(MINIWOB_TOOLS)
+        if self.observation != "axtree":
+            self.tools += MINIWOB_COORDINATE_TOOLS
         self._nonce = ""
         self._turn = 0
         self._page_state = ""
@@ -229,7 +247,12 @@ class MiniWoBEnv(ToolTaskEnv):
             page = await call_driver(sandbox, BROWSER, "observe", {})
         else:
             part, page = await snapshot(
-                self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot", selector=TASK_AREA
+                self.ctx,
+                sandbox,
+                BROWSER,
+                marks=self.observation == "screenshot",
+                selector=TASK_AREA,
+                scale=self.screenshots.scale,
             )
         await self._probe()
         self.task.question = instruction
@@ -286,6 +309,7 @@ class MiniWoBEnv(ToolTaskEnv):
                 self.observation,
                 result.observation,
                 selector=TASK_AREA,
+                scale=self.screenshots.scale,
             )
         return result
 

@@ -26,7 +26,9 @@ standalone ``server.py`` in what it refuses:
 
 Observations (``observation=``): ``axtree`` (default), ``both`` (the tree and a screenshot of the
 viewport) or ``screenshot`` (the image with element ids drawn on it); see
-``toolgym.plugins.gui.observation``.
+``toolgym.plugins.gui.observation``. With screenshots, ``screenshot_scale=S`` resizes them (0.5 gives
+640x360 for the 1280x720 viewport), ``max_images=N`` keeps only the latest N in the prompt, and the
+coordinate tools (``browser_click_at``, ``browser_type_at``) join the element-id tools.
 
 The reward is read in-process from the session object the environment registered, never from the
 page, so nothing the agent or the page can write reaches it.
@@ -61,9 +63,16 @@ from toolgym import (
     split_position,
 )
 from toolgym.plugins.gui import network_allowlist
-from toolgym.plugins.gui.observation import attach, parse_observation, snapshot, system_prompt_for
+from toolgym.plugins.gui.observation import Screenshots, attach, snapshot, system_prompt_for
 from toolgym.plugins.gui.observation import content as observation_content
-from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, browser_tools, call_driver, driver_session
+from toolgym.plugins.gui.tools import (
+    DRIVER,
+    BrowserConfig,
+    browser_tools,
+    call_driver,
+    coordinate_tools,
+    driver_session,
+)
 
 from .oracle import oracle_step
 from .pages import Node, View
@@ -77,6 +86,8 @@ SANDBOX_KIND = "webshop-web"
 BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
 WEBSHOP_WEB_TOOLS = browser_tools(BROWSER)
 """The browser tools, bound to the ``webshop-web`` sandbox kind."""
+WEBSHOP_WEB_COORDINATE_TOOLS = coordinate_tools(BROWSER)
+"""The coordinate tools, offered with screenshot observations."""
 
 SYSTEM_PROMPT = (
     "You are shopping in a web store for what the instruction asks. The page is shown as an accessibility "
@@ -254,9 +265,13 @@ class WebShopWebEnv(ToolTaskEnv):
         noun_tagger: str = "rules",
         price_seed: int = 42,
         observation: str = "axtree",
+        screenshot_scale: str | float | None = None,
+        max_images: str | int | None = None,
     ) -> None:
         super().__init__()
-        self.observation = parse_observation(observation)
+        self.screenshots = Screenshots.parse(observation, screenshot_scale, max_images)
+        self.observation = self.screenshots.mode
+        self.max_images = self.screenshots.max_images
         self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
         if reward not in REWARD_VARIANTS:
             raise ConfigError(f"reward {reward!r} is not one of {', '.join(REWARD_VARIANTS)}")
@@ -277,6 +292,8 @@ class WebShopWebEnv(ToolTaskEnv):
         self.reward_mode = reward_mode
         self.reward_scale = float(reward_scale)
         self.tools = list(WEBSHOP_WEB_TOOLS)
+        if self.observation != "axtree":
+            self.tools += WEBSHOP_WEB_COORDINATE_TOOLS
         self.session: ShopSession | None = None
         self.session_id = ""
 
@@ -320,7 +337,13 @@ class WebShopWebEnv(ToolTaskEnv):
             raise SandboxError(f"the WebShop start page could not be read: {pinned.get('error')}")
         part = None
         if self.observation != "axtree":
-            part, opened = await snapshot(self.ctx, sandbox, BROWSER, marks=self.observation == "screenshot")
+            part, opened = await snapshot(
+                self.ctx,
+                sandbox,
+                BROWSER,
+                marks=self.observation == "screenshot",
+                scale=self.screenshots.scale,
+            )
         first = f"Instruction: {self.session.instruction}\n\nThe page:\n{opened.get('text', '')}"
         messages: list[Message] = [
             {"role": "system", "content": self.system_prompt},
@@ -375,7 +398,12 @@ class WebShopWebEnv(ToolTaskEnv):
             return self._end(result, "bought")
         if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
             await attach(
-                self.ctx, await self.ctx.sandbox(SANDBOX_KIND), BROWSER, self.observation, result.observation
+                self.ctx,
+                await self.ctx.sandbox(SANDBOX_KIND),
+                BROWSER,
+                self.observation,
+                result.observation,
+                scale=self.screenshots.scale,
             )
         return result  # at ``max_turns`` the engine truncates the episode (reward 0), as for ``webshop``
 

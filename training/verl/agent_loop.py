@@ -10,6 +10,13 @@ V1 trainer (``trainer.use_v1=true``), which ``toolgym train`` selects.
 Each output carries ``reward_score`` (the episode return, set here so verl runs no reward
 function) and ``extra_fields["toolgym"]`` with the row's GiGPO/ARPO metadata.
 
+A vision-language model (verl hands the loop a processor with an ``image_processor``): prompts
+carry each screenshot's expanded image tokens (:class:`~toolgym.core.tokens.vision.VisionInputs`
+over that image processor), the server gets the pixels as ``image_data``, episodes store their
+screenshots under ``toolgym.images_dir``, and each output's ``multi_modal_data["images"]`` holds
+its row's images in the order of their image-token runs, which verl's own post-processing
+re-processes into ``multi_modal_inputs`` and M-RoPE position ids.
+
 An episode that fails (model or environment error, untrainable trajectory) raises
 :class:`EpisodeFailed`; verl then drops that prompt's group and samples a replacement.
 """
@@ -19,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import tempfile
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
@@ -31,9 +40,11 @@ from toolgym.core.rollout.engine import EpisodeRequest, RolloutEngine
 from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.sandbox import NONE, LazySandboxBackend, require_isolation
 from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.images import image_path
+from toolgym.core.tokens.vision import VisionInputs
 from toolgym.core.trajectory import Trajectory
 
-from .backend import VerlServerBackend
+from .backend import VerlServerBackend, pil_image
 from .rows import META_KEY, Layout, trajectory_rows
 from .settings import ToolgymSettings, load_settings
 
@@ -83,7 +94,13 @@ class ToolgymAgentLoop(AgentLoopBase):
         self.engine_config = self.settings.engine_config(
             max_prompt_len=self.prompt_length, max_response_len=self.response_length
         )
-        self.chat = ChatFormat(self.tokenizer)
+        image_processor = getattr(getattr(self, "processor", None), "image_processor", None)
+        self.images_dir: str | None = None
+        vision = None
+        if image_processor is not None:  # a vision-language model
+            self.images_dir = self.settings.images_dir or tempfile.mkdtemp(prefix="toolgym-verl-images-")
+            vision = VisionInputs(image_processor, root=self.images_dir)
+        self.chat = ChatFormat(self.tokenizer, vision=vision)
         if self.settings.arpo is not None:
             # one call runs the task's whole ARPO group: N initial rollouts plus their forks
             self.engine_config = self.engine_config.model_copy(
@@ -114,6 +131,8 @@ class ToolgymAgentLoop(AgentLoopBase):
             sandbox_backend=self._sandbox_backend(),
             env_kwargs={**self.settings.env_kwargs, **task["env_kwargs"]},
             run_id=str(uid or "verl"),
+            # screenshots are stored in the artifacts directory's parent, where VisionInputs reads them
+            artifacts_dir=str(Path(self.images_dir) / "artifacts") if self.images_dir else None,
         )
         if self.settings.arpo is not None:
             return await self._run_arpo_group(engine, task, group_id, trajectory_id, backend)
@@ -131,6 +150,7 @@ class ToolgymAgentLoop(AgentLoopBase):
                 # read after the episode: the versions are those of the calls that answered it
                 global_steps=(backend.min_global_steps, backend.max_global_steps),
                 num_preempted=backend.num_preempted,
+                images_root=self.images_dir,
             )
         except ConfigError as exc:
             raise EpisodeFailed(f"episode {trajectory_id} of {group_id}: {exc}") from None
@@ -167,6 +187,7 @@ class ToolgymAgentLoop(AgentLoopBase):
                     max_response_len=self.response_length,
                     global_steps=(backend.min_global_steps, backend.max_global_steps),
                     num_preempted=backend.num_preempted,
+                    images_root=self.images_dir,
                 )
             except ConfigError as exc:
                 problems.append(str(exc))
@@ -198,14 +219,18 @@ def agent_loop_outputs(
     max_response_len: int | None = None,
     global_steps: tuple[int | None, int | None] = (None, None),
     num_preempted: int = 0,
+    images_root: str | Path | None = None,
 ) -> list[AgentLoopOutput]:
     """``trajectory`` as verl ``AgentLoopOutput`` rows (see :func:`.rows.trajectory_rows`).
 
     ``reward_score`` is the episode return on every row; ``extra_fields`` carry the row's
     :class:`~.rows.RowMeta` under ``"toolgym"``, ``reward_extra_info`` (episode reward, steps,
     terminated: verl's validation metrics), ``turn_scores`` (step rewards) and, when known, the
-    weight versions that generated it (``min_global_steps`` / ``max_global_steps``).
-    Raises ``ConfigError`` when the trajectory is not trainable.
+    weight versions that generated it (``min_global_steps`` / ``max_global_steps``). A row with
+    images (a vision-language model's trajectory) carries them, read from ``images_root`` (the
+    dataset directory that holds ``images/``), as ``multi_modal_data["images"]``: RGB PIL images
+    in the order of the row's image-token runs, as verl's multimodal post-processing takes them.
+    Raises ``ConfigError`` when the trajectory is not trainable or its images cannot be read.
     """
     rows = trajectory_rows(
         trajectory, layout, max_prompt_len=max_prompt_len, max_response_len=max_response_len
@@ -225,8 +250,10 @@ def agent_loop_outputs(
         }
         if global_steps[0] is not None:
             extra["min_global_steps"], extra["max_global_steps"] = global_steps
+        media = {"multi_modal_data": {"images": _images(row.images, images_root)}} if row.images else {}
         outputs.append(
             AgentLoopOutput(
+                **media,
                 prompt_ids=row.prompt_ids,
                 response_ids=row.response_ids,
                 response_mask=row.response_mask,
@@ -242,3 +269,18 @@ def agent_loop_outputs(
             )
         )
     return outputs
+
+
+def _images(refs: list[str], root: str | Path | None) -> list[Any]:
+    if root is None:
+        raise ConfigError(
+            "the trajectory's rows hold images but no images_root was given; pass the dataset "
+            "directory that holds images/"
+        )
+    out = []
+    for ref in refs:
+        try:
+            out.append(pil_image(image_path(root, ref).read_bytes()))
+        except OSError as exc:
+            raise ConfigError(f"image {ref} cannot be read under {root} ({exc})") from None
+    return out

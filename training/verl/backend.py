@@ -83,6 +83,8 @@ class VerlServerBackend(LLMBackend):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         sp = request.sampling
         extra: dict[str, Any] = {"priority": self.priority} if self.priority else {}
+        if request.images:  # a vision-language model's pixels, in the order of their image-token runs
+            extra["image_data"] = [pil_image(data) for data in request.images]
         try:
             out: TokenOutput = await self.client.generate(
                 request_id=self.request_id,
@@ -152,8 +154,16 @@ class LocalLLMServerClient(LLMServerClient):
         """Every request seen, as (request_id, prompt_ids, sampling_params), for tests."""
 
     async def generate(
-        self, request_id: Any, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+        self,
+        request_id: Any,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: list[Any] | None = None,
+        **kwargs: Any,
     ) -> TokenOutput:  # type: ignore[override]
+        """``image_data``: PIL images of a vision-language prompt, in the order of its image-token
+        runs, handed to the backend as PNG bytes (``GenerationRequest.images``)."""
         params = dict(sampling_params)
         self.requests.append((str(request_id), list(prompt_ids), dict(params)))
         rollout = self.config.actor_rollout_ref.rollout
@@ -181,7 +191,8 @@ class LocalLLMServerClient(LLMServerClient):
             raise ConfigError(
                 f"LocalLLMServerClient does not understand sampling parameter(s) {', '.join(unknown)}"
             )
-        result = await self.backend.generate(GenerationRequest(list(prompt_ids), sp, str(request_id)))
+        images = [png_bytes(image) for image in image_data or ()]
+        result = await self.backend.generate(GenerationRequest(list(prompt_ids), sp, str(request_id), images))
         return TokenOutput(
             token_ids=list(result.output_ids),
             log_probs=list(result.logprobs) if want_logprobs and result.logprobs is not None else None,
@@ -193,3 +204,21 @@ class LocalLLMServerClient(LLMServerClient):
                 "max_global_steps": self.global_steps,
             },
         )
+
+
+def pil_image(data: bytes) -> Any:
+    """An encoded image (PNG bytes) as the RGB PIL image verl's servers and processors take."""
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def png_bytes(image: Any) -> bytes:
+    """A PIL image encoded as PNG (lossless: the pixels a backend decodes are the image's)."""
+    import io
+
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()

@@ -16,6 +16,14 @@ ids) and ``response_logprobs`` (0.0 where the mask is 0). Two layouts:
 Either way the rows are token-faithful: the ids are those of the trajectory, never re-tokenized.
 Each row carries its GiGPO/ARPO metadata (:class:`RowMeta`); a step's tokens lie in exactly one
 row, at ``StepSpan.start:end`` of its response.
+
+A vision-language model's trajectory (``metadata.vision``: expanded image tokens, see
+:mod:`toolgym.core.tokens.vision`) gives rows with ``images``: the references of the images whose
+image-token runs are in the row's ids, in order, taken from the sequence's
+``metadata.vision.sequence_images``. verl re-processes them with its processor and must find one
+run of pad tokens per image, each as long as that image's grid: so a response cut to
+``max_response_len`` is cut before an image it would split, and an image token the model sampled
+itself (no picture behind it) makes the trajectory untrainable.
 """
 
 from __future__ import annotations
@@ -109,6 +117,9 @@ class Row:
     num_turns: int = 0
     """Messages in the row's conversation (user, assistant, tool), as verl counts turns."""
     extra: dict[str, Any] = field(default_factory=dict)
+    images: list[str] = field(default_factory=list)
+    """``sha256:`` references of the images whose image-token runs are in ``prompt_ids`` then
+    ``response_ids``, one per run, in order (empty for text trajectories)."""
 
 
 def trajectory_rows(
@@ -151,6 +162,8 @@ def trajectory_rows(
         if layout == "step"
         else _sequence_rows(trajectory, calls, offsets, lengths, has_logprobs)
     )
+    vision = trajectory.metadata.get("vision")
+    pad_id = int(vision["image_token_id"]) if isinstance(vision, dict) else None
     for k, row in enumerate(rows):
         row.meta.row, row.meta.rows = k, len(rows)
         if max_prompt_len is not None and len(row.prompt_ids) > max_prompt_len:
@@ -159,8 +172,53 @@ def trajectory_rows(
                 f"rollout.prompt_length={max_prompt_len}; raise data.max_prompt_length or shorten the environment's prompt"
             )
         if max_response_len is not None and len(row.response_ids) > max_response_len:
-            _truncate(row, max_response_len)
+            _truncate(
+                row, max_response_len if pad_id is None else _image_safe_cut(row, max_response_len, pad_id)
+            )
+        if pad_id is not None:
+            assert isinstance(vision, dict)
+            row.images = _row_images(trajectory, row, vision, pad_id)
     return rows
+
+
+def _runs(ids: list[int], pad_id: int) -> list[tuple[int, int]]:
+    """(start, end) of each run of ``pad_id`` in ``ids``."""
+    runs: list[tuple[int, int]] = []
+    for i, t in enumerate(ids):
+        if t != pad_id:
+            continue
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return runs
+
+
+def _image_safe_cut(row: Row, limit: int, pad_id: int) -> int:
+    """``limit``, or less so that no image-token run is split: the cut then falls before the
+    vision-start marker of the image it would have split (the token before its run)."""
+    for start, end in _runs(row.response_ids, pad_id):
+        if start < limit < end:
+            return max(start - 1, 0)
+    return limit
+
+
+def _row_images(traj: Trajectory, row: Row, vision: dict[str, Any], pad_id: int) -> list[str]:
+    """The images of ``row``: one per image-token run of its ids, from its sequence's images."""
+    if any(t == pad_id for t, m in zip(row.response_ids, row.response_mask, strict=True) if m):
+        raise ConfigError(
+            f"trajectory {traj.trajectory_id!r}: the model sampled image tokens (id {pad_id}) with no "
+            "picture behind them; a vision model cannot train on that row"
+        )
+    runs = len(_runs([*row.prompt_ids, *row.response_ids], pad_id))
+    per_sequence = vision.get("sequence_images") or []
+    known = per_sequence[row.meta.sequence] if row.meta.sequence < len(per_sequence) else []
+    if runs > len(known):
+        raise ConfigError(
+            f"trajectory {traj.trajectory_id!r}: sequence {row.meta.sequence} has {runs} image-token runs "
+            f"but records {len(known)} images; the record is corrupt"
+        )
+    return [str(ref) for ref in known[:runs]]
 
 
 def _sequence_rows(

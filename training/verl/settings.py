@@ -115,6 +115,9 @@ class ToolgymSettings(BaseModel):
     val: TaskRange = Field(default_factory=lambda: TaskRange(num_tasks=16, first_task=100_000))
     data_dir: str | None = None
     """Where the task-index Parquet files are written (default: under ``trainer.default_local_dir``)."""
+    images_dir: str | None = None
+    """With a vision-language model (verl gives the agent loop a processor): where episodes store
+    their screenshots, by hash (default: a temporary directory per agent-loop worker)."""
     train_files: str | None = None
     """A task file to train on instead of the ``train`` range, e.g. one written by
     ``toolgym export verl`` (its rows name environment, task index and seed)."""
