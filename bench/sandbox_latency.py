@@ -6,12 +6,14 @@ Each figure is printed beside its baseline, measured in the same run on the same
 ``docker exec``; acquire p50 ≤ 10 ms; cold create-to-ready p50 ≤ 1 s.
 
 "release → ready" is the time a released sandbox takes to come back to the pool: the agent's
-reset, the host's check from outside, and the next episode's interpreter started and answering
-(``prestart``). It and "acquire" are measured in one loop, episode by episode in turn, on two
-pools: the current code, and the **old path** (the agent's files as of ``--baseline-rev``, staged
-from git, with the pool's old acquire: a ping every time and the holder file rewritten through a
-truncation), so the two columns share the load of the moment. Each row also gives the phases of
-release → ready. "acquire after idle" is an acquire of a sandbox idle past ``ping_fresh_s`` (pinged).
+reset, the host's check from outside, and the next episode's interpreter forked or started and
+answering (``prestart``). It and "acquire" are measured in one loop, episode by episode in turn, on
+three pools, so the columns share the load of the moment: the current code (the ``python``
+profile: interpreters forked from the zygote), the same code **without the zygote** (each
+episode's interpreter started anew, ``python_zygote=False``), and the **old path** (the agent's
+files as of ``--baseline-rev``, staged from git, with the pool's old acquire: a ping every time and
+the holder file rewritten through a truncation). Each row also gives the phases of release → ready.
+"acquire after idle" is an acquire of a sandbox idle past ``ping_fresh_s`` (pinged).
 
     python bench/sandbox_latency.py [--backend docker|local] [--calls 300] [--cold 10] [--recycles 40]
         [--baseline-rev REV] [--only-recycle] [--smoke]
@@ -53,6 +55,19 @@ def line(name: str, samples: list[float], baseline: list[float] | None = None, u
     print(text, flush=True)
 
 
+def columns_line(name: str, columns: dict[str, list[float]], unit: float = 1e3) -> None:
+    """One row: p50 and p90 of each column, and how many times the first column's p50 the
+    others' are."""
+    first = pct(next(iter(columns.values())), 50)
+    cells = []
+    for i, (column, samples) in enumerate(columns.items()):
+        cell = f"{column} p50 {pct(samples, 50) * unit:7.2f} p90 {pct(samples, 90) * unit:7.2f}"
+        if i:
+            cell += f" ({pct(samples, 50) / first:4.1f}x)"
+        cells.append(cell)
+    print(f"{name:<24s} " + " | ".join(cells) + " ms", flush=True)
+
+
 def docker_cli(*args: str) -> float:
     start = time.perf_counter()
     subprocess.run(["docker", *args], check=True, capture_output=True)
@@ -64,10 +79,10 @@ def stage_agent(rev: str) -> Path:
     root = Path(tempfile.mkdtemp(prefix=f"agent-{rev}-", dir=lifecycle.state_root()))
     root.chmod(0o755)
     for name in AGENT_FILES:
-        text = subprocess.run(
-            ["git", "show", f"{rev}:sandboxes/agent/{name}"], check=True, capture_output=True
-        ).stdout
-        (root / name).write_bytes(text)
+        shown = subprocess.run(["git", "show", f"{rev}:sandboxes/agent/{name}"], capture_output=True)
+        if shown.returncode:  # a file added since
+            continue
+        (root / name).write_bytes(shown.stdout)
         (root / name).chmod(0o644)
     return root
 
@@ -92,14 +107,19 @@ def timed(phases: dict[str, list[float]], name: str, call: Callable[..., Awaitab
     return wrapper
 
 
+COLUMNS = ("zygote", "no zygote", "old path")
+
+
 async def recycle_pair(backend_name: str, n: int, idle_n: int, rev: str) -> None:
-    """release → ready and acquire, now and on the old path, in turn (see the module docstring)."""
+    """release → ready and acquire in each of ``COLUMNS``, episode by episode in turn (see the
+    module docstring)."""
     columns: dict[str, dict[str, list[float]]] = {}
     backends: dict[str, PooledBackend] = {}
     old_agent = stage_agent(rev)
     try:
-        for column in ("now", "old path"):
-            backend = open_backend(backend_name, max_idle=2)
+        for column in COLUMNS:
+            zygote = {"python": {"python_zygote": False}} if column != "zygote" else None
+            backend = open_backend(backend_name, max_idle=2, profiles=zygote)
             phases: dict[str, list[float]] = {}
             if column == "old path":
                 backend.ping_fresh_s = 0.0
@@ -143,8 +163,11 @@ async def recycle_pair(backend_name: str, n: int, idle_n: int, rev: str) -> None
                 await one(column)
         for _ in range(idle_n):
             for column in backends:
-                await one(column, idle_s=backends["now"].ping_fresh_s + 0.2)
-        print(f"\n== release -> ready and acquire ({backend_name}; old path: the agent of {rev}) ==")
+                await one(column, idle_s=backends["zygote"].ping_fresh_s + 0.2)
+        print(
+            f"\n== release -> ready and acquire ({backend_name}; no zygote: this code, each interpreter "
+            f"started anew; old path: the agent of {rev}; ms, the others' p50 as a multiple of the first) =="
+        )
         for row in (
             "release -> ready",
             "acquire",
@@ -153,9 +176,8 @@ async def recycle_pair(backend_name: str, n: int, idle_n: int, rev: str) -> None
             "host check",
             "prestart (interpreter)",
         ):
-            now, old = columns["now"].get(row), columns["old path"].get(row)
-            if now and old:
-                line(row, now, old)
+            if all(columns[c].get(row) for c in COLUMNS):
+                columns_line(row, {c: columns[c][row] for c in COLUMNS})
         made = {c: b.counters["created"] for c, b in backends.items()}
         print(f"sandboxes made: {made} (1 each: every episode reused the same one)")
     finally:

@@ -10,9 +10,11 @@ the sandbox was made, and with the attributes it had then (``attributes_changed`
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
+from typing import Any
 
 
 def children(pid: int) -> list[int]:
@@ -100,7 +102,7 @@ def only_expected(
                 parts.append(f"the host sees processes the reset left: {describe(extra)}")
             if missing:
                 parts.append(
-                    f"the host no longer sees {sorted(missing)} (init or agent) where it expected them"
+                    f"the host no longer sees {sorted(missing)} (init, agent or zygote) where it expected them"
                 )
             return "; ".join(parts)
         time.sleep(0.02)
@@ -121,15 +123,21 @@ _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
 """``ioprio_get``'s number per machine (not in ``os``); elsewhere the I/O priority is not compared."""
 
 
-def _ioprio(tid: int) -> int | None:
+@functools.cache
+def _syscall() -> tuple[Any, int] | None:
+    """libc's ``syscall`` and ``ioprio_get``'s number on this machine (None where not known)."""
     import ctypes
     import platform
 
     number = _IOPRIO_GET.get(platform.machine())
-    if number is None:
+    return None if number is None else (ctypes.CDLL(None, use_errno=True).syscall, number)
+
+
+def _ioprio(tid: int) -> int | None:
+    call = _syscall()
+    if call is None:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    value = int(libc.syscall(number, 1, tid))  # IOPRIO_WHO_PROCESS
+    value = int(call[0](call[1], 1, tid))  # IOPRIO_WHO_PROCESS
     return None if value < 0 else value
 
 
@@ -165,23 +173,23 @@ def fresh_attributes(pid: int) -> dict[str, object] | None:
     return None if now is None else {"limits": now["limits"], "thread": now["thread"]}
 
 
-def attributes_changed(pid: int, fresh: dict[str, object]) -> str | None:
-    """None when process ``pid`` and each of its threads still have the ``fresh`` attributes;
-    else what changed (for the pool's log)."""
+def attributes_changed(pid: int, fresh: dict[str, object], *, who: str = "agent") -> str | None:
+    """None when process ``pid`` (the ``who``) and each of its threads still have the ``fresh``
+    attributes; else what changed (for the pool's log)."""
     now = attributes(pid)
     if now is None:
-        return f"the agent {pid} is gone"
+        return f"the {who} {pid} is gone"
     if now["limits"] != fresh["limits"]:
         was = dict(_limit_rows(str(fresh["limits"])))
         changed = [
             f"{name}: {value}" for name, value in _limit_rows(str(now["limits"])) if was.get(name) != value
         ]
-        return f"the agent's resource limits were changed from inside the sandbox ({'; '.join(changed)})"
+        return f"the {who}'s resource limits were changed from inside the sandbox ({'; '.join(changed)})"
     names = ("nice", "CPU affinity", "scheduling policy", "scheduling priority", "I/O priority")
     for tid, values in now["threads"].items():  # type: ignore[attr-defined]
         for name, value, was in zip(names, values, fresh["thread"] or (), strict=False):  # type: ignore[call-overload]
             if value != was:
-                return f"the {name} of the agent's thread {tid} was changed from inside the sandbox ({was} -> {value})"
+                return f"the {name} of the {who}'s thread {tid} was changed from inside the sandbox ({was} -> {value})"
     return None
 
 
@@ -191,3 +199,55 @@ def _limit_rows(text: str) -> list[tuple[str, str]]:
         name = line[:26].strip()
         rows.append((name, " ".join(line[26:].split())))
     return rows
+
+
+# -- the Python session's zygote ------------------------------------------------------------------
+#
+# A sandbox whose profile asks for it holds a second process that lives through the resets: the
+# zygote that forks each episode's interpreter (``agent/zygote.py``). Episodes run as its uid, so
+# the same attributes as the agent's can be changed on it, and it could be killed and its pid
+# taken by another process. The host records it when the sandbox is made (the agent's only child
+# then, named by the agent's hello) and accepts a reset only when that same process, by pid and
+# start time, is still there with the attributes it had.
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks after boot, ``/proc/PID/stat``); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2 :].split()[19])
+
+
+def _inner_pid(pid: int) -> int | None:
+    """``pid``'s number in its own PID namespace (the last of ``NSpid``)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def note_zygote(agent: int, inner_pid: int) -> dict[str, object]:
+    """The zygote of a sandbox just made, whose agent (host pid ``agent``) said it is
+    ``inner_pid`` inside: ``{"pid", "start", "attributes"}``. Raises ``LookupError`` when it is not
+    the agent's only child."""
+    kids = children(agent)
+    if len(kids) != 1 or _inner_pid(kids[0]) != inner_pid:
+        raise LookupError(f"expected the agent's zygote ({inner_pid} inside) as its only child, found {kids}")
+    pid = kids[0]
+    return {"pid": pid, "start": start_time(pid), "attributes": fresh_attributes(pid)}
+
+
+def zygote_changed(record: dict[str, object]) -> str | None:
+    """None when the zygote ``note_zygote`` recorded is still there, unchanged; else why not."""
+    pid = int(record["pid"])  # type: ignore[call-overload]
+    if start_time(pid) != record["start"]:
+        return f"the zygote {pid} is gone (the sandbox's interpreters can no longer be forked from it)"
+    attributes = record.get("attributes")
+    return attributes_changed(pid, attributes, who="zygote") if attributes else None  # type: ignore[arg-type]

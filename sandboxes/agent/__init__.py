@@ -16,6 +16,7 @@ AGENT_FILES = (
     "files.py",
     "sessions.py",
     "pyworker.py",
+    "zygote.py",
     "netfwd.py",
     "harden.py",
     "wipe.py",

@@ -19,6 +19,12 @@ context); otherwise, and whenever the host does not ask, it is killed like every
 Frames carrying ``tun`` instead are egress tunnels (``netfwd.TunnelHub``, with ``proxy_socket``
 ``"channel"``), handled in order on the read loop.
 
+With ``python_zygote`` (and the agent PID 1) the agent starts the Python session's **zygote** with
+the sandbox and forks each interpreter from it (``zygote.py``): the hello names its pid, no
+request but ``ping`` is served before it has done importing, a reset spares it (only it), and the
+first interpreter waits for the first cell, so that the zygote is the agent's only child when the
+host records the sandbox.
+
 Before anything else the agent makes itself unreachable to the code it runs (``harden``: not
 dumpable, a seccomp filter against ptrace, pidfd_getfd, process_vm_*, new user namespaces and the
 key ring); its hello says what was applied.
@@ -42,6 +48,7 @@ import files
 import harden
 import protocol
 import wipe
+import zygote
 from procs import CgroupProbe, process_table, reap_orphans, run_command, subtree
 from sessions import PythonSession, ShellSession
 
@@ -70,13 +77,27 @@ class Agent:
         self.started = time.monotonic()
         self.fresh = wipe.snapshot()  # the writable mounts' roots as they are in a fresh sandbox
         self.tunnels: Any = None  # netfwd.TunnelHub when egress crosses this channel
-        self.kept = self._python_session()  # starts on its first cell; see the module docstring
-        self._new_sessions()
+        self.zygote = (  # its interpreters are re-parented to PID 1: only then are they the agent's
+            zygote.Zygote(python=self._python(), worker=self._worker(), cwd=self.workdir, env=self.env)
+            if config.get("python_zygote") and os.getpid() == 1
+            else None
+        )
+        self.kept = self._python_session(None)  # starts on its first cell; see the module docstring
+        # with a zygote, the first interpreter waits for the first cell (a fork): until then the
+        # zygote is the agent's only child, as the host records it when the sandbox is made
+        self._new_sessions(prestart=self.zygote is None)
 
-    def _python_session(self) -> PythonSession:
+    def _python(self) -> str:
+        return str(self.config.get("python", sys.executable))
+
+    def _worker(self) -> str:
+        return os.path.join(HERE, "pyworker.py")
+
+    def _python_session(self, forker: zygote.Zygote | None) -> PythonSession:
         return PythonSession(
-            python=self.config.get("python", sys.executable),
-            worker=os.path.join(HERE, "pyworker.py"),
+            python=self._python(),
+            worker=self._worker(),
+            zygote=forker,
             cwd=self.workdir,
             env=self.env,
             probe=self.probe,
@@ -86,7 +107,7 @@ class Agent:
         """Fresh sessions; with ``prestart_python`` (and ``prestart``) the interpreter starts now,
         off the path of the first cell (in the background at start-up, before returning with
         ``wait``)."""
-        self.python = self._python_session()
+        self.python = self._python_session(self.zygote)
         self.shell = ShellSession(
             bash=self.config.get("bash", "/bin/bash"), cwd=self.workdir, env=self.env, probe=self.probe
         )
@@ -133,6 +154,10 @@ class Agent:
     def _handle(self, request: dict[str, Any]) -> None:
         op = request.get("op", "")
         reply: dict[str, Any]
+        if self.zygote is not None and op != "ping":
+            # no code of an episode runs while the zygote imports (it starts beside the hello, off
+            # the path of a cold start); a zygote that could not start is given up here
+            self.zygote.wait_ready()
         try:
             handler = getattr(self, f"op_{op}", None)
             if handler is None:
@@ -216,9 +241,11 @@ class Agent:
         )
 
     def op_stats(self, req: dict[str, Any]) -> dict[str, Any]:
-        """``processes``: how many processes run besides the agent, init, the sessions and the
-        kept session's process tree."""
+        """``processes``: how many processes run besides the agent, init, the sessions, the
+        zygote and the kept session's process tree."""
         mine = {os.getpid(), 1} | {s.proc.pid for s in (self.python, self.shell) if s.proc is not None}
+        if self.zygote is not None and self.zygote.pid is not None:
+            mine.add(self.zygote.pid)
         kept = self.kept.proc
         if kept is not None:
             mine |= subtree(kept.pid)
@@ -233,7 +260,7 @@ class Agent:
                 }
             except OSError:
                 pass
-        return {"processes": len(others), "disk": disk, **self.probe.stats()}
+        return {"processes": len(others), "disk": disk, **self.probe.stats(), **zygote.describe(self.zygote)}
 
     def op_reset(self, req: dict[str, Any]) -> dict[str, Any]:
         """Kill every other process, wipe every writable mount and the System V IPC objects
@@ -244,13 +271,19 @@ class Agent:
         With ``keep`` and a live kept session, that session first runs ``keep_cell``; when it
         answers ``True`` the session and its processes are spared (``kept``: its pid), else killed
         with the rest (``kept``: None, ``kept_note``: why)."""
-        for session in (self.python, self.shell):
+        sessions = (self.python, self.shell)
+        for session in sessions:  # all at once: they die together, and are waited for below
+            session.kill()
+        for session in sessions:
             with session.lock:
                 session.close()
         kept, note = self._renew_kept(req)
         if self.tunnels is not None:
             self.tunnels.close_all()
-        kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)), spare=kept)
+        spared = self.zygote.pid if self.zygote is not None and self.zygote.alive() else None
+        kill_everything_else(within_s=float(req.get("kill_within_s", 2.0)), spare=kept, zygote_pid=spared)
+        if self.zygote is not None:
+            self.zygote.resume()
         wipe.wipe_all([p for p in (self.workdir, "/tmp", self.env.get("HOME", "")) if p], self.fresh)
         stats = self.op_stats(req)  # before new sessions start: a prestarting one is not a leftover
         stats["leftovers"] = wipe.leftovers(self.fresh)
@@ -301,15 +334,17 @@ OWN_PID_NAMESPACE = False
 Only then may ``kill(-1)`` be used: outside one it would reach every process of the user."""
 
 
-def kill_everything_else(*, within_s: float, spare: int | None = None) -> int:
-    """SIGKILL every process but this one, the namespace's init and the tree under ``spare`` (the
-    kept session); how many are left. Nothing else can join that tree: a process can only be
-    re-parented to the agent (PID 1), never adopted by another."""
-    me = {os.getpid(), 1}
+def kill_everything_else(*, within_s: float, spare: int | None = None, zygote_pid: int | None = None) -> int:
+    """SIGKILL every process but this one, the namespace's init, the tree under ``spare`` (the
+    kept session) and the process ``zygote_pid`` (not what is below it); how many are left. Nothing
+    else can join that tree: a process can only be re-parented to the agent (PID 1), never
+    adopted by another."""
+    me = {os.getpid(), 1} | ({zygote_pid} if zygote_pid else set())
     deadline = time.monotonic() + within_s
+    pause = 0.0002  # killed processes are gone within microseconds when a CPU is free
     while True:
         mine = me | (subtree(spare) if spare else set())
-        if OWN_PID_NAMESPACE and os.geteuid() != 0 and not spare:
+        if OWN_PID_NAMESPACE and os.geteuid() != 0 and not spare and not zygote_pid:
             try:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
@@ -327,7 +362,8 @@ def kill_everything_else(*, within_s: float, spare: int | None = None) -> int:
             left = [pid for pid in left if _descends_from_me(pid)]
         if not left or time.monotonic() > deadline:
             return len(left)
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
 
 
 def _descends_from_me(pid: int) -> bool:
@@ -416,6 +452,7 @@ def main() -> None:
         if config["socket"] == STDIO
         else connect(config["socket"], within_s=float(config.get("connect_within_s", 30.0)))
     )
+    agent = Agent(config, sock)  # before the hello, which names the zygote it starts
     sock.sendall(
         protocol.encode(
             {
@@ -425,10 +462,10 @@ def main() -> None:
                 "version": protocol.VERSION,
                 "python": sys.version.split()[0],
                 "hardening": hardening,
+                **zygote.describe(agent.zygote),
             }
         )
     )
-    agent = Agent(config, sock)
     if config.get("proxy_socket"):
         import netfwd
 

@@ -14,13 +14,14 @@ Stdlib only (runs inside sandboxes).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 TIMEOUT_EXIT = 124
@@ -117,6 +118,14 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     return proc
 
 
+@contextlib.contextmanager
+def adopting() -> Iterator[Callable[[int], None]]:
+    """Hold the orphan reaper off while a process another one forked is re-parented to the agent
+    (the zygote's interpreters); call the function given with its pid before leaving."""
+    with _managed_lock:
+        yield _managed.add
+
+
 def forget(pid: int) -> None:
     """The child ``pid`` has been waited for."""
     with _managed_lock:
@@ -152,6 +161,7 @@ def kill_group(pgid: int, *, within_s: float = 2.0) -> bool:
     gone, False if processes remain after ``within_s`` seconds.
     """
     deadline = time.monotonic() + within_s
+    pause = 0.0002  # a killed process is gone within microseconds when a CPU is free: look again soon
     while True:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -163,7 +173,8 @@ def kill_group(pgid: int, *, within_s: float = 2.0) -> bool:
             return True
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.005)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
 
 
 def prefer_as_oom_victim(pid: int) -> None:

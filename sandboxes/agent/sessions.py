@@ -4,7 +4,9 @@ Both are long-lived children in their own process group whose stdout and stderr 
 agent reads (capped like any command). Each call is one request on a private channel, and its
 end is known from that channel, never from scraping printed text:
 
-- Python: requests and replies travel over a socketpair to ``pyworker.py``. A timeout sends
+- Python: requests and replies travel over a socketpair to ``pyworker.py``, an interpreter
+  forked from the sandbox's zygote where the profile asks for one (``zygote.py``), else started
+  anew (and when the zygote was given up). A timeout sends
   SIGINT (the cell sees ``KeyboardInterrupt``); an interpreter that does not stop within
   ``GRACE_S``, or that dies, is killed with its group and the result says ``restarted``. The
   interpreter cuts its reply's texts to ``max_output`` characters, and the agent cuts them again
@@ -31,6 +33,7 @@ from typing import Any
 
 import protocol
 from procs import TIMEOUT_EXIT, Capture, CgroupProbe, forget, kill_group, popen, prefer_as_oom_victim
+from zygote import Forked, Zygote
 
 GRACE_S = 2.0
 """How long an interrupted cell may take to stop before its interpreter is killed."""
@@ -65,6 +68,15 @@ class _Child:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Send SIGKILL to the child's group without waiting (``close`` waits)."""
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def close(self) -> int | None:
         """Kill the child and its group; its exit status (``128 + signal`` for signals)."""
@@ -118,19 +130,30 @@ class _Child:
 
 
 class PythonSession(_Child):
-    def __init__(self, *, python: str, worker: str, **kwargs: Any) -> None:
+    def __init__(self, *, python: str, worker: str, zygote: Zygote | None = None, **kwargs: Any) -> None:
+        """``zygote``: fork the interpreter from it (``zygote.py``) while it serves; else (and
+        once it is given up) start one."""
         super().__init__(**kwargs)
         self.python = python
         self.worker = worker
+        self.zygote = zygote
         self.ctrl: socket.socket | None = None
         self.cell = 0
 
     def _start(self) -> None:
         mine, theirs = socket.socketpair()
         try:
-            self.proc = self._spawn(
-                [self.python, "-u", self.worker, str(theirs.fileno())], (theirs.fileno(),), subprocess.DEVNULL
-            )
+            forked = self.zygote.fork(theirs.fileno()) if self.zygote is not None else None
+            if forked is not None:
+                self.proc = forked  # type: ignore[assignment]  # what the session uses of a Popen
+                for f in (forked.stdout, forked.stderr):
+                    os.set_blocking(f.fileno(), False)
+            else:
+                self.proc = self._spawn(
+                    [self.python, "-u", self.worker, str(theirs.fileno())],
+                    (theirs.fileno(),),
+                    subprocess.DEVNULL,
+                )
         finally:
             theirs.close()
         mine.settimeout(30.0)  # a reply frame, once it starts, arrives at once
@@ -144,11 +167,14 @@ class PythonSession(_Child):
 
     def prestart(self) -> None:
         """Start the interpreter now and wait until it has run an empty cell, so that the first
-        real cell does not wait for (or compete with) its start-up."""
+        real cell does not wait for (or compete with) its start-up. A forked interpreter has no
+        start-up left: it is ready once the zygote has forked it."""
         with self.lock:
             if self.proc is not None:
                 return
             self._start()
+            if isinstance(self.proc, Forked):
+                return
             assert self.ctrl is not None
             try:
                 self.ctrl.sendall(protocol.encode({"code": "", "cell": 0, "max_value": 0}))

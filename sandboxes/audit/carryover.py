@@ -11,6 +11,11 @@ chooses, has the sandbox reset and handed out again, and reads it once more:
 - ``pids``: the process id a new process gets, moved by forking. Per PID namespace.
 - ``ipc-ids``: the id a new System V shared memory segment gets, moved by making and removing
   segments (the reset removes them; the sequence behind their ids goes on). Per IPC namespace.
+- ``process-counters``: the context switches (``/proc/PID/status``) of the processes that outlive
+  a reset, the agent and the Python session's zygote (``agent/zygote.py``), moved by sending the
+  agent requests and by making the zygote fork interpreters (a cell that exits, then another).
+  Their ``/proc`` status and stat files are readable by every process of the uid, not dumpable or
+  not; their CPU times and page faults move the same way.
 - ``memory-peak``: the memory cgroup's peak use, moved by allocating. The backend may reset it from
   outside (Docker on cgroup v1, ``toolgym.sandboxes.counters``) or the sandbox may not see it at
   all (bubblewrap mounts no ``/sys``); a backend that claims it reset the peak and still shows it
@@ -148,6 +153,48 @@ async def pids(t: Target) -> str:
 
 async def ipc_ids(t: Target) -> str:
     return await _carry(t, "ipc_id", "the next System V shared memory id", SEGMENTS, (0, 0, 0, SEGMENTS))
+
+
+def _switches_probe(pids: list[int]) -> str:
+    return (
+        "import json\nout = {}\n"
+        f"for pid in {pids!r}:\n"
+        "    status = open(f'/proc/{pid}/status').read()\n"
+        "    out[str(pid)] = int(status.split('voluntary_ctxt_switches:')[1].split()[0])\n"
+        "print(json.dumps(out))\n"
+    )
+
+
+RESTARTS, REQUESTS = 10, 30
+
+
+async def process_counters(t: Target) -> str:
+    """The agent's and the zygote's context switches, moved by one episode, read by the next."""
+    sb = await t.current()
+    zygote = sb.channel.hello.get("zygote")
+    pids = [1] + ([int(zygote)] if zygote else [])
+    probe = _switches_probe(pids)
+    before = await probes.run_probe(sb, probe)
+    for _ in range(REQUESTS):
+        await sb.run(["true"])
+    py = await sb.python()
+    for _ in range(RESTARTS if zygote else 0):
+        await py.execute("import os; os._exit(0)")  # the next cell forks a new interpreter
+        await py.execute("0")
+    moved = await probes.run_probe(sb, probe)
+    names = {"1": "the agent's"} | ({str(zygote): "the zygote's"} if zygote else {})
+    if any(moved[k] <= before[k] for k in before):
+        raise Fail(
+            f"the probe did not move the counters ({before} -> {moved}); it cannot vouch for the reset"
+        )
+    again, same = await t.recycle()
+    if not same:
+        return "closed: the pool made a new sandbox instead of reusing this one"
+    after = await probes.run_probe(again, probe)
+    seen = "; ".join(f"{names[k]} {before[k]} -> {moved[k]}, {after[k]} in the next" for k in before)
+    if any(after[k] >= moved[k] for k in before):
+        raise Residual(f"context switches: {seen}; {MITIGATION}")
+    return f"closed: context switches: {seen}"
 
 
 async def memory_peak(t: Target) -> str:

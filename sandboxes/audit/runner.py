@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from toolgym.core.sandbox_profiles import DEFAULT_PROFILES, MiB, SandboxProfile
-from toolgym.sandboxes.audit import agent, carryover, egress, hostside, isolation, probes, reset
+from toolgym.sandboxes.audit import agent, carryover, egress, hostside, isolation, probes, reset, zygote
 from toolgym.sandboxes.audit.rows import PASS, Row, outcome
 from toolgym.sandboxes.audit.target import Target
 
@@ -55,10 +55,12 @@ KIND_CHECKS: list[tuple[str, Check]] = [
     ("reset.after-hijack", reset.after_hijack),
     ("reset.verified-from-host", reset.verified_from_host),
     ("reset.kept-session", reset.kept_session),
+    ("reset.zygote", zygote.zygote),
     ("reset.carryover-lo-bytes", carryover.lo_bytes),
     ("reset.carryover-inodes", carryover.inodes),
     ("reset.carryover-pids", carryover.pids),
     ("reset.carryover-ipc-ids", carryover.ipc_ids),
+    ("reset.carryover-process-counters", carryover.process_counters),
     ("reset.carryover-memory-peak", carryover.memory_peak),
     ("reset.group-separation", carryover.group_separation),
 ]

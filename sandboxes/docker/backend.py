@@ -218,8 +218,26 @@ class DockerBackend(PooledBackend):
 
     async def _note_start(self, sandbox: AgentSandbox) -> None:
         """Record the host PID of the container's agent (its PID 1) and how to see its processes:
-        through this host's ``/proc`` when the engine runs here, else through ``docker top``."""
-        sandbox.handle["pids"] = await engine.call(self._container_pids, sandbox.handle["container"], None)
+        through this host's ``/proc`` when the engine runs here, else through ``docker top``; and
+        the Python session's zygote, when the agent's hello names one (``hostprocs.note_zygote``)."""
+        pids = await engine.call(self._container_pids, sandbox.handle["container"], None)
+        inner = sandbox.channel.hello.get("zygote")
+        if inner is not None:
+            try:
+                pids["zygote"] = await engine.call(
+                    self._note_zygote, sandbox.handle["container"], pids, int(inner)
+                )
+            except LookupError as exc:
+                raise SandboxError(f"sandbox {sandbox.id}: {exc}") from None
+        sandbox.handle["pids"] = pids
+
+    def _note_zygote(self, container_id: str, pids: dict[str, Any], inner: int) -> dict[str, Any]:
+        if pids["via"] == "proc":
+            return hostprocs.note_zygote(pids["agent"], inner)
+        kids = [pid for pid, parent in self._top(container_id) if parent == pids["agent"]]
+        if len(kids) != 1:  # the engine's view has no namespace pids: the only child, by pid
+            raise LookupError(f"expected the agent's zygote as its only child, found {kids}")
+        return {"pid": kids[0]}
 
     async def _host_check(self, sandbox: AgentSandbox) -> str | None:
         start = sandbox.handle.get("pids")
@@ -247,9 +265,15 @@ class DockerBackend(PooledBackend):
         if start is not None and start["via"] == "proc":  # no engine call: this host's /proc says it all
             if not _engine_is_local(start["agent"], container_id):
                 return f"the container's agent {start['agent']} is gone"
-            left = hostprocs.only_expected(start["agent"], set(), kept_under=start["agent"] if kept else None)
+            zygote = start.get("zygote")
+            expected = {zygote["pid"]} if zygote else set()
+            left = hostprocs.only_expected(
+                start["agent"], expected, kept_under=start["agent"] if kept else None
+            )
             if left is None and start.get("attributes"):
                 left = hostprocs.attributes_changed(start["agent"], start["attributes"])
+            if left is None and zygote:
+                left = hostprocs.zygote_changed(zygote)
             return left
         agent = int(self.api.inspect_container(container_id)["State"]["Pid"])
         if start is None:
@@ -258,11 +282,14 @@ class DockerBackend(PooledBackend):
             return {"via": "proc", "agent": agent, "attributes": hostprocs.fresh_attributes(agent)}
         if agent != start["agent"]:
             return f"the container's agent changed from {start['agent']} to {agent}"
+        zygote = {start["zygote"]["pid"]} if start.get("zygote") else set()
         deadline = time.monotonic() + 0.5
         while True:
             rows = self._top(container_id)
-            others = {pid for pid, _ in rows} - {agent}
-            kids = [pid for pid, parent in rows if parent == agent]
+            if zygote and not zygote <= {pid for pid, parent in rows if parent == agent}:
+                return f"the zygote {min(zygote)} is gone (the sandbox's interpreters can no longer be forked from it)"
+            others = {pid for pid, _ in rows} - {agent} - zygote
+            kids = [pid for pid, parent in rows if parent == agent and pid not in zygote]
             if kept and len(kids) == 1:
                 tree, grew = {kids[0]}, True
                 while grew:

@@ -334,26 +334,40 @@ class LocalBackend(PooledBackend):
             raise SandboxError(f"sandbox {sandbox.id}: expected bwrap -> agent, found bwrap -> {agents}")
         sandbox.handle["pids"] = {"outer": outer, "agent": agents[0]}
         sandbox.handle["attributes"] = hostprocs.fresh_attributes(agents[0])
+        inner = sandbox.channel.hello.get("zygote")
+        if inner is not None:
+            try:
+                sandbox.handle["zygote"] = hostprocs.note_zygote(agents[0], int(inner))
+            except LookupError as exc:
+                raise SandboxError(f"sandbox {sandbox.id}: {exc}") from None
 
     async def _host_check(self, sandbox: AgentSandbox) -> str | None:
         pids = sandbox.handle.get("pids")
         if not pids:
             return "the sandbox's processes were not recorded when it was made"
         return await asyncio.to_thread(
-            self._check_from_host, pids, sandbox.handle.get("attributes"), bool(sandbox.kept_pid)
+            self._check_from_host,
+            pids,
+            sandbox.handle.get("attributes"),
+            bool(sandbox.kept_pid),
+            sandbox.handle.get("zygote"),
         )
 
     @staticmethod
     def _check_from_host(
-        pids: dict[str, int], attributes: dict[str, object] | None, kept: bool
+        pids: dict[str, int],
+        attributes: dict[str, object] | None,
+        kept: bool,
+        zygote: dict[str, object] | None = None,
     ) -> str | None:
-        """Only bwrap, the agent (and the kept session's tree) left, and the agent's attributes as
-        when it was made (``hostprocs.attributes_changed``)."""
-        left = hostprocs.only_expected(
-            pids["outer"], {pids["agent"]}, kept_under=pids["agent"] if kept else None
-        )
+        """Only bwrap, the agent, its zygote (and the kept session's tree) left, and the agent's
+        and the zygote's attributes as when it was made (``hostprocs.attributes_changed``)."""
+        expected = {pids["agent"]} | ({int(zygote["pid"])} if zygote else set())  # type: ignore[call-overload]
+        left = hostprocs.only_expected(pids["outer"], expected, kept_under=pids["agent"] if kept else None)
         if left is None and attributes:
             left = hostprocs.attributes_changed(pids["agent"], attributes)
+        if left is None and zygote:
+            left = hostprocs.zygote_changed(zygote)
         return left
 
     async def _destroy(self, sandbox: AgentSandbox) -> None:

@@ -45,6 +45,7 @@ RESIDUAL_HERE = {
     "reset.carryover-inodes",
     "reset.carryover-pids",
     "reset.carryover-ipc-ids",
+    "reset.carryover-process-counters",
 }
 """The carry-over rows that are residual on both backends of this machine (the README's "What carries
 over between episodes"); the memory peak is closed here (Docker on cgroup v1, as root; bubblewrap)."""
