@@ -30,10 +30,8 @@ from toolgym.training.filters import apply_filters
 from .batch import Row, trajectory_rows
 from .config import EvalConfig, RLConfig
 from .stats import step_group_stats
+from .tool_use import SUCCESS_REWARD, tool_use_stats
 from .trainer import PolicyTrainer
-
-SUCCESS_REWARD = 1.0 - 1e-9
-"""An episode succeeded when its reward reaches 1 (the full task reward)."""
 
 
 @dataclass
@@ -53,6 +51,8 @@ class EvalResult:
     per_task: dict[str, float] = field(default_factory=dict)
     """Success (1.0 or 0.0) of each held-out task, by task index: the same tasks in every evaluation
     of a config, so two runs' evaluations pair task by task (the results pages' bootstrap)."""
+    tool_use: dict[str, float] = field(default_factory=dict)
+    """Tool calls per episode and per solved episode (:func:`toolgym.training.local.tool_use.tool_use_stats`)."""
 
 
 @dataclass
@@ -80,7 +80,10 @@ class StepLog:
 async def run_episodes(
     engine: RolloutEngine, requests: Sequence[Any], on_trajectory: Callable[[Trajectory], Any] | None = None
 ) -> list[Trajectory]:
-    """Run ``requests`` with ``engine``; returns their trajectories in request order."""
+    """Run ``requests`` with ``engine``; returns every trajectory it made, grouped in request order
+    and by sample index within a group. Under ARPO that includes the forks and the fresh rollouts that
+    fill a group to its budget, which no request names: they are half of each group's trajectories
+    and must reach the update (the order, not the finishing time, keeps a run repeatable)."""
     got: dict[str, Trajectory] = {}
 
     def keep(traj: Trajectory) -> None:
@@ -94,7 +97,10 @@ async def run_episodes(
         await engine.run(requests)
     finally:
         engine.on_trajectory = previous
-    return [got[r.trajectory_id] for r in requests if r.trajectory_id in got]
+    rank: dict[str, int] = {}
+    for r in requests:
+        rank.setdefault(r.group_id, len(rank))
+    return sorted(got.values(), key=lambda t: (rank.get(t.group_id, len(rank)), t.sample_index))
 
 
 def eval_engine(
@@ -139,6 +145,7 @@ async def evaluate(
         mean_score=mean_score(trajs),
         by_type=success_by_type(trajs),
         per_task=success_by_task(trajs),
+        tool_use=tool_use_stats(trajs),
     )
 
 
@@ -167,13 +174,6 @@ def success_by_type(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         if kind is not None:
             groups.setdefault(str(kind), []).append(t)
     return {k: summarize(v)[0] for k, v in sorted(groups.items())}
-
-
-def tool_calls_per_trajectory(trajectories: Sequence[Trajectory]) -> float:
-    """Mean number of tool calls per trajectory (ARPO's cost figure)."""
-    if not trajectories:
-        return 0.0
-    return sum(len(s.tool_calls) for t in trajectories for s in t.steps) / len(trajectories)
 
 
 def mean_score(trajectories: Sequence[Trajectory]) -> float:
@@ -297,7 +297,7 @@ class RLLoop:
             time.perf_counter() - t1,
             metrics,
             tokens=tokens,
-            stats={**step_group_stats(trajs), "tool_calls_per_trajectory": tool_calls_per_trajectory(trajs)},
+            stats={**step_group_stats(trajs), **tool_use_stats(trajs)},
             filters=filtered.counts,
         )
         self.next_step = k + 1

@@ -23,6 +23,7 @@ def eval_record(ev: EvalResult) -> dict[str, Any]:
         "seconds": ev.seconds,
         "by_type": ev.by_type,
         "per_task": ev.per_task,
+        "tool_use": ev.tool_use,
     }
 
 

@@ -22,6 +22,7 @@ TWINS = [
     ("alfworld_gigpo", "alfworld_grpo", "alfworld-verl"),
     ("webshop_gigpo", "webshop_grpo", "webshop-verl"),
     ("math_python_arpo", "math_python_grpo", "math-python"),
+    ("keychain_arpo", "keychain_grpo", "keychain"),
 ]
 
 
