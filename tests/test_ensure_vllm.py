@@ -141,3 +141,14 @@ def test_the_wait_shows_the_failed_install_s_log(tmp_path: Path, install_in_flig
         str(tmp_path / "install.log") in done.stderr and "re-run bash scripts/ensure-vllm.sh" in done.stderr
     )
     assert not (tmp_path / "venv").exists()  # it reports the failure; it does not start an install of its own
+
+
+def test_a_ready_vision_venv_returns_at_once(tmp_path: Path) -> None:
+    """``--vision`` (``.venv-vllm-vl``: PyPI's torch and torchvision over the same vLLM) has a stamp
+    of its own, so a text venv's stamp never passes for it."""
+    _fake_venv(tmp_path)
+    (tmp_path / "venv" / ".toolgym-vllm").write_text(WANT + " torchvision==0.28.0 (PyPI torch)\n")
+    for args in (("--vision",), ("--vision", "--background")):
+        done = _run(tmp_path, *args, timeout=20)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert _run(tmp_path, "--vision", "--packages").returncode == 0

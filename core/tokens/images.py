@@ -14,13 +14,15 @@ the dataset directory moves.
 
 Text tokens stay token-faithful: before a *text* chat template renders the messages, each image
 part becomes the tokenizer's image placeholder string (:func:`placeholder_for`), so the recorded
-ids hold one placeholder per image in message order. A VLM server (vLLM, SGLang) expands each
-placeholder into as many image tokens as the image needs; a token-faithful backend records the
-server-returned prompt ids (see ``docs/trajectory-format.md``, "Images").
+ids hold one placeholder per image in message order. A vision-language model's ids hold each image
+expanded into as many image tokens as its processor gives (:mod:`toolgym.core.tokens.vision`); a
+server backend sends the pixels as :func:`data_url` parts and checks that the server expanded them
+into the same ids (see ``docs/trajectory-format.md``, "Images").
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -64,6 +66,19 @@ def store_image(dataset_dir: str | Path, data: bytes, *, suffix: str = ".png") -
 def image_path(dataset_dir: str | Path, ref: str, *, suffix: str = ".png") -> Path:
     """The file of an image reference (``sha256:<hex>`` or the bare hex)."""
     return Path(dataset_dir) / IMAGES_DIR / f"{parse_ref(ref)}{suffix}"
+
+
+def data_url(image: bytes) -> str:
+    """Encoded image bytes as a ``data:`` URL (PNG unless the bytes say JPEG, GIF or WebP): how an
+    image travels to a model server (OpenAI ``image_url`` parts, SGLang's ``image_data``)."""
+    mime = "image/png"
+    if image[:3] == b"\xff\xd8\xff":
+        mime = "image/jpeg"
+    elif image[:4] == b"GIF8":
+        mime = "image/gif"
+    elif image[:4] == b"RIFF" and image[8:12] == b"WEBP":
+        mime = "image/webp"
+    return f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
 
 
 def parse_ref(ref: str) -> str:

@@ -13,6 +13,13 @@ checked before the first call at a temperature other than 0 and 1 (see
 default ``--logprobs-mode raw_logprobs``) is refused, since its logprobs would not be those of the
 distribution that was sampled. ``logprobs_mode="processed"`` skips that probe.
 
+A prompt with images (a vision-language model's screenshots) goes to vLLM's tokens-in/tokens-out
+``/inference/v1/generate`` instead, the images as ``image_url`` parts with ``data:`` URLs, and the
+prompt ids vLLM expands them into are checked against the recorded ones
+(:mod:`~toolgym.core.llm.clients.vllm_tokens`). The client reads the model's image processor
+(``preprocessor_config.json``) from the directory its tokenizer comes from, so the engine renders
+each image as the run of image tokens the model sees.
+
 ``OpenAIChatBackend`` (``openai-chat``) is for black-box chat models: messages and tools in, text
 and tool calls out. Its trajectories are marked not token-faithful.
 """
@@ -22,9 +29,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, LLMError
+from ...tokens.vision import IMAGE_PAD
 from ...types import (
     ChatResult,
     FinishReason,
@@ -37,6 +46,7 @@ from ...types import (
 from ..base import ChatBackend, LLMBackend
 from .http import HTTPClient
 from .server_info import PROBE_TOP, LogprobsCheck, context_limit
+from .vllm_tokens import GENERATE_PATH, SCALE_OUT_HINT, collapse_image_runs, generate_payload, parse_generate
 
 TOKEN_ID_PREFIX = "token_id:"
 VLLM_HINT = "restart vLLM with --logprobs-mode processed_logprobs (`toolgym serve --engine vllm` does)"
@@ -63,6 +73,8 @@ class OpenAICompletionsBackend(LLMBackend):
     (vLLM) or SGLang's ``/get_model_info`` path is used when it exists on this machine.
     ``logprobs_mode`` is ``auto`` (probe the server), or what the server is known to return:
     ``processed`` (temperature-scaled) or ``raw`` (unscaled: refused at ``0 < T != 1``).
+    ``image_processor`` is a vision-language model's (default: the one saved beside the tokenizer,
+    if any); with one, prompts with images go to ``/inference/v1/generate`` (module docstring).
     """
 
     name = "openai"
@@ -80,6 +92,7 @@ class OpenAICompletionsBackend(LLMBackend):
         backoff_s: float = 0.5,
         max_connections: int = 256,
         logprobs_mode: str = "auto",
+        image_processor: Any = None,
     ) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self.http = _client(
@@ -99,6 +112,9 @@ class OpenAICompletionsBackend(LLMBackend):
             model, candidates = self._discover(model)
         self.model_name = model or ""
         self.tokenizer = _tokenizer(tokenizer, candidates, self.base_url)
+        self.image_processor = image_processor or _image_processor(tokenizer, candidates, self.tokenizer)
+        """A vision-language model's image processor (None for a text model): the engine expands each
+        image into the run of image tokens it gives, and such prompts go to ``/inference/v1/generate``."""
         self.max_context_len: int | None = self._context_limit()
         """The server's context length (prompt plus completion), when it reports one."""
         self.logprobs = LogprobsCheck(logprobs_mode, server=self.base_url, hint=VLLM_HINT)
@@ -138,25 +154,55 @@ class OpenAICompletionsBackend(LLMBackend):
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         mode = await self.logprobs.check(
-            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t)
+            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t, request.images)
         )
-        payload = completions_payload(self.model_name, request.input_ids, request.sampling)
-        data = await self.http.post_json("/v1/completions", payload)
-        result = parse_completion(
-            data, request.sampling.top_logprobs, prompt_ids=request.input_ids, tokenizer=self.tokenizer
-        )
+        if request.images:
+            result = await self._generate_with_images(request.input_ids, request.images, request.sampling)
+        else:
+            payload = completions_payload(self.model_name, request.input_ids, request.sampling)
+            data = await self.http.post_json("/v1/completions", payload)
+            result = parse_completion(
+                data, request.sampling.top_logprobs, prompt_ids=request.input_ids, tokenizer=self.tokenizer
+            )
         result.meta["logprobs_mode"] = mode
         if request.request_id:
             result.meta["request_id"] = request.request_id
         return result
 
-    async def _top_at(self, prompt_ids: Sequence[int], temperature: float) -> dict[int, float]:
+    async def _generate_with_images(
+        self, input_ids: Sequence[int], images: Sequence[bytes], sp: SamplingParams
+    ) -> GenerationResult:
+        """vLLM's ``/inference/v1/generate``: each image's run collapsed to one pad (vLLM expands it),
+        the images as ``data:`` URLs; the prompt ids vLLM expanded must equal ``input_ids``."""
+        if self.image_processor is None:
+            raise LLMError(
+                f"the prompt has {len(images)} image(s) but {self.model_name or self.base_url} has no image "
+                "processor here; serve a vision-language model whose directory holds preprocessor_config.json"
+            )
+        pad = int(self.tokenizer.convert_tokens_to_ids(IMAGE_PAD))
+        sent = collapse_image_runs(input_ids, pad, len(images))
+        try:
+            data = await self.http.post_json(
+                GENERATE_PATH, generate_payload(self.model_name, sent, images, sp)
+            )
+        except LLMError as exc:
+            if exc.status in (403, 404):  # vLLM answers 403 without --enable-scale-out
+                raise LLMError(f"{self.base_url} has no {GENERATE_PATH}: {SCALE_OUT_HINT}") from exc
+            raise
+        return parse_generate(data, sp.top_logprobs, prompt_ids=input_ids)
+
+    async def _top_at(
+        self, prompt_ids: Sequence[int], temperature: float, images: Sequence[bytes] = ()
+    ) -> dict[int, float]:
         """One token at ``temperature``: the top logprobs of its position (the logprobs-mode probe)."""
         sp = SamplingParams(max_new_tokens=1, temperature=temperature, top_logprobs=PROBE_TOP)
-        data = await self.http.post_json(
-            "/v1/completions", completions_payload(self.model_name, prompt_ids, sp)
-        )
-        top = parse_completion(data, PROBE_TOP, tokenizer=self.tokenizer).top_logprobs
+        if images:
+            top = (await self._generate_with_images(prompt_ids, images, sp)).top_logprobs
+        else:
+            data = await self.http.post_json(
+                "/v1/completions", completions_payload(self.model_name, prompt_ids, sp)
+            )
+            top = parse_completion(data, PROBE_TOP, tokenizer=self.tokenizer).top_logprobs
         return dict(top[0]) if top else {}
 
     async def aclose(self) -> None:
@@ -272,6 +318,21 @@ def _top_entries(position: dict[str, float] | None, k: int, tokenizer: Any) -> l
             out.append((token, float(value)))
     out.sort(key=lambda e: -e[1])
     return out[:k]
+
+
+def _image_processor(given: Any, candidates: list[str], tokenizer: Any) -> Any:
+    """The image processor saved beside the tokenizer (the ``--tokenizer`` directory, the server's
+    model directory, or where the tokenizer object was loaded from), or None."""
+    from ...tokens.vision import load_image_processor
+
+    paths = [given] if isinstance(given, str) else []
+    paths += [*candidates, str(getattr(tokenizer, "name_or_path", "") or "")]
+    for path in paths:
+        if path and Path(path).is_dir():
+            processor = load_image_processor(path)
+            if processor is not None:
+                return processor
+    return None
 
 
 def _tokenizer(tokenizer: Any, candidates: list[str], base_url: str) -> Any:

@@ -12,6 +12,16 @@ Answer: ``{"text", "output_ids", "meta_info": {"id", "finish_reason": {"type": "
 token_id, text|null], ...] per position]}}`` (the shapes of SGLang's tokenizer manager).
 ``output_ids`` include the EOS or stop-string tokens the model sampled; only ``text`` is trimmed.
 
+Images (a vision-language model's screenshots) go beside the ids as ``"image_data": ["data:image/png;
+base64,...", ...]``, one entry per image in prompt order (``GenerateReqInput.image_data``; SGLang
+loads URLs, paths, base64 and ``data:`` URLs alike). The ids keep each image's expanded run
+(``<|vision_start|>`` + pads + ``<|vision_end|>``): SGLang's Qwen-VL processor matches such runs
+(its ``image_token_regex``) and expands them again from the images it processed, so the answer's
+``meta_info.prompt_tokens`` is checked to equal the number of ids sent. SGLang resizes Qwen-VL images
+itself before its processor runs (to multiples of 28 pixels, Qwen's 14-pixel patches merged 2x2,
+``multimodal/processors/qwen_vl.py``), so a model with other patches (``tiny-vl``: 8 pixels) may get
+other counts there: that check turns it into an error, not a different prompt.
+
 The server's context limit (``max_model_len`` on ``/v1/models``, else ``context_length`` on
 ``/get_server_info``) is read at start-up (``max_context_len``). SGLang's logprobs are of the
 temperature-scaled distribution unless it runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB=1``; that is
@@ -28,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import ConfigError, LLMError
+from ...tokens.images import data_url
 from ...types import FinishReason, GenerationRequest, GenerationResult, SamplingParams
 from ..base import LLMBackend
 from .http import HTTPClient, is_transient_status
@@ -87,21 +98,30 @@ class SGLangBackend(LLMBackend):
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         mode = await self.logprobs.check(
-            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t)
+            request.sampling.temperature, lambda t: self._top_at(request.input_ids, t, request.images)
         )
-        payload = generate_payload(request.input_ids, request.sampling)
+        payload = generate_payload(request.input_ids, request.sampling, request.images)
         data = await self.http.post_json("/generate", payload)
         result = parse_generate_response(data, request.sampling.top_logprobs)
+        if request.images and result.prompt_tokens and result.prompt_tokens != len(request.input_ids):
+            raise LLMError(
+                f"SGLang ran the model on {result.prompt_tokens} prompt ids for the {len(request.input_ids)} "
+                "toolgym recorded: its image processor expanded the images into other image-token runs "
+                "than the model's image processor toolgym used (see SGLang's Qwen-VL resizing in the "
+                "client's docstring)"
+            )
         result.prompt_tokens = result.prompt_tokens or len(request.input_ids)
         result.meta["logprobs_mode"] = mode
         if request.request_id:
             result.meta["request_id"] = request.request_id
         return result
 
-    async def _top_at(self, prompt_ids: Sequence[int], temperature: float) -> dict[int, float]:
+    async def _top_at(
+        self, prompt_ids: Sequence[int], temperature: float, images: Sequence[bytes] = ()
+    ) -> dict[int, float]:
         """One token at ``temperature``: the top logprobs of its position (the logprobs-mode probe)."""
         sp = SamplingParams(max_new_tokens=1, temperature=temperature, top_logprobs=PROBE_TOP)
-        data = await self.http.post_json("/generate", generate_payload(prompt_ids, sp))
+        data = await self.http.post_json("/generate", generate_payload(prompt_ids, sp, images))
         top = parse_generate_response(data, PROBE_TOP).top_logprobs
         return dict(top[0]) if top else {}
 
@@ -128,14 +148,19 @@ def sampling_params(sp: SamplingParams) -> dict[str, Any]:
     return out
 
 
-def generate_payload(input_ids: Sequence[int], sp: SamplingParams) -> dict[str, Any]:
-    return {
+def generate_payload(
+    input_ids: Sequence[int], sp: SamplingParams, images: Sequence[bytes] = ()
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "input_ids": list(input_ids),
         "sampling_params": sampling_params(sp),
         "return_logprob": True,
         "logprob_start_len": -1,
         "top_logprobs_num": sp.top_logprobs,
     }
+    if images:
+        body["image_data"] = [data_url(image) for image in images]
+    return body
 
 
 def parse_generate_response(data: Any, top_logprobs: int = 0) -> GenerationResult:

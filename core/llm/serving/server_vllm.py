@@ -13,6 +13,19 @@ token ids and logprobs out.
 Where the vLLM interpreter is: ``$TOOLGYM_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the
 working directory or in the toolgym checkout.
 
+A vision-language model (a ``config.json`` with a ``vision_config``, e.g. ``tiny-vl``) is served by
+the interpreter of ``.venv-vllm-vl`` (``$TOOLGYM_VLLM_VL_PYTHON``; ``bash scripts/ensure-vllm.sh
+--vision`` installs it) and started with ``--enable-scale-out``, which adds vLLM's tokens-in/tokens-out
+``/inference/v1/generate``: the one endpoint that takes a prompt of ids *and* images
+(:mod:`~toolgym.core.llm.clients.vllm_tokens`). Why another venv: vLLM imports
+``transformers.models.qwen2_vl.image_processing_qwen2_vl`` for every Qwen2-VL-family model
+(``vllm/model_executor/models/qwen2_vl.py``, line 43, for ``smart_resize``), and transformers 5
+implements that module with torchvision (its line 26). PyPI's only torchvision for x86-64 Linux is
+built against PyPI's CUDA torch (it needs ``libtorch_cuda.so``), and with ``.venv-vllm``'s CPU torch
+it fails at import (``operator torchvision::nms does not exist``); the CPU torchvision is published
+only on download.pytorch.org. So ``.venv-vllm-vl`` holds PyPI's torch 2.13.0 (whose CPU kernels vLLM's
+CPU build runs on) with its torchvision, and ``.venv-vllm`` stays as small as a text model needs.
+
 ``quick_start=True`` (``toolgym serve --engine vllm --quick-start``, and every vLLM test) starts it with
 half the CPU time, for the same tokens and logprobs: ``--enforce-eager`` (no torch.compile of the model,
 no compile warm-up) and the uniprocess executor (the model runs in vLLM's engine process instead of a
@@ -30,6 +43,7 @@ throughput on large models, not for tiny ones.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -44,38 +58,72 @@ import httpx
 from ...errors import ConfigError
 
 VLLM_VENV = ".venv-vllm"
+VLLM_VL_VENV = ".venv-vllm-vl"
 LOGPROBS_MODE = "processed_logprobs"
 QUICK_START_ARGS = ("--enforce-eager", "--distributed-executor-backend", "uni")
 QUICK_START_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 INSTALL_HINT = (
     "install it with `bash scripts/ensure-vllm.sh` (or point TOOLGYM_VLLM_PYTHON at a Python that has vLLM)"
 )
+VL_INSTALL_HINT = (
+    "install it with `bash scripts/ensure-vllm.sh --vision` (or point TOOLGYM_VLLM_VL_PYTHON at a Python "
+    "whose vLLM imports torchvision)"
+)
+WHOLE_PREFILL_ARGS = ("--no-enable-chunked-prefill",)
+"""Every prompt prefilled in one step (vLLM then budgets ``max(max_model_len, 2048)`` tokens a step).
+
+With chunked prefill, a step that prefills part of a prompt samples a token and discards it, and
+vLLM rewinds that request's random generator (``vllm/v1/worker/gpu_model_runner.py``, line 3502,
+``gen.set_offset(gen.get_offset() - 4)``): an offset only CUDA generators have. On the CPU build a
+*seeded* request (toolgym seeds every call) whose prompt does not fit the step's remaining token
+budget (2,048 by default: a MiniWoB prompt of ~3,300 tokens, or several shorter prompts at once)
+raises ``RuntimeError: CPU Generator does not use offset`` and kills the engine (``EngineDeadError``,
+every request after it fails)."""
+SCALE_OUT_ARGS = ("--enable-scale-out",)
+"""What a vision-language model is started with: vLLM's ``/inference/v1/generate`` (ids and images in)."""
 
 
-def vllm_python() -> Path:
-    """The interpreter that has vLLM; ``ConfigError`` with the install command when there is none."""
-    given = os.environ.get("TOOLGYM_VLLM_PYTHON")
+def vllm_python(*, vision: bool = False) -> Path:
+    """The interpreter that has vLLM (``vision``: one whose vLLM serves vision-language models, see the
+    module docstring); ``ConfigError`` with the install command when there is none."""
+    variable, venv, hint = (
+        ("TOOLGYM_VLLM_VL_PYTHON", VLLM_VL_VENV, VL_INSTALL_HINT)
+        if vision
+        else ("TOOLGYM_VLLM_PYTHON", VLLM_VENV, INSTALL_HINT)
+    )
+    given = os.environ.get(variable)
     if given:
         path = Path(given).expanduser()
         if not path.exists():
-            raise ConfigError(f"TOOLGYM_VLLM_PYTHON is {given!r}, which does not exist; {INSTALL_HINT}")
+            raise ConfigError(f"{variable} is {given!r}, which does not exist; {hint}")
         return path
     checkout = Path(__file__).resolve().parents[3]  # core/llm/serving/server_vllm.py → the checkout
     for root in (Path.cwd(), checkout):
-        candidate = root / VLLM_VENV / "bin" / "python"
+        candidate = root / venv / "bin" / "python"
         if candidate.exists():
             return candidate
+    what = "vLLM for vision-language models" if vision else "vLLM"
     raise ConfigError(
-        f"vLLM is not installed here (no {VLLM_VENV}/bin/python in {Path.cwd()} or {checkout}); {INSTALL_HINT}"
+        f"{what} is not installed here (no {venv}/bin/python in {Path.cwd()} or {checkout}); {hint}"
     )
 
 
+def is_vision_model(model_dir: str | os.PathLike[str]) -> bool:
+    """True for a model directory whose ``config.json`` has a ``vision_config`` (a VLM)."""
+    try:
+        return "vision_config" in json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
 def vllm_tiny_model(family: str = "qwen") -> Path:
-    """A tiny model vLLM's CPU attention serves (head size 32, 1,024 positions, float32; built once).
+    """A tiny model vLLM's CPU attention serves (head size 32, float32; built once): 1,024 positions,
+    4,096 for a vision-language family (a MiniWoB prompt with its tool schemas and a screenshot is
+    about 3,300 tokens; serve it with ``--max-model-len 4096``).
 
     The default tiny model has head size 16, which vLLM's CPU kernels do not take.
     """
-    from ..local.tiny import TinySpec, ensure_tiny_model
+    from ..local.tiny import FAMILIES, TinySpec, ensure_tiny_model
 
     spec = TinySpec(
         family=family,
@@ -85,7 +133,7 @@ def vllm_tiny_model(family: str = "qwen") -> Path:
         num_layers=2,
         num_heads=2,
         num_kv_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=4096 if FAMILIES.get(family, {}).get("vision") else 1024,
     )
     return ensure_tiny_model(family, spec=spec)  # type: ignore[arg-type]
 
@@ -114,7 +162,9 @@ class VLLMServer:
     server's stdout and stderr (default: ``vllm-<port>.log`` in the temporary directory).
     ``kv_cache_gib`` is the CPU KV-cache size (``VLLM_CPU_KVCACHE_SPACE``). ``quick_start`` starts it
     eager and without a worker process (module docstring). ``extra_args`` are appended to vLLM's
-    command line.
+    command line. Chunked prefill is off (:data:`WHOLE_PREFILL_ARGS`: seeded requests crash vLLM's CPU
+    build otherwise). A vision-language model gets ``--enable-scale-out`` and, unless ``python`` is
+    given, the interpreter of ``.venv-vllm-vl`` (module docstring).
     """
 
     def __init__(
@@ -154,7 +204,8 @@ class VLLMServer:
         )
         self.quick_start = quick_start
         self.extra_args = list(extra_args)
-        self.python = Path(python) if python else vllm_python()
+        self.vision = is_vision_model(self.model_dir)
+        self.python = Path(python) if python else vllm_python(vision=self.vision)
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -186,8 +237,11 @@ class VLLMServer:
         ]
         if self.max_model_len is not None:
             cmd += ["--max-model-len", str(self.max_model_len)]
+        cmd += WHOLE_PREFILL_ARGS
         if self.quick_start:
             cmd += QUICK_START_ARGS
+        if self.vision:
+            cmd += SCALE_OUT_ARGS
         return cmd + self.extra_args
 
     def environment(self) -> dict[str, str]:

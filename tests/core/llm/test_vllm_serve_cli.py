@@ -101,3 +101,25 @@ def test_quick_start_runs_eager_without_a_worker_process(
     assert (
         quick.environment()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     )  # else vLLM's CPU platform turns uni back into mp
+
+
+def test_a_vision_language_model_gets_its_own_vllm_and_the_generate_endpoint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``tiny-vl`` is served from ``.venv-vllm-vl`` (``TOOLGYM_VLLM_VL_PYTHON``) with
+    ``--enable-scale-out`` (``/inference/v1/generate``: ids and images in); text models are not."""
+    from toolgym.core.llm.serving.server_vllm import vllm_tiny_model
+
+    text_python, vl_python = tmp_path / "python", tmp_path / "python-vl"
+    text_python.write_text("")
+    vl_python.write_text("")
+    monkeypatch.setenv("TOOLGYM_VLLM_PYTHON", str(text_python))
+    monkeypatch.setenv("TOOLGYM_VLLM_VL_PYTHON", str(vl_python))
+    text, vl = VLLMServer(vllm_tiny_model()), VLLMServer(vllm_tiny_model("qwen2.5-vl"), max_model_len=4096)
+    assert text.command()[0] == str(text_python) and "--enable-scale-out" not in text.command()
+    assert vl.command()[0] == str(vl_python) and "--enable-scale-out" in vl.command()
+    monkeypatch.setenv("TOOLGYM_VLLM_VL_PYTHON", str(tmp_path / "nope"))
+    with pytest.raises(
+        ConfigError, match=r"TOOLGYM_VLLM_VL_PYTHON .* `bash scripts/ensure-vllm.sh --vision`"
+    ):
+        vllm_python(vision=True)
