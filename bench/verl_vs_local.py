@@ -72,7 +72,16 @@ def verl_overrides(args: argparse.Namespace, seed: int, out: Path, model: Path) 
         f"toolgym.val={{num_tasks: {s['eval_tasks']}, first_task: 0, seed: 7000000, env_kwargs: {{split: test}}}}",
         f"verl.data.train_batch_size={s['tasks']}",
         "verl.data.max_prompt_length=1024",
-        "verl.data.max_response_length=128",
+        # a row is never cut: the response holds the engine's whole trajectory budget, as the local
+        # trainer's rows do (at 128, the longest 3-hop episodes lost their last turn and its answer)
+        "verl.data.max_response_length=640",
+        # the local trainer's update, key by key where verl's defaults differ: tasks in the order the
+        # toolgym dataset lists them, rows not reordered by length, rows shuffled across mini-batches,
+        # and no dual clip (PPO's clip on both sides only)
+        "verl.data.shuffle=false",
+        "verl.trainer.balance_batch=false",
+        "verl.actor_rollout_ref.actor.shuffle=true",
+        "verl.actor_rollout_ref.actor.clip_ratio_c=1.0e9",
         "verl.actor_rollout_ref.actor.optim.lr=1.0e-3",
         "verl.actor_rollout_ref.actor.optim.weight_decay=0.0",  # the local trainer's AdamW (verl's default is 0.01)
         f"verl.actor_rollout_ref.actor.ppo_mini_batch_size={min(8, s['tasks'])}",
@@ -95,6 +104,7 @@ def verl_overrides(args: argparse.Namespace, seed: int, out: Path, model: Path) 
         "verl.trainer.project_name=verl_vs_local",
         f"verl.trainer.experiment_name=verl-seed{seed}",
         f"verl.trainer.default_local_dir={out}",
+        *args.verl_set,
     ]
 
 
@@ -142,6 +152,7 @@ def run_verl(args: argparse.Namespace, seed: int, model: Path) -> dict[str, Any]
     }
     return {
         "trainer": "verl",
+        "extra_overrides": list(args.verl_set),
         "seed": seed,
         "curve": curve,
         "step_s": steps,
@@ -220,7 +231,10 @@ def page(args: argparse.Namespace, results: list[dict[str, Any]], png: Path, com
         f"{', '.join(map(str, seeds))} (training seeds 10000 × (seed + 1)).",
         "- **Trainers**: local: `toolgym train --trainer local --config keychain_gigpo`; verl: "
         "`toolgym train --config keychain_cpu` (verl 0.9.1's own trainer on the CPU: FSDP2 on gloo, the "
-        "`toolgym_cpu` rollout replica) with the same settings as overrides.",
+        "`toolgym_cpu` rollout replica) with the same settings as overrides, and the keys where verl's "
+        "defaults make another update than the local trainer's set to the local trainer's (a response long "
+        "enough for the whole trajectory, tasks in order, rows not reordered by length but shuffled across "
+        "mini-batches, no dual clip; `verl_overrides` in the bench).",
         f"- **Hardware**: {os.cpu_count()} CPU cores, no GPU; the runs one after the other"
         + (f" ({args.hardware_note})." if args.hardware_note else "."),
         f"- **Reproduce**: `{command}` (the page alone, from the records: add `--report-only`)",
@@ -350,6 +364,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--report-only", action="store_true", help="write the page from --records, run nothing"
+    )
+    parser.add_argument(
+        "--verl-set",
+        action="append",
+        default=[],
+        metavar="verl.KEY=VALUE",
+        help="one more override for verl's runs (repeatable; an ablation), recorded with each run",
     )
     parser.add_argument("--hardware-note", default="", help="what else ran on the machine, for the page")
     args = parser.parse_args()
