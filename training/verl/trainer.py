@@ -10,6 +10,7 @@ estimator (``grpo``, ``gae``, ...) the step is verl's, untouched.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import transfer_queue as tq
@@ -24,6 +25,7 @@ from .rows import RowMeta
 from .settings import load_settings
 
 TRAINER_MODE = "toolgym"
+logger = logging.getLogger(__name__)
 
 
 def advantage_metrics(metas: list[RowMeta | None]) -> dict[str, float]:
@@ -38,6 +40,20 @@ def advantage_metrics(metas: list[RowMeta | None]) -> dict[str, float]:
         "toolgym/truncated_rows": float(sum(1 for m in live if m.truncated_tokens)),
         "toolgym/forked_trajectories": float(len({m.trajectory_id for m in live if m.parent_id is not None})),
     }
+
+
+def truncation_warning(metas: list[RowMeta | None], max_response_length: int) -> str | None:
+    """The line to log when rows lost tokens to ``data.max_response_length``; None when none did."""
+    cut = [m for m in metas if m is not None and m.truncated_tokens]
+    if not cut:
+        return None
+    return (
+        f"{len(cut)} of {sum(m is not None for m in metas)} rows of this step were cut at "
+        f"data.max_response_length={max_response_length} (up to {max(m.truncated_tokens for m in cut)} tokens): "
+        "their last turns, often the answer that carries the reward, do not train; raise "
+        "verl.data.max_response_length toward toolgym.engine.max_tokens_per_trajectory "
+        "(logged once; toolgym/truncated_rows counts them every step)"
+    )
 
 
 def logprob_sync_metrics(data: Any) -> dict[str, float]:
@@ -65,6 +81,16 @@ def logprob_sync_metrics(data: Any) -> dict[str, float]:
 @register_trainer(TRAINER_MODE)
 class ToolgymPPOTrainer(PPOTrainerSync):
     """``PPOTrainerSync`` whose advantage step feeds toolgym's estimators their row metadata."""
+
+    _warned_truncation = False
+
+    def _warn_truncation(self, metas: list[RowMeta | None]) -> None:
+        if self._warned_truncation:
+            return
+        line = truncation_warning(metas, int(self.config.data.max_response_length))
+        if line is not None:
+            self._warned_truncation = True
+            logger.warning(line)
 
     def __init__(self, config: Any) -> None:
         estimator = str(config.algorithm.adv_estimator)
@@ -113,6 +139,7 @@ class ToolgymPPOTrainer(PPOTrainerSync):
         # NonTensorStack, tensordict's LinkedList or an array, depending on the storage backend
         metas = metas_from_extra_fields(extra.tolist() if hasattr(extra, "tolist") else list(extra), padding)
         metrics.update(advantage_metrics(metas))
+        self._warn_truncation(metas)
         with advantage_context(metas, self.toolgym.advantage.options, self.toolgym.filters) as ctx:
             out = super()._compute_advantage(batch, metrics)
         metrics.update({f"toolgym/{k}": v for k, v in ctx.counts.items()})

@@ -92,3 +92,16 @@ def test_agent_loop_outputs_carry_reward_and_metadata() -> None:
         assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 4)
         fields = out.as_dict()  # what verl's TransferQueue worker stores
         assert float(fields["rm_scores"].sum()) == pytest.approx(1.5) and "rollout_log_probs" in fields
+
+
+def test_cut_rows_are_named_once_with_the_fix() -> None:
+    need_module("transfer_queue")
+    from toolgym.training.verl.trainer import truncation_warning
+
+    traj = synthetic_trajectory("t", "g", STEPS)
+    (whole,) = trajectory_rows(traj)
+    (cut,) = trajectory_rows(traj, max_response_len=4)
+    assert truncation_warning([whole.meta, None], 64) is None
+    line = truncation_warning([cut.meta, whole.meta, None], 4)
+    assert line is not None and line.startswith("1 of 2 rows") and "max_response_length=4" in line
+    assert f"up to {cut.meta.truncated_tokens} tokens" in line
