@@ -2,49 +2,18 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 
-from toolgym import EngineConfig, EnvSpec, RolloutEngine, Task, ToolTaskEnv, hookimpl, plan_episodes, tool
+from tests.core.test_arpo import Plugin, _flat, _responder  # the two-call env ARPO forks on
+from toolgym import EngineConfig, RolloutEngine, plan_episodes
 from toolgym.core.llm.testing import MockLLMBackend
 from toolgym.core.registry import Registry
 from toolgym.core.rollout.arpo import ArpoConfig
 from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.training.local.loop import run_episodes
 from toolgym.training.local.tool_use import shared_with_parent, tool_calls, tool_use_stats
-
-
-@tool
-async def probe(step: int) -> str:
-    """Answer a numbered probe."""
-    return f"PROBE-RESULT {step}"
-
-
-class TwoCallEnv(ToolTaskEnv):
-    tools = [probe]
-    tasks = [Task("t", "Call probe twice, then answer done.", "done")]
-
-
-class Plugin:
-    @hookimpl
-    def toolgym_envs(self) -> list[EnvSpec]:
-        return [EnvSpec("two-calls", TwoCallEnv)]
-
-
-def _responder(prompt: str, _i: int) -> str:
-    n = prompt.count("PROBE-RESULT")
-    if n < 2:
-        return '<tool_call>{"name": "probe", "arguments": {"step": ' + str(n + 1) + "}}</tool_call>"
-    return "done"
-
-
-def _flat(prompt: str, pos: int) -> list[tuple[int, float]]:
-    """Uniform after a tool result (ARPO forks there), certain before."""
-    if "PROBE-RESULT" in prompt:
-        return [(i, math.log(1 / 20)) for i in range(20)]
-    return [(0, 0.0)] + [(i, -50.0) for i in range(1, 20)]
 
 
 async def _batch(tokenizer: Any, arpo: ArpoConfig, tasks: int = 2) -> tuple[list[Any], list[Any]]:
@@ -57,7 +26,7 @@ async def _batch(tokenizer: Any, arpo: ArpoConfig, tasks: int = 2) -> tuple[list
         policy=ModelPolicy(MockLLMBackend(tokenizer, _responder, top_logprobs=_flat), cfg),
         config=cfg,
     )
-    requests = plan_episodes("two-calls", num_tasks=tasks, group_size=arpo.initial if arpo.enabled else 4)
+    requests = plan_episodes("two-tools", num_tasks=tasks, group_size=arpo.initial if arpo.enabled else 4)
     seen: list[Any] = []
     return await run_episodes(engine, requests, seen.append), seen
 
