@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tokens.chat import ChatFormat, freeze_tools
 from toolgym.core.tokens.images import image_refs
 from toolgym.core.trajectory import Segment, SegmentRole, int32_bytes
 from toolgym.core.types import GenerationResult, Message
@@ -69,6 +69,11 @@ class TokenAssembler:
     _content_end: int = 0
     """Offset in ``_text`` where the sampled content ends (an end-of-turn token may follow)."""
     _in_turn: bool = False
+    _render_tools: list[dict[str, Any]] | None = None
+    """``tools`` frozen for rendering (their JSON dumped once, not every turn; see ``freeze_tools``)."""
+
+    def __post_init__(self) -> None:
+        self._render_tools = freeze_tools(self.tools)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -83,7 +88,7 @@ class TokenAssembler:
         self._open_sequence(role="prompt", first=False)
 
     def _open_sequence(self, role: SegmentRole, first: bool) -> None:
-        text = self.chat.render(self.messages, tools=self.tools, add_generation_prompt=True)
+        text = self.chat.render(self.messages, tools=self._render_tools, add_generation_prompt=True)
         ids = self.chat.encode(text)
         if not first:
             self.sequence += 1
@@ -124,7 +129,7 @@ class TokenAssembler:
         prompt_len = len(self._ids)
         eos_len = 1 if ids and ids[-1] in self.chat.eos_token_ids else 0
         content = self.chat.decode(ids[: len(ids) - eos_len]) if ids else ""
-        eos_text = self.chat.decode(ids[-1:]) if eos_len else ""
+        eos_text = self.chat.token_text(ids[-1]) if eos_len else ""
         if not self._in_turn:
             self._turn_start = len(self._text)
             self.messages.append({"role": "assistant", "content": ""})
@@ -174,7 +179,7 @@ class TokenAssembler:
         """
         new = [dict(m) for m in new]
         self.messages = [*self.messages, *new]
-        nxt = self.chat.render(self.messages, tools=self.tools, add_generation_prompt=True)
+        nxt = self.chat.render(self.messages, tools=self._render_tools, add_generation_prompt=True)
         if not nxt.startswith(self._text):
             sampled = self._text[: self._content_end] if self._in_turn else self._text
             if self._in_turn and nxt.startswith(sampled):
@@ -216,6 +221,7 @@ class TokenAssembler:
         rewritten is copied.
         """
         other = TokenAssembler(self.chat, self.tools, self.on_rewrite)
+        other._render_tools = self._render_tools  # frozen: never changed, so shared
         other.messages = [dict(m) for m in self.messages]
         other.segments = list(self.segments)
         other.sequence = self.sequence

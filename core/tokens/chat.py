@@ -4,6 +4,17 @@ The Jinja environment mirrors the one Hugging Face ``transformers`` uses for
 ``apply_chat_template`` (trim/lstrip blocks, loop controls, ``tojson`` without ASCII escaping,
 ``raise_exception``, ``strftime_now``), so renders are identical; a test checks that on every
 bundled template. Compiling once and rendering directly keeps the per-turn cost small.
+
+Three things make a render cheaper than ``Template.render`` without changing a character of it (a
+test renders every shipped family's template both ways on varied conversations and compares):
+the template's globals are merged into a plain dict once, not per render (Jinja merges them from a
+ChainMap on every call, a third of a short render); the tool schemas a conversation carries are
+frozen once (:func:`freeze_tools`) so that ``tool | tojson`` returns the JSON text dumped the first
+time instead of dumping the same schema again each turn; and ``namespace()`` is called without the
+sandbox's generic checks, which are for callables a template could be handed, not Jinja's own. Encoding goes through the piece and word
+caches of :mod:`toolgym.core.tokens.pieces`. ``ChatFormat.reference = True`` turns off the render
+shortcuts and the word cache: the path the fast one is tested against, and the baseline
+``bench/engine_efficiency.py`` runs beside it.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ import datetime
 import json
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 import jinja2
 from jinja2.ext import loopcontrols
@@ -39,7 +50,63 @@ def _tojson(
     separators: Any = None,
     sort_keys: bool = False,
 ) -> str:
+    if type(x) is FrozenSchema and not ChatFormat.reference:
+        return x.json(ensure_ascii, indent, separators, sort_keys)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class FrozenSchema(dict):  # type: ignore[type-arg]
+    """A tool schema (or a mapping inside one) that is never changed after :func:`freeze_tools`
+    built it, so its JSON text can be kept: templates dump each tool schema on every render.
+
+    It renders exactly as the plain dict it copies (``json.dumps``, ``str`` and Jinja's tests treat
+    a dict subclass as a dict; the template sandbox reads it as a dict)."""
+
+    __slots__ = ("_json",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._json: dict[tuple[Any, ...], str] = {}
+
+    def json(self, ensure_ascii: bool, indent: int | None, separators: Any, sort_keys: bool) -> str:
+        """``json.dumps`` of the mapping with these arguments, dumped once per set of arguments."""
+        try:
+            key = (ensure_ascii, indent, separators, sort_keys)
+            text = self._json.get(key)
+        except TypeError:  # unhashable arguments (separators as a list): no caching
+            key, text = None, None
+        if text is None:
+            text = json.dumps(
+                self, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+            )
+            if key is not None:
+                self._json[key] = text
+        return text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return FrozenSchema, (dict(self),)
+
+    def _frozen(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a frozen tool schema is not changed; freeze a changed copy instead")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _frozen  # type: ignore[assignment]
+
+
+def freeze_tools(tools: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Deep copies of ``tools`` (every mapping a :class:`FrozenSchema`, lists copied), to render a
+    whole conversation with: each schema's JSON text is then dumped once, not once per turn."""
+    if not tools:
+        return None if tools is None else []
+    return [_freeze(t) for t in tools]
+
+
+def _freeze(value: Any) -> Any:
+    kind = type(value)  # exact types only: a subclass may render differently, so it stays as it is
+    if kind is dict:
+        return FrozenSchema((k, _freeze(v)) for k, v in value.items())
+    if kind is list:
+        return [_freeze(v) for v in value]
+    return value
 
 
 def _strftime_now(fmt: str) -> str:
@@ -47,6 +114,7 @@ def _strftime_now(fmt: str) -> str:
 
 
 _DICT_ATTRS = frozenset(dir(dict))
+_ABSENT = object()
 
 
 class _TemplateSandbox(ImmutableSandboxedEnvironment):
@@ -68,10 +136,9 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
         # attribute of that name, so going straight to the item (or to undefined, for a missing
         # key like `message.tool_calls`) gives the same answer without raising two exceptions.
         kind = type(obj)
-        if kind is dict and attribute not in _DICT_ATTRS:
-            if attribute in obj:
-                return obj[attribute]
-            return self.undefined(obj=obj, name=attribute)
+        if (kind is dict or kind is FrozenSchema) and attribute not in _DICT_ATTRS:
+            value = obj.get(attribute, _ABSENT)
+            return self.undefined(obj=obj, name=attribute) if value is _ABSENT else value
         # Jinja's own loop and namespace objects: public attributes are what templates read
         if (kind is LoopContext or kind is Namespace) and not attribute.startswith("_"):
             try:
@@ -79,6 +146,15 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
             except AttributeError:
                 pass
         return super().getattr(obj, attribute)
+
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        # `namespace(...)`, which most chat templates call once per render: Jinja's own class, safe
+        # to call and taking no context, so what Context.call would do comes down to this
+        if obj is Namespace and not ChatFormat.reference:
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+            return Namespace(*args, **kwargs)
+        return super().call(context, obj, *args, **kwargs)
 
 
 @lru_cache(maxsize=32)
@@ -96,6 +172,11 @@ class ChatFormat:
     ``encode`` never adds special tokens: the template writes BOS and friends itself. Image parts
     in message contents are rendered as ``image_placeholder`` (see ``toolgym.core.tokens.images``).
     """
+
+    reference: ClassVar[bool] = False
+    """Render through Jinja's ``Template.render``, dump every JSON value afresh and encode uncached
+    pieces whole: the slow path the fast one is tested against (same text, same ids), and the
+    benchmarks' baseline."""
 
     def __init__(
         self,
@@ -128,9 +209,14 @@ class ChatFormat:
             if value is not None:
                 special[key] = str(value)
         self._base_kwargs = {**special, **(template_kwargs or {})}
+        # what Template.render merges into every render's context: the environment's and the
+        # template's globals (a ChainMap, slow to merge), then the keyword arguments
+        self._globals = dict(self._template.globals)
+        self._base_vars = {**self._globals, **self._base_kwargs}
         fast = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
         self._fast = fast if fast is not None and hasattr(fast, "encode") else None
         self._pieces = PieceEncoder.for_tokenizer(self._fast) if self._fast is not None else None
+        self._token_texts: dict[int, str] = {}
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_token_ids: frozenset[int] = frozenset([eos] if isinstance(eos, int) else (eos or []))
 
@@ -147,20 +233,42 @@ class ChatFormat:
         tools: Sequence[dict[str, Any]] | None = None,
         add_generation_prompt: bool = False,
     ) -> str:
-        return self._template.render(
-            messages=flatten_images(
-                messages, self.vision.placeholder if self.vision is not None else self.image_placeholder
-            ),
-            tools=list(tools) if tools else None,
-            add_generation_prompt=add_generation_prompt,
-            **self._base_kwargs,
+        flat = flatten_images(
+            messages, self.vision.placeholder if self.vision is not None else self.image_placeholder
         )
+        if ChatFormat.reference:
+            return self._template.render(
+                messages=flat,
+                tools=list(tools) if tools else None,
+                add_generation_prompt=add_generation_prompt,
+                **self._base_kwargs,
+            )
+        # Template.render's own steps, with the globals merged once (see the module docstring)
+        template = self._template
+        env = template.environment
+        context = env.context_class(
+            env,
+            {
+                **self._base_vars,
+                "messages": flat,
+                "tools": list(tools) if tools else None,
+                "add_generation_prompt": add_generation_prompt,
+            },
+            template.name,
+            template.blocks,
+            globals=self._globals,
+        )
+        try:
+            return env.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+        except Exception:
+            env.handle_exception()
+            raise  # handle_exception always raises; this keeps type checkers content
 
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
         if self._pieces is not None:
-            return self._pieces.encode(text)
+            return self._pieces.encode(text, words=not ChatFormat.reference)
         if self._fast is not None:
             return list(self._fast.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -172,7 +280,11 @@ class ChatFormat:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def token_text(self, token_id: int) -> str:
-        return self.decode([token_id])
+        """The text of one token (kept: end-of-turn tokens are decoded every turn)."""
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.decode([token_id])
+        return text
 
 
 def with_tool_call_ids(messages: Sequence[Message], calls: Sequence[Any]) -> list[Message]:
