@@ -7,7 +7,7 @@ these keys (the rest are verl's business and are ignored):
 
 | verl key | local setting |
 |---|---|
-| ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-<family>`` (docs/model_families.md) or a local Hugging Face directory |
+| ``actor_rollout_ref.model.path`` | model: ``tiny``, ``tiny-<family>`` (docs/model_families.md), ``tiny-vl`` or a local Hugging Face directory (a vision-language one with its ``preprocessor_config.json``) |
 | ``actor_rollout_ref.actor.optim.lr`` | AdamW learning rate |
 | ``actor_rollout_ref.actor.optim.weight_decay`` / ``betas`` | AdamW's decoupled weight decay (default 0.0 here, 0.01 in verl) and betas |
 | ``actor_rollout_ref.actor.clip_ratio_low`` / ``_high`` (or ``clip_ratio``) | PPO clip bounds |
@@ -34,10 +34,19 @@ becomes verl's ``algorithm.rollout_correction`` for the verl trainer.
 ``toolgym warmstart --env NAME`` builds (:mod:`.warmstart`), built here first when it is not cached.
 An optional ``warm_start:`` section (``recipe: NAME`` plus recipe fields) changes that recipe.
 
+A vision-language model (``tiny-vl``, or a Qwen2-VL-family directory with its image processor) is
+loaded as one: the sampler renders each screenshot as the processor's image tokens, the episodes'
+screenshots are kept in ``trajectories/images/``, and every update's rows carry them, so the loss
+runs over the same pixels the sampler saw and the vision tower trains with the text model;
+checkpoints hold the image processor and reload as a VLM (config ``miniwob_screenshot_grpo``).
+
 Bad input fails before anything is written, with one line: an unknown top-level section, an
 unknown key in ``toolgym:`` or ``warm_start:``, a ``verl.*`` override naming a key that neither
 the file has nor this trainer reads (prefix it with ``+`` to add it anyway), an environment whose
-tools need a sandbox when no sandbox backend works, a model directory without a tokenizer.
+tools need a sandbox when no sandbox backend works, a model directory without a tokenizer, a text
+model on screenshot-only observations, a VLM directory without its image processor, a LoRA adapter
+on a VLM. Resuming from a checkpoint of another model type (a VLM's with a text model, or the
+reverse) fails in one line too.
 
 A run writes under ``trainer.default_local_dir``: ``metrics.jsonl`` (one record per RL step,
 and the held-out evaluation before training as step 0), ``trajectories/`` (every rollout),
@@ -418,9 +427,10 @@ def run(config: str, overrides: list[str], *, dry_run: bool = False) -> None:
     check_environment(
         rl, settings["sandbox_backend"], unsafe_in_process=settings.get("unsafe_in_process_sandbox", False)
     )
-    settings["model_dir"] = str(
-        model_dir(settings["model"], settings.get("warm_start"), console)
-    )  # fail before anything is written
+    # fail before anything is written
+    path = model_dir(settings["model"], settings.get("warm_start"), console)
+    check_modality(rl, settings["model"], vlm=vision_processor(path) is not None)
+    settings["model_dir"] = str(path)
     latest = latest_checkpoint(Path(settings["out"]))
     settings["resume"] = str(latest) if latest else None
     tracking = settings["tracking"]
@@ -501,6 +511,47 @@ def check_environment(rl: RLConfig, sandbox_backend: str, *, unsafe_in_process: 
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+SCREENSHOT_OBSERVATIONS = ("screenshot",)
+"""``observation=`` values that show a model nothing but pixels (``both`` keeps the text, which a
+text model can still read; its image parts become placeholders, with the one warning the engine gives)."""
+
+
+def vision_processor(model_path: Path) -> Any:
+    """The image processor of a vision-language model directory, or None for a text model; a
+    directory with a vision config but no ``preprocessor_config.json`` fails in one line."""
+    from toolgym.core.tokens.vision import load_image_processor
+
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if "vision_config" not in config:
+        return None
+    processor = load_image_processor(model_path)
+    if processor is None:
+        raise ConfigError(
+            f"model {model_path} is a vision-language model but has no image processor (preprocessor_config.json); "
+            "save it beside the weights (image_processor.save_pretrained(DIR))"
+        )
+    return processor
+
+
+def check_modality(rl: RLConfig, model: str | Path, *, vlm: bool) -> None:
+    """A text model is not trained on screenshot-only observations (it would see placeholders only),
+    and a LoRA adapter is not put on a VLM (not built or tested for one: ``all-linear`` would put
+    adapters on the vision tower too, and its checkpoints would need the image processor's path)."""
+    shown = str({**rl.env_kwargs, **rl.eval.env_kwargs}.get("observation", "axtree"))
+    if not vlm and shown in SCREENSHOT_OBSERVATIONS:
+        raise ConfigError(
+            f"environment {rl.env!r} shows only screenshots (observation={shown}) but model {str(model)!r} is "
+            "text-only; use a vision-language model (actor_rollout_ref.model.path=tiny-vl) or observation=axtree|both"
+        )
+    if vlm and rl.lora.enabled:
+        raise ConfigError(
+            f"model {str(model)!r} is a vision-language model; the local trainer trains it in full only: "
+            "set actor_rollout_ref.model.lora_rank=0"
+        )
 
 
 def model_dir(name: str, warm_start: dict[str, Any] | None = None, console: Any = None) -> Path:
@@ -611,10 +662,16 @@ def open_loop(
     device: str = "cpu",
     sandbox_backend: str = "none",
     on_trajectory: Any = None,
+    artifacts_dir: str | Path | None = None,
 ) -> tuple[Any, Any, Any]:
     """(RL loop, tokenizer, closer) for ``rl`` with the model in ``model_path``: the KV-cached
     batched sampler shares the trainer's model and stops at the end of an action; ``closer`` is
-    an async function that stops the sampler and the sandboxes."""
+    an async function that stops the sampler and the sandboxes.
+
+    A vision-language model (a directory with a vision config and its ``preprocessor_config.json``,
+    e.g. ``tiny-vl``) is loaded with its image processor, which the sampler renders screenshots with
+    and the trainer feeds the same pixels through; ``artifacts_dir`` (whose parent keeps the
+    screenshots) is then needed by screenshot observations."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -628,12 +685,21 @@ def open_loop(
 
     device = device if device != "cuda" or torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
+    processor = vision_processor(model_path)  # a VLM's image processor; None for a text model
+    check_modality(rl, model_path, vlm=processor is not None)
+    if processor is not None:
+        from transformers import AutoModelForImageTextToText
+
+        model = AutoModelForImageTextToText.from_pretrained(str(model_path)).float().to(device).eval()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
     adapter = (
         attach_lora(model, rl.lora, seed=rl.seed) if rl.lora.enabled else None
     )  # in place: the sampler runs it too
     registry = get_registry()
-    backend = TransformersBackend(model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size)
+    backend = TransformersBackend(
+        model, tokenizer=tokenizer, device=device, max_batch_size=rl.max_batch_size, image_processor=processor
+    )
     stops = action_stops(registry, rl.env, rl.env_kwargs)
     sampler = StopAtBackend(backend, stops) if stops else backend
     trainer = PolicyTrainer(
@@ -644,6 +710,7 @@ def open_loop(
         backend=backend,
         device=device,
         adapter=adapter,
+        image_processor=processor,
     )
     sandboxes = lazy_sandbox_backend(registry, sandbox_backend)
     loop = RLLoop(
@@ -653,6 +720,7 @@ def open_loop(
         registry=registry,
         on_trajectory=on_trajectory,
         sandbox_backend=sandboxes,
+        artifacts_dir=artifacts_dir,
     )
 
     async def close() -> None:
@@ -684,6 +752,7 @@ async def _train(rl: RLConfig, settings: dict[str, Any], console: Any, tracker: 
         device=settings["device"],
         sandbox_backend=settings["sandbox_backend"],
         on_trajectory=writer.write,
+        artifacts_dir=out / "trajectories" / "artifacts",  # screenshots: trajectories/images/
     )
     keep: int | None = None
     if settings.get("resume"):

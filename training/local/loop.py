@@ -7,6 +7,11 @@ paused, weight version bumped per optimiser step) and goes on with fresh tasks. 
 seeded: task ``i`` uses environment seed ``seed + i`` and its sampling seeds derive from
 ``(seed, i, sample, turn)``, so a run is repeatable on one machine and resumable from a
 checkpoint. Rollouts are appended to a trajectory store as they finish.
+
+A vision-language model's episodes (screenshot observations) need ``artifacts_dir``: the engines
+store each screenshot by hash in the dataset directory that holds it (``<artifacts_dir>/..``, the
+trajectory store's folder), the sampler reads them from there, and the update's rows carry them
+again (:func:`~toolgym.training.local.batch.trajectory_rows` with ``images_root``).
 """
 
 from __future__ import annotations
@@ -75,6 +80,8 @@ class StepLog:
     """Step-group statistics of the rollouts (see :func:`toolgym.training.local.stats.step_group_stats`)."""
     filters: dict[str, float] = field(default_factory=dict)
     """What the episode filters did (``filter/<class>``, ``filter/masked``, ... see :mod:`toolgym.training.filters`)."""
+    image_rows: int = 0
+    """Of ``rows``, those that carry images (a VLM's screenshots): their pixels are in the update's forward passes."""
 
 
 async def run_episodes(
@@ -104,7 +111,13 @@ async def run_episodes(
 
 
 def eval_engine(
-    config: RLConfig, policy: ModelPolicy, registry: Registry, ev: EvalConfig, *, sandbox_backend: Any = None
+    config: RLConfig,
+    policy: ModelPolicy,
+    registry: Registry,
+    ev: EvalConfig,
+    *,
+    sandbox_backend: Any = None,
+    artifacts_dir: str | None = None,
 ) -> RolloutEngine:
     """An engine for held-out (or validation) episodes: one sample per task at ``ev.temperature``, never
     branching (ARPO's forks would be sampled and thrown away: 15 times the work for the same figure)."""
@@ -119,6 +132,7 @@ def eval_engine(
         config=cfg,
         env_kwargs={**config.env_kwargs, **ev.env_kwargs},
         sandbox_backend=sandbox_backend,
+        artifacts_dir=artifacts_dir,
     )
 
 
@@ -222,7 +236,10 @@ class RLLoop:
         registry: Registry,
         on_trajectory: Callable[[Trajectory], Any] | None = None,
         sandbox_backend: Any = None,
+        artifacts_dir: str | Path | None = None,
     ) -> None:
+        """``artifacts_dir``: where episodes write files; its parent holds the stored screenshots
+        (``images/``), which a VLM's update reads back. Needed by screenshot observations."""
         if backend.model is not trainer.model:
             raise ValueError(
                 "the backend must sample from the trainer's model object (pass model=trainer.model to it)"
@@ -232,6 +249,9 @@ class RLLoop:
         self.backend = backend
         self.registry = registry
         self.on_trajectory = on_trajectory
+        artifacts = str(artifacts_dir) if artifacts_dir is not None else None
+        self.images_root = Path(artifacts).parent if artifacts else None
+        """The dataset directory whose ``images/`` holds the episodes' screenshots (None: no artifacts)."""
         engine_cfg = config.engine_config()
         self.policy = ModelPolicy(backend, engine_cfg)
         self.train_engine = RolloutEngine(
@@ -240,9 +260,15 @@ class RLLoop:
             config=engine_cfg,
             env_kwargs=config.env_kwargs,
             sandbox_backend=sandbox_backend,
+            artifacts_dir=artifacts,
         )
         self.eval_engine = eval_engine(
-            config, self.policy, registry, config.eval, sandbox_backend=sandbox_backend
+            config,
+            self.policy,
+            registry,
+            config.eval,
+            sandbox_backend=sandbox_backend,
+            artifacts_dir=artifacts,
         )
         self.history: list[StepLog] = []
         self.next_step = 0
@@ -283,7 +309,7 @@ class RLLoop:
             advantages = compute_token_advantages(part, cfg.estimator, **cfg.estimator_options)
             for traj, adv, mask in zip(part, advantages, masked, strict=True):
                 if not mask:
-                    rows.extend(trajectory_rows(traj, adv))
+                    rows.extend(trajectory_rows(traj, adv, images_root=self.images_root))
             if any(r.advantages.any() for r in rows):  # all-equal groups carry no signal: skip the step
                 metrics = self.trainer.ppo_update(rows, seed=cfg.seed * 1_000_003 + k)
         log = StepLog(
@@ -299,6 +325,7 @@ class RLLoop:
             tokens=tokens,
             stats={**step_group_stats(trajs), **tool_use_stats(trajs)},
             filters=filtered.counts,
+            image_rows=sum(bool(r.images) for r in rows),
         )
         self.next_step = k + 1
         self.history.append(log)

@@ -52,6 +52,8 @@ def step_record(log: StepLog, *, wall_s: float, kl_coef: float) -> dict[str, Any
         "step_groups": log.stats,
         "filters": log.filters,
     }
+    if log.image_rows:  # a VLM's step: the rows whose screenshots went through the update
+        rec["image_rows"] = log.image_rows
     if log.eval is not None:
         rec["heldout"] = eval_record(log.eval)
     return rec

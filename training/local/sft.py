@@ -2,7 +2,9 @@
 
 The rows are the trajectories' own token sequences (never re-tokenized); the loss covers exactly
 the loss-mask-1 ids (what the policy wrote: tool calls and answers), not the prompt or the tool
-results. Scripted trajectories have no logprobs, which SFT does not need.
+results. Scripted trajectories have no logprobs, which SFT does not need. A vision-language
+model's trajectories (``metadata.vision``, e.g. ``--model scripted --tokenizer tiny-vl`` screenshot
+episodes) give rows that carry their stored screenshots, so the SFT forward passes see the pixels.
 """
 
 from __future__ import annotations
@@ -21,13 +23,19 @@ from .batch import Row, trajectory_rows
 from .trainer import PolicyTrainer
 
 
-def sft_rows(trajectories: Iterable[Trajectory], *, min_reward: float | None = None) -> list[Row]:
-    """Rows of the trainable trajectories (with ``reward >= min_reward`` when given)."""
+def sft_rows(
+    trajectories: Iterable[Trajectory],
+    *,
+    min_reward: float | None = None,
+    images_root: str | Path | None = None,
+) -> list[Row]:
+    """Rows of the trainable trajectories (with ``reward >= min_reward`` when given);
+    ``images_root``: the dataset directory, for trajectories with screenshots."""
     rows: list[Row] = []
     for traj in trajectories:
         if not traj.trainable or (min_reward is not None and traj.reward < min_reward):
             continue
-        rows.extend(trajectory_rows(traj, None, require_logprobs=False))
+        rows.extend(trajectory_rows(traj, None, require_logprobs=False, images_root=images_root))
     return rows
 
 
@@ -44,7 +52,7 @@ def balance_weights(kinds: Sequence[str], power: float) -> list[float]:
 
 def load_sft_rows(dataset: str | Path, *, min_reward: float | None = None) -> list[Row]:
     """Rows of a stored dataset directory (see :mod:`toolgym.trajectories.store`)."""
-    rows = sft_rows(iter_trajectories(dataset), min_reward=min_reward)
+    rows = sft_rows(iter_trajectories(dataset), min_reward=min_reward, images_root=dataset)
     if not rows:
         raise ConfigError(
             f"{dataset} holds no trainable trajectories to learn from; collect some first (`toolgym collect`)"

@@ -94,6 +94,8 @@ class PolicyTrainer:
         image_processor: Any = None,
     ) -> None:
         self.model = model
+        self.image_processor = image_processor
+        """A VLM's image processor, saved with every checkpoint so that it reloads as a VLM."""
         self._vision = (
             functools.partial(image_row, model, image_processor) if image_processor is not None else None
         )
@@ -330,8 +332,9 @@ class PolicyTrainer:
     def save(
         self, directory: str | Path, *, extra: dict[str, Any] | None = None, tokenizer: Any = None
     ) -> Path:
-        """Write a Hugging Face model directory plus the optimiser, step, RNG states and ``extra``
-        (JSON-able loop state), so :meth:`load` resumes exactly where this left off."""
+        """Write a Hugging Face model directory (with a VLM's image processor) plus the optimiser,
+        step, RNG states and ``extra`` (JSON-able loop state), so :meth:`load` resumes exactly where
+        this left off."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         if self.adapter is not None:
@@ -342,6 +345,8 @@ class PolicyTrainer:
             self.model.save_pretrained(str(out), safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(out))
+        if self.image_processor is not None:  # preprocessor_config.json: the directory loads as a VLM
+            self.image_processor.save_pretrained(str(out))
         state = {
             "step": self.step,
             "optimizer": self.optimizer.state_dict(),
@@ -399,12 +404,44 @@ class PolicyTrainer:
     def _load_full_weights(self, src: Path) -> None:
         from safetensors.torch import load_file
 
+        saved = _model_type(src)
+        have = getattr(getattr(self.model, "config", None), "model_type", None)
+        if saved and have and saved != have:  # e.g. a VLM's checkpoint given to a text model
+            raise ConfigError(
+                f"checkpoint {src} holds a {saved} model but this trainer's model is {have}; "
+                "resume it with the model.path it was trained from"
+            )
         weights: dict[str, torch.Tensor] = {}
         for shard in sorted(src.glob("*.safetensors")):
             weights.update(load_file(str(shard)))
         missing, _ = self.model.load_state_dict(weights, strict=False)
         tied = {"lm_head.weight"}  # tied embeddings are saved once
-        if set(missing) - tied:
+        if set(missing) - tied and not self._load_renamed_weights(src):
             raise ConfigError(
                 f"checkpoint {src} lacks weights {sorted(set(missing) - tied)[:3]}; it was written for another model"
             )
+
+    def _load_renamed_weights(self, src: Path) -> bool:
+        """Load a checkpoint whose file names the weights otherwise than the model object does
+        (transformers saves a VLM's ``model.language_model.*`` as ``model.*`` and ``model.visual.*``
+        as ``visual.*``), through the model class's own loading, which maps the names back; False
+        when it is not this model's checkpoint (another architecture, or weights missing)."""
+        config = getattr(self.model, "config", None)
+        if config is None or _model_type(src) != getattr(config, "model_type", None):
+            return False
+        try:
+            loaded, info = type(self.model).from_pretrained(str(src), output_loading_info=True)
+        except (OSError, ValueError, RuntimeError):
+            return False
+        if set(info.get("missing_keys") or ()) - {"lm_head.weight"} or info.get("mismatched_keys"):
+            return False
+        self.model.load_state_dict(loaded.state_dict())
+        return True
+
+
+def _model_type(directory: Path) -> str | None:
+    """``model_type`` of the ``config.json`` in ``directory`` (None without one)."""
+    try:
+        return json.loads((directory / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
