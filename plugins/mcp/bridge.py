@@ -53,7 +53,8 @@ class _ToolgymMcpServer:
         self.buf, self.err, self.eof, self.limit = bytearray(), bytearray(), False, limit
         self.cond = _th.Condition()
         _th.Thread(target=self._out, daemon=True).start()
-        _th.Thread(target=self._errs, daemon=True).start()
+        self.err_reader = _th.Thread(target=self._errs, daemon=True)
+        self.err_reader.start()
 
     def _out(self):
         fd = self.proc.stdout.fileno()
@@ -105,6 +106,7 @@ class _ToolgymMcpServer:
                 code = self.proc.wait(2)
             except _sp.TimeoutExpired:
                 pass
+            self.err_reader.join(1)  # its last words: stdout's end can be read before stderr's
         return {"data": _b64.b64encode(data).decode(), "more": bool(self.buf), "ended": ended, "code": code,
                 "stderr": self.err[-2000:].decode("utf-8", "replace") if ended else ""}
 

@@ -114,6 +114,10 @@ def main() -> None:
     module.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = module
     namespace = module.__dict__
+    # Python's own handler, whatever this process inherited: an ignored SIGINT survives exec and fork (a
+    # sandbox started from a background shell or a pytest-xdist worker), and Python installs its handler
+    # at start only over the default, so the timeouts' interrupts would be ignored
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     _signal.pthread_sigmask(_signal.SIG_BLOCK, _SIGINT)
     while True:
         request = protocol.recv_frame(ctrl)
