@@ -46,7 +46,14 @@ from ...types import (
 from ..base import ChatBackend, LLMBackend
 from .http import HTTPClient
 from .server_info import PROBE_TOP, LogprobsCheck, context_limit
-from .vllm_tokens import GENERATE_PATH, SCALE_OUT_HINT, collapse_image_runs, generate_payload, parse_generate
+from .vllm_tokens import (
+    GENERATE_PATH,
+    SCALE_OUT_HINT,
+    collapse_image_runs,
+    generate_payload,
+    optional_sampling,
+    parse_generate,
+)
 
 TOKEN_ID_PREFIX = "token_id:"
 VLLM_HINT = "restart vLLM with --logprobs-mode processed_logprobs (`toolgym serve --engine vllm` does)"
@@ -225,14 +232,7 @@ def completions_payload(model: str, input_ids: Sequence[int], sp: SamplingParams
         "include_stop_str_in_output": True,  # vLLM; SGLang's spelling follows
         "no_stop_trim": True,
     }
-    if sp.top_k > 0:
-        body["top_k"] = sp.top_k
-    if sp.seed is not None:
-        body["seed"] = sp.seed
-    if sp.stop:
-        body["stop"] = list(sp.stop)
-    if sp.stop_token_ids:
-        body["stop_token_ids"] = list(sp.stop_token_ids)
+    body.update(optional_sampling(sp))
     return body
 
 

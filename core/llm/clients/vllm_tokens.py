@@ -75,6 +75,21 @@ def image_parts(images: Sequence[bytes]) -> list[dict[str, str]]:
     return [{"type": "image_url", "url": data_url(image)} for image in images]
 
 
+def optional_sampling(sp: SamplingParams) -> dict[str, Any]:
+    """The sampling fields a request carries only when set (top_k, seed, stop strings and ids), named
+    as vLLM's and SGLang's OpenAI-style endpoints and vLLM's generate endpoint all name them."""
+    fields: dict[str, Any] = {}
+    if sp.top_k > 0:
+        fields["top_k"] = sp.top_k
+    if sp.seed is not None:
+        fields["seed"] = sp.seed
+    if sp.stop:
+        fields["stop"] = list(sp.stop)
+    if sp.stop_token_ids:
+        fields["stop_token_ids"] = list(sp.stop_token_ids)
+    return fields
+
+
 def generate_payload(
     model: str, token_ids: Sequence[int], images: Sequence[bytes], sp: SamplingParams
 ) -> dict[str, Any]:
@@ -89,14 +104,7 @@ def generate_payload(
         "skip_special_tokens": False,
         "include_stop_str_in_output": True,
     }
-    if sp.top_k > 0:
-        sampling["top_k"] = sp.top_k
-    if sp.seed is not None:
-        sampling["seed"] = sp.seed
-    if sp.stop:
-        sampling["stop"] = list(sp.stop)
-    if sp.stop_token_ids:
-        sampling["stop_token_ids"] = list(sp.stop_token_ids)
+    sampling.update(optional_sampling(sp))
     body: dict[str, Any] = {
         "token_ids": list(token_ids),
         "content_parts": image_parts(images),
