@@ -66,7 +66,8 @@ class ToolgymEnv(gymnasium.Env[str, str]):
     ``env_kwargs`` are the environment's options (``toolgym collect --env-arg``), also accepted as
     plain keyword arguments (``gymnasium.make("toolgym/keychain", split="test")``). See
     :class:`~toolgym.gym.session.TextSession` for ``sandbox_backend``, ``unsafe_in_process_sandbox``,
-    ``max_turns``, ``parser`` and ``timeout_s`` (seconds per reset or step).
+    ``max_turns``, ``parser``, ``timeout_s`` (seconds per reset or step) and ``images_dir`` (where
+    screenshot observations are stored; ``info["images"]`` names each step's image files).
 
     ``render_mode="ansi"``: ``render()`` returns the conversation so far as text.
     """
@@ -83,6 +84,7 @@ class ToolgymEnv(gymnasium.Env[str, str]):
         max_turns: int | None = None,
         parser: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        images_dir: str | None = None,
         max_action_chars: int = ACTION_MAX_CHARS,
         render_mode: str | None = None,
         **options: Any,
@@ -109,6 +111,7 @@ class ToolgymEnv(gymnasium.Env[str, str]):
                     max_turns=max_turns,
                     parser=parser,
                     timeout_s=timeout_s,
+                    images_dir=images_dir,
                 )
             )
         except BaseException:

@@ -12,15 +12,24 @@ token-faithful is recorded by the caller.
 Observations are text: the step's messages' texts joined by newlines, as a trajectory's ``Step``
 records them (``observation_text``). The structured messages go in ``info["messages"]``, so a chat
 policy appends them to its conversation as the engine does.
+
+Screenshots (``observation=screenshot|both`` on the browser environments) are stored by content hash
+under the session's ``images_dir`` (a temporary folder of its own unless given), and every reset's and
+step's ``info["images"]`` maps the references of its image parts to their files, so a vision-language
+policy can load them. ``session.messages`` keeps at most the environment's ``max_images`` images, the
+older ones turned into the same short text the engine writes (``info["max_images"]`` says the limit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import shutil
+import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolgym.core.env.context import EpisodeContext
@@ -32,6 +41,7 @@ from toolgym.core.rollout.config import EngineConfig
 from toolgym.core.rollout.episode import jsonable, observation_text
 from toolgym.core.sandbox import AUTO, NONE, SandboxBackend, lazy_sandbox_backend, require_isolation
 from toolgym.core.tokens.chat import with_tool_call_ids
+from toolgym.core.tokens.images import image_path, image_refs, limit_images
 from toolgym.core.types import Message
 
 DEFAULT_TIMEOUT_S = EngineConfig().env_timeout_s
@@ -61,7 +71,9 @@ class TextSession:
     :meth:`aclose`; or a backend object, which stays the caller's to close. A backend named that does not
     isolate (``memory``) is refused unless ``unsafe_in_process_sandbox``: the actions are a model's, and
     its code would run inside this process. ``max_turns`` lowers the environment's own turn limit;
-    ``parser`` replaces the environment's tool-call parser (a registered name).
+    ``parser`` replaces the environment's tool-call parser (a registered name). ``images_dir`` is
+    where screenshots go (``<images_dir>/images/<sha256>.png``); without it, a temporary folder the
+    session removes on :meth:`aclose`.
     """
 
     def __init__(
@@ -75,6 +87,7 @@ class TextSession:
         parser: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         registry: Registry | None = None,
+        images_dir: str | Path | None = None,
     ) -> None:
         self.registry = registry or get_registry()
         self.name = env
@@ -107,7 +120,11 @@ class TextSession:
         self.done = True
         """True before the first reset and once the episode ended (``step`` then refuses)."""
         self.messages: list[Message] = []
-        """The conversation so far: the prompt, each action as an assistant message, each observation."""
+        """The conversation so far: the prompt, each action as an assistant message, each observation
+        (with at most the environment's ``max_images`` images)."""
+        self._own_images = images_dir is None
+        self.images_dir: Path | None = None if images_dir is None else Path(images_dir)
+        """The dataset folder screenshots are stored under (created on the first reset when not given)."""
 
     def _turn_limit(self) -> int:
         """The environment's turn limit, or the caller's where lower (the engine's rule)."""
@@ -138,11 +155,13 @@ class TextSession:
                 else self.sandbox_backend
             )
         self._episodes += 1
+        if self.images_dir is None:
+            self.images_dir = Path(tempfile.mkdtemp(prefix="toolgym-gym-"))
         self._ctx = EpisodeContext(
             episode_id=f"{self.run_id}-{self._episodes}",
             run_id=self.run_id,
             sandbox_backend=self._backend,
-            artifacts_dir=None,
+            artifacts_dir=str(self.images_dir / "artifacts"),
             registry=self.registry,
         )
         self.env.bind(self._ctx)
@@ -153,12 +172,14 @@ class TextSession:
         self.parser = self.registry.parser(self._parser_name or self.env.parser)
         self.max_turns = self._turn_limit()
         self.seed, self.turn, self.done = int(seed), 0, False
-        self.messages = [dict(m) for m in messages]
+        self.messages = self._bounded([dict(m) for m in messages])
         self._info = {k: v for k, v in jsonable(dict(info or {})).items() if k != "messages"}
         out = {
             **self._info,
             "seed": self.seed,
             "messages": self.messages,
+            "images": self._images(self.messages),
+            "max_images": self.env.max_images,
             "tools": self.tools,
             "stop": self.stop,
             "max_turns": self.max_turns,
@@ -195,8 +216,7 @@ class TextSession:
             observed = with_tool_call_ids(
                 outcome.observation, action.tool_calls
             )  # as the engine renders them
-        self.messages.append({"role": "assistant", "content": text})
-        self.messages.extend(observed)
+        self.messages = self._bounded([*self.messages, {"role": "assistant", "content": text}, *observed])
         terminated, truncated = bool(outcome.terminated), bool(outcome.truncated) and not outcome.terminated
         info: dict[str, Any] = {
             **jsonable(dict(outcome.info or {})),
@@ -209,6 +229,7 @@ class TextSession:
                 for r in outcome.tool_calls
             ],
             "messages": jsonable(observed),
+            "images": self._images(observed),
         }
         if "task_id" in self._info:
             info.setdefault("task_id", self._info["task_id"])
@@ -230,6 +251,17 @@ class TextSession:
             truncated=truncated,
             info=copy.deepcopy(info),
         )
+
+    def _bounded(self, messages: list[Message]) -> list[Message]:
+        keep = self.env.max_images
+        return messages if keep is None else limit_images(messages, keep)
+
+    def _images(self, messages: Sequence[Message]) -> dict[str, str]:
+        """The files of ``messages``' image parts, by reference."""
+        refs = image_refs(messages)
+        if not refs or self.images_dir is None:
+            return {}
+        return {ref: str(image_path(self.images_dir, ref)) for ref in refs}
 
     async def scripted_action(self) -> str | None:
         """The environment's own solving action for the current state (``Env.scripted_action``),
@@ -255,5 +287,10 @@ class TextSession:
         """End the episode and close the sandbox backend it opened (its sandboxes are destroyed); idempotent."""
         await self._end_episode()
         backend, self._backend = self._backend, None
-        if backend is not None and self._own_backend:
-            await backend.aclose()
+        try:
+            if backend is not None and self._own_backend:
+                await backend.aclose()
+        finally:
+            if self._own_images and self.images_dir is not None:
+                shutil.rmtree(self.images_dir, ignore_errors=True)
+                self.images_dir = None
