@@ -59,29 +59,44 @@ def llama_chat(llama_tokenizer: Any) -> ChatFormat:
     return ChatFormat(llama_tokenizer)
 
 
-SERIAL = (
-    "vllm",
-    "tests/distributed/",
-    "tests/sandboxes/test_egress.py",
-    "tests/training/local/test_local_swe_smoke.py",
-    "tests/training/verl/test_cpu_fit.py",
-    "tests/bench/test_verl_vs_local_smoke.py",
-)
-"""Test files that run one after another on one worker under ``pytest -n`` (pytest-xdist): the
-vLLM servers (a fleet of three at once), the Ray clusters and the extra dockerds (one of each at a
-time), and the test that counts the sandbox containers Docker creates while it runs."""
+SERIAL = {
+    "serial-ray-dockerd": (
+        "tests/distributed/",
+        "tests/sandboxes/test_egress.py",
+        "tests/training/verl/test_cpu_fit.py",
+        "tests/bench/test_verl_vs_local_smoke.py",
+    ),
+    "serial-vllm": ("vllm", "tests/training/local/test_local_swe_smoke.py"),
+}
+"""Test files that run one after another on one worker under ``pytest -n`` (pytest-xdist), in groups
+that may run beside each other: the Ray clusters and the extra dockerds (one of each at a time), and
+the vLLM servers (a fleet of three at once) with the test that counts the sandbox containers Docker
+creates while it runs. Two groups rather than one, so that two workers can share them; they start
+before every other file."""
+
+
+def serial_group(path: str) -> str | None:
+    return next((group for group, parts in SERIAL.items() if any(p in path for p in parts)), None)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Whole test files go to the workers (their module fixtures start once), except ``SERIAL``'s
-    files, which form one unit (xdist's own ``loadgroup`` marks are ignored under pytest 9)."""
+    files, which form one unit per group (xdist's own ``loadgroup`` marks are ignored under pytest 9)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "serial" if any(s in path for s in SERIAL) else path
+            return serial_group(path) or path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the serial groups are the longest units: start them first (longest first), not
+            # wherever their test count places them
+            for group in reversed(SERIAL):
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return FileScheduling(config, log)
 
