@@ -127,7 +127,11 @@ open('/workspace/tg_module.py', 'w').write('PLANTED = 1\n')
 keep = [os.open('/workspace/tg-file', os.O_RDONLY), *os.pipe(), socket.socket()]
 keep[-1].bind(('127.0.0.1', 4343)); keep[-1].listen()
 threading.Thread(target=time.sleep, args=(600,), daemon=True, name='tg-thread').start()
-subprocess.Popen(['sleep', '600'], start_new_session=True)
+child = subprocess.Popen(['sleep', '600'], start_new_session=True)
+for _ in range(500):  # until the child has exec'd (before, its cmdline is still this Python's)
+    if open(f'/proc/{child.pid}/cmdline', 'rb').read().startswith(b'sleep'):
+        break
+    time.sleep(0.01)
 os.chdir('/tmp')
 """
 
