@@ -13,10 +13,17 @@ sequential, each in its own process, and a run whose directory already holds a f
 model (no warm start: nothing learns), two tasks, two samples, two RL steps, and writes to
 ``--out`` only (not ``docs/``).
 
-``--final-eval-tasks N`` then evaluates the warm start (once per environment) and each run's last
-checkpoint on the first N held-out tasks of the config (a superset of the in-run ``--eval-tasks``,
-same decoding), each in its own process; the page's before/after columns use these figures, whose
-noise is sqrt(5) times smaller at N = 5 x 96. The result is kept in the run's ``final_eval.json``.
+Splits: training draws from the environment's ``train`` split, the in-run evaluations (the curves,
+sample efficiency) use its ``validation`` split (``toolgym.val``: what choices may look at), and only
+the final evaluation reads the config's test splits (``toolgym.test``; ALFWorld: in- and
+out-of-distribution), each reported once per final configuration. ``--final-eval-tasks N`` evaluates
+the warm start (once per environment) and each run's last checkpoint on the first N tasks of every
+test split, with the in-run decoding, each in its own process; the page's before/after columns use the
+first split (noise sqrt(5) times smaller at N = 5 x 96 than the in-run evaluation's). The result is kept
+in the run's ``final_eval.json``. Runs recorded without checkpoints get the warm start's figures on the
+test splits they lack (``--report-only --final-eval-tasks N``, with ``--model ENV=DIR`` naming a
+rebuild of the warm start when the original is not on this machine); their after-RL side there stays
+unmeasured, and the page says so.
 
 Beside the page, the benchmark keeps what the page is made from in ``--records`` (default
 ``docs/results/data/NAME/`` for ``--docs docs/results/NAME.md``; kilobytes: each run's metrics, final evaluation and
@@ -147,14 +154,30 @@ def train(args: argparse.Namespace, env: str, estimator: str, seed: int) -> tupl
     return out, shown, wall
 
 
-# -- the final held-out evaluation: more tasks than the in-run evaluations ----------------------------
+# -- the final evaluation: the config's test splits, more tasks than the in-run validation ---------------
 
 
 _WARM_LOCK = threading.Lock()
 
 
-def evaluate_model(args: argparse.Namespace, config: str, model: Path) -> dict[str, Any]:
-    """``model`` on the first ``--final-eval-tasks`` held-out tasks of ``config``, in its own process."""
+def test_splits(env: str, estimator: str) -> dict[str, str]:
+    """The test splits of ``ENV_ESTIMATOR`` (``toolgym.test``: name → the environment split it evaluates),
+    the first one the page's before/after columns. Training never reads them."""
+    from toolgym.training.runner import load_config
+
+    tests = load_config(f"{env}_{estimator}", [])["toolgym"].get("test") or {}
+    if not tests:
+        raise SystemExit(
+            f"config {env}_{estimator} names no test split (toolgym.test): --final-eval-tasks has nothing to evaluate"
+        )
+    return {name: str((r.get("env_kwargs") or {}).get("split", "default")) for name, r in tests.items()}
+
+
+def evaluate_model(
+    args: argparse.Namespace, config: str, model: Path, tests: Sequence[str]
+) -> dict[str, Any]:
+    """``model`` on the first ``--final-eval-tasks`` tasks of each of ``config``'s test splits ``tests``,
+    in one process of its own; test name → record."""
     threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     cmd = [
         sys.executable,
@@ -163,6 +186,7 @@ def evaluate_model(args: argparse.Namespace, config: str, model: Path) -> dict[s
         str(model),
         "--heldout",
         config,
+        *(x for name in tests for x in ("--test", name)),
         "--heldout-tasks",
         str(args.final_eval_tasks),
         "--device",
@@ -176,60 +200,101 @@ def evaluate_model(args: argparse.Namespace, config: str, model: Path) -> dict[s
         raise SystemExit(
             f"the final evaluation of {model} failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}"
         )
-    r = json.loads(result.stdout.strip().splitlines()[-1])
-    if (
-        r.get("failed", 0) > 0.01 * r["tasks"]
-    ):  # errored episodes score 0: the figure would measure the errors
-        raise SystemExit(
-            f"the final evaluation of {model}: {r['failed']} of {r['tasks']} episodes ended in an error"
-        )
-    return {
-        "success": r["success"],
-        "score": r["score"],
-        "episodes": r["tasks"],
-        "failed": r.get("failed", 0),
-        "by_type": r.get("by_type", {}),
-        "seconds": r["seconds"],
+    lines = [json.loads(ln) for ln in result.stdout.splitlines() if ln.startswith("{")]
+    out: dict[str, Any] = {}
+    for name, r in zip(tests, lines[-len(tests) :], strict=True):
+        if (
+            r.get("failed", 0) > 0.01 * r["tasks"]
+        ):  # errored episodes score 0: the figure would measure the errors
+            raise SystemExit(
+                f"the final evaluation of {model}: {r['failed']} of {r['tasks']} episodes ended in an error"
+            )
+        out[name] = {
+            "test": r.get("test", name),
+            "split": r.get("split", ""),
+            "success": r["success"],
+            "score": r["score"],
+            "episodes": r["tasks"],
+            "failed": r.get("failed", 0),
+            "by_type": r.get("by_type", {}),
+            "per_task": r.get("per_task", {}),
+            "seconds": r["seconds"],
+        }
+    return out
+
+
+def warm_start_tests(args: argparse.Namespace, env: str, warm: Path, tests: dict[str, str]) -> dict[str, Any]:
+    """The warm start ``warm`` on each test split (once per environment, kept in ``--out`` as
+    ``final-eval-ENV-WARM-N-TEST.json``). Where ``warm`` is not on this machine (a page rewritten from
+    records), ``--model ENV=DIR`` names a rebuild of it, and each file says which model it measured."""
+    cache = {
+        name: args.out / f"final-eval-{env}-{warm.name}-{args.final_eval_tasks}-{name}.json" for name in tests
     }
+    with _WARM_LOCK:  # the estimators of an environment share these evaluations
+        missing = [name for name, path in cache.items() if not path.exists()]
+        if missing:
+            model = warm if warm.is_dir() else Path(args.model[env]) if args.model.get(env) else None
+            if model is None:
+                raise SystemExit(
+                    f"the warm start {warm} is not on this machine: build it (toolgym warmstart --env {env}) "
+                    f"and name it with --model {env}=DIR"
+                )
+            print(
+                f"final evaluation: {env} warm start {model.name} on {args.final_eval_tasks} tasks of test split(s) "
+                + ", ".join(missing),
+                flush=True,
+            )
+            for name, result in evaluate_model(args, f"{env}_grpo", model, missing).items():
+                cache[name].write_text(json.dumps({**result, "model": str(model)}, indent=2))
+        return {name: json.loads(path.read_text()) for name, path in cache.items()}
 
 
 def final_eval(args: argparse.Namespace, env: str, estimator: str, out: Path, steps: int) -> None:
-    """Write ``out/final_eval.json``: the warm start and the run's step-``steps`` checkpoint on
-    ``--final-eval-tasks`` held-out tasks (kept when it already holds those tasks and that step)."""
+    """Write ``out/final_eval.json``: the warm start and the run's step-``steps`` checkpoint on the first
+    ``--final-eval-tasks`` tasks of each test split of the config (kept when it already holds those tasks,
+    that step and every split). A recorded run whose checkpoint was not kept gets the warm start's
+    figures on the splits it lacks (``warm_start_tests``); its after-RL figures there stay unmeasured."""
     path = out / "final_eval.json"
     bench = out / "bench.txt"  # the page's "reproduce" line: the benchmark that made this run's figures
     if bench.exists() and "--final-eval-tasks" not in bench.read_text():
         bench.write_text(f"{bench.read_text().strip()} --final-eval-tasks {args.final_eval_tasks}\n")
-    if path.exists():
-        done = json.loads(path.read_text())
-        if done.get("tasks") == args.final_eval_tasks and done.get("step") == steps:
-            return
-    checkpoint = out / f"step-{steps:05d}"
-    if not checkpoint.is_dir():
-        raise SystemExit(
-            f"{out}: no checkpoint of its last step ({checkpoint.name}) to evaluate; --steps must be a multiple of --test-freq"
-        )
+    tests = test_splits(env, estimator)
+    done = json.loads(path.read_text()) if path.exists() else None
+    current = bool(done) and done.get("tasks") == args.final_eval_tasks and done.get("step") == steps
+    if current and set(tests) <= set(done.get("splits") or {}):
+        return
     warm = Path(
         json.loads((out / "run.json").read_text())["run"]["model_dir"]
     )  # the model the run started from
-    cache = args.out / f"final-eval-{env}-{warm.name}-{args.final_eval_tasks}.json"
-    with _WARM_LOCK:  # the two estimators of an environment share one warm-start evaluation
-        if not cache.exists():
-            print(
-                f"final evaluation: {env} warm start {warm.name} on {args.final_eval_tasks} held-out tasks",
-                flush=True,
-            )
-            cache.write_text(json.dumps(evaluate_model(args, f"{env}_grpo", warm), indent=2))
-    print(f"final evaluation: {out.name} step {steps} on {args.final_eval_tasks} held-out tasks", flush=True)
-    after = evaluate_model(args, f"{env}_{estimator}", checkpoint)
+    checkpoint = out / f"step-{steps:05d}"
+    if not checkpoint.is_dir():
+        if current:  # a record (records keep no checkpoints): the warm start's side only
+            warm_start_tests(args, env, warm, tests)
+            return
+        raise SystemExit(
+            f"{out}: no checkpoint of its last step ({checkpoint.name}) to evaluate; --steps must be a multiple of --test-freq"
+        )
+    before = warm_start_tests(args, env, warm, tests)
+    print(
+        f"final evaluation: {out.name} step {steps} on {args.final_eval_tasks} tasks of test split(s) {', '.join(tests)}",
+        flush=True,
+    )
+    after = evaluate_model(args, f"{env}_{estimator}", checkpoint, list(tests))
+    splits = {
+        name: {"split": split, "before": before[name], "after": after[name]} for name, split in tests.items()
+    }
+    first = next(iter(tests))
     path.write_text(
         json.dumps(
             {
                 "tasks": args.final_eval_tasks,
                 "step": steps,
                 "warm_start": str(warm),
-                "before": json.loads(cache.read_text()),
-                "after": after,
+                "test": first,
+                "split": tests[first],
+                "before": splits[first]["before"],
+                "after": splits[first]["after"],
+                "splits": splits,
             },
             indent=2,
         )
@@ -391,6 +456,26 @@ def warm_start_infos(args: argparse.Namespace, runs: Sequence[Any] = ()) -> dict
     return out
 
 
+def warm_start_test_figures(args: argparse.Namespace, runs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Per environment, the warm start's figures on each test split (``final-eval-ENV-WARM-N-TEST.json``
+    in ``--out``, for the warm start its runs started from): a page rewritten from records shows them
+    even where the runs' own ``final_eval.json`` predates the split."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        warm = _model_dir(run)
+        tasks = (run.final or {}).get("tasks")
+        if warm is None or not tasks or run.env in out:
+            continue
+        prefix = f"final-eval-{run.env}-{warm.name}-{tasks}-"
+        found = {
+            p.name[len(prefix) : -len(".json")]: json.loads(p.read_text())
+            for p in sorted(args.out.glob(f"{prefix}*.json"))
+        }
+        if found:
+            out[run.env] = found
+    return out
+
+
 def _model_dir(run: Any) -> Path | None:
     """The model directory a run started from (its ``run.json``), or None when not recorded."""
     try:
@@ -499,7 +584,9 @@ def main() -> None:
     )
     parser.add_argument("--tasks", type=int, default=16, help="tasks per RL step")
     parser.add_argument("--group", type=int, default=8, help="samples per task")
-    parser.add_argument("--eval-tasks", type=int, default=96, help="held-out tasks")
+    parser.add_argument(
+        "--eval-tasks", type=int, default=96, help="in-run evaluation tasks (the validation split)"
+    )
     parser.add_argument(
         "--test-freq", type=int, default=5, help="evaluate (and checkpoint) every this many RL steps"
     )
@@ -507,15 +594,16 @@ def main() -> None:
         "--final-eval-tasks",
         type=int,
         default=0,
-        help="evaluate the warm start and each run's last checkpoint on this many held-out tasks (0: off); "
-        "the page's before/after columns then use them",
+        help="evaluate the warm start and each run's last checkpoint on this many tasks of each test split "
+        "of the config (toolgym.test; 0: off); the page's before/after columns then use them",
     )
     parser.add_argument(
         "--final-eval-envs",
         nargs="+",
-        default=["alfworld", "webshop"],
+        default=sorted(PAIRS),
         choices=sorted(PAIRS),
-        help="the environments --final-eval-tasks applies to (math_python's held-out split is smaller)",
+        help="the environments --final-eval-tasks applies to (default: all; without it an environment's "
+        "before/after figures are its in-run validation's)",
     )
     parser.add_argument("--speed-tasks", type=int, default=16)
     parser.add_argument("--speed-group", type=int, default=8)
@@ -663,6 +751,7 @@ def main() -> None:
             partial_note=args.partial,
             note=args.note,
             warm_starts=warm_start_infos(args, runs),
+            warm_tests=warm_start_test_figures(args, runs),
             **hand_sections(records),
         )
         save_records(args, runs, records)
@@ -721,6 +810,7 @@ def main() -> None:
         partial_note=args.partial,
         note=args.note,
         warm_starts=warm_start_infos(args, runs),
+        warm_tests=warm_start_test_figures(args, runs),
         **hand_sections(records),
     )
     save_records(args, runs, records)

@@ -130,7 +130,16 @@ def table(runs: Sequence[Run]) -> str:
     envs = sorted({env for env, _ in groups})
     for env in envs:
         rows = [(est, rs) for (e, est), rs in sorted(groups.items()) if e == env]
-        lines += [f"### {env}", ""]
+        every = [r for _, rs in rows for r in rs]
+        finals = all(r.final for r in every)
+        split = _with_roles([_final_split(r) if finals else _eval_split(r) for r in every])
+        lines += [
+            f"### {env}",
+            "",
+            f"Before/after on {split}: "
+            + ("the final evaluation." if finals else "the first and last in-run evaluations."),
+            "",
+        ]
         if env.startswith("alfworld"):
             head = (
                 "| estimator | seeds | RL steps | held-out tasks | "
@@ -206,7 +215,8 @@ def findings(runs: Sequence[Run]) -> str:
             if e != env:
                 continue
             better = sum(r.held_after["success"] > r.held_before["success"] for r in rs)
-            where = f" on {_tasks(rs)} held-out tasks"
+            split = _joined([_final_split(r) if r.final else _eval_split(r) for r in rs])
+            where = f" on {_tasks(rs)} held-out tasks" + (f" of {split}" if split != "not recorded" else "")
             if any(
                 r.final for r in rs
             ):  # the in-run evaluation (fewer tasks) too: the two can disagree within the noise
@@ -286,11 +296,24 @@ def findings(runs: Sequence[Run]) -> str:
 # -- the comparisons: splits, sample efficiency, paired differences ------------------------
 
 TUNED_ON_HELDOUT = {
-    # these held-out tasks also steered the warm starts and training options over many
-    # iterations, so their figures carry that selection (a validation split in the issue's sense)
-    "alfworld": "ALFWorld's",
-    "webshop": "WebShop's",
+    # these test tasks also steered the shipped warm starts and training options over many iterations,
+    # before the environments had validation splits, so their figures carry that selection
+    "alfworld": "ALFWorld's in-distribution tasks (`eval_in_distribution`)",
+    "webshop": "WebShop's test goals (`test`)",
 }
+VALIDATION_SEED = 900_000
+SEED_CARVED = ("alfworld", "alfworld-verl", "math-python")
+"""Environments whose ``validation`` split is ``train``'s tasks from ``VALIDATION_SEED`` on."""
+SPLIT_ROLES = {
+    "train": "train",
+    "trainval": "train",
+    "validation": "validation",
+    "eval": "validation",  # WebShop's published development split
+    "test": "test",
+    "eval_in_distribution": "test",
+    "eval_out_of_distribution": "test",
+}
+"""What each environment split is for: training, choices (validation), or report only (test)."""
 
 
 def _train_split(run: Run) -> str:
@@ -304,15 +327,30 @@ def _eval_split(run: Run) -> str:
     return str(split) if split else "not recorded"
 
 
+def _final_split(run: Run) -> str:
+    """The split of the final evaluation's before/after figures: recorded since test splits were named;
+    before that, the final evaluation took the in-run evaluations' split (more of its tasks)."""
+    return str((run.final or {}).get("split") or _eval_split(run))
+
+
+def _role(split: str) -> str:
+    return SPLIT_ROLES.get(split, "unknown role")
+
+
 def _joined(values: Sequence[str]) -> str:
     distinct = list(dict.fromkeys(values))
     return " / ".join(f"`{v}`" if v != "not recorded" else v for v in distinct)
 
 
+def _with_roles(values: Sequence[str]) -> str:
+    distinct = list(dict.fromkeys(values))
+    return " / ".join(f"`{v}` ({_role(v)})" if v != "not recorded" else v for v in distinct)
+
+
 def split_lines(runs: Sequence[Run]) -> list[str]:
-    """One line per environment: the split of its training rollouts, of its in-run held-out
-    evaluations and of its final evaluation, from each run's ``run.json`` (the final evaluation's own
-    record names no split: it takes the same config's held-out tasks, more of them)."""
+    """One line per environment: the split of its training rollouts, of its in-run evaluations and of
+    its final evaluation, each with its role (train, validation, test), from each run's ``run.json`` and
+    ``final_eval.json``; runs recorded before the environments had validation splits are named as such."""
     groups = _groups(runs)
     lines = []
     for env in sorted({env for env, _ in groups}):
@@ -320,26 +358,128 @@ def split_lines(runs: Sequence[Run]) -> list[str]:
         ests = {r.estimator for r in rs}
         in_run = int(rs[0].evals[-1][1].get("episodes") or 0)
         final = sorted({int(r.final["tasks"]) for r in rs if r.final})
-        held = _joined([_eval_split(r) for r in rs])
+        in_run_splits = [_eval_split(r) for r in rs]
         line = (
-            f"- {env}: training rollouts: {_joined([_train_split(r) for r in rs])}; in-run held-out evaluations "
+            f"- {env}: training rollouts: {_with_roles([_train_split(r) for r in rs])}; in-run evaluations "
             f"({in_run} tasks: {'' if final else 'before/after, '}the curves, sample efficiency"
-            f"{', differences' if len(ests) > 1 else ''}): {held}"
+            f"{', differences' if len(ests) > 1 else ''}): {_with_roles(in_run_splits)}"
         )
+        if env.startswith("webshop") and {"validation", "eval"} & set(in_run_splits):
+            line += (
+                " — WebShop's validation goals are its published `eval` goals, from which the shipped warm start's "
+                "scripted episodes were drawn (its recipe under Warm starts): the curves start from a model that "
+                "has seen many of them"
+            )
+        if any(_role(x) == "test" for x in in_run_splits):
+            line += (
+                " — recorded before the environment had a validation split: these runs' in-run evaluations read "
+                "a test split"
+            )
         if final:
+            final_splits = [_final_split(r) for r in rs if r.final]
+            named = _with_roles(final_splits)
+            if any(not r.final.get("split") for r in rs if r.final) and named.endswith(")"):
+                # recorded before test splits were named: the final evaluation took the in-run tasks' split
+                named = f"{named[:-1]}; the config's held-out tasks then, whose first {in_run} are the in-run ones)"
             line += (
                 f"; final evaluation ({' / '.join(map(str, final))} tasks: before/after"
-                f"{', differences' if len(ests) > 1 else ''}): the same split (the config's held-out tasks, whose "
-                f"first {in_run} are the in-run ones)"
+                f"{', differences' if len(ests) > 1 else ''}): {named}"
             )
         lines.append(line + ".")
     tuned = [TUNED_ON_HELDOUT[env] for env in sorted({env for env, _ in groups}) if env in TUNED_ON_HELDOUT]
     if tuned:
         lines.append(
-            f"- {' and '.join(tuned)} held-out tasks also steered the warm starts and training options over many iterations: "
-            "read their figures as validation figures; none comes from a test split kept from every choice."
+            f"- {' and '.join(tuned)} also steered the shipped warm starts and training options over many iterations, "
+            "before validation splits existed: read figures on them as validation figures"
+            + (
+                "; ALFWorld's out-of-distribution split (`eval_out_of_distribution`) steered nothing."
+                if "alfworld" in {env for env, _ in groups}
+                else "."
+            )
         )
     return lines
+
+
+def test_table(runs: Sequence[Run], warm_tests: dict[str, dict[str, Any]] | None = None) -> str:
+    """Per environment with named test splits: each split's warm-start figure and each estimator's after
+    RL (mean ± std over seeds), from the runs' ``final_eval.json`` (``splits``) and the warm start's own
+    evaluations (``warm_tests``: environment → test name → record). A run recorded without its last
+    checkpoint has no after-RL figure on a split added later; the cell says so."""
+    warm_tests = warm_tests or {}
+    groups = _groups(runs)
+    lines: list[str] = []
+    order = {est: i for i, est in enumerate(NAMES)}
+    for env in sorted({env for env, _ in groups}):
+        rs = [r for (e, _), group in sorted(groups.items()) if e == env for r in group]
+        names = list(
+            dict.fromkeys(
+                [n for r in rs for n in ((r.final or {}).get("splits") or {})] + list(warm_tests.get(env, {}))
+            )
+        )
+        if not names:
+            continue
+        ests = sorted({r.estimator for r in rs}, key=lambda e: (order.get(e, len(order)), e))
+        lines += [
+            f"### {env}",
+            "",
+            "| test split | environment split | tasks | warm start | "
+            + " | ".join(f"{NAMES.get(e, e)} after RL" for e in ests)
+            + " |",
+            "|---|---|---|---|" + "---|" * len(ests),
+        ]
+        notes: list[str] = []
+        for name in names:
+            kept = [((r.final or {}).get("splits") or {}).get(name) for r in rs]
+            warm = warm_tests.get(env, {}).get(name)
+            before = next((k["before"] for k in kept if k), None) or warm
+            split = next((k["split"] for k in kept if k), None) or (warm or {}).get("split", "?")
+            tasks = int((before or {}).get("episodes") or 0)
+            cells = []
+            for est in ests:
+                after = [
+                    k["after"]["success"]
+                    for r, k in zip(rs, kept, strict=True)
+                    if r.estimator == est and k and k.get("after")
+                ]
+                cells.append(_cell(after) if after else "not measured (no checkpoint kept)")
+            lines.append(
+                f"| {name} | `{split}` | {tasks} | {_cell([before['success']]) if before else '–'} | "
+                + " | ".join(cells)
+                + " |"
+            )
+            starts = {str(r.final.get("warm_start")) for r in rs if r.final and r.final.get("warm_start")}
+            model = (warm or {}).get("model")
+            if warm and model and model not in starts:
+                notes.append(f"`{name}`: {Path(model).name}")
+        if notes:
+            recorded = [r.held_before for r in rs if r.final and not r.final.get("splits")]
+            same = warm_tests.get(env, {}).get(
+                next(
+                    (
+                        n
+                        for n in names
+                        if warm_tests.get(env, {}).get(n, {}).get("split") == _final_split(rs[0])
+                    ),
+                    "",
+                )
+            )
+            compare = (
+                f" On the records' split `{_final_split(rs[0])}` the rebuild scores {same['success']:.1%} and the "
+                f"recorded warm start {recorded[0]['success']:.1%} (the same tasks and seeded decoding: equal weights give "
+                "equal figures)."
+                if same and recorded
+                else ""
+            )
+            lines += [
+                "",
+                "Warm-start figures measured on a rebuild of the runs' warm start (its recipe and SFT budget; "
+                "the original was not on the machine that measured them): "
+                + "; ".join(notes)
+                + "."
+                + compare,
+            ]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _curve(run: Run) -> list[tuple[int, float]]:
@@ -518,7 +658,9 @@ def plot(runs: Sequence[Run], path: Path) -> None:
                 ax.fill_between(steps, lo, hi, color=colour, alpha=0.2)
         ax.set_title(env)
         ax.set_xlabel("RL step")
-        ax.set_ylabel("held-out success")
+        ax.set_ylabel(
+            f"success on {' / '.join(dict.fromkeys(_eval_split(r) for _, rs in groups.items() for r in rs if r.env == env))}"
+        )
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=8)
@@ -537,7 +679,10 @@ def warm_start_lines(infos: dict[str, dict[str, Any]]) -> list[str]:
         data_split = (r.get("env_kwargs") or {}).get("split", "train")
         val_split = {**(r.get("env_kwargs") or {}), **(r.get("val_env_kwargs") or {})}.get("split", "train")
         where = (
-            f"{val_split}-split"
+            # ALFWorld's and math-python's validation split is train's tasks from this seed on
+            "`validation`-split (train's tasks from seed 900,000)"
+            if val_split == "train" and r.get("val_seed") == VALIDATION_SEED and r["env"] in SEED_CARVED
+            else f"{val_split}-split"
             if val_split == data_split
             else f"`{val_split}`-split (unseen by the `{data_split}`-split data)"
         )
@@ -580,12 +725,14 @@ def write_results(
     warm_starts: dict[str, dict[str, Any]] | None = None,
     protocol: str = "",
     about: str = "",
+    warm_tests: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Write ``docs`` (markdown) and ``png`` from ``runs`` and the speed measurement; ``partial_note`` says what
     the table lacks, ``note`` what a reader needs to know about a complete one (recipes, devices, timings).
     ``protocol`` (what was run, on what, when, and how to rerun it) opens the page; ``about`` (markdown) follows
     the findings; both are kept by hand beside the page's records (``protocol.md``, ``about.md``)."""
     plot(runs, png)
+    tests = test_table(runs, warm_tests)
     parts = [
         "# Local training results: GRPO vs GiGPO (and ARPO vs GRPO) at laptop scale",
         "",
@@ -616,15 +763,29 @@ def write_results(
         "Before: the warm start; after: the last checkpoint; both on the same held-out tasks with the config's held-out decoding "
         "(ALFWorld and WebShop: sampling at temperature 0.4, seeded, as verl-agent evaluates). Where the held-out tasks are "
         "more than the in-run evaluation's, the figures come from a final evaluation after training "
-        "(`--final-eval-tasks`); the curves show the in-run evaluations. Cells: mean ± std over seeds.",
+        "(`--final-eval-tasks`, on the config's first test split); the curves show the in-run evaluations. Cells: mean ± std "
+        "over seeds. Each environment's table names its split.",
         "",
-        "Splits (from each run's `run.json`):",
+        "Splits (from each run's `run.json` and `final_eval.json`; train: what training draws from, validation: what "
+        "choices may look at, test: only reported):",
         "",
         *split_lines(runs),
         "",
         table(runs),
         f"![learning curves]({_relative(png, docs.parent)})",
         "",
+        *(
+            [
+                "## Test splits",
+                "",
+                "Success (%) on each test split of the config (`toolgym.test`), from the final evaluation "
+                "(`--final-eval-tasks`): the warm start, and each estimator's last checkpoint (mean ± std over seeds).",
+                "",
+                tests,
+            ]
+            if tests
+            else []
+        ),
         *comparison_sections(runs),
         "## What came out",
         "",
@@ -639,13 +800,15 @@ def write_results(
         reproduce,
         "```",
         "",
-        "The full table with the benchmark's defaults (3 seeds, 20 RL steps of 16 tasks × 8, 96 held-out tasks during training "
-        "and 480 at the end; hours on 2 cores; finished runs are reused when it is restarted):",
+        "The full table with the benchmark's defaults (3 seeds, 20 RL steps of 16 tasks × 8, 96 validation tasks during "
+        "training and 480 of each test split at the end, ALFWorld's out-of-distribution split included; hours on 2 cores; "
+        "finished runs are reused when it is restarted):",
         "",
         "```bash",
         "toolgym warmstart --env alfworld && toolgym warmstart --env webshop && toolgym warmstart --env math_python",
         "nice -n 10 .venv/bin/python bench/learning_table.py --envs alfworld webshop --final-eval-tasks 480",
-        "nice -n 10 .venv/bin/python bench/learning_table.py --envs math_python --steps 20 --tasks 4 --eval-tasks 64",
+        "nice -n 10 .venv/bin/python bench/learning_table.py --envs math_python --steps 20 --tasks 4 --eval-tasks 64 "
+        "--final-eval-tasks 64",
         "```",
         "",
         "Each run (exactly as the benchmark started it):",

@@ -7,9 +7,13 @@ compare their validation success (greedy, training split) over SFT steps.
     .venv/bin/python bench/warmstart_sweep.py --env webshop --heldout webshop_grpo --heldout-tasks 96 \
         --variant v2k:vocab_size=2048 --variant v4k:vocab_size=4096
 
-``--heldout CONFIG`` then measures each built variant as the learning table's "before" column does:
-the local config's held-out tasks (``toolgym.val``) and decoding, ``--heldout-tasks`` of them, in a
-process of its own (``--eval-model DIR``, which prints one JSON line).
+``--heldout CONFIG`` then measures each built variant on the local config's validation tasks
+(``toolgym.val``: the environment's ``validation`` split, which choices may look at) with its held-out
+decoding, ``--heldout-tasks`` of them, in a process of its own (``--eval-model DIR``, which prints one
+JSON line). ``--eval-model DIR --heldout CONFIG --test NAME`` measures a model on the config's test
+split ``toolgym.test.NAME`` instead (ALFWorld: ``in_distribution``, ``out_of_distribution``; repeat
+``--test`` for several, one JSON line each): the learning table's final evaluation, reported and never
+chosen on.
 
 A variant is ``NAME:FIELD=VALUE,...`` (fields of ``WarmStartRecipe``; ``NAME:`` alone is the shipped
 recipe); ``--set FIELD=VALUE`` applies to every variant. Each variant is one ``toolgym warmstart``
@@ -120,21 +124,36 @@ def heldout(args: argparse.Namespace, directory: str) -> dict[str, Any]:
 
 
 def evaluate_model(args: argparse.Namespace) -> None:
-    """``--eval-model DIR``: held-out success of one model with the local config ``--heldout``."""
+    """``--eval-model DIR``: success of one model with the local config ``--heldout`` on its validation
+    tasks, or on each test split named by ``--test`` (one JSON line per evaluation, in one process)."""
     import asyncio
 
     import torch
 
+    from toolgym.core.errors import ConfigError
     from toolgym.training import runner
 
     torch.set_num_threads(max(1, args.threads))
     overrides = [f"toolgym.val.num_tasks={args.heldout_tasks}", *args.heldout_set]
-    rl, settings = runner.build(runner.load_config(args.heldout, overrides))
-    # the config's sandboxes (math_python runs Python in them): without them every tool call fails
-    # and the figure would measure the missing sandbox, not the model
-    runner.check_environment(rl, settings["sandbox_backend"])
+    data = runner.load_config(args.heldout, overrides)
+    tests = data["toolgym"].get("test") or {}
+    unknown = [name for name in args.test if name not in tests]
+    if unknown:
+        raise ConfigError(
+            f"config {args.heldout} has no test split {unknown[0]!r} under toolgym.test; it has: "
+            + (", ".join(tests) or "none")
+        )
+    settings_of = []
+    for name in args.test or [""]:
+        if name:  # the test range takes the evaluation's place (same decoding); training never reads it
+            data["toolgym"]["val"] = {**tests[name], "num_tasks": args.heldout_tasks}
+        rl, settings = runner.build(data)
+        # the config's sandboxes (math_python runs Python in them): without them every tool call fails
+        # and the figure would measure the missing sandbox, not the model
+        runner.check_environment(rl, settings["sandbox_backend"])
+        settings_of.append((name, rl, settings))
 
-    async def go() -> dict[str, Any]:
+    async def go(name: str, rl: Any, settings: dict[str, Any]) -> dict[str, Any]:
         loop, _, close = runner.open_loop(
             rl, Path(args.eval_model), device=args.device, sandbox_backend=settings["sandbox_backend"]
         )
@@ -144,15 +163,19 @@ def evaluate_model(args: argparse.Namespace) -> None:
             await close()
         return {
             "config": args.heldout,
+            "split": str({**rl.env_kwargs, **rl.eval.env_kwargs}.get("split", "default")),
+            **({"test": name} if name else {}),
             "tasks": result.episodes,
             "success": result.success,
             "score": result.mean_score,
             "failed": result.failed,
             "seconds": result.seconds,
             "by_type": result.by_type,
+            "per_task": result.per_task,
         }
 
-    print(json.dumps(asyncio.run(go())))
+    for name, rl, settings in settings_of:
+        print(json.dumps(asyncio.run(go(name, rl, settings))), flush=True)
 
 
 def line(r: dict[str, Any]) -> str:
@@ -195,6 +218,14 @@ def main() -> None:
         help="an override of the --heldout config (e.g. toolgym.sandbox_backend=local)",
     )
     parser.add_argument("--eval-model", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --eval-model: the config's test split toolgym.test.NAME instead of its validation tasks "
+        "(repeatable: one JSON line each)",
+    )
     args = parser.parse_args()
     if args.eval_model:
         from toolgym.core.errors import ToolgymError

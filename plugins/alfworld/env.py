@@ -6,8 +6,8 @@ answers commands with ALFWorld's wording in either dialect; success is ALFWorld'
 
 Arguments (all accept strings, as ``--env-arg key=value`` passes them):
 
-- ``split``: ``train`` | ``eval_in_distribution`` (``valid_seen``) | ``eval_out_of_distribution``
-  (``valid_unseen``);
+- ``split``: ``train`` | ``validation`` (carved from ``train``: see ``generator``) |
+  ``eval_in_distribution`` (``valid_seen``) | ``eval_out_of_distribution`` (``valid_unseen``);
 - ``task_types``: ids 1-6 or names (``pick,look,clean,heat,cool,pick_two``); seed ``s`` gets type
   ``task_types[s % len(task_types)]``;
 - ``dialect``: ``move`` (alfworld 0.4 data, default) or ``put`` (json_2.1.1: ``put X in/on Y``);

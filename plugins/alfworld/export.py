@@ -26,6 +26,7 @@ from .text import Dialect, check_dialect
 
 _SPLIT_DIRS = {
     "train": "train",
+    "validation": "valid_train",  # carved from train; ALFWorld's data names its train-side evaluation so
     "eval_in_distribution": "valid_seen",
     "eval_out_of_distribution": "valid_unseen",
 }

@@ -1,9 +1,13 @@
-"""Seeded generator of rooms and tasks, with ALFWorld's three splits.
+"""Seeded generator of rooms and tasks, with ALFWorld's three splits and a validation split.
 
 A scene number fixes a room's furniture (which receptacles, how many of each), as an ALFRED floor
 plan does; a task instance adds a goal and a placement of objects. Splits:
 
 - ``train``: seen scenes (7-30 of each room kind, ALFRED's training floor plans);
+- ``validation``: carved from ``train`` (ALFWorld publishes none: its two evaluation splits are what
+  papers report): task ``s`` is ``train``'s task at seed ``VALIDATION_SEED + s``. Training draws
+  (RL tasks, warm-start data) use seeds below ``VALIDATION_SEED``; recipe and checkpoint choices
+  look here, never at the two evaluation splits;
 - ``eval_in_distribution`` (ALFWorld's ``valid_seen``): the same scenes, other instances;
 - ``eval_out_of_distribution`` (``valid_unseen``): held-out scenes (1-6 of each kind).
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .catalog import (
     CAN_CONTAIN,
@@ -38,8 +42,13 @@ from .tasks import STATE_OF, TASK_TYPES, Goal
 from .text import Dialect
 from .world import Item, Receptacle, World
 
-SPLITS: tuple[str, ...] = ("train", "eval_in_distribution", "eval_out_of_distribution")
+SPLITS: tuple[str, ...] = ("train", "validation", "eval_in_distribution", "eval_out_of_distribution")
+VALIDATION_SEED = 900_000
+"""``validation`` task ``s`` is ``train``'s task at seed ``VALIDATION_SEED + s`` (a multiple of 2-6, so
+task types cycle as in ``train``); the warm starts' checks (train seeds from 900,000) are its first tasks."""
 SPLIT_ALIASES: dict[str, str] = {
+    "valid": "validation",
+    "val": "validation",
     "valid_seen": "eval_in_distribution",
     "eval_id": "eval_in_distribution",
     "id": "eval_in_distribution",
@@ -123,6 +132,8 @@ def generate(split: str, seed: int, task_types: Sequence[str]) -> Instance:
     split = check_split(split)
     if not task_types:
         raise ValueError("task_types is empty")
+    if split == "validation":
+        return replace(generate("train", VALIDATION_SEED + seed, task_types), split=split, seed=seed)
     task_type = task_types[seed % len(task_types)]
     scenes = seen_scenes() if split != "eval_out_of_distribution" else unseen_scenes()
     scenes = [s for s in scenes if room_of_scene(s).name in ROOMS_FOR[task_type]]

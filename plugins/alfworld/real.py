@@ -129,6 +129,11 @@ class RealAlfworldEnv(AlfworldEpisodeEnv):
             self.task_types = parse_task_types(task_types)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if self.split == "validation":  # carving it would shrink the published train split
+            raise ConfigError(
+                "alfworld-real has no validation split (ALFWorld's data has train, valid_seen and valid_unseen); "
+                "hold back train games with game_files=, or use the built-in alfworld's validation split"
+            )
         self.data_path, self.game_files, self.expert = data_path, game_files, expert
         self.game: str | None = None
         self._env: Any = None

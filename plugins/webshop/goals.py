@@ -11,6 +11,8 @@ As published:
   40.00 dollars``; a product too dear for that gets no limit (1,000,000);
 - the goal list is shuffled with a fixed seed (233), then split by position: test goals 0-499,
   eval 500-1499, train the rest (``trainval``, 500 onwards, is what verl-agent trains on).
+  ``validation`` is another name for ``eval``, the published development split: what recipe and
+  checkpoint choices may look at, while ``test`` is only reported.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SHUFFLE_SEED = 233
 SPLITS: dict[str, tuple[int, int | None]] = {
     "test": (0, 500),
     "eval": (500, 1500),
+    "validation": (500, 1500),  # the published development split under the name every environment uses
     "train": (1500, None),
     "all": (0, None),
     "trainval": (500, None),  # verl-agent trains on every goal after the test split
@@ -129,7 +132,7 @@ def make_goals(
 
 
 def split_indices(num_goals: int, split: str) -> range:
-    """Goal positions of a split (test 0-499, eval 500-1499, train 1500+, trainval 500+, or all)."""
+    """Goal positions of a split (test 0-499, eval or validation 500-1499, train 1500+, trainval 500+, or all)."""
     if split not in SPLITS:
         raise ConfigError(f"unknown WebShop split {split!r}; use one of {', '.join(SPLITS)}")
     start, stop = SPLITS[split]

@@ -176,3 +176,112 @@ def test_a_final_evaluation_on_more_tasks_fills_the_table_and_a_stale_one_is_ign
         and stale.held_after["success"] == 0.08
         and "| GiGPO | 1 | 10 | 96 |" in table([stale])
     )
+
+
+def _split_run(est: str, seed: int, eval_split: str, final: dict | None) -> Run:  # type: ignore[type-arg]
+    records = [
+        {"step": 0, "heldout": {"success": 0.2, "episodes": 96}},
+        {"step": 20, "heldout": {"success": 0.3, "episodes": 96}},
+    ]
+    rl = {"env_kwargs": {}, "eval": {"env_kwargs": {"split": eval_split}}}
+    return Run("alfworld", est, seed, Path("."), "cmd", 60.0, records, final, rl)
+
+
+def _record(success: float, split: str) -> dict:  # type: ignore[type-arg]
+    return {"success": success, "episodes": 480, "split": split}
+
+
+def test_every_figure_names_its_split_and_role_and_old_records_say_they_predate_validation() -> None:
+    from bench.results_page import split_lines, test_table
+
+    splits = {
+        "in_distribution": {
+            "split": "eval_in_distribution",
+            "before": _record(0.25, "eval_in_distribution"),
+            "after": _record(0.40, "eval_in_distribution"),
+        },
+        "out_of_distribution": {
+            "split": "eval_out_of_distribution",
+            "before": _record(0.10, "eval_out_of_distribution"),
+            "after": _record(0.20, "eval_out_of_distribution"),
+        },
+    }
+    final = {
+        "tasks": 480,
+        "step": 20,
+        "warm_start": "/w/alfworld-a",
+        "split": "eval_in_distribution",
+        "before": splits["in_distribution"]["before"],
+        "after": splits["in_distribution"]["after"],
+        "splits": splits,
+    }
+    new = [_split_run("grpo", s, "validation", final) for s in (0, 1)]
+    lines = "\n".join(split_lines(new))
+    assert "in-run evaluations (96 tasks: the curves, sample efficiency): `validation` (validation)" in lines
+    assert "final evaluation (480 tasks: before/after): `eval_in_distribution` (test)" in lines
+    assert "predate" not in lines and "before the environment had a validation split" not in lines
+    assert "ALFWorld's out-of-distribution split (`eval_out_of_distribution`) steered nothing" in lines
+    assert "Before/after on `eval_in_distribution` (test): the final evaluation." in table(new)
+    tests = test_table(new)
+    assert "| in_distribution | `eval_in_distribution` | 480 | 25.0 | 40.0 ± 0.0 |" in tests
+    assert "| out_of_distribution | `eval_out_of_distribution` | 480 | 10.0 | 20.0 ± 0.0 |" in tests
+
+    # a run recorded before validation splits: its in-run and final evaluations read the test split; its
+    # checkpoint was not kept, so a split measured later has the warm start's figure only (a rebuild's)
+    old_final = {
+        "tasks": 480,
+        "step": 20,
+        "warm_start": "/w/alfworld-a",
+        "before": _record(0.25, ""),
+        "after": _record(0.4, ""),
+    }
+    old = [_split_run("grpo", 0, "eval_in_distribution", old_final)]
+    lines = "\n".join(split_lines(old))
+    assert "`eval_in_distribution` (test) — recorded before the environment had a validation split" in lines
+    assert (
+        "final evaluation (480 tasks: before/after): `eval_in_distribution` (test; the config's held-out tasks then"
+        in lines
+    )
+    warm = {
+        "alfworld": {
+            "in_distribution": {**_record(0.25, "eval_in_distribution"), "model": "/c/alfworld-b"},
+            "out_of_distribution": {**_record(0.12, "eval_out_of_distribution"), "model": "/c/alfworld-b"},
+        }
+    }
+    tests = test_table(old, warm)
+    assert (
+        "| out_of_distribution | `eval_out_of_distribution` | 480 | 12.0 | not measured (no checkpoint kept) |"
+        in tests
+    )
+    assert "measured on a rebuild of the runs' warm start" in tests and "alfworld-b" in tests
+    assert "the rebuild scores 25.0% and the recorded warm start 25.0%" in tests
+    assert test_table([_run("grpo", 0, 0.1, 0.2)]) == ""  # no final evaluation: no test-split section
+
+
+def test_the_warm_start_line_names_the_validation_split_its_checks_ran_on() -> None:
+    """ALFWorld's and math-python's warm-start checks run on train's tasks from seed 900,000: the
+    environments' validation split, and the line says so."""
+    from bench.results_page import VALIDATION_SEED
+    from toolgym.plugins.alfworld.generator import VALIDATION_SEED as ALFWORLD
+    from toolgym.plugins.qa.math.env import VALIDATION_SEED as MATH
+
+    assert ALFWORLD == MATH == VALIDATION_SEED
+    recipe = {
+        "env": "alfworld-verl",
+        "env_kwargs": {"split": "train"},
+        "episodes": 1200,
+        "mistake_rate": 0.1,
+        "hidden_size": 64,
+        "num_layers": 2,
+        "sft_val_tasks": 24,
+        "val_seed": 900_000,
+    }
+    info = {
+        "recipe": recipe,
+        "scripted_success": 0.8,
+        "rows": 9411,
+        "sft_steps": 3500,
+        "validation": [[3500, 0.25]],
+    }
+    line = warm_start_lines({"alfworld": info})[0]
+    assert "24 `validation`-split (train's tasks from seed 900,000) validation tasks at the end: 25%" in line

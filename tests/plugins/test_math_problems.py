@@ -46,3 +46,31 @@ def test_answers_leave_the_streams_alone_while_cells_print_concurrently() -> Non
     assert sys.stdout is before
     assert answers == expected
     assert stdout == "".join(f"{i}\n" for i in range(lines))
+
+
+def test_math_splits_never_share_a_seed_and_validation_is_carved_from_train() -> None:
+    """``validation`` task s is train's problem at seed VALIDATION_SEED + s; test shifts by 10**9; the
+    ranges that training draws (RL tasks from 0, the warm start's data from its data_seed) end below
+    VALIDATION_SEED, so no task of one split is a task of another (their questions may repeat: see
+    the environment's docstring)."""
+    import pytest
+
+    from toolgym import ConfigError
+    from toolgym.plugins.qa.math.env import TEST_OFFSET, VALIDATION_SEED, MathPythonEnv
+    from toolgym.training.warmstart.recipe import RECIPES
+
+    def task(split: str, seed: int):  # type: ignore[no-untyped-def]
+        return MathPythonEnv(split=split).load_task(seed)
+
+    assert [task("validation", s).question for s in range(8)] == [
+        generate_problem(VALIDATION_SEED + s).question for s in range(8)
+    ]
+    assert [task("test", s).question for s in range(8)] == [
+        generate_problem(TEST_OFFSET + s).question for s in range(8)
+    ]
+    assert task("validation", 3).id == "validation-3" and task("validation", 3) == task("validation", 3)
+    r = RECIPES["math_python"]
+    assert r.data_seed + r.episodes <= VALIDATION_SEED and r.val_seed == VALIDATION_SEED
+    assert VALIDATION_SEED + 10**8 < TEST_OFFSET  # validation's seeds stay below test's
+    with pytest.raises(ConfigError, match="train, validation, test"):
+        MathPythonEnv(split="dev")

@@ -113,6 +113,11 @@ class ToolgymSettings(BaseModel):
     the trainer's process (beside its credentials and files); refused otherwise."""
     train: TaskRange = Field(default_factory=TaskRange)
     val: TaskRange = Field(default_factory=lambda: TaskRange(num_tasks=16, first_task=100_000))
+    """Validation during training (verl's ``test_freq``, the local trainer's in-run evaluations): the
+    environment's ``validation`` split in the shipped configs, what recipe and checkpoint choices may look at."""
+    test: dict[str, TaskRange] = Field(default_factory=dict)
+    """Test splits by name (ALFWorld: ``in_distribution``, ``out_of_distribution``): reported once per final
+    configuration (``bench/learning_table.py --final-eval-tasks``); no trainer reads them, so nothing is chosen on them."""
     data_dir: str | None = None
     """Where the task-index Parquet files are written (default: under ``trainer.default_local_dir``)."""
     images_dir: str | None = None

@@ -3,7 +3,12 @@
 One episode: the question; the model calls ``python`` (a persistent session in the episode's
 sandbox) as often as it likes; a turn without a tool call is the final answer, scored 1 when it
 equals the exact answer (``\\boxed{}``, ``<answer>`` or the last number), else 0.
-Splits: ``train`` uses seeds as given, ``test`` shifts them by 10**9 so the two never overlap.
+Splits: ``train`` uses seeds as given; ``validation`` is carved from it, task ``s`` being ``train``'s seed
+``VALIDATION_SEED + s`` (training draws, RL tasks and warm-start data, use seeds below it; the warm
+start's checks, train seeds from 900,000, are its first tasks); ``test`` shifts seeds by 10**9, so
+the three never share a seed. They can share a question: two families draw from small parameter
+ranges (``binomial``, ``factorial_digits``: every one of test's first 400 questions of those families
+is among train's first 20,000; ``primes``: 2 of 54), so about a quarter of any split repeats train.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from toolgym.plugins.qa.math.problems import FAMILIES, generate_problem
 from toolgym.plugins.qa.math.reward import extract_answer, numeric_match
 
 TEST_OFFSET = 10**9
+VALIDATION_SEED = 900_000
+SPLITS = ("train", "validation", "test")
 
 SYSTEM_PROMPT = (
     "You solve math problems. Use the python tool to compute exactly (print the result), "
@@ -33,8 +40,8 @@ class MathPythonEnv(ToolTaskEnv):
         self, split: str = "train", families: str | list[str] | None = None, tool: str = "python"
     ) -> None:
         super().__init__()
-        if split not in ("train", "test"):
-            raise ConfigError(f"split must be 'train' or 'test', got {split!r}")
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         if isinstance(families, str):
             families = [f.strip() for f in families.split(",") if f.strip()]
         unknown = sorted(set(families or ()) - set(FAMILIES))
@@ -46,7 +53,7 @@ class MathPythonEnv(ToolTaskEnv):
         self._last_output: str | None = None
 
     def load_task(self, seed: int) -> Task:
-        offset = TEST_OFFSET if self.split == "test" else 0
+        offset = {"train": 0, "validation": VALIDATION_SEED, "test": TEST_OFFSET}[self.split]
         p = generate_problem(seed + offset, self.families)
         return Task(
             id=f"{self.split}-{seed}",

@@ -148,11 +148,38 @@ def test_splits_are_disjoint() -> None:
         check_split("test")
 
 
+def test_validation_is_carved_from_train_and_shares_no_instance_with_any_other_draw() -> None:
+    """``validation`` task s is train's seed VALIDATION_SEED + s (the same distribution, one fixed
+    carve); no instance of it is one that training draws (RL tasks from seed 0, the warm starts'
+    scripted data from 500,000) or one of the two test splits."""
+    from toolgym.plugins.alfworld.generator import VALIDATION_SEED
+    from toolgym.training.warmstart.recipe import RECIPES
+
+    validation = [generate("validation", s, ALL) for s in range(200)]
+    assert all(v.split == "validation" and v.seed == s for s, v in enumerate(validation))
+    assert [v.key for v in validation] == [
+        generate("train", VALIDATION_SEED + s, ALL).key for s in range(200)
+    ]
+    assert [v.key for v in validation] == [generate("val", s, ALL).key for s in range(200)], "deterministic"
+    assert [v.goal.task_type for v in validation[:6]] == list(ALL), "task types cycle as in train"
+    keys = {v.key for v in validation}
+    data_seed = RECIPES["alfworld"].data_seed
+    train = {generate("train", s, ALL).key for s in range(2000)}
+    data = {generate("train", data_seed + s, ALL).key for s in range(RECIPES["alfworld"].episodes)}
+    tests = {generate(split, s, ALL).key for split in SPLITS[2:] for s in range(480)}
+    assert not keys & train and not keys & data and not keys & tests
+    # the warm start's checks (train seeds from val_seed) are validation's first tasks
+    assert RECIPES["alfworld"].val_seed == VALIDATION_SEED
+    assert {**RECIPES["alfworld"].env_kwargs, **RECIPES["alfworld"].val_env_kwargs}["split"] == "train"
+    assert data_seed + RECIPES["alfworld"].episodes <= VALIDATION_SEED
+    assert check_split("validation") == check_split("valid") == "validation"
+
+
 @pytest.mark.parametrize("task_type", ALL)
 def test_every_task_type_appears_in_its_rooms_and_starts_unsolved(task_type: str) -> None:
     rooms = set()
     for seed in range(60):
-        inst = generate(SPLITS[seed % 3], seed, (task_type,))
+        inst = generate(SPLITS[seed % len(SPLITS)], seed, (task_type,))
         assert inst.goal.task_type == task_type
         assert not inst.goal.satisfied(inst.world())
         rooms.add(inst.room)

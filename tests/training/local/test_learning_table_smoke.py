@@ -97,9 +97,23 @@ def test_learning_table_smoke_writes_results_and_curves(tmp_path: Path) -> None:
         final["warm_start"]
         == json.loads((out / "alfworld-grpo-seed0" / "run.json").read_text())["run"]["model_dir"]
     )
+    assert sorted(p.name.rsplit("-", 1)[1] for p in out.glob("final-eval-alfworld-*-3-*.json")) == [
+        "in_distribution.json",
+        "out_of_distribution.json",
+    ]  # one warm-start evaluation per test split for both estimators
+    # the final evaluation reads the config's test splits (the in-run evaluations its validation split)
+    assert final["split"] == "eval_in_distribution" and final["test"] == "in_distribution"
+    assert {k: v["split"] for k, v in final["splits"].items()} == {
+        "in_distribution": "eval_in_distribution",
+        "out_of_distribution": "eval_out_of_distribution",
+    }
+    assert final["before"] == final["splits"]["in_distribution"]["before"]
+    assert all(len(v["after"]["per_task"]) == 3 for v in final["splits"].values())
     assert (
-        len(list(out.glob("final-eval-alfworld-*-3.json"))) == 1
-    )  # one warm-start evaluation for both estimators
+        "## Test splits" in rewritten
+        and "| out_of_distribution | `eval_out_of_distribution` | 3 |" in rewritten
+    )
+    assert "`validation` (validation)" in rewritten and "`eval_in_distribution` (test)" in rewritten
     assert "--final-eval-tasks 3" in rewritten  # the reproduce line names the final evaluation
 
     # the page's records (default: data/NAME/ beside the page): kilobytes, no checkpoints or trajectories,
@@ -214,10 +228,10 @@ def test_a_final_evaluation_with_errored_episodes_is_refused(monkeypatch) -> Non
         )
 
     answer(1)
-    assert table.evaluate_model(args, "math_python_grpo", Path("m"))["failed"] == 1
+    assert table.evaluate_model(args, "math_python_grpo", Path("m"), ["test"])["test"]["failed"] == 1
     answer(2)
     with pytest.raises(SystemExit, match="2 of 100 episodes ended in an error"):
-        table.evaluate_model(args, "math_python_grpo", Path("m"))
+        table.evaluate_model(args, "math_python_grpo", Path("m"), ["test"])
 
 
 def test_estimators_adds_graphgpo_rows_and_refuses_an_estimator_the_env_lacks(tmp_path: Path) -> None:
@@ -372,3 +386,61 @@ def test_the_warm_start_line_is_the_runs_own_warm_start_not_the_cached_one(
         json.dumps({"recipe": dataclasses.asdict(shipped), "sft_steps": 3500})
     )
     assert "alfworld" not in table.warm_start_infos(args, [run])  # a record of another model: no line at all
+
+
+def test_a_record_without_its_checkpoint_gets_the_warm_starts_figures_on_the_test_splits_it_lacks(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Records keep no checkpoints: a run recorded before ALFWorld's out-of-distribution split was
+    evaluated gets the warm start's figures there (a named rebuild of it when the original is not on
+    this machine, which each figure's file names), its own after-RL side is left unmeasured, and the
+    page shows both."""
+    import argparse
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.spec_from_file_location("learning_table", ROOT / "bench" / "learning_table.py")
+    table = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(table)  # type: ignore[union-attr]
+    out = tmp_path / "alfworld-grpo-seed0"
+    out.mkdir()
+    records = [
+        {"step": 0, "heldout": {"success": 0.2, "episodes": 96}},
+        {"step": 20, "heldout": {"success": 0.3, "episodes": 96}},
+    ]
+    (out / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    gone = tmp_path / "cache" / "alfworld-old"  # the warm start the run started from, not on this machine
+    rl = {"env_kwargs": {}, "eval": {"env_kwargs": {"split": "eval_in_distribution"}}}
+    (out / "run.json").write_text(json.dumps({"rl": rl, "run": {"model_dir": str(gone)}}))
+    old = {"tasks": 4, "step": 20, "warm_start": str(gone), "before": {"success": 0.25, "episodes": 4}}
+    (out / "final_eval.json").write_text(json.dumps({**old, "after": {"success": 0.5, "episodes": 4}}))
+    calls: list[tuple[str, list[str]]] = []
+
+    def fake(args, config, model, tests):  # type: ignore[no-untyped-def]
+        calls.append((str(model), list(tests)))
+        return {t: {"test": t, "split": f"split-of-{t}", "success": 0.25, "episodes": 4} for t in tests}
+
+    monkeypatch.setattr(table, "evaluate_model", fake)
+    args = argparse.Namespace(out=tmp_path, final_eval_tasks=4, model={}, jobs=1, device="cpu")
+    with pytest.raises(SystemExit, match="not on this machine"):
+        table.final_eval(args, "alfworld", "grpo", out, 20)
+    rebuild = tmp_path / "alfworld-new"
+    args.model = {"alfworld": str(rebuild)}
+    table.final_eval(args, "alfworld", "grpo", out, 20)
+    assert calls == [(str(rebuild), ["in_distribution", "out_of_distribution"])]
+    kept = json.loads((tmp_path / "final-eval-alfworld-alfworld-old-4-out_of_distribution.json").read_text())
+    assert kept["model"] == str(rebuild) and kept["split"] == "split-of-out_of_distribution"
+    assert json.loads((out / "final_eval.json").read_text())["after"]["success"] == 0.5  # the record stays
+    table.final_eval(args, "alfworld", "grpo", out, 20)
+    assert len(calls) == 1  # kept, not measured again
+
+    from bench.results_page import read_run, test_table
+
+    run = read_run("alfworld", "grpo", 0, out, "cmd", 60.0)
+    page = test_table([run], table.warm_start_test_figures(args, [run]))
+    assert (
+        "| out_of_distribution | `split-of-out_of_distribution` | 4 | 25.0 | not measured (no checkpoint kept) |"
+        in page
+    )
+    assert "measured on a rebuild of the runs' warm start" in page and "alfworld-new" in page

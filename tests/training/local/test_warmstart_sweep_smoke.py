@@ -41,6 +41,7 @@ def test_sweep_builds_variants_and_measures_them_held_out(tmp_path: Path) -> Non
         assert variant["sft_steps"] == 2 and variant["recipe"]["env"] == "webshop-verl"
         held = variant["heldout"]
         assert held["config"] == "webshop_grpo" and held["tasks"] == 2 and 0.0 <= held["success"] <= 1.0
+        assert held["split"] == "validation"  # recipe choices look at validation, never at test
         assert Path(variant["dir"], "READY").is_file()
     assert summary["variants"][1]["recipe"]["hidden_size"] == 96
     assert "held-out" in proc.stdout
@@ -72,3 +73,25 @@ def test_held_out_evaluation_refuses_a_config_whose_sandboxes_are_missing(tmp_pa
     assert last.startswith("error: ") and "python" in last and "sandbox_backend is none" in last, proc.stderr[
         -2000:
     ]
+
+
+def test_a_test_split_the_config_does_not_name_is_one_line_listing_those_it_does(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "warmstart_sweep.py"),
+            "--eval-model",
+            str(tmp_path / "no-model"),
+            "--heldout",
+            "alfworld_grpo",
+            "--test",
+            "unseen_rooms",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "no test split 'unseen_rooms'" in last
+    assert "in_distribution, out_of_distribution" in last
