@@ -6,11 +6,14 @@ time over the run, divided by the turns), and peak RSS per live episode. The bas
 in the same run is the same workload with the LLM latency only (asyncio.sleep per turn, no
 engine), which shows the floor set by the event loop itself on this machine.
 
-CPU per turn is also measured for the reference render path (``ChatFormat.reference``: Jinja's own
-``Template.render`` and every tool schema dumped to JSON afresh each turn, the path the fast one is
-tested against) in the same run: the two alternate ``--repeat`` times each and the medians are
-printed side by side, with every run's figure (process CPU time, so other load on the machine does
-not count, though it still slows the caches). Wall-clock rows are the fast path's median run.
+CPU per turn is also measured for the reference path in the same run: the render path the fast one
+is tested against (``ChatFormat.reference``: Jinja's own ``Template.render``, every tool schema
+dumped to JSON afresh each turn, uncached pieces tokenized whole) and the tool path as it was (a
+call's arguments validated by the parser and again by the tool, a timer armed for every step and
+every tool call, even those that finish without waiting; see :func:`reference_path`). The two
+alternate ``--repeat`` times each and the medians are printed side by side, with every run's figure
+(process CPU time, so other load on the machine does not count, though it still slows the caches).
+Wall-clock rows are the fast path's median run.
 
     python bench/engine_efficiency.py [--episodes 1000] [--turns 8] [--latency 2.0] [--repeat 3] [--processes 2]
 
@@ -24,21 +27,55 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import multiprocessing
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import CALL_TEXT, bench_registry, peak_rss_mb, rss_mb
 from toolgym import EngineConfig, RolloutEngine, plan_episodes
+from toolgym.core import tools
 from toolgym.core.llm.local.tiny import load_tiny_tokenizer
 from toolgym.core.llm.testing import SimulatedBackend
+from toolgym.core.rollout import episode
 from toolgym.core.rollout.policy import ModelPolicy
 from toolgym.core.tokens.chat import ChatFormat
+from toolgym.core.tools import Tool
+
+
+@contextlib.contextmanager
+def reference_path(on: bool) -> Iterator[None]:
+    """The engine as it was before its shortcuts, as the baseline: the reference render path, tool
+    arguments validated twice (``Tool.check`` only validates, so ``Tool.call`` validates again), and
+    ``asyncio.timeout`` around every environment step and tool call (no ``within``). The records
+    are the same either way (``tests/core/test_render_fast_path.py``,
+    ``tests/core/test_checked_arguments.py``)."""
+    if not on:
+        yield
+        return
+
+    async def with_timer(awaitable: Any, timeout_s: float | None) -> Any:
+        async with asyncio.timeout(timeout_s):
+            return await awaitable
+
+    def validate_only(self: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.validate(arguments)
+        return arguments
+
+    saved = (ChatFormat.reference, tools.within, episode.within, Tool.check)
+    ChatFormat.reference, tools.within, episode.within = True, with_timer, with_timer
+    Tool.check = validate_only  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ChatFormat.reference, tools.within, episode.within, Tool.check = saved  # type: ignore[method-assign]
 
 
 async def sleep_only(episodes: int, turns: int, latency: float) -> float:
@@ -138,9 +175,8 @@ def main() -> None:
     runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     for _ in range(max(1, args.repeat)):
         for reference in (False, True):
-            ChatFormat.reference = reference
-            runs[reference].append(asyncio.run(run_engine(args.episodes, args.turns, args.latency)))
-    ChatFormat.reference = False
+            with reference_path(reference):
+                runs[reference].append(asyncio.run(run_engine(args.episodes, args.turns, args.latency)))
 
     def cpu_ms(rows: list[dict[str, float]]) -> list[float]:
         return [row["cpu"] / row["turns"] * 1000 for row in rows]
@@ -159,7 +195,7 @@ def main() -> None:
     )
     print(
         f"engine CPU per turn: {statistics.median(fast_ms):.3f} ms (runs {', '.join(f'{x:.3f}' for x in fast_ms)}) "
-        f"vs reference render path {statistics.median(ref_ms):.3f} ms (runs {', '.join(f'{x:.3f}' for x in ref_ms)}) "
+        f"vs reference path {statistics.median(ref_ms):.3f} ms (runs {', '.join(f'{x:.3f}' for x in ref_ms)}) "
         f"→ {statistics.median(ref_ms) / statistics.median(fast_ms):.2f}× less (goal ≤ 0.15 ms)"
     )
     print(f"peak RSS per live episode: {r['rss_per_episode_kb']:.1f} KB (first run)")

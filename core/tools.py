@@ -13,6 +13,11 @@ is declared, as JSON Schema says. Arguments that are not JSON values are refused
 arguments are refused (``unexpected argument 'x'``) unless the function declares ``**kwargs``; then
 undeclared arguments are passed through as given (never under an injected name) and the schema
 says ``additionalProperties: true``.
+
+Arguments are validated once per call: a parser checks them against the tool (``Tool.check``,
+which raises the same errors as ``validate``) and hands the tool their validated values with them
+(``CheckedArguments``); anything else that reaches ``Tool.call`` is validated there. The timeout
+arms a timer only for a call that waits (``toolgym.core.deadline.within``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,14 @@ from typing import Any, get_type_hints
 
 import pydantic
 
+from .deadline import within
 from .errors import ToolArgumentError, ToolExecutionError, ToolgymError
 
 INJECTED = frozenset({"sandbox", "ctx"})
 DEFAULT_TIMEOUT_S = 30.0
+_ARGUMENTS_JSON = json.JSONEncoder(allow_nan=False)
+"""``json.dumps(arguments, allow_nan=False)``, built once (``dumps`` builds an encoder per call
+for any argument it does not take by default)."""
 
 
 class ToolDefinitionError(ToolgymError, TypeError):
@@ -95,7 +104,7 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, got {type(arguments).__name__}"
             )
         try:
-            return arguments, json.dumps(arguments, allow_nan=False)
+            return arguments, _ARGUMENTS_JSON.encode(arguments)
         except (TypeError, ValueError, RecursionError):
             raise ToolArgumentError(
                 f"invalid arguments for {self.name}: arguments must be JSON values (strings, numbers, "
@@ -103,21 +112,32 @@ class Tool:
             ) from None
 
     def validate(self, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
-        """Check arguments against the schema; raise ToolArgumentError with a message for the model."""
+        """Check arguments against the schema; raise ToolArgumentError with a message for the model.
+        Returns the validated values (defaults filled in), what the function is called with."""
         _, as_json = self.json_object(arguments)
         try:  # strict JSON-mode validation: no bool→int, str→number or number→str coercion
             model = self.args_model.model_validate_json(as_json, strict=True)
         except pydantic.ValidationError as exc:
             raise ToolArgumentError(_describe_validation_error(self.name, exc)) from None
-        values = {name: getattr(model, name) for name in type(model).model_fields}
-        extra = model.__pydantic_extra__ or {}
-        forbidden = sorted(set(extra) & INJECTED)
-        if forbidden:
-            raise ToolArgumentError(
-                f"invalid arguments for {self.name}: unexpected argument {forbidden[0]!r}"
-            )
-        values.update(extra)
+        values = dict(model.__dict__)  # the fields' values, in their order (extra ones are apart)
+        extra = model.__pydantic_extra__
+        if extra:
+            forbidden = sorted(set(extra) & INJECTED)
+            if forbidden:
+                raise ToolArgumentError(
+                    f"invalid arguments for {self.name}: unexpected argument {forbidden[0]!r}"
+                )
+            values.update(extra)
         return values
+
+    def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``validate`` for a parser: the model's ``arguments`` as they were (to record), carrying
+        their validated values when that is safe (see :class:`CheckedArguments`) so that ``call``
+        does not validate them a second time. Raises ToolArgumentError as ``validate`` does."""
+        values = self.validate(arguments)
+        if type(arguments) is dict and all(type(v) in _SCALARS for v in arguments.values()):
+            return CheckedArguments(arguments, self, values)
+        return arguments
 
     async def call(
         self,
@@ -130,7 +150,9 @@ class Tool:
         """Validate, run with a timeout, and wrap the result. Errors become error outputs."""
         start = time.perf_counter()
         try:
-            kwargs = self.validate(arguments)
+            checked = arguments.take_values(self) if type(arguments) is CheckedArguments else None
+            # arguments a parser checked against this tool are not validated a second time
+            kwargs = checked if checked is not None else self.validate(arguments)
         except ToolArgumentError as exc:
             return ToolOutput(str(exc), error=True, duration_s=time.perf_counter() - start)
         if "sandbox" in self.injected:
@@ -141,10 +163,10 @@ class Tool:
             kwargs["ctx"] = ctx
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            async with asyncio.timeout(limit):
-                if self.is_async:
-                    result = await self.fn(**kwargs)
-                else:
+            if self.is_async:  # no timer when the tool answers without waiting (see ``within``)
+                result = await within(self.fn(**kwargs), limit)
+            else:
+                async with asyncio.timeout(limit):
                     result = await asyncio.to_thread(self.fn, **kwargs)
         except TimeoutError:
             return ToolOutput(
@@ -162,6 +184,59 @@ class Tool:
         out = result if isinstance(result, ToolOutput) else ToolOutput(_to_text(result))
         out.duration_s = time.perf_counter() - start
         return out
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _drops_check(name: str) -> Any:
+    """``dict``'s method ``name``, made to drop a :class:`CheckedArguments`' validated values first."""
+    method = getattr(dict, name)
+
+    def change(self: CheckedArguments, *args: Any, **kwargs: Any) -> Any:
+        self._tool = None
+        return method(self, *args, **kwargs)
+
+    change.__name__ = name
+    return change
+
+
+class CheckedArguments(dict):  # type: ignore[type-arg]
+    """A model's tool arguments that a tool's schema accepted (:meth:`Tool.check`), with the values
+    they validated to, so that :meth:`Tool.call` does not validate the same arguments again.
+
+    To everything else it is the plain dict it copies (JSON, ``repr``, equality, templates; a copy
+    or a pickle is a plain dict). Only arguments whose values are all immutable scalars are
+    wrapped; any change to the mapping drops the validated values, and they are handed out once
+    (a replayed call validates afresh, so a tool that changed a mutable default sees a fresh one).
+    """
+
+    __slots__ = ("_tool", "_values")
+
+    def __init__(self, arguments: dict[str, Any], tool: Tool, values: dict[str, Any]) -> None:
+        super().__init__(arguments)
+        self._tool: Tool | None = tool
+        self._values = values
+
+    def take_values(self, tool: Tool) -> dict[str, Any] | None:
+        """The validated values if ``tool`` validated the mapping as it is now and they were not
+        taken yet; else None (validate it)."""
+        if self._tool is not tool:
+            return None
+        self._tool = None
+        return self._values
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
+
+    __setitem__ = _drops_check("__setitem__")
+    __delitem__ = _drops_check("__delitem__")
+    __ior__ = _drops_check("__ior__")
+    update = _drops_check("update")
+    pop = _drops_check("pop")
+    popitem = _drops_check("popitem")
+    clear = _drops_check("clear")
+    setdefault = _drops_check("setdefault")
 
 
 def tool(

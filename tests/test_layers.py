@@ -274,7 +274,7 @@ def test_lower_packages_import_no_plugin_training_or_application(package: str) -
 
 # -- 3. rooms of core ------------------------------------------------------------------------------
 
-VALUES = ("types", "errors", "trajectory", "tools", "sandbox", "sandbox_profiles", "commands")
+VALUES = ("types", "errors", "deadline", "trajectory", "tools", "sandbox", "sandbox_profiles", "commands")
 ROOMS: tuple[tuple[str, ...], ...] = (
     tuple(f"toolgym.core.{v}" for v in VALUES),
     ("toolgym.core.util",),

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from toolgym.core.parsing.common import check_call, split_thought
+from toolgym.core.parsing.common import checked_call, split_thought
 from toolgym.core.tools import Tool
 from toolgym.core.types import Action, ActionKind, ToolCall, tool_call_id
 
@@ -83,7 +83,7 @@ class HermesParser(ToolParser):
             raw = body[start + len(self.OPEN) : end]
             call, error = self._parse_one(raw.strip(), len(calls))
             if error is None and call is not None:
-                error = check_call(call, tools)
+                call, error = checked_call(call, tools)
             if error is not None:
                 return Action(text, ActionKind.INVALID, error=error, thought=thought)
             assert call is not None
@@ -186,7 +186,8 @@ class XMLTagParser(ToolParser):
         else:
             args = {required[0]: content.strip("\n")}
         call = ToolCall(name=tag, arguments=args, id=tool_call_id(f"<{tag}>{content}", 0), raw=content)
-        if (error := check_call(call, tools)) is not None:
+        call, error = checked_call(call, tools)
+        if error is not None:
             return Action(text, ActionKind.INVALID, error=error, thought=thought)
         return Action(text, ActionKind.TOOL_CALLS, tool_calls=[call], thought=thought)
 

@@ -23,27 +23,39 @@ def split_thought(text: str) -> tuple[str | None, str]:
 
 def check_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> str | None:
     """Why ``call`` fails ``tools`` (an unknown name, arguments its schema refuses), or None."""
+    return checked_call(call, tools)[1]
+
+
+def checked_call(call: ToolCall, tools: Mapping[str, Tool] | None) -> tuple[ToolCall, str | None]:
+    """``check_call``, also giving the call to act on: ``call`` itself, or, once its tool accepted
+    the arguments, the same call with arguments that carry their validated values
+    (:meth:`~toolgym.core.tools.Tool.check`), so that the tool does not validate them again."""
     if tools is None:
-        return None
+        return call, None
     tool = tools.get(call.name)
     if tool is None:
         names = ", ".join(sorted(tools)) or "none"
-        return f"unknown tool {call.name!r}; available tools: {names}"
+        return call, f"unknown tool {call.name!r}; available tools: {names}"
     try:
-        tool.validate(call.arguments)
+        arguments = tool.check(call.arguments)
     except ToolArgumentError as exc:
-        return str(exc)
-    return None
+        return call, str(exc)
+    if arguments is not call.arguments:
+        call = ToolCall(call.name, arguments, call.id, call.raw)
+    return call, None
 
 
 def calls_action(
     text: str, calls: list[ToolCall], tools: Mapping[str, Tool] | None, thought: str | None
 ) -> Action:
     """The action of parsed ``calls``: ``TOOL_CALLS``, or ``INVALID`` naming the first call that fails its tool's check."""
+    checked = []
     for call in calls:
-        if (error := check_call(call, tools)) is not None:
+        call, error = checked_call(call, tools)
+        if error is not None:
             return Action(text, ActionKind.INVALID, error=error, thought=thought)
-    return Action(text, ActionKind.TOOL_CALLS, tool_calls=calls, thought=thought)
+        checked.append(call)
+    return Action(text, ActionKind.TOOL_CALLS, tool_calls=checked, thought=thought)
 
 
 def invalid_action(text: str, error: str, thought: str | None) -> Action:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from toolgym.core.deadline import within
 from toolgym.core.env.context import EpisodeContext
 from toolgym.core.env.contract import Env, StepResult
 from toolgym.core.env.digest import digest
@@ -352,8 +353,7 @@ class Episode:
     async def _env_step(self, env: Env, action: Action, anchor: str, llm: LLMCall) -> StepResult | None:
         """Apply the action and record the step. Returns None when the episode is over."""
         t0 = time.perf_counter()
-        async with asyncio.timeout(self.cfg.env_timeout_s):
-            outcome = await env.step(action)
+        outcome = await within(env.step(action), self.cfg.env_timeout_s)
         env_s = time.perf_counter() - t0
         self.env_s += env_s
         self.tool_s += sum(tc.duration_s for tc in outcome.tool_calls)
