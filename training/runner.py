@@ -538,19 +538,12 @@ def vision_processor(model_path: Path) -> Any:
 
 
 def check_modality(rl: RLConfig, model: str | Path, *, vlm: bool) -> None:
-    """A text model is not trained on screenshot-only observations (it would see placeholders only),
-    and a LoRA adapter is not put on a VLM (not built or tested for one: ``all-linear`` would put
-    adapters on the vision tower too, and its checkpoints would need the image processor's path)."""
+    """A text model is not trained on screenshot-only observations (it would see placeholders only)."""
     shown = str({**rl.env_kwargs, **rl.eval.env_kwargs}.get("observation", "axtree"))
     if not vlm and shown in SCREENSHOT_OBSERVATIONS:
         raise ConfigError(
             f"environment {rl.env!r} shows only screenshots (observation={shown}) but model {str(model)!r} is "
             "text-only; use a vision-language model (actor_rollout_ref.model.path=tiny-vl) or observation=axtree|both"
-        )
-    if vlm and rl.lora.enabled:
-        raise ConfigError(
-            f"model {str(model)!r} is a vision-language model; the local trainer trains it in full only: "
-            "set actor_rollout_ref.model.lora_rank=0"
         )
 
 

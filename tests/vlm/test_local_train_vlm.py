@@ -216,8 +216,7 @@ def test_text_and_vision_pieces_that_do_not_fit_fail_in_one_line() -> None:
     check_modality(_rl("both"), text_dir, vlm=False)  # the text is there: a text model may read it
     check_modality(_rl("screenshot"), vl_dir, vlm=True)
     check_modality(_rl("axtree"), vl_dir, vlm=True)  # a VLM reads text too
-    with pytest.raises(ConfigError, match="lora_rank=0"):
-        check_modality(_rl("screenshot", lora=8), vl_dir, vlm=True)
+    check_modality(_rl("screenshot", lora=8), vl_dir, vlm=True)  # LoRA on the VLM's language model
 
 
 def test_a_vision_config_without_its_image_processor_is_refused(tmp_path: Path) -> None:
@@ -265,3 +264,66 @@ def test_sft_rows_of_a_vlm_dataset_carry_their_screenshots(tmp_path: Path) -> No
     before = {k: v.detach().clone() for k, v in model.named_parameters() if k.startswith("model.visual.")}
     trainer.sft_step(rows)
     assert any(not torch.equal(v, before[k]) for k, v in model.named_parameters() if k in before)
+
+
+def test_a_lora_adapter_on_a_vlm_trains_the_language_model_only_and_checkpoints_with_the_processor(
+    tmp_path: Path,
+) -> None:
+    """``lora_rank > 0`` on ``tiny-vl``: adapters on the language model's linear layers and none on
+    the vision tower (unless ``exclude_modules`` says otherwise); an SFT step over rows that carry
+    their screenshots moves the adapter alone; the checkpoint holds the adapter and the image
+    processor, and a fresh adapter on a fresh model resumes from it to the same weights."""
+    import asyncio
+
+    from transformers import AutoModelForImageTextToText
+
+    from tests.trajectories.test_images import registry
+    from toolgym.collect.run import CollectOptions, collect
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.tokens.vision import load_image_processor
+    from toolgym.training.local.config import LoraConfig, OptimConfig
+    from toolgym.training.local.lora import adapter_parameters, attach_lora
+    from toolgym.training.local.sft import load_sft_rows
+    from toolgym.training.local.trainer import PolicyTrainer
+
+    opts = CollectOptions(
+        env="shot-adder",
+        out=tmp_path / "data",
+        model="tiny-vl",
+        episodes=2,
+        sandbox_backend="none",
+        engine=EngineConfig(max_turns=1, max_tokens_per_turn=8),
+    )
+    asyncio.run(collect(opts, registry=registry()))
+    rows = load_sft_rows(tmp_path / "data")
+    assert rows and all(len(r.images) == 1 for r in rows)
+    vl_dir = ensure_tiny_model(TINY["tiny-vl"])  # type: ignore[arg-type]
+
+    def fresh(**lora: Any) -> tuple[Any, Any]:
+        model = AutoModelForImageTextToText.from_pretrained(str(vl_dir)).float()
+        return model, attach_lora(model, LoraConfig(rank=8, **lora), seed=0)
+
+    model, adapter = fresh()
+    adapted = sorted(adapter_parameters(model))
+    assert adapted and all(".lora_A." in k or ".lora_B." in k for k in adapted)
+    assert any(".language_model." in k for k in adapted)
+    assert not any(".visual." in k for k in adapted), [k for k in adapted if ".visual." in k][:3]
+    everywhere, _ = fresh(exclude_modules=[])  # an explicit exclusion list replaces the default
+    assert any(".visual." in k for k in adapter_parameters(everywhere))
+
+    processor = load_image_processor(vl_dir)
+    trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-2), image_processor=processor, adapter=adapter)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    trainer.sft_step(rows)
+    changed = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
+    assert changed and changed <= set(adapted), sorted(changed - set(adapted))[:3]
+
+    checkpoint = trainer.save(tmp_path / "step-00001")
+    assert (checkpoint / "adapter_model.safetensors").is_file()
+    assert (checkpoint / "preprocessor_config.json").is_file()
+    again, adapter_again = fresh()
+    PolicyTrainer(again, optim=OptimConfig(lr=1e-2), image_processor=processor, adapter=adapter_again).load(
+        checkpoint
+    )
+    trained = dict(model.named_parameters())
+    assert all(torch.equal(v, trained[k]) for k, v in again.named_parameters())

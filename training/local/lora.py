@@ -9,6 +9,10 @@ into a copy would cost a second model and a copy per step, and merging in place 
 base weights by rounding on every unmerge; the unmerged forward is the trainer's own, so the
 sampler's logprobs equal the trainer's to float precision (``tests/training/local/test_lora.py``).
 
+On a vision-language model the adapter goes on the language model only: unless ``exclude_modules``
+is set, the vision tower (``VISION_TOWER``, Qwen2-VL-family naming) keeps its weights, as the usual
+recipes for LoRA on a VLM do, and trains nowhere (its weights are frozen with the rest of the base).
+
 Checkpoints hold the adapter only, in peft's layout (``adapter_config.json``,
 ``adapter_model.safetensors``), which is also what verl's ``actor_rollout_ref.model.lora_adapter_path``
 loads.
@@ -27,6 +31,8 @@ from .config import LoraConfig
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
+VISION_TOWER = r".*\.visual\..*"
+"""The modules a VLM's adapter leaves out by default (peft's regex over module names)."""
 
 
 def _peft() -> Any:
@@ -44,11 +50,16 @@ def attach_lora(model: Any, cfg: LoraConfig, *, seed: int = 0) -> Any:
     if not cfg.enabled:
         raise ConfigError("attach_lora needs lora.rank > 0 (verl.actor_rollout_ref.model.lora_rank)")
     peft = _peft()
+    from toolgym.core.llm.local.vlm import is_vlm
+
+    exclude = cfg.exclude_modules
+    if exclude is None and is_vlm(model):
+        exclude = VISION_TOWER
     settings = peft.LoraConfig(
         r=cfg.rank,
         lora_alpha=cfg.alpha,
         target_modules=cfg.target_modules,
-        exclude_modules=cfg.exclude_modules,
+        exclude_modules=exclude,
         bias="none",
         lora_dropout=0.0,
         task_type="CAUSAL_LM",
