@@ -9,10 +9,16 @@ textbox. Columns, p50 / p99 in ms:
   the page's result (what a rollout pays per turn);
 - ``tool``: the browser tool alone (``Tool.call``: one driver cell that acts, settles and observes
   the page as an accessibility tree);
-- ``direct``: the baseline: the same Playwright action (``locator.click()`` / ``locator.fill()``)
-  sent as one cell to the same browser, through the same sandbox channel, no observation;
-- ``in-sandbox``: that Playwright action timed inside the sandbox (no channel): Playwright and
-  Chromium (over CDP) alone.
+- ``direct``: a baseline: the same Playwright action (``locator.click()`` / ``locator.fill()``)
+  sent as one cell to the same browser, through the same sandbox channel, no observation (in the
+  driver's session, so with its cheaper Playwright call overhead, ``pwstack.py``);
+- ``bare``: bare Playwright: a second sandbox of the same image runs Playwright as installed in a
+  Python session of its own (no driver, no patch), with its own Chromium (the driver's flags) on
+  the same task page started the same way, and the same action on a CSS locator, one cell each,
+  through the same kind of channel;
+- ``in-sandbox`` / ``bare in-sandbox``: those two actions timed inside their sandboxes (no channel).
+
+Then each step's p50 over each baseline's (the target: within 1.5x of bare Playwright).
 
 **Reset** (browser sandboxes keep their browser), one episode at a time in one pooled
 ``miniwob`` sandbox, ``--resets`` episodes per column, p50 / p90 in ms of ``MiniWoBEnv.reset``
@@ -30,13 +36,22 @@ sandbox, so one Chromium, per live episode), through the rollout engine: success
 reward > 0), wall time, episodes/s, and the peak memory of the run's sandbox containers (cgroup v1
 ``usage - inactive_file``, as ``docker stats`` counts it), sampled every 0.5 s, and per sandbox
 (the pool keeps up to that many warm ones too, so sandboxes at the peak can exceed live episodes).
+``CPU s/ep``: CPU time of the run's containers (cgroup ``cpuacct``) and of this process (the
+engine, the MiniWoB server, the egress proxy) per episode: what an episode costs the host whatever
+else runs on it (episodes per second on 2 otherwise idle cores are about 2 / that).
 Each level runs on the pool as it is (``kept``) and, with ``--old-path``, again with every
-browser restarted at each reset (``old``), in the same run. The load average is printed before and
-after each row (the host is shared).
+browser restarted at each reset (``old``), in the same run, ``--repeat`` pairs per level; each pair
+prints kept / old episodes per second. Wall time runs from the first episode's start to the last's
+end (not the pool's teardown). ``--warm`` first runs as many untimed episodes as run at once on
+each row's pool, so that the timed ones find every sandbox made (and, kept, its browser started):
+the steady state of a run much longer than one episode per sandbox. Without it, each kept
+sandbox's first episode starts its Chromium, as on the old path (with 32 episodes at 16 at once,
+half of them). The load average is printed before and after each row (the host is shared).
 
     python bench/gui_speed.py                   # latency (60 calls each) and concurrency 1/8/16
     python bench/gui_speed.py --smoke           # 10 calls, concurrency 1 and 2, 4 episodes
     python bench/gui_speed.py --skip latency --resets 20 --levels 8 --episodes 24 --old-path
+    python bench/gui_speed.py --skip latency --resets 0 --levels 8,16 --episodes 32 --old-path --warm
 """
 
 from __future__ import annotations
@@ -59,13 +74,16 @@ from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, ToolCall
 from toolgym.plugins.gui.tools import DRIVER, driver_session
-from toolgym.plugins.miniwob.env import MINIWOB_TOOLS, MiniWoBEnv
+from toolgym.plugins.miniwob.env import _START, BROWSER, MINIWOB_TOOLS, MiniWoBEnv
 from toolgym.plugins.miniwob.site import SANDBOX_KIND, shared_site
 from toolgym.plugins.miniwob.tasks import task_list
 from toolgym.sandboxes.docker.backend import DockerBackend
 
 TOOLS = {t.name: t for t in MINIWOB_TOOLS}
+COLUMNS = ("env step", "tool", "direct", "bare", "in-sandbox", "bare in-sandbox")
+"""The step-latency columns (see the module docstring)."""
 CGROUP = Path("/sys/fs/cgroup/memory/docker")
+CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker")
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -84,12 +102,52 @@ def element(text: str, role: str) -> int:
 
 # -- step latency ----------------------------------------------------------------------------------
 
+BARE_SETUP = """
+import json as _json, os as _os, time as _time
+from playwright.sync_api import sync_playwright as _sync_playwright
+_pw = _sync_playwright().start()
+_proxy = _os.environ.get("HTTP_PROXY")
+_browser = _pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS,
+                               proxy={"server": _proxy} if _proxy else None)
+_page = _browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}).new_page()
+_page.goto(URL, wait_until="load")
+_page.evaluate(START)
+_target = _page.locator(SELECTOR).first
+"""
+"""The bare-Playwright baseline's set-up, in a Python session of its own sandbox: Playwright as
+installed (no driver, none of its patches), its own Chromium with the driver's flags, the same
+task page started the same way."""
+
+
+def bare_setup(task: str, selector: str) -> str:
+    start = (
+        _START.replace("SEED", "1")
+        .replace("NONCE", json.dumps("bare"))
+        .replace("LIMIT", json.dumps(3600 * 1000))
+    )
+    values = {
+        "CHROMIUM": BROWSER.chromium,
+        "ARGS": list(BROWSER.chromium_args),
+        "WIDTH": BROWSER.width,
+        "HEIGHT": BROWSER.height,
+        "URL": shared_site().task_url(task),
+        "START": start,
+        "SELECTOR": selector,
+    }
+    code = BARE_SETUP
+    for name, value in values.items():
+        code = code.replace(name, repr(value) if isinstance(value, str) else json.dumps(value))
+    return code
+
 
 async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
     shared_site()  # registers the sandbox profile (allowlist: this server) before the backend reads it
     out: dict[str, dict[str, list[float]]] = {}
-    for kind, task, role in (("click", "click-checkboxes", "checkbox"), ("type", "enter-text", "textbox")):
-        backend = DockerBackend(max_idle=1)  # a fresh sandbox for each page
+    for kind, task, role, selector in (
+        ("click", "click-checkboxes", "checkbox", "input[type=checkbox]"),
+        ("type", "enter-text", "textbox", "input[type=text]"),
+    ):
+        backend = DockerBackend(max_idle=2)  # fresh sandboxes for each page
         try:
             env = MiniWoBEnv(task=task, time_limit=3600, max_turns=10**6)
             ctx = EpisodeContext(episode_id=f"bench-{kind}", sandbox_backend=backend, registry=get_registry())
@@ -108,7 +166,12 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
                     f"import time as _t\n_t0 = _t.perf_counter()\n"
                     f"{DRIVER}.page.locator('[data-tg-id=\"{target}\"]').first.{act}\n_t.perf_counter() - _t0"
                 )
-                rows: dict[str, list[float]] = {"env step": [], "tool": [], "direct": [], "in-sandbox": []}
+                bare_box = await backend.acquire(SANDBOX_KIND)
+                bare = await bare_box.python()
+                made = await bare.execute(bare_setup(task, selector), timeout=120)
+                assert made.error is None, made.error
+                bare_act = f"_t0 = _time.perf_counter()\n_target.{act}\n_time.perf_counter() - _t0"
+                rows: dict[str, list[float]] = {c: [] for c in COLUMNS}
                 for i in range(calls + 3):  # the first 3 are warm-up
                     call = ToolCall(name=name, arguments=args)
                     t0 = time.perf_counter()
@@ -118,13 +181,19 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
                     t2 = time.perf_counter()
                     res = await session.execute(direct, timeout=30)
                     t3 = time.perf_counter()
+                    plain = await bare.execute(bare_act, timeout=30)
+                    t4 = time.perf_counter()
                     assert not out_tool.error and res.error is None, (out_tool.text[:200], res.error)
+                    assert plain.error is None, plain.error
                     if i >= 3:
                         rows["env step"].append((t1 - t0) * 1e3)
                         rows["tool"].append((t2 - t1) * 1e3)
                         rows["direct"].append((t3 - t2) * 1e3)
+                        rows["bare"].append((t4 - t3) * 1e3)
                         rows["in-sandbox"].append(float(res.value or "nan") * 1e3)
+                        rows["bare in-sandbox"].append(float(plain.value or "nan") * 1e3)
                 out[kind] = rows
+                await backend.release(bare_box)
             finally:
                 await ctx.aclose()
         finally:
@@ -191,7 +260,9 @@ async def resets(count: int) -> tuple[dict[str, list[float]], dict[str, list[flo
 
 
 class MemorySampler:
-    """Peak summed memory of the containers labelled with ``run_id``, sampled in a thread."""
+    """Peak summed memory of the containers labelled with ``run_id``, sampled in a thread, and
+    the CPU time they used meanwhile (``cpu_s``: cgroup v1 ``cpuacct.usage``, counted from the
+    first sample for containers there at the start, from their creation for those made later)."""
 
     def __init__(self, run_id: str) -> None:
         import docker
@@ -200,6 +271,8 @@ class MemorySampler:
         self.run_id = run_id
         self.peak = 0
         self.peak_containers = 0
+        self._cpu_first: dict[str, int] = {}
+        self._cpu_last: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -210,6 +283,20 @@ class MemorySampler:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(last - self._cpu_first.get(cid, 0) for cid, last in self._cpu_last.items()) / 1e9
+
+    def _cpu(self, ids: list[str], first: bool) -> None:
+        for cid in ids:
+            try:
+                used = int((CPUACCT / cid / "cpuacct.usage").read_text())
+            except (OSError, ValueError):
+                continue  # removed meanwhile: its last reading stands
+            if first:
+                self._cpu_first.setdefault(cid, used)
+            self._cpu_last[cid] = used
 
     def _usage(self, cid: str) -> int:
         try:
@@ -223,8 +310,9 @@ class MemorySampler:
     def _run(self) -> None:
         ids: list[str] = []
         last_list = 0.0
-        while not self._stop.is_set():
-            if time.monotonic() - last_list > 2.0:  # listing is slow; the set changes slowly
+        first = True
+        while True:
+            if time.monotonic() - last_list > 1.0:  # listing is slow; the set changes slowly
                 try:
                     ids = [
                         c.id
@@ -236,12 +324,18 @@ class MemorySampler:
             total = sum(self._usage(cid) for cid in ids)
             if total > self.peak:
                 self.peak, self.peak_containers = total, len(ids)
-            self._stop.wait(0.5)
+            self._cpu(ids, first)
+            first = False
+            if self._stop.wait(0.5):
+                self._cpu(ids, False)  # the last reading, at the end of the timed episodes
+                return
 
 
 async def concurrent(
-    tasks: tuple[str, ...], episodes: int, level: int, *, old: bool = False
+    tasks: tuple[str, ...], episodes: int, level: int, *, old: bool = False, warmup: int = 0
 ) -> dict[str, Any]:
+    """One concurrency row; ``warmup`` episodes first run untimed on the same pool (seeds after
+    the timed ones'), so that the timed episodes find their sandboxes made, as in a long run."""
     shared_site()
     backend = (OldPathBackend if old else DockerBackend)(max_idle=level)
     out: list[Any] = []
@@ -253,14 +347,19 @@ async def concurrent(
         env_kwargs={"tasks": ",".join(tasks)},
         on_trajectory=out.append,
     )
-    before = load()
-    start = time.perf_counter()
     try:
+        if warmup:
+            await engine.run(plan_episodes("miniwob", num_tasks=warmup, group_size=1, first_task=episodes))
+            await backend.settle()
+            out.clear()
+        before = load()
+        start, host_start = time.perf_counter(), os.times()
         with MemorySampler(backend.run_id) as memory:
             await engine.run(plan_episodes("miniwob", num_tasks=episodes, group_size=1))
+            wall = time.perf_counter() - start  # the episodes, not the pool's teardown
+            host_end = os.times()
     finally:
         await backend.aclose()
-    wall = time.perf_counter() - start
     ok = [t for t in out if t.status == "ok"]
     wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in ok)
     timeouts = sum(1 for t in ok if t.steps and t.steps[-1].info.get("page_reason") == "timeout")
@@ -276,6 +375,10 @@ async def concurrent(
         "page_timeouts": timeouts,
         "wall_s": wall,
         "eps_per_s": len(out) / wall,
+        "cpu_per_episode_s": (
+            memory.cpu_s + (host_end.user - host_start.user) + (host_end.system - host_start.system)
+        )
+        / max(len(out), 1),
         "reset_p50_ms": pct(reset, 50),
         "step_p50_ms": pct(steps, 50),
         "step_p99_ms": pct(steps, 99),
@@ -301,6 +404,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run each concurrency level again with the browser restarted at each reset",
     )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="before each concurrency row, run as many untimed episodes as run at once on its pool "
+        "(every sandbox made and, on the kept path, its browser started): the steady state of a long run",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="kept/old row pairs per concurrency level")
     parser.add_argument("--skip", choices=("latency", "concurrency"), default=None)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
@@ -315,18 +425,20 @@ def main(argv: list[str] | None = None) -> None:
             k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()
         }
         print(f"\nbrowser step on MiniWoB++ ({args.calls} calls each, ms; load after: {load()})")
-        print(
-            f"{'action':8} "
-            + " ".join(
-                f"{c + ' p50':>15} {c + ' p99':>15}" for c in ("env step", "tool", "direct", "in-sandbox")
-            )
-        )
+        print(f"{'action':8} " + " ".join(f"{c + ' p50':>19} {'p99':>6}" for c in COLUMNS))
         for kind, rows in lat.items():
             print(
-                f"{kind:8} "
-                + " ".join(
-                    f"{pct(rows[c], 50):15.1f} {pct(rows[c], 99):15.1f}"
-                    for c in ("env step", "tool", "direct", "in-sandbox")
+                f"{kind:8} " + " ".join(f"{pct(rows[c], 50):19.1f} {pct(rows[c], 99):6.0f}" for c in COLUMNS)
+            )
+        print("step p50 / bare Playwright p50 (target <= 1.5x):")
+        for kind, rows in lat.items():
+            base = {c: pct(rows[c], 50) for c in ("direct", "bare")}
+            print(
+                f"  {kind:6} "
+                + "; ".join(
+                    f"{step} / {c} {pct(rows[step], 50) / b:.2f}x"
+                    for step in ("tool", "env step")
+                    for c, b in base.items()
                 )
             )
     if args.resets:
@@ -353,22 +465,37 @@ def main(argv: list[str] | None = None) -> None:
             f"\nconcurrent scripted episodes ({args.episodes} per row over {len(tasks)} tasks, one sandbox per live episode)"
         )
         print(
-            f"{'at once':>9} {'success':>6} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'reset p50':>9} {'step p50':>9} "
+            f"{'at once':>9} {'success':>6} {'page t/o':>8} {'errors':>6} {'wall s':>7} {'ep/s':>6} {'CPU s/ep':>8} {'reset p50':>9} {'step p50':>9} "
             f"{'step p99':>9} {'peak MB':>8} {'sandboxes':>9} {'MB/sandbox':>10}  load before -> after"
         )
-        runs = [(level, old) for level in (int(x) for x in args.levels.split(",")) for old in (False, True)]
+        runs = [
+            (level, old)
+            for level in (int(x) for x in args.levels.split(","))
+            for _ in range(args.repeat)
+            for old in (False, True)
+        ]
         for level, old in runs:
             if old and not args.old_path:
                 continue
-            row = asyncio.run(concurrent(tasks, args.episodes, level, old=old))
+            row = asyncio.run(
+                concurrent(tasks, args.episodes, level, old=old, warmup=level if args.warm else 0)
+            )
             rows.append(row)
             print(
                 f"{level:4d} {row['path']:>4} {row['success']:6.1%} {row['page_timeouts']:8d} {row['errors']:6d} {row['wall_s']:7.1f} "
-                f"{row['eps_per_s']:6.2f} {row['reset_p50_ms']:7.0f}ms {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
+                f"{row['eps_per_s']:6.2f} {row['cpu_per_episode_s']:8.2f} {row['reset_p50_ms']:7.0f}ms {row['step_p50_ms']:8.0f}ms {row['step_p99_ms']:8.0f}ms "
                 f"{row['peak_mem_mb']:8.0f} {row['peak_containers']:9d} {row['mem_per_episode_mb']:10.0f}  "
                 f"{row['load_before']} -> {row['load_after']}",
                 flush=True,
             )
+            if old and len(rows) > 1 and rows[-2]["level"] == level and rows[-2]["path"] == "kept":
+                ratio = rows[-2]["eps_per_s"] / row["eps_per_s"]
+                cpu = row["cpu_per_episode_s"] / rows[-2]["cpu_per_episode_s"]
+                print(
+                    f"     kept / old episodes per second: {ratio:.2f}x (target >= 3x); "
+                    f"old / kept CPU per episode: {cpu:.2f}x",
+                    flush=True,
+                )
         result["concurrency"] = rows
     if args.json:
         print(json.dumps(result, indent=2))

@@ -1,6 +1,6 @@
 """The browser driver: runs inside the browser sandbox's persistent Python session, never on the host.
 
-The host tools send this file's source (with ``axtree.py`` and ``pagejs.py``) into the session
+The host tools send this file's source (with ``axtree.py``, ``pagejs.py`` and ``pwstack.py``) into the session
 once per sandbox; after that each tool call is one cell, ``_toolgym_browser.call(op, args_json,
 limits_json)``, whose value is a JSON reply. One headless Chromium (Playwright's sync API, ``executable_path`` from the config,
 Debian's ``/usr/bin/chromium`` in the ``toolgym/sandbox-browser`` image) and its tabs live in
@@ -22,6 +22,7 @@ with errors too, so the model sees where it is. Times in the config are millisec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -30,9 +31,12 @@ from urllib.parse import urlsplit
 
 import toolgym_gui_axtree as axtree  # shipped beside this module by the host
 import toolgym_gui_pagejs as pagejs
+import toolgym_gui_pwstack as pwstack
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
+
+pwstack.install()  # Playwright's per-call stack capture costs more than most calls themselves
 
 PROXY_DENIED = "network allowlist"
 PROXY_UNREACHABLE = "toolgym sandbox proxy: cannot reach"
@@ -51,6 +55,32 @@ class BrowserError(Exception):
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _loaded(page: Any) -> bool:
+    """Whether ``page``'s main frame has fired "load", from Playwright's own record of it:
+    ``page.wait_for_load_state("load")`` sends three protocol messages even when it need not wait.
+    False when this Playwright keeps no such record (the caller then waits the public way)."""
+    states = getattr(getattr(page.main_frame, "_impl_obj", None), "_load_states", None)
+    return isinstance(states, set) and "load" in states
+
+
+def _send_both(cdp: Any, first: tuple[str, Any], second: tuple[str, Any]) -> tuple[Any, Any]:
+    """Two DevTools commands on one session, sent together: Chromium answers them in order, and
+    the caller waits for one round trip instead of two (Playwright's sync API has no public way
+    to have two requests in flight; without its internals, they go one after the other)."""
+    impl, sync = getattr(cdp, "_impl_obj", None), getattr(cdp, "_sync", None)
+    if impl is None or sync is None:
+        return cdp.send(*first), cdp.send(*second)
+
+    async def both() -> tuple[Any, Any]:
+        return await asyncio.gather(impl.send(*first), impl.send(*second), return_exceptions=True)
+
+    one, two = sync(both())
+    for answer in (one, two):  # both are awaited, so neither failure goes unretrieved
+        if isinstance(answer, BaseException):
+            raise answer
+    return one, two
 
 
 class Driver:
@@ -80,6 +110,15 @@ class Driver:
         """Where the latest ``op_snapshot`` image lies on the page (see ``_frame``); the coordinate
         operations map through it."""
         self._box: dict[str, float] | None = None
+        self._listed: tuple[Any, frozenset[int]] | None = None
+        """(page, the element ids in its latest observation's tree): an action on one of them skips
+        the look-up round trip (``_element``)."""
+        self._unverified: int | None = None
+        """The id ``_element`` took as there without asking the page, in this call."""
+        self.shortcuts = True
+        """Save round trips where the answer is known (an id the latest observation listed, a page
+        Playwright saw load, the two snapshot commands sent together); False takes the long way
+        everywhere, for tests that check the observation comes out the same either way."""
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -111,7 +150,7 @@ class Driver:
         self.context.on("page", self._on_page)
         self.context.new_page()
         self._opened.clear()
-        self.frame = None
+        self.frame, self._listed = None, None
 
     def close(self) -> None:
         """Stop the browser and Playwright (the next call starts them again)."""
@@ -132,7 +171,7 @@ class Driver:
         started, or does not answer as it should."""
         browser = self.browser
         self.env_page, self.pages, self.active, self._cdp, self._nav = None, [], 0, {}, {}
-        self.frame = None
+        self.frame, self._listed = None, None
         self._opened, self.context = [], None
         if browser is None or not browser.is_connected():
             return False
@@ -190,7 +229,7 @@ class Driver:
     def call(self, op: str, args_json: str, limits_json: str) -> str:
         """Run ``op`` with ``args``; the JSON reply (see the module docstring)."""
         limits = self.limits = json.loads(limits_json)
-        self.notes, self.shot, self._view, self._snap = [], None, None, None
+        self.notes, self.shot, self._view, self._snap, self._unverified = [], None, None, None, None
         reply: dict[str, Any] = {"ok": True, "error": None, "screenshot": None}
         if self.context is None:
             try:
@@ -307,10 +346,13 @@ class Driver:
                 view = page.evaluate(pagejs.MARK_JS)
             self._view = (page, view)
         cdp = self._session(page)
-        ids = axtree.ids_from_snapshot(cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []}))
+        dom: tuple[str, Any] = ("DOMSnapshot.captureSnapshot", {"computedStyles": []})
+        tree: tuple[str, Any] = ("Accessibility.getFullAXTree", None)
+        snapshot, ax = _send_both(cdp, dom, tree) if self.shortcuts else (cdp.send(*dom), cdp.send(*tree))
         lines = axtree.render(
-            cdp.send("Accessibility.getFullAXTree")["nodes"], ids, scrollable=set(view["scrollable"])
+            ax["nodes"], axtree.ids_from_snapshot(snapshot), scrollable=set(view["scrollable"])
         )
+        self._listed = (page, frozenset(int(i) for i in _LISTED.findall("\n".join(lines))))
         head = [*self.notes]
         if len(self.pages) > 1:
             titles = [axtree.clean(view["title"], 100) if p is page else self._title(p) for p in self.pages]
@@ -402,20 +444,38 @@ class Driver:
 
     # -- helpers for actions --------------------------------------------------------------------
 
-    def _element(self, element_id: int) -> Any:
+    def _element(self, element_id: int, *, listed_ok: bool = False) -> Any:
+        """The element with id ``element_id``; raises when the page has none. ``listed_ok``: an id
+        the latest observation of this page showed is taken as there without asking the page (the
+        caller's ``_act`` still words a vanished element as missing, after the action's timeout)."""
         found = self.page.locator(f'[{axtree.ID_ATTRIBUTE}="{int(element_id)}"]')
+        listed = self._listed
+        if (
+            listed_ok
+            and self.shortcuts
+            and listed is not None
+            and listed[0] is self.page
+            and int(element_id) in listed[1]
+        ):
+            self._unverified = int(element_id)
+            return found.first
         if found.count() == 0:
-            raise BrowserError(
-                f"there is no element [{element_id}] on this page (ids change when the page "
-                "changes); use an id from the latest observation"
-            )
+            raise self._missing(element_id)
         return found.first
+
+    @staticmethod
+    def _missing(element_id: int) -> BrowserError:
+        return BrowserError(
+            f"there is no element [{element_id}] on this page (ids change when the page "
+            "changes); use an id from the latest observation"
+        )
 
     def _settle(self) -> None:
         """Let the action's effects land: loads it started, scripts it woke, tabs it opened."""
         page = self.page
         try:
-            page.wait_for_load_state("load")
+            if not (self.shortcuts and _loaded(page)):
+                page.wait_for_load_state("load")
         except PlaywrightTimeoutError:
             self._stop_loading(page)
             self.notes.append(
@@ -452,9 +512,12 @@ class Driver:
     def _act(self, element_id: int, what: str, target: Any, action: Any) -> None:
         try:
             action()
+            self._unverified = None  # it was there: as good as looked up
         except PlaywrightTimeoutError as exc:
             seconds = self.limits["action_ms"] / 1000
             try:
+                if self._unverified == element_id and target.count() == 0:
+                    raise self._missing(element_id) from None
                 if not target.is_visible():
                     why = "it is not visible (hidden, or outside any scrollable area)"
                 elif target.is_disabled():
@@ -490,7 +553,7 @@ class Driver:
         self._opened.clear()
 
     def op_click(self, element_id: int) -> None:
-        target = self._element(element_id)
+        target = self._element(element_id, listed_ok=True)
         self._act(element_id, "click", target, target.click)
         self._settle()
 
@@ -515,7 +578,7 @@ class Driver:
         self._settle()
 
     def op_type(self, element_id: int, text: str, submit: bool = False) -> None:
-        target = self._element(element_id)
+        target = self._element(element_id, listed_ok=True)
         try:
             self._act(element_id, "type into", target, lambda: target.fill(text))
         except PlaywrightError as exc:

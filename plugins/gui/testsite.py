@@ -103,6 +103,12 @@ _STATIC = {
     "/second": _page("Second page", "<h1>Second page</h1><p><a href='/links'>Back to links</a></p>"),
     "/tab": _page("Tab page", "<h1>Tab page</h1>"),
     "/hang": _page("Hang", "<h1>Hang</h1><script>while (true) {}</script>"),
+    "/late": _page(
+        "Late",
+        "<h1>Late</h1><p id='state'>loading</p><img src='/slow?s=0.5' alt='slow picture'>"
+        "<script>addEventListener('load', () => { document.getElementById('state').textContent = 'loaded'; })"
+        "</script>",
+    ),
 }
 
 

@@ -7,7 +7,7 @@ URL and the scroll position, capped at ``BrowserConfig.max_chars``. Elements are
 those ids. Failures come back as ``Error: ...`` with the observation below it.
 
 How it runs: the host never imports Playwright. The first call in a sandbox sends ``driver.py``,
-``pagejs.py`` and ``axtree.py`` into the sandbox's **kept** Python session (``driver_session``; the
+``pagejs.py``, ``pwstack.py`` and ``axtree.py`` into the sandbox's **kept** Python session (``driver_session``; the
 ``toolgym/sandbox-browser`` image has Debian's Chromium and Playwright); every call after that is
 one cell, ``_toolgym_browser.call(op, args, limits)``, answered with JSON. A call the driver cannot
 finish within ``BrowserConfig.cell_timeout_s`` restarts the session (tabs are lost, the tool says so).
@@ -130,7 +130,7 @@ def network_allowlist(*urls: str) -> tuple[str, ...]:
 RENEW = f"{DRIVER}.renew()"
 """The kept session's renewal cell, run by the sandbox's reset (see the module docstring)."""
 
-SHIPPED = ("axtree", "pagejs", "driver")
+SHIPPED = ("axtree", "pagejs", "pwstack", "driver")
 """Modules sent into the sandbox, in import order, as ``toolgym_gui_<name>``."""
 
 

@@ -1,0 +1,122 @@
+"""The driver's shortcuts change no observation: after every kind of action, what the tool answered
+equals a fresh observation taken the long way (``Driver.shortcuts = False``: the element looked up,
+the load state asked for, the two snapshot commands one after the other) on the same page, for
+actions that change the page subtly (a field's value, a checkbox, the focus, the scroll
+position, a list grown by scrolling, a dialog, a new tab, a navigation, going back). And an
+element the latest observation listed but that the page removed since is still reported missing."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.plugins.gui.helpers import Browser
+from toolgym.plugins.gui import BrowserConfig, browser_tools
+from toolgym.plugins.gui.testsite import TestSite
+from toolgym.plugins.gui.tools import DRIVER, driver_session
+
+pytestmark = pytest.mark.docker
+
+_PAGE_START = re.compile(r"^(Tab \d+|URL: )")
+DEFERRED = """() => {
+  const later = document.createElement('button'); later.textContent = 'Later';
+  const said = document.createElement('p'); said.textContent = 'waiting';
+  later.onclick = () => requestAnimationFrame(() => setTimeout(() => {
+    said.textContent = 'done later';
+    const added = document.createElement('button'); added.textContent = 'Added later'; document.body.append(added);
+  }, 0));
+  document.body.append(later, said);
+}"""
+"""A button whose click changes the page a frame and a task later (what the driver's settling waits for)."""
+
+
+def page_part(text: str) -> str:
+    """The observation from the tab list or URL on: the page itself, without the notes above it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if _PAGE_START.match(line))
+    return "\n".join(lines[start:])
+
+
+def observe_the_long_way(browser: Browser) -> str:
+    """A fresh observation of the active tab with every shortcut off."""
+    limits = json.dumps(BrowserConfig().limits())
+    code = (
+        f"{DRIVER}.shortcuts = False\n"
+        f"try:\n    _reply = {DRIVER}.call('observe', '{{}}', {limits!r})\n"
+        f"finally:\n    {DRIVER}.shortcuts = True\n"
+        "_reply"
+    )
+    session = browser.runner.run(driver_session(browser.sandbox))
+    result = browser.runner.run(session.execute(code, timeout=60))
+    assert result.error is None, result.error
+    reply: dict[str, Any] = json.loads(ast.literal_eval(result.value or ""))
+    assert reply["ok"], reply
+    return str(reply["text"])
+
+
+def in_page(browser: Browser, script: str) -> None:
+    session = browser.runner.run(driver_session(browser.sandbox))
+    result = browser.runner.run(session.execute(f"{DRIVER}.page.evaluate({script!r})", timeout=30))
+    assert result.error is None, result.error
+
+
+def check(browser: Browser, name: str, **arguments: Any) -> str:
+    out = browser.call(name, **arguments)
+    assert not out.error, out.text
+    assert page_part(out.text) == page_part(observe_the_long_way(browser)), (name, arguments)
+    return out.text
+
+
+def test_observations_after_actions_equal_fresh_ones(browser: Browser, site: TestSite) -> None:
+    check(browser, "browser_goto", url=f"{site.url}/form")
+    query = browser.id_of("textbox 'Query'")
+    typed = check(browser, "browser_type", element_id=query, text="blue shoes")
+    assert "value='blue shoes' focused" in typed
+    check(browser, "browser_press", key="Tab")  # the focus moves on
+    gift = browser.id_of("checkbox 'Gift wrap'")
+    assert "checked=true" in check(browser, "browser_click", element_id=gift)
+    assert "checked=false" in check(browser, "browser_click", element_id=gift)
+    check(browser, "browser_select", element_id=browser.id_of("combobox 'Colour'"), option="Blue")
+    in_page(browser, DEFERRED)
+    check(browser, "browser_tabs")
+    later = check(browser, "browser_click", element_id=browser.id_of("button 'Later'"))
+    assert "StaticText 'done later'" in later and re.search(r"\[\d+\] button 'Added later'", later)
+    sent = check(browser, "browser_click", element_id=browser.id_of("button 'Send'"))  # navigates
+    assert "query=blue shoes" in sent
+    check(browser, "browser_back")
+    check(browser, "browser_goto", url=f"{site.url}/links")
+    alerted = check(browser, "browser_click", element_id=browser.id_of("button 'Alert me'"))
+    assert "A dialog (alert) said" in alerted and "StaticText 'alerted'" in alerted
+    opened = check(browser, "browser_click", element_id=browser.id_of("link 'Open in new tab'"))
+    assert "Tab 1 (active)" in opened
+    check(browser, "browser_switch_tab", index=0)
+    check(browser, "browser_click", element_id=browser.id_of("link 'Second page'"))
+    in_page(
+        browser,
+        "() => document.body.append(Object.assign(document.createElement('a'), {href: '/late', textContent: 'Late page'}))",
+    )
+    check(browser, "browser_tabs")
+    late = check(
+        browser, "browser_click", element_id=browser.id_of("link 'Late page'")
+    )  # "load" comes 0.5 s on
+    assert "StaticText 'loaded'" in late
+    check(browser, "browser_goto", url=f"{site.url}/long")
+    for _ in range(4):  # the last scrolls reach the bottom, where the page adds items
+        check(browser, "browser_scroll", direction="down", amount=1500)
+    assert "Item 45" in browser.last
+    check(browser, "browser_scroll", direction="down", element_id=browser.id_of(r"\w+ '' scrollable"))
+
+
+def test_a_listed_element_removed_since_is_reported_missing(browser: Browser, site: TestSite) -> None:
+    browser.call("browser_goto", url=f"{site.url}/form")
+    gift = browser.id_of("checkbox 'Gift wrap'")
+    in_page(browser, f"() => document.querySelector('[data-tg-id=\"{gift}\"]').remove()")
+    quick = browser_tools(BrowserConfig(action_timeout_s=0.5))
+    out = browser.call("browser_click", tools=quick, element_id=gift)
+    assert out.error and f"there is no element [{gift}] on this page" in out.text, out.text
+    unknown = browser.call("browser_click", tools=quick, element_id=9999)  # never listed: at once
+    assert unknown.error and "there is no element [9999] on this page" in unknown.text
