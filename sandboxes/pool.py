@@ -1,8 +1,11 @@
 """The warm pool and lifecycle every backend shares (``PooledBackend``).
 
 - ``acquire(kind)`` hands out an idle sandbox of that kind after a liveness ping (skipped when
-  its agent answered within ``ping_fresh_s``: a sandbox just back from its checked reset), or
-  creates one; then it tops the kind's idle list back up to its warm target in the background.
+  its agent answered within ``ping_fresh_s``: a sandbox just back from its checked reset); with
+  none idle but one of the kind in its reset (released, not yet back), it waits up to
+  ``reuse_wait_s`` for that one rather than make another (a reset is milliseconds for Python and
+  about half a second for a browser, where a new sandbox starts a Chromium); else it creates one.
+  Then it tops the kind's idle list back up to its warm target in the background.
 - ``release(sandbox)`` returns at once; in the background the sandbox is reset (every process
   but the agent killed, work directory, /tmp and home wiped) and checked. It is destroyed instead
   when it is broken (agent dead or hung), poisoned (processes survived the reset, memory, pids or
@@ -54,6 +57,10 @@ from toolgym.sandboxes.sandbox import AgentSandbox
 
 log = logging.getLogger("toolgym.sandboxes")
 
+REUSE_WAIT_S = 2.0
+"""How long ``acquire`` waits, by default, for a released sandbox to come back from its reset
+rather than create one (a browser sandbox resets in about 0.5 s and starts in 1.5 s or more)."""
+
 POISON_FRACTION = 0.9
 """A reset sandbox whose memory or pids use is still above this share of its limit is destroyed."""
 PING_FRESH_S = 1.0
@@ -78,10 +85,13 @@ class PooledBackend(ABC):
         run_id: str | None = None,
         create_concurrency: int = 4,
         start_timeout_s: float = 60.0,
+        reuse_wait_s: float = REUSE_WAIT_S,
     ) -> None:
         """``warm``: idle sandboxes to keep ready, per kind (an int applies to ``python``);
         ``max_idle``: most idle sandboxes kept per kind after release; ``create_concurrency``:
-        creations and removals in flight at once."""
+        creations and removals in flight at once; ``reuse_wait_s``: how long ``acquire`` waits for a
+        sandbox in its reset before it makes a new one (0: never waits)."""
+        self.reuse_wait_s = float(reuse_wait_s)
         self.profiles = resolve_profiles(profiles)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.owner = lifecycle.owner_id()
@@ -97,13 +107,20 @@ class PooledBackend(ABC):
             "poisoned": 0,
             "dead_in_pool": 0,
             "kept_from_group": 0,
+            "waited_for_reset": 0,
         }
-        """``kept_from_group``: idle sandboxes passed over because they had served the acquiring episode's group."""
+        """``kept_from_group``: idle sandboxes passed over because they had served the acquiring
+        episode's group; ``waited_for_reset``: acquires that waited for a sandbox in its reset and got it."""
         self._served: dict[str, set[str]] = {}
         """Sandbox id -> the groups whose episodes it has served (``GROUP_LABEL``)."""
         self._warned_places: set[str] = set()
         self._idle: dict[str, deque[AgentSandbox]] = {}
         self._creating: dict[str, int] = {}
+        self._recycling: dict[str, set[AgentSandbox]] = {}
+        """Released sandboxes of each kind in their background reset."""
+        self._waiters: dict[str, int] = {}
+        self._back: dict[str, asyncio.Condition] = {}
+        """Per kind: notified whenever a reset ends (the sandbox back in the idle list, or destroyed)."""
         self._live: dict[str, AgentSandbox] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._create_concurrency = create_concurrency
@@ -186,21 +203,9 @@ class PooledBackend(ABC):
         await self.start()
         group = (labels or {}).get(GROUP_LABEL, "")
         idle = self._idle.setdefault(kind, deque())
-        sandbox = None
-        while sandbox is None:
-            candidate = next((c for c in idle if not group or group not in self._served.get(c.id, ())), None)
-            if candidate is None:
-                break
-            idle.remove(candidate)
-            try:
-                if time.monotonic() - candidate.channel.last_heard >= self.ping_fresh_s:
-                    await candidate.ping(timeout=2.0)
-            except SandboxError:
-                self.counters["dead_in_pool"] += 1
-                self._discard(candidate)
-                continue
-            sandbox = candidate
-            self.counters["reused"] += 1
+        sandbox = await self._take_idle(kind, group)
+        if sandbox is None and self._worth_waiting(kind, group, self._waiters.get(kind, 0)):
+            sandbox = await self._wait_for_reset(kind, group)
         if sandbox is None:
             if group and idle:
                 self.counters["kept_from_group"] += 1
@@ -212,6 +217,55 @@ class PooledBackend(ABC):
         self._replenish(kind)
         return sandbox
 
+    async def _take_idle(self, kind: str, group: str) -> AgentSandbox | None:
+        """An idle sandbox of ``kind`` that has not served ``group`` and answers, taken from the list."""
+        idle = self._idle.setdefault(kind, deque())
+        while True:
+            candidate = next((c for c in idle if not group or group not in self._served.get(c.id, ())), None)
+            if candidate is None:
+                return None
+            idle.remove(candidate)
+            try:
+                if time.monotonic() - candidate.channel.last_heard >= self.ping_fresh_s:
+                    await candidate.ping(timeout=2.0)
+            except SandboxError:
+                self.counters["dead_in_pool"] += 1
+                self._discard(candidate)
+                continue
+            self.counters["reused"] += 1
+            return candidate
+
+    def _worth_waiting(self, kind: str, group: str, others: int) -> bool:
+        """Whether more sandboxes of ``kind`` in their reset could serve ``group`` than ``others``
+        (acquires already waiting) count on."""
+        if self.reuse_wait_s <= 0:
+            return False
+        usable = sum(
+            1 for s in self._recycling.get(kind, ()) if not group or group not in self._served.get(s.id, ())
+        )
+        return usable > others
+
+    async def _wait_for_reset(self, kind: str, group: str) -> AgentSandbox | None:
+        """An idle sandbox once a reset of ``kind`` brings one back, within ``reuse_wait_s``; None
+        when the time is up or no reset that could serve ``group`` is left in flight."""
+        back = self._back.setdefault(kind, asyncio.Condition())
+        deadline = time.monotonic() + self.reuse_wait_s
+        self._waiters[kind] = self._waiters.get(kind, 0) + 1
+        try:
+            while True:
+                sandbox = await self._take_idle(kind, group)
+                if sandbox is not None:
+                    self.counters["waited_for_reset"] += 1
+                    return sandbox
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._worth_waiting(kind, group, self._waiters[kind] - 1):
+                    return None
+                async with back:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(back.wait(), left)
+        finally:
+            self._waiters[kind] -= 1
+
     async def release(self, sandbox: AgentSandbox, *, broken: bool = False) -> None:  # type: ignore[override]
         """Give a sandbox back; it is reset for reuse in the background, or destroyed."""
         if sandbox.id not in self._live:
@@ -220,6 +274,7 @@ class PooledBackend(ABC):
         if broken or sandbox.broken or self._closed:
             self._discard(sandbox)
             return
+        self._recycling.setdefault(sandbox.kind, set()).add(sandbox)  # before its task runs
         self._spawn(self._recycle(sandbox), f"recycle-{sandbox.id}")
 
     async def aclose(self) -> None:
@@ -343,6 +398,16 @@ class PooledBackend(ABC):
             self._idle.setdefault(kind, deque()).append(sandbox)
 
     async def _recycle(self, sandbox: AgentSandbox) -> None:
+        try:
+            await self._reset_for_reuse(sandbox)
+        finally:
+            self._recycling.get(sandbox.kind, set()).discard(sandbox)
+            back = self._back.get(sandbox.kind)
+            if back is not None:
+                async with back:
+                    back.notify_all()
+
+    async def _reset_for_reuse(self, sandbox: AgentSandbox) -> None:
         try:
             stats = await asyncio.wait_for(sandbox.reset(prestart=False, keep=True), 30.0)
             if stats.get("kept_note"):

@@ -191,3 +191,51 @@ def test_a_sandbox_destroys_itself_after_its_ttl(pool: PooledBackend, runner: as
         assert runner.run(scenario(fresh)), "the agent exits at its TTL and the sandbox with it"
     finally:
         runner.run(fresh.aclose())
+
+
+def test_an_acquire_during_a_reset_waits_for_that_sandbox_rather_than_make_another(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
+    """With none idle, an acquire waits (up to ``reuse_wait_s``) for a released sandbox in its reset;
+    two acquires do not count on the same one; a sandbox that served the acquiring episode's group
+    is not waited for (the group rule); ``reuse_wait_s=0`` never waits."""
+    from toolgym.core.sandbox import GROUP_LABEL
+
+    async def scenario(backend: PooledBackend) -> None:
+        sb = await backend.acquire("python", labels={GROUP_LABEL: "g1"})
+        await backend.release(sb)  # its reset runs in the background: nothing idle now
+        again = await backend.acquire("python", episode_id="next")
+        assert again is sb and backend.counters["created"] == 1
+        assert backend.counters["waited_for_reset"] == 1
+        await backend.release(again)
+        first, second = await asyncio.gather(backend.acquire("python"), backend.acquire("python"))
+        assert {first, second} >= {sb} and first is not second  # one waited for it, one was made
+        assert backend.counters["created"] == 2
+        await backend.release(first)
+        await backend.release(second)
+        await backend.settle()
+        for idle in list(backend._idle["python"]):  # both idle ones have served g2, below
+            backend._served.setdefault(idle.id, set()).add("g2")
+        taken = [await backend.acquire("python", labels={GROUP_LABEL: "g2"})]
+        assert backend.counters["created"] == 3  # both idle ones served g2: a new one
+        await backend.release(taken[0])
+        mine = await backend.acquire("python", labels={GROUP_LABEL: "g2"})  # only g2's in reset
+        assert mine is not taken[0] and backend.counters["waited_for_reset"] == 2
+        await backend.release(mine)
+
+    fresh = make_backend(pool.name, profiles={"python": TEST_PROFILE}, max_idle=4)
+    never = make_backend(pool.name, profiles={"python": TEST_PROFILE}, max_idle=4, reuse_wait_s=0)
+
+    async def no_wait(backend: PooledBackend) -> None:
+        sb = await backend.acquire("python")
+        await backend.release(sb)
+        other = await backend.acquire("python")
+        assert other is not sb and backend.counters["waited_for_reset"] == 0
+        await backend.release(other)
+
+    try:
+        runner.run(scenario(fresh))
+        runner.run(no_wait(never))
+    finally:
+        runner.run(fresh.aclose())
+        runner.run(never.aclose())
