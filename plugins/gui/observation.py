@@ -194,10 +194,14 @@ async def attach(
     *,
     selector: str | None = None,
     scale: float = 1.0,
+    marks: bool = True,
 ) -> None:
-    """Put the page's screenshot into the last tool message of ``observation`` (in place)."""
+    """Put the page's screenshot into the last tool message of ``observation`` (in place); in
+    ``screenshot`` mode with the element ids drawn on it unless ``marks`` is false."""
     if mode == "axtree" or not observation:
         return
-    part, _ = await snapshot(ctx, sandbox, config, marks=mode == "screenshot", selector=selector, scale=scale)
+    part, _ = await snapshot(
+        ctx, sandbox, config, marks=marks and mode == "screenshot", selector=selector, scale=scale
+    )
     last = observation[-1]
     last["content"] = content(mode, str(last.get("content", "")), part)

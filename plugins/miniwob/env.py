@@ -27,7 +27,9 @@ task area, ``#wrap``, 160x210 px as the benchmark's own screenshots), or ``scree
 with element ids drawn on it, see ``toolgym.plugins.gui.observation``). With screenshots,
 ``screenshot_scale=S`` resizes them (S image pixels per page pixel), ``max_images=N`` keeps only the
 latest N in the prompt, and the coordinate tools (``browser_click_at``, ``browser_type_at``, in the
-screenshot's pixels, only inside the task area) join the element-id tools.
+screenshot's pixels, only inside the task area) join the element-id tools. ``actions=coordinates``
+offers the coordinate tools alone, on screenshots without the drawn ids: the agent acts only at
+points of what it sees (the scripted solvers then click the centre of their element).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from toolgym.plugins.gui.tools import (
 )
 
 from .site import SANDBOX_KIND, shared_site
-from .solvers import SOLVERS, action_text, solver_script
+from .solvers import COORDINATE_SOLVERS, SOLVERS, action_text, solver_script
 from .tasks import task_list
 
 BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
@@ -78,6 +80,12 @@ SYSTEM_PROMPT = (
     "tree: each line is [id] role 'name'. Act with the browser tools, one call per turn, using ids from the "
     "latest page. The episode ends when the task is done."
 )
+COORDINATES_PROMPT = (
+    "You operate a web browser to complete a task on a web page. The page is shown as a screenshot. Act "
+    "with browser_click_at and browser_type_at at a point of the latest screenshot, giving x and y in its "
+    "pixels (0, 0 is its top-left corner), one call per turn. The episode ends when the task is done."
+)
+ACTIONS = ("all", "coordinates")
 REWARDS = ("raw", "original", "binary")
 FAIL = -1.0
 """What the benchmark gives an instance that times out; also given for leaving the page or stopping."""
@@ -126,12 +134,24 @@ class MiniWoBEnv(ToolTaskEnv):
         observation: str = "axtree",
         screenshot_scale: str | float | None = None,
         max_images: str | int | None = None,
+        actions: str = "all",
     ) -> None:
         super().__init__()
         self.screenshots = Screenshots.parse(observation, screenshot_scale, max_images)
         self.observation = self.screenshots.mode
         self.max_images = self.screenshots.max_images
-        self.system_prompt = system_prompt_for(self.observation, SYSTEM_PROMPT)
+        if actions not in ACTIONS:
+            raise ConfigError(f"actions must be one of {', '.join(ACTIONS)}, got {actions!r}")
+        if actions == "coordinates" and self.observation == "axtree":
+            raise ConfigError(
+                "actions=coordinates points at screenshots; set observation=screenshot or both too"
+            )
+        self.coordinates_only = actions == "coordinates"
+        self.system_prompt = (
+            COORDINATES_PROMPT
+            if self.coordinates_only
+            else system_prompt_for(self.observation, SYSTEM_PROMPT)
+        )
         self.task_names = task_list(task or tasks)
         if reward not in REWARDS:
             raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
@@ -151,9 +171,12 @@ class MiniWoBEnv(ToolTaskEnv):
         self.max_turns = int(max_turns)
         if self.max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, got {max_turns!r}")
-        self.tools = list(MINIWOB_TOOLS)
-        if self.observation != "axtree":
-            self.tools += MINIWOB_COORDINATE_TOOLS
+        if self.coordinates_only:
+            self.tools = list(MINIWOB_COORDINATE_TOOLS)
+        else:
+            self.tools = list(MINIWOB_TOOLS)
+            if self.observation != "axtree":
+                self.tools += MINIWOB_COORDINATE_TOOLS
         self._nonce = ""
         self._turn = 0
         self._page_state = ""
@@ -167,8 +190,9 @@ class MiniWoBEnv(ToolTaskEnv):
         return Task(id=f"{name}/{seed}", question="", metadata={"task": name, "seed": seed})
 
     def unscripted_task(self, seeds: Sequence[int]) -> str | None:
+        solvable = COORDINATE_SOLVERS if self.coordinates_only else SOLVERS
         return next(
-            (t for t in (self.task_names[s % len(self.task_names)] for s in seeds) if t not in SOLVERS), None
+            (t for t in (self.task_names[s % len(self.task_names)] for s in seeds) if t not in solvable), None
         )
 
     # -- the page -------------------------------------------------------------------------------
@@ -250,7 +274,7 @@ class MiniWoBEnv(ToolTaskEnv):
                 self.ctx,
                 sandbox,
                 BROWSER,
-                marks=self.observation == "screenshot",
+                marks=self.observation == "screenshot" and not self.coordinates_only,
                 selector=TASK_AREA,
                 scale=self.screenshots.scale,
             )
@@ -310,13 +334,15 @@ class MiniWoBEnv(ToolTaskEnv):
                 result.observation,
                 selector=TASK_AREA,
                 scale=self.screenshots.scale,
+                marks=not self.coordinates_only,
             )
         return result
 
     async def scripted_action(self) -> str | None:
         """The scripted solver's next action for this task (None when the task has none)."""
         assert self.task is not None
-        script = solver_script(self.task.metadata["task"])
+        scale = self.screenshots.scale if self.coordinates_only else None
+        script = solver_script(self.task.metadata["task"], scale)
         if script is None:
             return None
         reply = await self._evaluate(script)

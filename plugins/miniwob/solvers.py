@@ -12,6 +12,11 @@ A click lands on the centre of its element, and the browser refuses it when anot
 that point (it would receive the click). click-test-2 and click-button-sequence place two buttons
 at random, and TWO covers ONE's centre on a few seeds in a hundred; ``activate`` then reaches the
 button with the keyboard, as a person would: Tab (or Shift+Tab) until it has the focus, then Enter.
+
+With coordinates (``solver_script(task, scale=S)``, the environment's ``actions=coordinates``) the same
+solvers answer ``browser_click_at`` / ``browser_type_at`` at the centre of the element, in the pixels
+of a screenshot of the task area (``#wrap``) taken at ``scale``; a step that needs a key or a list
+selection (``choose-list``, a covered button) has no such action, and the solver answers ``null``.
 """
 
 from __future__ import annotations
@@ -22,9 +27,16 @@ PRELUDE = r"""
 const Q = core.getUtterance();
 const quoted = (Q.match(/"([^"]*)"/g) || []).map(s => s.slice(1, -1));
 const tgid = el => Number(el.getAttribute('data-tg-id'));
-const click = el => el ? {tool: 'browser_click', args: {element_id: tgid(el)}} : null;
-const type = (el, text) => el ? {tool: 'browser_type', args: {element_id: tgid(el), text: text}} : null;
-const select = (el, option) => el ? {tool: 'browser_select', args: {element_id: tgid(el), option: option}} : null;
+const SCALE = __SCALE__;
+const at = el => {
+  const w = document.getElementById('wrap').getBoundingClientRect(), r = el.getBoundingClientRect();
+  return {x: Math.floor((r.left + r.width / 2 - w.left) * SCALE), y: Math.floor((r.top + r.height / 2 - w.top) * SCALE)};
+};
+const click = el => !el ? null : SCALE === null ? {tool: 'browser_click', args: {element_id: tgid(el)}}
+  : {tool: 'browser_click_at', args: at(el)};
+const type = (el, text) => !el ? null : SCALE === null ? {tool: 'browser_type', args: {element_id: tgid(el), text: text}}
+  : {tool: 'browser_type_at', args: {...at(el), text: text}};
+const select = (el, option) => el && SCALE === null ? {tool: 'browser_select', args: {element_id: tgid(el), option: option}} : null;
 const $$ = sel => [...document.querySelectorAll(sel)];
 const byText = (sel, text) => $$(sel).find(e => e.textContent.trim() === text);
 const fill = (pairs, submit) => {
@@ -32,7 +44,7 @@ const fill = (pairs, submit) => {
   return click(submit);
 };
 const labelled = (sel, text) => $$(sel).find(l => l.textContent.trim() === text);
-const press = key => ({tool: 'browser_press', args: {key: key}});
+const press = key => SCALE === null ? {tool: 'browser_press', args: {key: key}} : null;
 const covered = el => {
   const r = el.getBoundingClientRect();
   const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
@@ -93,12 +105,18 @@ SOLVERS: dict[str, str] = {
 ``bench/miniwob_solvers.py`` (tests play two seeds of each)."""
 
 
-def solver_script(task: str) -> str | None:
-    """The JavaScript function expression that answers ``task``'s next action (None: no solver)."""
+COORDINATE_SOLVERS = frozenset(SOLVERS) - {"choose-list"}
+"""The tasks whose solvers can act by coordinates (choose-list selects from a list: no point does that)."""
+
+
+def solver_script(task: str, scale: float | None = None) -> str | None:
+    """The JavaScript function expression that answers ``task``'s next action (None: no solver).
+    With ``scale``: coordinate actions in the pixels of a task-area screenshot taken at that scale."""
     body = SOLVERS.get(task)
-    if body is None:
+    if body is None or (scale is not None and task not in COORDINATE_SOLVERS):
         return None
-    return "() => {" + PRELUDE + "\ntry {" + body + "\n} catch (e) { return null; }\n}"
+    prelude = PRELUDE.replace("__SCALE__", "null" if scale is None else json.dumps(float(scale)))
+    return "() => {" + prelude + "\ntry {" + body + "\n} catch (e) { return null; }\n}"
 
 
 def action_text(action: dict[str, object]) -> str:

@@ -19,7 +19,7 @@ def command(
         ...,
         "--env",
         "-e",
-        help="Recipe: alfworld, webshop or math-python (the environment's "
+        help="Recipe: alfworld, webshop, math-python or miniwob_screenshot (the environment's "
         "name; math_python, the recipe's, works too).",
     ),
     force: bool = typer.Option(False, "--force", help="Build again even when a cached copy exists."),

@@ -248,6 +248,13 @@ def build(
         )
     device = _device(device)
     with deterministic_torch(threads, device):
+        if r.model is not None:  # a vision-language model from screenshots (training.warmstart.vision)
+            from toolgym.training.warmstart.vision import build_vision, check
+
+            check(r)
+            made = asyncio.run(build_vision(r, progress or (lambda *a: None), threads, device))
+            _publish(made["model"].cpu(), made["tokenizer"], made["info"], out, made["processor"])
+            return out
         return asyncio.run(_build(r, out, progress or (lambda *a: None), threads, device))
 
 
@@ -464,13 +471,18 @@ def sft_lr_at(r: WarmStartRecipe, step: int) -> float:
     return r.sft_lr * max(left, 1) / ramp
 
 
-def _publish(model: Any, tokenizer: Any, info: dict[str, Any], out: Path) -> None:
-    """Write the warm start aside and rename it into place (a half-written one is never seen)."""
+def _publish(
+    model: Any, tokenizer: Any, info: dict[str, Any], out: Path, image_processor: Any = None
+) -> None:
+    """Write the warm start aside and rename it into place (a half-written one is never seen); a
+    vision-language model's image processor goes beside it (``preprocessor_config.json``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
+        if image_processor is not None:
+            image_processor.save_pretrained(str(tmp))
         (tmp / "warmstart.json").write_text(json.dumps(info, indent=2))
         (tmp / "READY").write_text("ok\n")
         if out.exists():

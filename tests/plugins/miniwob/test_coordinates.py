@@ -115,6 +115,45 @@ def test_a_screenshot_only_agent_solves_tasks_by_coordinates(
     assert step.info["success"] and step.reward == 1.0, step.info
 
 
+@pytest.mark.parametrize(("task", "scale"), [("click-test", 1.0), ("enter-text", 0.5)])
+def test_coordinates_only_the_solver_clicks_what_the_screenshot_shows(
+    backend: PooledBackend,  # noqa: F811
+    tmp_path: Path,
+    task: str,
+    scale: float,
+) -> None:
+    """``actions=coordinates``: only the coordinate tools, no ids drawn, and the scripted solver's own
+    calls are points of the (scaled) screenshot that win the task."""
+
+    async def body(ep: ShotEpisode) -> Any:
+        messages = await ep.first(seed=4)
+        assert {t.name for t in ep.env.tools} == {"browser_click_at", "browser_type_at"}
+        assert "browser_click_at" in messages[0]["content"] and "[id]" not in messages[0]["content"]
+        for _ in range(4):
+            text = await ep.env.scripted_action()
+            assert text is not None
+            call = json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])
+            assert (
+                call["name"] in ("browser_click_at", "browser_type_at")
+                and "element_id" not in call["arguments"]
+            )
+            step = await ep.call(call["name"], **call["arguments"])
+            if step.terminated:
+                return step
+        raise AssertionError("the task did not end")
+
+    step = _play(
+        backend,
+        tmp_path,
+        body,
+        task=task,
+        observation="screenshot",
+        screenshot_scale=scale,
+        actions="coordinates",
+    )
+    assert step.info["success"] and step.reward == 1.0, step.info
+
+
 def test_coordinates_reach_only_the_screenshot_shown(backend: PooledBackend, tmp_path: Path) -> None:  # noqa: F811
     """Points outside the (half-size) screenshot, and arguments that are not whole numbers, are
     refused before any click reaches the browser; the corners that are in it land inside the task
@@ -177,6 +216,8 @@ def test_typing_at_a_point_needs_a_text_field(backend: PooledBackend, tmp_path: 
         ({"observation": "both", "max_images": True}, "max_images must be"),
         ({"screenshot_scale": "2"}, "screenshot_scale applies to screenshots; set observation=screenshot"),
         ({"max_images": "2"}, "max_images applies to screenshots"),
+        ({"actions": "ids"}, "actions must be one of all, coordinates"),
+        ({"actions": "coordinates"}, "actions=coordinates points at screenshots; set observation=screenshot"),
     ],
 )
 def test_bad_screenshot_options_are_one_clear_error(kwargs: dict[str, Any], message: str) -> None:
@@ -190,6 +231,9 @@ def test_screenshot_options_and_tools_by_mode() -> None:
     both = MiniWoBEnv(task="click-button", observation="both", screenshot_scale="0.5", max_images="2")
     assert both.max_images == 2 and both.screenshots.scale == 0.5
     assert MiniWoBEnv(task="click-button", observation="both", max_images="all").max_images is None
+    only = MiniWoBEnv(tasks="click-test,choose-list", observation="screenshot", actions="coordinates")
+    assert {t.name for t in only.tools} == {"browser_click_at", "browser_type_at"}
+    assert only.unscripted_task([0, 1]) == "choose-list"  # a list selection has no point to click
 
 
 def test_the_image_limit_holds_in_collected_episodes_and_they_verify(tmp_path: Path) -> None:
