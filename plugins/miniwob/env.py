@@ -152,7 +152,7 @@ class MiniWoBEnv(ToolTaskEnv):
             if self.coordinates_only
             else system_prompt_for(self.observation, SYSTEM_PROMPT)
         )
-        self.task_names = task_list(task or tasks)
+        self.task_names = task_list(task or tasks, screenshots=self.observation != "axtree")
         if reward not in REWARDS:
             raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
         self.reward_kind = reward

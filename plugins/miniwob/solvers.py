@@ -105,14 +105,25 @@ SOLVERS: dict[str, str] = {
 ``bench/miniwob_solvers.py`` (tests play two seeds of each)."""
 
 
-COORDINATE_SOLVERS = frozenset(SOLVERS) - {"choose-list"}
+POINT_SOLVERS: dict[str, str] = {
+    "grid-coordinate": r"""
+      const m = Q.match(/\((-?\d+),(-?\d+)\)/);
+      return click(document.getElementById('(' + m[1] + ',' + m[2] + ')'));""",
+    "circle-center": r"""
+      if (!document.getElementById('blue-circle')) return click(document.querySelector('.black-circle'));
+      return click(document.getElementById('subbtn'));""",
+}
+"""Solvers of tasks offered only with screenshots, whose answer is a click at a point (coordinate
+actions only): the grid point the instruction names, the drawn circle's centre."""
+
+COORDINATE_SOLVERS = (frozenset(SOLVERS) - {"choose-list"}) | frozenset(POINT_SOLVERS)
 """The tasks whose solvers can act by coordinates (choose-list selects from a list: no point does that)."""
 
 
 def solver_script(task: str, scale: float | None = None) -> str | None:
     """The JavaScript function expression that answers ``task``'s next action (None: no solver).
     With ``scale``: coordinate actions in the pixels of a task-area screenshot taken at that scale."""
-    body = SOLVERS.get(task)
+    body = SOLVERS.get(task) or (POINT_SOLVERS.get(task) if scale is not None else None)
     if body is None or (scale is not None and task not in COORDINATE_SOLVERS):
         return None
     prelude = PRELUDE.replace("__SCALE__", "null" if scale is None else json.dumps(float(scale)))

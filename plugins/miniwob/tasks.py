@@ -6,6 +6,12 @@ it asks. Tasks that need pointer coordinates or gestures (drag, draw, select tex
 click a point of a canvas) or that show what matters only as pixels (colours, shapes drawn on a
 canvas or SVG with no text) do not, and are listed with their reason; everything else the package
 ships is offered.
+
+With screenshots (``observation=screenshot|both``) the agent also sees the task area's pixels and
+clicks at points of it (``browser_click_at``), so two more sets are offered there: tasks answered by
+clicks at points (``CLICKS_AT_POINTS``: a grid coordinate, a midpoint, a circle's centre, ...) and
+tasks whose content is drawn but stays on screen (``DRAWN``: colours, shapes, pie slices). Drags,
+drawing, hovering, text selection and content that only flashes by stay refused in every mode.
 """
 
 from __future__ import annotations
@@ -68,7 +74,48 @@ NEEDS_PIXELS: dict[str, str] = {
     )
 }
 UNSUPPORTED: dict[str, str] = {**NEEDS_POINTER, **NEEDS_SELECTION, **NEEDS_PIXELS}
-"""Shipped tasks the environment refuses, with the reason (also in the plugin's README)."""
+"""Shipped tasks the environment refuses with accessibility-tree observations, with the reason
+(also in the plugin's README)."""
+
+CLICKS_AT_POINTS = (
+    "bisect-angle",
+    "circle-center",
+    "find-midpoint",
+    "grid-coordinate",
+    "hot-cold",
+    "right-angle",
+)
+"""Pointer tasks whose answer is clicks at points (then, for some, the submit button)."""
+DRAWN = (
+    "click-color",
+    "click-pie",
+    "click-pie-nodelay",
+    "click-shades",
+    "click-shape",
+    "count-shape",
+    "count-sides",
+    "identify-shape",
+    "visual-addition",
+)
+"""Pixel tasks whose drawing stays on screen while the agent acts (not ``hover-shape``, which needs a
+hover; not ``simon-says``, whose sequence flashes by; not ``generate-number``)."""
+UNSUPPORTED_WITH_SCREENSHOTS: dict[str, str] = {
+    name: (
+        "what matters in it needs a hover or shows only for a moment, which screenshots taken between "
+        "actions do not catch"
+        if name in NEEDS_PIXELS
+        else reason
+    )
+    for name, reason in UNSUPPORTED.items()
+    if name not in (*CLICKS_AT_POINTS, *DRAWN)
+}
+"""Shipped tasks refused even with screenshots and coordinate clicks."""
+
+
+def unsupported(*, screenshots: bool = False) -> dict[str, str]:
+    """The refused tasks and why, for observations with (``screenshots``) or without the page's pixels."""
+    return UNSUPPORTED_WITH_SCREENSHOTS if screenshots else UNSUPPORTED
+
 
 REPORTED = (
     "choose-list",
@@ -131,31 +178,35 @@ def shipped_tasks() -> tuple[str, ...]:
 
 
 @functools.cache
-def supported_tasks() -> tuple[str, ...]:
-    """The shipped tasks the environment offers (all but ``UNSUPPORTED``)."""
-    return tuple(t for t in shipped_tasks() if t not in UNSUPPORTED)
+def supported_tasks(*, screenshots: bool = False) -> tuple[str, ...]:
+    """The shipped tasks the environment offers (all but :func:`unsupported`'s)."""
+    refused = unsupported(screenshots=screenshots)
+    return tuple(t for t in shipped_tasks() if t not in refused)
 
 
-def task_list(spec: str) -> tuple[str, ...]:
+def task_list(spec: str, *, screenshots: bool = False) -> tuple[str, ...]:
     """``all`` (every supported task), ``reported``, ``solvable`` (tasks with a scripted solver),
-    or comma-separated task names; unknown or unsupported names are a ``ConfigError``."""
+    or comma-separated task names; unknown or unsupported names are a ``ConfigError``.
+    ``screenshots``: the observations show the page's pixels (more tasks are offered)."""
     from .solvers import SOLVERS
 
     spec = spec.strip()
+    offered = supported_tasks(screenshots=screenshots)
+    refused = unsupported(screenshots=screenshots)
     if spec == "all":
-        return supported_tasks()
+        return offered
     if spec == "reported":
-        return tuple(t for t in REPORTED if t in supported_tasks())
+        return tuple(t for t in REPORTED if t in offered)
     if spec == "solvable":
-        return tuple(t for t in sorted(SOLVERS) if t in supported_tasks())
+        return tuple(t for t in sorted(SOLVERS) if t in offered)
     names = tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
         raise ConfigError(
             "tasks is empty: give 'all', 'reported', 'solvable' or task names separated by commas"
         )
     for name in names:
-        if name in UNSUPPORTED:
-            raise ConfigError(f"MiniWoB++ task {name!r} is not offered: {UNSUPPORTED[name]}")
+        if name in refused:
+            raise ConfigError(f"MiniWoB++ task {name!r} is not offered: {refused[name]}")
         if name not in shipped_tasks():
             raise ConfigError(
                 f"unknown MiniWoB++ task {name!r}; see `toolgym envs` or "

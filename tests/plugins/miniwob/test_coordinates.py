@@ -115,7 +115,10 @@ def test_a_screenshot_only_agent_solves_tasks_by_coordinates(
     assert step.info["success"] and step.reward == 1.0, step.info
 
 
-@pytest.mark.parametrize(("task", "scale"), [("click-test", 1.0), ("enter-text", 0.5)])
+@pytest.mark.parametrize(
+    ("task", "scale"),
+    [("click-test", 1.0), ("enter-text", 0.5), ("grid-coordinate", 1.0), ("circle-center", 0.5)],
+)
 def test_coordinates_only_the_solver_clicks_what_the_screenshot_shows(
     backend: PooledBackend,  # noqa: F811
     tmp_path: Path,
@@ -123,7 +126,8 @@ def test_coordinates_only_the_solver_clicks_what_the_screenshot_shows(
     scale: float,
 ) -> None:
     """``actions=coordinates``: only the coordinate tools, no ids drawn, and the scripted solver's own
-    calls are points of the (scaled) screenshot that win the task."""
+    calls are points of the (scaled) screenshot that win the task, including tasks offered only
+    with screenshots, whose answer is a point (a grid coordinate, a circle's centre)."""
 
     async def body(ep: ShotEpisode) -> Any:
         messages = await ep.first(seed=4)
@@ -151,7 +155,9 @@ def test_coordinates_only_the_solver_clicks_what_the_screenshot_shows(
         screenshot_scale=scale,
         actions="coordinates",
     )
-    assert step.info["success"] and step.reward == 1.0, step.info
+    # circle-center scores by the click's distance from the centre: a half-size screenshot's pixel
+    # is two of the page's, so a point of it lands up to a pixel or so away
+    assert step.info["success"] and step.reward >= (0.9 if task == "circle-center" else 1.0), step.info
 
 
 def test_coordinates_reach_only_the_screenshot_shown(backend: PooledBackend, tmp_path: Path) -> None:  # noqa: F811
@@ -269,3 +275,23 @@ def test_the_image_limit_holds_in_collected_episodes_and_they_verify(tmp_path: P
         [sys.executable, "-m", "toolgym", "verify", str(out)], capture_output=True, text=True, timeout=600
     )
     assert verify.returncode == 0 and "all invariants hold" in verify.stdout, verify.stdout + verify.stderr
+
+
+def test_tasks_offered_only_with_screenshots() -> None:
+    """Point and drawn tasks need the pixels: refused with the accessibility tree, offered with
+    screenshots; drags, hovers and what flashes by are refused in every mode, each in one line."""
+    from toolgym.plugins.miniwob.tasks import CLICKS_AT_POINTS, DRAWN, supported_tasks
+
+    assert set(CLICKS_AT_POINTS + DRAWN).isdisjoint(supported_tasks())
+    assert set(CLICKS_AT_POINTS + DRAWN) <= set(supported_tasks(screenshots=True))
+    for task in ("grid-coordinate", "click-color"):
+        with pytest.raises(ConfigError, match="is not offered"):
+            MiniWoBEnv(task=task)
+        assert MiniWoBEnv(task=task, observation="screenshot").task_names == (task,)
+        assert MiniWoBEnv(task=task, observation="both").task_names == (task,)
+    with pytest.raises(ConfigError, match="drag gesture"):
+        MiniWoBEnv(task="drag-box", observation="screenshot")
+    with pytest.raises(ConfigError, match="needs a hover or shows only for a moment"):
+        MiniWoBEnv(task="hover-shape", observation="screenshot")
+    with pytest.raises(ConfigError, match="try observation screenshots"):
+        MiniWoBEnv(task="hover-shape")
