@@ -211,14 +211,18 @@ def _limit_rows(text: str) -> list[tuple[str, str]]:
 # start time, is still there with the attributes it had.
 
 
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks after boot, ``/proc/PID/stat``); None when it is gone."""
+def start_time(pid: int, *, living: bool = False) -> int | None:
+    """When ``pid`` started (clock ticks after boot, ``/proc/PID/stat``); None when it is gone (and,
+    with ``living``, when it has exited but its parent has not reaped it yet: a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    return int(stat[stat.rfind(")") + 2 :].split()[19])
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if living and fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
 
 
 def _inner_pid(pid: int) -> int | None:
@@ -247,7 +251,7 @@ def note_zygote(agent: int, inner_pid: int) -> dict[str, object]:
 def zygote_changed(record: dict[str, object]) -> str | None:
     """None when the zygote ``note_zygote`` recorded is still there, unchanged; else why not."""
     pid = int(record["pid"])  # type: ignore[call-overload]
-    if start_time(pid) != record["start"]:
+    if start_time(pid, living=True) != record["start"]:  # killed but not yet reaped is gone too
         return f"the zygote {pid} is gone (the sandbox's interpreters can no longer be forked from it)"
     attributes = record.get("attributes")
     return attributes_changed(pid, attributes, who="zygote") if attributes else None  # type: ignore[arg-type]

@@ -319,3 +319,27 @@ def test_the_host_tells_the_recorded_zygote_from_a_process_with_its_pid() -> Non
         child.kill()
         child.wait()
     assert "is gone" in (hostprocs.zygote_changed(record) or "")
+
+
+def test_a_killed_zygote_not_yet_reaped_counts_as_gone() -> None:
+    """The host's check after a reset reads the zygote's ``/proc`` entry: a zygote an episode killed
+    stays there as a zombie until its parent reaps it, with its start time unchanged, and must read
+    as gone (seen under CI's load: the sandbox was about to be reused)."""
+    import signal
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        record: dict[str, object] = {"pid": child.pid, "start": hostprocs.start_time(child.pid)}
+        assert hostprocs.zygote_changed(record) is None
+        os.kill(child.pid, signal.SIGKILL)
+        for _ in range(500):  # dead, not reaped: a zombie keeps its /proc entry and start time
+            with open(f"/proc/{child.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        assert hostprocs.start_time(child.pid) == record["start"]
+        assert "is gone" in (hostprocs.zygote_changed(record) or "")
+    finally:
+        child.kill()
+        child.wait()
