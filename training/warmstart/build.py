@@ -54,7 +54,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -71,9 +70,7 @@ from toolgym.training.warmstart.recipe import (  # noqa: F401  (also reachable f
     recipe,
     resolve,
 )
-
-Progress = Callable[[str, int, int, str], None]
-"""(phase, done, total, note) → None."""
+from toolgym.training.warmstart.sft import Progress, sft_lr_at, sft_with_checks, validation_engine
 
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S)
 
@@ -288,14 +285,13 @@ async def _build_in(
 ) -> Path:
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.registry import get_registry
-    from toolgym.core.rollout.config import EngineConfig, SamplingConfig
+    from toolgym.core.rollout.config import EngineConfig
     from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
-    from toolgym.core.rollout.policy import ModelPolicy
     from toolgym.core.tokens.chat import ChatFormat
     from toolgym.training.local import models
-    from toolgym.training.local.config import EvalConfig, OptimConfig, PPOConfig
-    from toolgym.training.local.loop import evaluate, run_episodes
-    from toolgym.training.local.sft import balance_weights, run_sft, sft_rows
+    from toolgym.training.local.config import OptimConfig, PPOConfig
+    from toolgym.training.local.loop import run_episodes
+    from toolgym.training.local.sft import balance_weights, sft_rows
     from toolgym.training.local.stops import StopAtBackend, action_stops
     from toolgym.training.local.trainer import PolicyTrainer
 
@@ -390,55 +386,11 @@ async def _build_in(
         pad_token_id=tokenizer.pad_token_id,
         device=device,
     )
-    # sft_val_tasks 0: no checks (the config is never used)
-    val = EvalConfig(num_tasks=max(r.sft_val_tasks, 1), seed=r.val_seed, temperature=r.sft_val_temperature)
-    greedy = engine_cfg.model_copy(
-        update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed}
-    )
-    val_engine = RolloutEngine(
-        registry=registry,
-        policy=ModelPolicy(sampler, greedy),
-        config=greedy,
-        env_kwargs={**r.env_kwargs, **r.val_env_kwargs},
-        sandbox_backend=sandboxes,
-    )
-    losses: list[float] = []
-    checks: list[tuple[int, float]] = []
-    sft.set_lr(sft_lr_at(r, 0))
+    val_engine = validation_engine(r, registry, sampler, engine_cfg, sandboxes)
     try:
-        while len(losses) < r.sft_max_steps:
-            n = min(r.sft_check_every, r.sft_max_steps - len(losses))
-            base = len(losses)
-            note = (
-                f" · last validation {checks[-1][1]:.0%}" if checks else ""
-            )  # a check's own line says " · validation"
-
-            def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
-                sft.set_lr(sft_lr_at(r, base + i + 1))  # the rate of the next step
-                progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
-
-            losses += run_sft(
-                sft,
-                rows,
-                steps=n,
-                batch_size=r.sft_batch_size,
-                seed=r.seed * 1_000 + base,
-                on_step=report,
-                weights=weights,
-                context_weight=r.sft_context_weight,
-            )
-            if r.sft_val_tasks < 1:
-                continue
-            result = await evaluate(val_engine, r.env, val)
-            checks.append((len(losses), result.success))
-            progress(
-                "sft",
-                len(losses),
-                r.sft_max_steps,
-                f"loss {losses[-1]:.3f} · validation {result.success:.0%}",
-            )
-            if r.sft_target is not None and result.success >= r.sft_target:
-                break
+        losses, checks = await sft_with_checks(
+            r, sft, rows, val_engine, progress, weights=weights, context_weight=r.sft_context_weight
+        )
     finally:
         await backend.aclose()
     info = {
@@ -456,19 +408,6 @@ async def _build_in(
     }
     _publish(model.cpu(), tokenizer, info, out)
     return out
-
-
-def sft_lr_at(r: WarmStartRecipe, step: int) -> float:
-    """The SFT learning rate of step ``step`` (0-based): ``sft_lr``, then over the last ``sft_decay_steps``
-    (all of them when ``sft_max_steps`` is fewer, e.g. a shortened build) a linear ramp down to
-    ``sft_lr / N`` at the final step, N being the steps of the ramp."""
-    if r.sft_decay_steps < 0:
-        raise ConfigError(f"sft_decay_steps must be 0 (a constant rate) or more, got {r.sft_decay_steps}")
-    ramp = min(r.sft_decay_steps, r.sft_max_steps)
-    left = r.sft_max_steps - step  # steps left, this one included
-    if ramp == 0 or left > ramp:
-        return r.sft_lr
-    return r.sft_lr * max(left, 1) / ramp
 
 
 def _publish(

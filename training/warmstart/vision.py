@@ -7,10 +7,11 @@ What differs from the text recipes of :mod:`.build`:
    tokenizer, chat template and image processor, random weights; :mod:`toolgym.core.llm.local.tiny_vl`),
    not a tokenizer and model trained from the environment's text, so ``hidden_size``, ``num_layers``,
    ``num_heads``, ``context``, ``vocab_size``, ``init_std`` and the whole-token options do not apply.
-2. **data**: the environment's scripted solver plays ``episodes`` tasks through ``toolgym collect``'s
-   machinery, which renders each screenshot into the prompt as the image processor expands it and
-   stores the images by hash beside the trajectories (in the build's scratch folder); the SFT rows
-   carry those images (:func:`toolgym.training.local.sft.load_sft_rows`). The solver writes tool
+2. **data**: the environment's scripted solver plays ``episodes`` tasks through the rollout engine
+   with the VLM's chat format (``make_policy("scripted", tokenizer=model)``, as ``toolgym collect
+   --model scripted --tokenizer tiny-vl`` does), which renders each screenshot into the prompt as the
+   image processor expands it and stores the images by hash in the build's scratch folder; the SFT
+   rows carry those images (:func:`toolgym.training.local.sft.sft_rows` with ``images_root``). The solver writes tool
    calls, not ``<action>`` lines, so no mistakes are injected (``mistake_rate`` and ``invalid_rate``
    must be 0): the SFT budget alone keeps the warm start short of mastery.
 3. **SFT**: the same fixed budget and validation checks as the text recipes, through the VLM's forward
@@ -52,24 +53,21 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
     ``processor`` (the image processor, saved beside the weights) and ``info`` (``warmstart.json``)."""
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
-    from toolgym.collect.plan import CollectOptions
-    from toolgym.collect.run import collect
     from toolgym.core.llm.local.tiny import ensure_tiny_model
     from toolgym.core.llm.local.transformers_backend import TransformersBackend
     from toolgym.core.llm.resolve import TINY
     from toolgym.core.registry import get_registry
-    from toolgym.core.rollout.config import EngineConfig, SamplingConfig
-    from toolgym.core.rollout.engine import RolloutEngine
-    from toolgym.core.rollout.policy import ModelPolicy
+    from toolgym.core.rollout.config import EngineConfig
+    from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
+    from toolgym.core.rollout.policies import make_policy
     from toolgym.core.sandbox import lazy_sandbox_backend
     from toolgym.core.tokens.vision import load_image_processor
-    from toolgym.training.local.config import EvalConfig, OptimConfig, PPOConfig
-    from toolgym.training.local.loop import evaluate
-    from toolgym.training.local.sft import run_sft, sft_rows
+    from toolgym.training.local.config import OptimConfig, PPOConfig
+    from toolgym.training.local.loop import run_episodes
+    from toolgym.training.local.sft import sft_rows
     from toolgym.training.local.stops import StopAtBackend, action_stops
     from toolgym.training.local.trainer import PolicyTrainer
-    from toolgym.training.warmstart.build import sft_lr_at
-    from toolgym.trajectories.store import iter_trajectories
+    from toolgym.training.warmstart.sft import sft_with_checks, validation_engine
 
     check(r)
     started = time.perf_counter()
@@ -85,29 +83,33 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
     )
     with tempfile.TemporaryDirectory(prefix=f"warmstart-{r.name}-") as scratch:
         data = Path(scratch) / "scripted"
+        data_sandboxes = lazy_sandbox_backend(registry, "auto")
         done = {"n": 0}
 
         def counted(_: Any) -> None:
             done["n"] += 1
             progress("data", done["n"], r.episodes, "")
 
-        result = await collect(
-            CollectOptions(
-                env=r.env,
-                out=data,
-                model="scripted",
-                tokenizer=r.model,
-                episodes=r.episodes,
-                engine=engine_cfg.model_copy(update={"seed": r.data_seed}),
-                env_kwargs=dict(r.env_kwargs),
-                sandbox_backend="auto",
-                fail_fast=0,
-            ),
+        # the solver's own task options first (MiniWoB++: tasks=solvable), as a scripted collection takes them
+        env_kwargs = {**registry.env(r.env).scripted_kwargs, **r.env_kwargs}
+        data_cfg = engine_cfg.model_copy(update={"seed": r.data_seed})
+        scripted = RolloutEngine(
             registry=registry,
-            on_progress=lambda stats: counted(None) if stats.done > done["n"] else None,
+            policy=make_policy("scripted", backend=None, tokenizer=r.model, config=data_cfg),
+            config=data_cfg,
+            env_kwargs=env_kwargs,
+            sandbox_backend=data_sandboxes,
+            artifacts_dir=str(data / "artifacts"),
         )
+        requests = plan_episodes(r.env, num_tasks=r.episodes, group_size=1, seed=r.data_seed)
+        try:
+            made = await run_episodes(scripted, requests, counted)
+        finally:
+            if data_sandboxes is not None:
+                await data_sandboxes.aclose()
+        failed = sum(t.status.value == "error" for t in made)
         # in seed order, not the order the browsers finished in: SFT's batches are then a function of the recipe
-        trajs = sorted(iter_trajectories(data), key=lambda t: (t.seed, t.sample_index))
+        trajs = sorted(made, key=lambda t: (t.seed, t.sample_index))
         data_success = sum(t.reward >= 1.0 - 1e-9 for t in trajs) / max(len(trajs), 1)
         rows = sft_rows(trajs, min_reward=1.0 - 1e-9, images_root=data)
         if not rows:
@@ -135,54 +137,17 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
             device=device,
             image_processor=processor,
         )
-        val = EvalConfig(
-            num_tasks=max(r.sft_val_tasks, 1), seed=r.val_seed, temperature=r.sft_val_temperature
-        )
-        greedy = engine_cfg.model_copy(
-            update={"sampling": SamplingConfig(temperature=r.sft_val_temperature), "seed": r.val_seed}
-        )
         sandboxes = lazy_sandbox_backend(registry, "auto")
-        val_engine = RolloutEngine(
-            registry=registry,
-            policy=ModelPolicy(sampler, greedy),
-            config=greedy,
-            env_kwargs={**r.env_kwargs, **r.val_env_kwargs},
-            sandbox_backend=sandboxes,
+        val_engine = validation_engine(
+            r,
+            registry,
+            sampler,
+            engine_cfg,
+            sandboxes,
             artifacts_dir=str(Path(scratch) / "validation" / "artifacts"),
         )
-        losses: list[float] = []
-        checks: list[tuple[int, float]] = []
-        sft.set_lr(sft_lr_at(r, 0))
         try:
-            while len(losses) < r.sft_max_steps:
-                n = min(r.sft_check_every, r.sft_max_steps - len(losses))
-                base = len(losses)
-                note = f" · last validation {checks[-1][1]:.0%}" if checks else ""
-
-                def report(i: int, metrics: dict[str, Any], base: int = base, note: str = note) -> None:
-                    sft.set_lr(sft_lr_at(r, base + i + 1))
-                    progress("sft", base + i + 1, r.sft_max_steps, f"loss {metrics['loss']:.3f}{note}")
-
-                losses += run_sft(
-                    sft,
-                    rows,
-                    steps=n,
-                    batch_size=r.sft_batch_size,
-                    seed=r.seed * 1_000 + base,
-                    on_step=report,
-                )
-                if r.sft_val_tasks < 1:
-                    continue
-                checked = await evaluate(val_engine, r.env, val)
-                checks.append((len(losses), checked.success))
-                progress(
-                    "sft",
-                    len(losses),
-                    r.sft_max_steps,
-                    f"loss {losses[-1]:.3f} · validation {checked.success:.0%}",
-                )
-                if r.sft_target is not None and checked.success >= r.sft_target:
-                    break
+            losses, checks = await sft_with_checks(r, sft, rows, val_engine, progress)
         finally:
             await backend.aclose()
             if sandboxes is not None:
@@ -192,7 +157,7 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
         "model_dir": str(model_dir),
         "rows": len(rows),
         "scripted_success": data_success,
-        "scripted_errors": result.failed,
+        "scripted_errors": failed,
         "sft_steps": len(losses),
         "sft_losses": losses,
         "validation": checks,

@@ -46,7 +46,7 @@ def test_shipped_configs_build_and_twins_share_their_budget(first: str, second: 
 
 def test_alfworld_configs_use_verl_agent_format_and_the_warm_start() -> None:
     rl, run = build(load_config("alfworld_gigpo", []))
-    assert rl.env_kwargs["history_length"] == 2 and rl.eval.env_kwargs == {"split": "eval_in_distribution"}
+    assert rl.env_kwargs["history_length"] == 2 and rl.eval.env_kwargs == {"split": "validation"}
     assert (
         rl.estimator_options["gamma"] == 0.95 and rl.group_size == 8 and run["model"] == "warmstart:alfworld"
     )

@@ -67,10 +67,11 @@ def test_two_builds_in_two_processes_give_bit_identical_weights(tmp_path: Path) 
     assert weights_digest(outs[0]) == weights_digest(outs[1])
 
 
-@pytest.mark.parametrize("name", sorted(warmstart.RECIPES))
+@pytest.mark.parametrize("name", sorted(n for n, r in warmstart.RECIPES.items() if r.model is None))
 def test_a_default_build_is_the_pages_build_with_a_fixed_budget(name: str) -> None:
     """The shipped recipe is the recipe of the warm start docs/results.md used, with its early stop
-    replaced by the steps that build ran (alfworld 3,500, math_python 400, webshop 1,250)."""
+    replaced by the steps that build ran (alfworld 3,500, math_python 400, webshop 1,250). The
+    vision recipe's page (docs/results/miniwob_pixels.md) states its own recipe."""
     record = json.loads((RECORDS / f"warmstart-{name}.json").read_text())
     page = warmstart.WarmStartRecipe(**record["recipe"])
     shipped = warmstart.recipe(name)
