@@ -178,8 +178,11 @@ class TokenAssembler:
         follows is the delta. If it does not begin so, the template rewrote history.
         """
         new = [dict(m) for m in new]
+        turn_at = len(self.messages) - 1  # the model's message, when a turn is open
         self.messages = [*self.messages, *new]
-        nxt = self.chat.render(self.messages, tools=self._render_tools, add_generation_prompt=True)
+        nxt = self._spliced(turn_at) if self._in_turn else None
+        if nxt is None or not nxt.startswith(self._text):
+            nxt = self.chat.render(self.messages, tools=self._render_tools, add_generation_prompt=True)
         if not nxt.startswith(self._text):
             sampled = self._text[: self._content_end] if self._in_turn else self._text
             if self._in_turn and nxt.startswith(sampled):
@@ -206,6 +209,18 @@ class TokenAssembler:
         self._in_turn = False
         self.segments.append(_Seg(self.sequence, _segment_role(new), ids, None, delta))
         self.sequence_images[-1] = [*self.sequence_images[-1], *image_refs(new)]
+
+    def _spliced(self, turn_at: int) -> str | None:
+        """The whole conversation's render with a generation prompt, without rendering its history
+        again, where the template allows (:meth:`ChatFormat.render_tail`): the text so far up to
+        the generation prompt that opened the model's turn, then the render of the model's message
+        and the new ones. None where it does not (then the caller renders the conversation)."""
+        gen = self.chat.generation_prompt
+        start = self._turn_start - len(gen) if gen is not None else -1
+        if gen is None or turn_at < 1 or start < 0 or not self._text.startswith(gen, start):
+            return None
+        tail = self.chat.render_tail(self.messages[turn_at:])
+        return None if tail is None else self._text[:start] + tail
 
     def _rewrite(self, reason: str) -> None:
         note = f"turn {sum(1 for s in self.segments if s.role == 'assistant')}: {reason}"

@@ -12,7 +12,9 @@ ChainMap on every call, a third of a short render); the tool schemas a conversat
 frozen once (:func:`freeze_tools`) so that ``tool | tojson`` returns the JSON text dumped the first
 time instead of dumping the same schema again each turn; and ``namespace()`` is called without the
 sandbox's generic checks, which are for callables a template could be handed, not Jinja's own. Encoding goes through the piece and word
-caches of :mod:`toolgym.core.tokens.pieces`. ``ChatFormat.reference = True`` turns off the render
+caches of :mod:`toolgym.core.tokens.pieces`. For templates whose messages render locally
+(:data:`LOCAL_TEMPLATES`, checked on probe conversations), the token assembler renders only a
+turn's tail, not the whole history again (:meth:`ChatFormat.render_tail`). ``ChatFormat.reference = True`` turns off the render
 shortcuts and the word cache: the path the fast one is tested against, and the baseline
 ``bench/engine_efficiency.py`` runs beside it.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import hashlib
 import json
 from collections.abc import Sequence
 from functools import lru_cache
@@ -157,6 +160,25 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
         return super().call(context, obj, *args, **kwargs)
 
 
+LOCAL_TEMPLATES: frozenset[str] = frozenset(
+    {
+        "7f48ce7c8ab615da1208e5ba80ae1e5fe5d98d8155c7aa95d527ffa188af53d3",  # core/llm/local/templates/qwen.jinja
+        "082b4a8c49593243dfd20ba76f63c5076233e77710906d0bc180811d76571dc6",  # training/local/templates/compact_qwen.jinja
+    }
+)
+"""SHA-256 of the templates whose messages render locally: a header that depends only on the tools
+and the first message, then one piece per message that depends only on the message itself, on
+whether it is the first or the last, and on its neighbours' roles, then the generation prompt. For
+them the render of a conversation that grows at its end is the render so far with the generation
+prompt cut off, followed by the render of its last messages alone (:meth:`ChatFormat.render_tail`).
+Each is read for that property here and checked on probe conversations whenever a format is made
+(:func:`_tail_agrees`); any other template is rendered whole every turn."""
+
+_ANCHOR: Message = {"role": "user", "content": "."}
+"""The message :meth:`ChatFormat.render_tail` renders a conversation's last messages after: their
+piece then has a predecessor that is not first and not a system prompt, as in the conversation."""
+
+
 @lru_cache(maxsize=32)
 def compile_template(source: str) -> jinja2.Template:
     env = _TemplateSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
@@ -219,6 +241,17 @@ class ChatFormat:
         self._token_texts: dict[int, str] = {}
         eos = getattr(tokenizer, "eos_token_id", None)
         self.eos_token_ids: frozenset[int] = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        self.generation_prompt: str | None = None
+        """The text a render with ``add_generation_prompt`` ends with, where :meth:`render_tail`
+        applies (a template in :data:`LOCAL_TEMPLATES` that passed its probes); else None."""
+        self._anchor_text = ""
+        if hashlib.sha256(source.encode()).hexdigest() in LOCAL_TEMPLATES:
+            anchor = self.render([_ANCHOR])
+            prompted = self.render([_ANCHOR], add_generation_prompt=True)
+            if prompted.startswith(anchor) and len(prompted) > len(anchor):
+                self._anchor_text, self.generation_prompt = anchor, prompted[len(anchor) :]
+                if not _tail_agrees(self, _kwargs_key(self._base_kwargs)):
+                    self.generation_prompt = None
 
     def with_vision(self, vision: VisionInputs | None) -> ChatFormat:
         """This format (same template, tokenizer and encoder) with ``vision``'s image tokens."""
@@ -264,6 +297,21 @@ class ChatFormat:
             env.handle_exception()
             raise  # handle_exception always raises; this keeps type checkers content
 
+    def render_tail(self, messages: Sequence[Message]) -> str | None:
+        """The end of a conversation's render with a generation prompt, from ``messages`` alone: an
+        assistant message that is not the conversation's first and every message after it. For a
+        template in :data:`LOCAL_TEMPLATES`, the conversation's render is the render of what came
+        before the assistant message with the generation prompt cut off, followed by this; one
+        short render instead of the whole history's. None when this format has no such shortcut
+        (then render the conversation whole)."""
+        if self.generation_prompt is None or ChatFormat.reference:
+            return None
+        return self._render_tail(messages)
+
+    def _render_tail(self, messages: Sequence[Message]) -> str | None:
+        text = self.render([_ANCHOR, *messages], add_generation_prompt=True)
+        return text[len(self._anchor_text) :] if text.startswith(self._anchor_text) else None
+
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
@@ -285,6 +333,81 @@ class ChatFormat:
         if text is None:
             text = self._token_texts[token_id] = self.decode([token_id])
         return text
+
+
+def _kwargs_key(kwargs: dict[str, Any]) -> str:
+    return json.dumps(kwargs, sort_keys=True, default=repr)
+
+
+_PROBE_TOOLS = freeze_tools(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "probe",
+                "description": "A probe «tool».",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+            },
+        }
+    ]
+)
+_PROBE_TEXT = "héllo <|im_end|><|im_start|>assistant\n<tool_call></tool_response> 日本"
+_PROBE_CALL = '<tool_call>\n{"name": "probe", "arguments": {"q": "x"}}\n</tool_call>'
+
+
+def _tail_probe(chat: ChatFormat) -> bool:
+    histories: list[list[Message]] = [
+        [{"role": "user", "content": "task"}],
+        [{"role": "system", "content": "sys"}, {"role": "user", "content": _PROBE_TEXT}],
+        [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": f"<think>\nplan\n</think>\n\n{_PROBE_CALL}"},
+            {"role": "tool", "content": "out"},
+        ],
+        [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "first"},
+            {"role": "user", "content": ""},
+        ],
+    ]
+    news: list[list[Message]] = [
+        [{"role": "tool", "content": "result"}],
+        [{"role": "tool", "content": _PROBE_TEXT}, {"role": "tool", "content": ""}],
+        [{"role": "user", "content": "obs"}],
+        [{"role": "user", "content": _PROBE_TEXT}, {"role": "tool", "content": "t"}],
+    ]
+    replies = ["\n" + _PROBE_CALL, "plain answer<|im_end|>", "", "<think>\nr\n</think>\n\nanswer"]
+    gen = chat.generation_prompt or ""
+    for tools in (None, _PROBE_TOOLS):
+        for history in histories:
+            before = chat.render(history, tools=tools, add_generation_prompt=True)
+            if not before.endswith(gen):
+                return False
+            for reply in replies:
+                for new in news:
+                    turn: list[Message] = [{"role": "assistant", "content": reply}, *new]
+                    whole = chat.render([*history, *turn], tools=tools, add_generation_prompt=True)
+                    tail = chat._render_tail(turn)
+                    if tail is None or whole != before[: len(before) - len(gen)] + tail:
+                        return False
+    return True
+
+
+def _tail_agrees(chat: ChatFormat, kwargs_key: str) -> bool:
+    """Whether :meth:`ChatFormat.render_tail` spliced onto the render so far gives the whole
+    render, on probe conversations (system prompt or not, tools or not, tool and user messages
+    after the model's turn, reasoning in earlier and new turns, text that looks like the
+    template's own markup, empty contents)."""
+    key = (chat.source, kwargs_key)
+    agrees = _TAIL_RESULTS.get(key)
+    if agrees is None:
+        agrees = _TAIL_RESULTS[key] = _tail_probe(chat)
+    return agrees
+
+
+_TAIL_RESULTS: dict[tuple[str, str], bool] = {}
+"""Probe results per template source and template arguments (formats are made often)."""
 
 
 def with_tool_call_ids(messages: Sequence[Message], calls: Sequence[Any]) -> list[Message]:
