@@ -25,8 +25,8 @@ import copy
 import datetime
 import hashlib
 import json
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from functools import lru_cache, partial
 from typing import Any, ClassVar
 
 import jinja2
@@ -160,19 +160,49 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
         return super().call(context, obj, *args, **kwargs)
 
 
-LOCAL_TEMPLATES: frozenset[str] = frozenset(
-    {
-        "7f48ce7c8ab615da1208e5ba80ae1e5fe5d98d8155c7aa95d527ffa188af53d3",  # core/llm/local/templates/qwen.jinja
-        "082b4a8c49593243dfd20ba76f63c5076233e77710906d0bc180811d76571dc6",  # training/local/templates/compact_qwen.jinja
-    }
-)
-"""SHA-256 of the templates whose messages render locally: a header that depends only on the tools
-and the first message, then one piece per message that depends only on the message itself, on
-whether it is the first or the last, and on its neighbours' roles, then the generation prompt. For
-them the render of a conversation that grows at its end is the render so far with the generation
-prompt cut off, followed by the render of its last messages alone (:meth:`ChatFormat.render_tail`).
-Each is read for that property here and checked on probe conversations whenever a format is made
-(:func:`_tail_agrees`); any other template is rendered whole every turn."""
+def _im_tail(messages: Sequence[Message], tool_responses: bool) -> str | None:
+    """The tail render (:meth:`ChatFormat.render_tail`) of toolgym's two Qwen-markup templates in
+    Python, for messages whose roles and contents are strings and that carry no structured tool
+    calls (the token assembler's: the model's raw text, then tool and environment replies); None
+    for anything else, which Jinja renders. ``tool_responses``: consecutive tool messages share
+    one user turn of ``<tool_response>`` blocks (``qwen.jinja``) rather than each being a ``tool``
+    turn (``compact_qwen.jinja``). Checked against Jinja on the probes whenever a format is made."""
+    out: list[str] = []
+    last = len(messages) - 1
+    for i, m in enumerate(messages):
+        role, content = m.get("role"), m.get("content")
+        if type(role) is not str or type(content) is not str or m.get("tool_calls"):
+            return None
+        if tool_responses and role == "tool":
+            if i == 0 or messages[i - 1].get("role") != "tool":
+                out.append("<|im_start|>user")
+            out.append(f"\n<tool_response>\n{content}\n</tool_response>")
+            if i == last or messages[i + 1].get("role") != "tool":
+                out.append("<|im_end|>\n")
+        else:
+            out.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
+    out.append("<|im_start|>assistant\n")
+    return "".join(out)
+
+
+LOCAL_TEMPLATES: dict[str, Callable[[Sequence[Message]], str | None]] = {
+    # core/llm/local/templates/qwen.jinja
+    "7f48ce7c8ab615da1208e5ba80ae1e5fe5d98d8155c7aa95d527ffa188af53d3": partial(
+        _im_tail, tool_responses=True
+    ),
+    # training/local/templates/compact_qwen.jinja
+    "082b4a8c49593243dfd20ba76f63c5076233e77710906d0bc180811d76571dc6": partial(
+        _im_tail, tool_responses=False
+    ),
+}
+"""SHA-256 of the templates whose messages render locally, each with its tail render in Python: a
+header that depends only on the tools and the first message, then one piece per message that
+depends only on the message itself, on whether it is the first or the last, and on its neighbours'
+roles, then the generation prompt. For them the render of a conversation that grows at its end is
+the render so far with the generation prompt cut off, followed by the render of its last messages
+alone (:meth:`ChatFormat.render_tail`). Each is read for that property here and checked on probe
+conversations whenever a format is made (:func:`_tail_agrees`), the Python tail against Jinja's;
+any other template is rendered whole every turn."""
 
 _ANCHOR: Message = {"role": "user", "content": "."}
 """The message :meth:`ChatFormat.render_tail` renders a conversation's last messages after: their
@@ -245,7 +275,8 @@ class ChatFormat:
         """The text a render with ``add_generation_prompt`` ends with, where :meth:`render_tail`
         applies (a template in :data:`LOCAL_TEMPLATES` that passed its probes); else None."""
         self._anchor_text = ""
-        if hashlib.sha256(source.encode()).hexdigest() in LOCAL_TEMPLATES:
+        self._tail = LOCAL_TEMPLATES.get(hashlib.sha256(source.encode()).hexdigest())
+        if self._tail is not None:
             anchor = self.render([_ANCHOR])
             prompted = self.render([_ANCHOR], add_generation_prompt=True)
             if prompted.startswith(anchor) and len(prompted) > len(anchor):
@@ -306,7 +337,8 @@ class ChatFormat:
         (then render the conversation whole)."""
         if self.generation_prompt is None or ChatFormat.reference:
             return None
-        return self._render_tail(messages)
+        text = self._tail(messages) if self._tail is not None else None
+        return text if text is not None else self._render_tail(messages)
 
     def _render_tail(self, messages: Sequence[Message]) -> str | None:
         text = self.render([_ANCHOR, *messages], add_generation_prompt=True)
@@ -390,6 +422,8 @@ def _tail_probe(chat: ChatFormat) -> bool:
                     whole = chat.render([*history, *turn], tools=tools, add_generation_prompt=True)
                     tail = chat._render_tail(turn)
                     if tail is None or whole != before[: len(before) - len(gen)] + tail:
+                        return False
+                    if chat._tail is not None and chat._tail(turn) not in (None, tail):
                         return False
     return True
 

@@ -107,6 +107,7 @@ def test_spliced_episodes_record_what_whole_renders_record(
 def test_a_template_declared_local_that_is_not_is_rendered_whole(
     tokenizer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the probes are what stands between a wrong declaration and wrong token ids
     # the header counts the messages: every render rewrites the first line, so no tail splices
     counting = "{{ messages|length }}\n" + LOCAL["qwen"]
     # a tool reply's piece reads the message two back, beyond the tail's one neighbour
@@ -116,9 +117,12 @@ def test_a_template_declared_local_that_is_not_is_rendered_whole(
     )
     assert reaching != LOCAL["qwen"]
     sources = [counting, reaching, template_source("qwen3")]
-    monkeypatch.setattr(chat_module, "LOCAL_TEMPLATES", frozenset(sha(s) for s in sources))
+    declared: dict[str, Any] = {sha(s): lambda messages: None for s in sources}  # Jinja renders the tail
+    # the right template with the other template's Python tail (tool replies as `tool` turns)
+    declared[sha(LOCAL["qwen"])] = chat_module.LOCAL_TEMPLATES[sha(LOCAL["compact_qwen"])]
+    monkeypatch.setattr(chat_module, "LOCAL_TEMPLATES", declared)
     monkeypatch.setattr(chat_module, "_TAIL_RESULTS", {})
-    for source in sources:
+    for source in [*sources, LOCAL["qwen"]]:
         chat = ChatFormat(tokenizer, template=source)
         assert chat.generation_prompt is None
         assert chat.render_tail([{"role": "assistant", "content": "x"}]) is None
