@@ -82,6 +82,13 @@ def rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
+    """Peak resident set size (MB) of this process's own address space (``VmHWM``). Not
+    ``ru_maxrss``: a process started by ``spawn`` inherits its parent's peak there (it is kept
+    across ``exec``), so a child of a large parent would report the parent's size."""
+    with open(f"/proc/{os.getpid()}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

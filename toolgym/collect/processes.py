@@ -1,6 +1,6 @@
 """One collection over several processes on this machine: ``toolgym collect --processes N``.
 
-One asyncio engine tops out near one core (about 0.3 ms of CPU per turn: rendering the chat template,
+One asyncio engine tops out near one core (about 0.17 ms of CPU per turn: rendering the chat template,
 tokenizing the delta, parsing, tools), so tens of thousands of live episodes against a fast model
 leave the other cores idle. Here process ``k`` of ``N`` collects shard ``k/N`` of the run
 (:mod:`toolgym.collect.run`: task index ``k`` modulo ``N``, its own ``trajectories-<k>.jsonl``) into
