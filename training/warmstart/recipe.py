@@ -112,6 +112,10 @@ class WarmStartRecipe:
     scripted data's, so that validation measures goals the warm start has not seen; its training split
     has only 500 goals, and 800 scripted episodes cover most of them)."""
 
+    data_version: int = 0
+    """Raised when the environment's tasks for the same seeds change (math-python's splits made
+    disjoint by question: version 1), so that the cache key moves with the data it was built from."""
+
     def key(self) -> str:
         """The cache key: every field, except that fields added since (:data:`KEYED_WHEN_SET`) count only
         when they differ from their default, so adding a field does not orphan the warm starts built before."""
@@ -120,6 +124,7 @@ class WarmStartRecipe:
 
 
 KEYED_WHEN_SET: dict[str, Any] = {
+    "data_version": 0,
     "context": 1024,
     "vocab_size": 1024,
     "val_env_kwargs": {},
@@ -197,6 +202,7 @@ RECIPES: dict[str, WarmStartRecipe] = {
         sft_check_every=50,
         sft_val_tasks=32,
         sft_val_temperature=0.4,
+        data_version=1,
     ),
     "miniwob_screenshot": WarmStartRecipe(
         # the pixels benchmark (bench/miniwob_pixels.py): tiny-vl sees only the task area's screenshot, with no

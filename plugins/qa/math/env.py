@@ -6,9 +6,10 @@ equals the exact answer (``\\boxed{}``, ``<answer>`` or the last number), else 0
 Splits: ``train`` uses seeds as given; ``validation`` is carved from it, task ``s`` being ``train``'s seed
 ``VALIDATION_SEED + s`` (training draws, RL tasks and warm-start data, use seeds below it; the warm
 start's checks, train seeds from 900,000, are its first tasks); ``test`` shifts seeds by 10**9, so
-the three never share a seed. They can share a question: two families draw from small parameter
-ranges (``binomial``, ``factorial_digits``: every one of test's first 400 questions of those families
-is among train's first 20,000; ``primes``: 2 of 54), so about a quarter of any split repeats train.
+the three never share a seed. Nor a question: a hash of its text puts every question on the test
+side or the train side (one in five on the test side, :func:`~.problems.question_side`), and each
+split draws only from its side. Without that, two families with small parameter ranges
+(``binomial``, ``factorial_digits``) repeated train in every test question.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class MathPythonEnv(ToolTaskEnv):
 
     def load_task(self, seed: int) -> Task:
         offset = {"train": 0, "validation": VALIDATION_SEED, "test": TEST_OFFSET}[self.split]
-        p = generate_problem(seed + offset, self.families)
+        p = generate_problem(seed + offset, self.families, "test" if self.split == "test" else "train")
         return Task(
             id=f"{self.split}-{seed}",
             question=p.question,

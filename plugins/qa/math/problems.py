@@ -6,6 +6,7 @@ policy runs). The seed fixes the problem: equal seeds give equal problems on eve
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Callable
@@ -95,13 +96,33 @@ FAMILIES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
 }
 
 
-def generate_problem(seed: int, families: tuple[str, ...] | None = None) -> Problem:
-    """The problem of a seed. The answer is computed by running the reference solution here."""
+TEST_SHARE = 5
+"""One question in this many belongs to the test side (:func:`question_side`)."""
+MAX_DRAWS = 10_000
+
+
+def question_side(question: str) -> str:
+    """``test`` or ``train``: which split a question may appear in, fixed by the question's text (a
+    hash), so that a question of the test split is never one of the training or validation splits,
+    however small the family's parameter range (``binomial`` has about 600 questions)."""
+    h = int.from_bytes(hashlib.blake2b(question.encode(), digest_size=8).digest(), "big")
+    return "test" if h % TEST_SHARE == 0 else "train"
+
+
+def generate_problem(seed: int, families: tuple[str, ...] | None = None, side: str | None = None) -> Problem:
+    """The problem of a seed. The answer is computed by running the reference solution here.
+
+    ``side`` (``train`` or ``test``): the seed's first problem whose question is on that side
+    (:func:`question_side`); draws after the first come from the seed's own further streams, so the
+    problem is still fixed by the seed, and each family keeps its share. None: the first problem."""
     names = families or tuple(FAMILIES)
-    rng = random.Random(f"math-python/{seed}")
-    family = names[rng.randrange(len(names))]
-    question, solution = FAMILIES[family](rng)
-    return Problem(seed, family, question, _run(solution), solution)
+    for draw in range(MAX_DRAWS):
+        rng = random.Random(f"math-python/{seed}" if draw == 0 else f"math-python/{seed}/{draw}")
+        family = names[rng.randrange(len(names))]
+        question, solution = FAMILIES[family](rng)
+        if side is None or question_side(question) == side:
+            return Problem(seed, family, question, _run(solution), solution)
+    raise ValueError(f"no {side} question among {MAX_DRAWS} draws of seed {seed} for families {names}")
 
 
 def _run(code: str) -> int:
