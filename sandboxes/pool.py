@@ -46,7 +46,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolgym.core.errors import SandboxError
@@ -275,7 +275,12 @@ class PooledBackend(ABC):
             self._discard(sandbox)
             return
         self._recycling.setdefault(sandbox.kind, set()).add(sandbox)  # before its task runs
-        self._spawn(self._recycle(sandbox), f"recycle-{sandbox.id}")
+        # out again when the task ends, even one cancelled before it ever ran (no `finally` then)
+        self._spawn(
+            self._recycle(sandbox),
+            f"recycle-{sandbox.id}",
+            on_done=lambda: self._recycling.get(sandbox.kind, set()).discard(sandbox),
+        )
 
     async def aclose(self) -> None:
         """Destroy every sandbox this backend made (idle and handed out); safe to call twice."""
@@ -323,13 +328,16 @@ class PooledBackend(ABC):
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        """Run ``coro`` in the background on the backend's loop (``aclose`` waits for it)."""
+    def _spawn(self, coro: Any, name: str, on_done: Callable[[], None] | None = None) -> None:
+        """Run ``coro`` in the background on the backend's loop (``aclose`` waits for it);
+        ``on_done`` runs when its task ends, however it ends."""
 
         def start() -> None:
             task = self._loop.create_task(coro, name=name)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            if on_done is not None:
+                task.add_done_callback(lambda _: on_done())
 
         try:
             running = asyncio.get_running_loop()

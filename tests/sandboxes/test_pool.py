@@ -4,6 +4,7 @@ dead sandboxes in the pool, and replacement through an episode's context."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -175,6 +176,34 @@ def test_prestarted_python_sessions_survive_recycling(pool: PooledBackend, runne
         assert fresh.counters["poisoned"] == 0
     finally:
         runner.run(fresh.aclose())
+
+
+def test_a_reset_cancelled_before_it_ran_is_not_waited_for(
+    pool: PooledBackend, runner: asyncio.Runner
+) -> None:
+    """A release's reset task cancelled before its first step (its coroutine's ``finally`` never
+    runs) no longer counts as a sandbox coming back: an acquire does not wait ``reuse_wait_s`` for it."""
+    backend = make_backend(pool.name, profiles={"python": TEST_PROFILE}, max_idle=4, reuse_wait_s=30)
+
+    async def scenario() -> None:
+        sb = await backend.acquire("python")
+        await backend.release(sb)
+        recycle = next(t for t in backend._tasks if t.get_name() == f"recycle-{sb.id}")
+        recycle.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recycle
+        await asyncio.sleep(0)  # its done callbacks
+        assert not backend._recycling.get("python")
+        started = time.monotonic()
+        other = await backend.acquire("python")
+        assert other is not sb and backend.counters["waited_for_reset"] == 0
+        assert time.monotonic() - started < 15  # made afresh, not after 30 s of waiting
+        await backend.release(other)
+
+    try:
+        runner.run(scenario())
+    finally:
+        runner.run(backend.aclose())
 
 
 def test_a_sandbox_destroys_itself_after_its_ttl(pool: PooledBackend, runner: asyncio.Runner) -> None:
