@@ -584,16 +584,17 @@ def differences_table(runs: Sequence[Run]) -> str:
             pair = f"{NAMES.get(x, x)} − {NAMES.get(y, y)}"
             split = _joined([_eval_split(r) for side in both for r in side])
             held = both[0][0]
+            finals = all(r.final for side in both for r in side)
             after = (
                 f"after RL ({held.held_tasks} tasks, final evaluation)"
-                if all(r.final for side in both for r in side)
+                if finals
                 else f"after RL ({held.held_tasks} tasks, step {held.evals[-1][0]})"
             )
             lines.append(
                 _diff_row(
                     pair,
                     after,
-                    split,
+                    _joined([_final_split(r) for side in both for r in side]) if finals else split,
                     *_tables([r.held_after for r, _ in both], [s.held_after for _, s in both]),
                 )
             )

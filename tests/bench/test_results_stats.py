@@ -111,6 +111,24 @@ def test_the_page_pairs_runs_by_seed_and_by_task_where_outcomes_were_kept() -> N
     )
 
 
+def test_a_final_evaluation_difference_names_the_final_evaluations_split() -> None:
+    """In-run evaluations read ``validation``; the final evaluation reads ``test``: the after-RL
+    difference comes from the final evaluation, so its row names ``test``, the curve's rows
+    ``validation``."""
+    runs = []
+    for est, lift in (("grpo", 0.0), ("arpo", 0.25)):
+        for seed in (0, 1):
+            run = _run(est, seed, [0.5, 0.5 + lift])
+            run.rl["eval"]["env_kwargs"]["split"] = "validation"
+            record = {"success": 0.5 + lift, "episodes": 4}
+            run.final = {"split": "test", "tasks": 4, "step": 5, "before": {"success": 0.5}, "after": record}
+            runs.append(run)
+    rows = differences_table(runs).splitlines()
+    after = next(line for line in rows if "after RL" in line)
+    assert after.startswith("| ARPO − GRPO | after RL (4 tasks, final evaluation) | `test` | 2 |")
+    assert next(line for line in rows if "step 5" in line).split(" | ")[2] == "`validation`"
+
+
 def _report(out: Path, records: Path, docs: Path) -> str:
     result = subprocess.run(
         [
