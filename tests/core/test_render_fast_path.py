@@ -108,6 +108,11 @@ def episode(chat: ChatFormat, tools: list[dict[str, Any]] | None, reply_role: st
             asm.add_messages(with_tool_call_ids([{"role": "tool", "content": out}], [call]))
         else:
             asm.add_messages([{"role": "user", "content": out}])
+    return record(asm)
+
+
+def record(asm: TokenAssembler) -> dict[str, Any]:
+    """Everything the assembler keeps of an episode: what two ways of rendering must agree on."""
     return {
         "segments": [(s.sequence, s.role, list(s.token_ids), s.text) for s in asm.segments],
         "prompt_ids": list(asm.prompt_ids),

@@ -24,7 +24,7 @@ from toolgym.core.tokens.assembly import TokenAssembler
 from toolgym.core.tokens.chat import LOCAL_TEMPLATES, ChatFormat
 from toolgym.core.types import GenerationResult
 
-from .test_render_fast_path import OUTPUTS, SPECIALS, TOOLS, reference_path
+from .test_render_fast_path import OUTPUTS, SPECIALS, TOOLS, record, reference_path
 
 COMPACT = resources.files("toolgym.training.local").joinpath("templates", "compact_qwen.jinja").read_text()
 LOCAL = {"qwen": template_source("qwen"), "compact_qwen": COMPACT}
@@ -72,13 +72,7 @@ def random_episode(
             for _ in range(rng.choice([1, 1, 2, 3]))
         ]
         asm.add_messages(replies)
-    return {
-        "segments": [(s.sequence, s.role, list(s.token_ids), s.text) for s in asm.segments],
-        "prompt_ids": list(asm.prompt_ids),
-        "digest": asm.prompt_digest,
-        "messages": asm.messages,
-        "rewrites": asm.rewrites,
-    }
+    return record(asm)
 
 
 @pytest.mark.parametrize("name", sorted(LOCAL))
