@@ -483,7 +483,7 @@ class Driver:
                 "loading was stopped."
             )
         try:
-            settled = page.evaluate(pagejs.SETTLE_JS)
+            settled = page.evaluate(pagejs.SETTLE_JS, self.shortcuts)
             popups, self._view = settled["popups"], (page, settled["view"])
         except PlaywrightError:
             popups = 0  # it navigated meanwhile; the observation waits for the new document

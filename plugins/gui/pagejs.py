@@ -40,11 +40,31 @@ POPUP_HOOK_JS = """(() => {
     const a = !e.defaultPrevented && e.target && e.target.closest ? e.target.closest('a[href], area[href]') : null;
     if (a && away(a.target)) bump(); });
   window.addEventListener('submit', (e) => { if (!e.defaultPrevented && away(e.target.target)) bump(); });
+  // what only a rendered frame delivers: animation-frame callbacks still to run, and observers of
+  // layout (their callbacks come with a frame); the settling waits for a frame only when there are some
+  const waiting = new Set();
+  const raf = window.requestAnimationFrame, caf = window.cancelAnimationFrame;
+  window.requestAnimationFrame = function (callback) {
+    const id = raf.call(window, (t) => { waiting.delete(id); return callback(t); });
+    waiting.add(id); return id;
+  };
+  window.cancelAnimationFrame = function (id) { waiting.delete(id); return caf.call(window, id); };
+  window.__tgFramesWaiting = () => waiting.size;
+  for (const name of ['ResizeObserver', 'IntersectionObserver']) {
+    const Observer = window[name];
+    if (Observer) window[name] = class extends Observer {
+      constructor(...args) { super(...args); window.__tgObserved = true; } };
+  }
 })();"""
 # One frame for the page's own handlers to run; answers (and resets) the tab-opening count and,
-# in the same round trip, marks the page for the observation that follows.
-SETTLE_JS = """async () => {
-  await new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)));
+# in the same round trip, marks the page for the observation that follows. With ``quick``, a page
+# with no animation-frame callback waiting, no layout observer and no child frames gets one task
+# turn instead of a frame: what its handlers queued (timers of 0 ms, promise callbacks) runs all
+# the same, and there is nothing a frame would add (the accessibility tree does not wait for paint).
+SETTLE_JS = """async (quick) => {
+  const frameless = quick && !window.__tgObserved && window.frames.length === 0
+    && window.__tgFramesWaiting && window.__tgFramesWaiting() === 0;
+  await new Promise(done => frameless ? setTimeout(done, 0) : requestAnimationFrame(() => setTimeout(done, 0)));
   const popups = window.__tgPopup || 0; window.__tgPopup = 0;
   return {popups, view: (MARK)()};
 }""".replace("MARK", MARK_JS)

@@ -32,6 +32,30 @@ DEFERRED = """() => {
   document.body.append(later, said);
 }"""
 """A button whose click changes the page a frame and a task later (what the driver's settling waits for)."""
+ECHO = """() => {
+  const box = document.createElement('input'); box.setAttribute('aria-label', 'Echo');
+  const echo = document.createElement('p'); echo.textContent = 'echo none';
+  box.addEventListener('input', () => requestAnimationFrame(() => { echo.textContent = 'echo ' + box.value; }));
+  document.body.append(box, echo);
+}"""
+"""A field whose typing shows up a frame later: the settling must wait for the frame it asked for."""
+RESIZED = """() => {
+  const grow = document.createElement('button'); grow.textContent = 'Grow';
+  const area = document.createElement('div'); area.style.cssText = 'width:10px;height:10px';
+  const size = document.createElement('p'); size.textContent = 'size unknown';
+  new ResizeObserver(() => { size.textContent = 'size ' + area.offsetWidth; }).observe(area);
+  grow.onclick = () => { area.style.width = '40px'; };
+  document.body.append(grow, area, size);
+}"""
+"""A button whose click changes the page through a layout observer, whose callbacks come with a frame."""
+PLAIN = """() => {
+  const add = document.createElement('button'); add.textContent = 'Add';
+  add.onclick = () => { setTimeout(() => { document.body.append(Object.assign(
+    document.createElement('p'), {textContent: 'added by a timer'})); }, 0);
+    Promise.resolve().then(() => { add.textContent = 'Added'; }); };
+  document.body.append(add);
+}"""
+"""A button whose click changes the page in a 0 ms timer and a promise callback, asking for no frame."""
 
 
 def page_part(text: str) -> str:
@@ -85,6 +109,18 @@ def test_observations_after_actions_equal_fresh_ones(browser: Browser, site: Tes
     check(browser, "browser_tabs")
     later = check(browser, "browser_click", element_id=browser.id_of("button 'Later'"))
     assert "StaticText 'done later'" in later and re.search(r"\[\d+\] button 'Added later'", later)
+    in_page(browser, ECHO)
+    check(browser, "browser_tabs")
+    echoed = check(browser, "browser_type", element_id=browser.id_of("textbox 'Echo'"), text="abc")
+    assert "StaticText 'echo abc'" in echoed
+    in_page(browser, PLAIN)
+    check(browser, "browser_tabs")
+    plain = check(browser, "browser_click", element_id=browser.id_of("button 'Add'"))
+    assert "StaticText 'added by a timer'" in plain and "button 'Added'" in plain
+    in_page(browser, RESIZED)
+    check(browser, "browser_tabs")
+    grown = check(browser, "browser_click", element_id=browser.id_of("button 'Grow'"))
+    assert "StaticText 'size 40'" in grown
     sent = check(browser, "browser_click", element_id=browser.id_of("button 'Send'"))  # navigates
     assert "query=blue shoes" in sent
     check(browser, "browser_back")
