@@ -470,8 +470,9 @@ class Driver:
             "changes); use an id from the latest observation"
         )
 
-    def _settle(self) -> None:
-        """Let the action's effects land: loads it started, scripts it woke, tabs it opened."""
+    def _settle(self, *, frame: bool = False) -> None:
+        """Let the action's effects land: loads it started, scripts it woke, tabs it opened.
+        ``frame``: wait for a rendered frame even where the page asked for none."""
         page = self.page
         try:
             if not (self.shortcuts and _loaded(page)):
@@ -483,7 +484,7 @@ class Driver:
                 "loading was stopped."
             )
         try:
-            settled = page.evaluate(pagejs.SETTLE_JS, self.shortcuts)
+            settled = page.evaluate(pagejs.SETTLE_JS, self.shortcuts and not frame)
             popups, self._view = settled["popups"], (page, settled["view"])
         except PlaywrightError:
             popups = 0  # it navigated meanwhile; the observation waits for the new document
@@ -609,7 +610,7 @@ class Driver:
         target = self._element(element_id).element_handle() if element_id is not None else None
         before = self.page.evaluate("() => [scrollX, scrollY]")
         self.page.evaluate(pagejs.SCROLL_JS, [target, dx, dy])
-        self._settle()
+        self._settle(frame=True)  # a scroll's own event comes with the next frame
         if target is None and self.page.evaluate("() => [scrollX, scrollY]") == before:
             self.notes.append(
                 f"The page did not move {direction}: it is already at that end, or it does not scroll."

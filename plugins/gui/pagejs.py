@@ -55,11 +55,27 @@ POPUP_HOOK_JS = """(() => {
     if (Observer) window[name] = class extends Observer {
       constructor(...args) { super(...args); window.__tgObserved = true; } };
   }
+  // listeners of events a frame dispatches (scrolling, resizing, animations, transitions)
+  const framed = ['scroll', 'scrollend', 'resize', 'animationstart', 'animationiteration', 'animationend',
+    'animationcancel', 'transitionrun', 'transitionstart', 'transitionend', 'transitioncancel'];
+  const listen = EventTarget.prototype.addEventListener;
+  EventTarget.prototype.addEventListener = function (type, ...rest) {
+    if (framed.includes(String(type).toLowerCase())) window.__tgObserved = true;
+    return listen.call(this, type, ...rest);
+  };
+  for (const proto of [HTMLElement.prototype, SVGElement.prototype, Document.prototype, Window.prototype]) {
+    for (const type of framed) {
+      const d = Object.getOwnPropertyDescriptor(proto, 'on' + type);
+      if (d && d.set && d.configurable) Object.defineProperty(proto, 'on' + type, {...d,
+        set(value) { window.__tgObserved = true; d.set.call(this, value); }});
+    }
+  }
 })();"""
 # One frame for the page's own handlers to run; answers (and resets) the tab-opening count and,
 # in the same round trip, marks the page for the observation that follows. With ``quick``, a page
-# with no animation-frame callback waiting, no layout observer and no child frames gets one task
-# turn instead of a frame: what its handlers queued (timers of 0 ms, promise callbacks) runs all
+# with no animation-frame callback waiting, no layout observer, no listener of an event a frame
+# dispatches (scroll, resize, animation, transition) and no child frames gets one task turn
+# instead of a frame: what its handlers queued (timers of 0 ms, promise callbacks) runs all
 # the same, and there is nothing a frame would add (the accessibility tree does not wait for paint).
 SETTLE_JS = """async (quick) => {
   const frameless = quick && !window.__tgObserved && window.frames.length === 0

@@ -158,7 +158,8 @@ def _reload_and_sample(checkpoint: Path, dataset: Path) -> None:
     backend = TransformersBackend(checkpoint)
     assert is_vlm(backend.model) and backend.image_processor is not None
     t = next(iter(iter_trajectories(dataset)))
-    prompt = list(t.segments[0].token_ids)
+    # the whole first token sequence: its image refs are the images of every turn in it
+    prompt = [i for s in t.segments if s.sequence == 0 for i in s.token_ids]
     images = [image_path(dataset, ref).read_bytes() for ref in t.metadata["vision"]["sequence_images"][0]]
     result = asyncio.run(
         backend.generate(

@@ -56,6 +56,15 @@ PLAIN = """() => {
   document.body.append(add);
 }"""
 """A button whose click changes the page in a 0 ms timer and a promise callback, asking for no frame."""
+JUMP = """() => {
+  const jump = document.createElement('button'); jump.textContent = 'Jump';
+  const told = document.createElement('p'); told.textContent = 'not scrolled';
+  const tall = document.createElement('div'); tall.style.height = '3000px';
+  addEventListener('scroll', () => { told.textContent = 'scrolled to ' + Math.round(scrollY); });
+  jump.onclick = () => scrollTo(0, 250);
+  document.body.prepend(jump, told); document.body.append(tall);
+}"""
+"""A button whose click scrolls the page, and a scroll listener: the scroll event comes with a frame."""
 
 
 def page_part(text: str) -> str:
@@ -117,6 +126,10 @@ def test_observations_after_actions_equal_fresh_ones(browser: Browser, site: Tes
     check(browser, "browser_tabs")
     plain = check(browser, "browser_click", element_id=browser.id_of("button 'Add'"))
     assert "StaticText 'added by a timer'" in plain and "button 'Added'" in plain
+    in_page(browser, JUMP)
+    check(browser, "browser_tabs")
+    jumped = check(browser, "browser_click", element_id=browser.id_of("button 'Jump'"))
+    assert "StaticText 'scrolled to 250'" in jumped
     in_page(browser, RESIZED)
     check(browser, "browser_tabs")
     grown = check(browser, "browser_click", element_id=browser.id_of("button 'Grow'"))
