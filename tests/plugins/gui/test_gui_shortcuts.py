@@ -39,13 +39,14 @@ ECHO = """() => {
   document.body.append(box, echo);
 }"""
 """A field whose typing shows up a frame later: the settling must wait for the frame it asked for."""
-RESIZED = """() => {
+RESIZED = """async () => {
   const grow = document.createElement('button'); grow.textContent = 'Grow';
   const area = document.createElement('div'); area.style.cssText = 'width:10px;height:10px';
   const size = document.createElement('p'); size.textContent = 'size unknown';
   new ResizeObserver(() => { size.textContent = 'size ' + area.offsetWidth; }).observe(area);
   grow.onclick = () => { area.style.width = '40px'; };
   document.body.append(grow, area, size);
+  await new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)));  // its first callback
 }"""
 """A button whose click changes the page through a layout observer, whose callbacks come with a frame."""
 PLAIN = """() => {
