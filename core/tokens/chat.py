@@ -281,7 +281,7 @@ class ChatFormat:
             prompted = self.render([_ANCHOR], add_generation_prompt=True)
             if prompted.startswith(anchor) and len(prompted) > len(anchor):
                 self._anchor_text, self.generation_prompt = anchor, prompted[len(anchor) :]
-                if not _tail_agrees(self, _kwargs_key(self._base_kwargs)):
+                if not _tail_agrees(self):
                     self.generation_prompt = None
 
     def with_vision(self, vision: VisionInputs | None) -> ChatFormat:
@@ -367,10 +367,6 @@ class ChatFormat:
         return text
 
 
-def _kwargs_key(kwargs: dict[str, Any]) -> str:
-    return json.dumps(kwargs, sort_keys=True, default=repr)
-
-
 _PROBE_TOOLS = freeze_tools(
     [
         {
@@ -428,20 +424,20 @@ def _tail_probe(chat: ChatFormat) -> bool:
     return True
 
 
-def _tail_agrees(chat: ChatFormat, kwargs_key: str) -> bool:
+_TAIL_RESULTS: dict[tuple[str, str], bool] = {}
+"""Probe results per template source and template arguments (formats are made often)."""
+
+
+def _tail_agrees(chat: ChatFormat) -> bool:
     """Whether :meth:`ChatFormat.render_tail` spliced onto the render so far gives the whole
     render, on probe conversations (system prompt or not, tools or not, tool and user messages
     after the model's turn, reasoning in earlier and new turns, text that looks like the
     template's own markup, empty contents)."""
-    key = (chat.source, kwargs_key)
+    key = (chat.source, json.dumps(chat._base_kwargs, sort_keys=True, default=repr))
     agrees = _TAIL_RESULTS.get(key)
     if agrees is None:
         agrees = _TAIL_RESULTS[key] = _tail_probe(chat)
     return agrees
-
-
-_TAIL_RESULTS: dict[tuple[str, str], bool] = {}
-"""Probe results per template source and template arguments (formats are made often)."""
 
 
 def with_tool_call_ids(messages: Sequence[Message], calls: Sequence[Any]) -> list[Message]:
