@@ -16,6 +16,7 @@ these keys (the rest are verl's business and are ignored):
 | ``actor_rollout_ref.actor.ppo_mini_batch_size`` | tasks per optimiser step (× ``group_size`` rows, as in verl) |
 | ``actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu`` / ``ppo_epochs`` | rows per forward pass / passes over a batch |
 | ``actor_rollout_ref.actor.grad_clip`` | global gradient-norm clip |
+| ``actor_rollout_ref.actor.freeze_vision_tower`` | a vision-language model's tower keeps its weights (the text model trains) |
 | ``actor_rollout_ref.rollout.temperature`` | sampling temperature (logprobs recomputed at it) |
 | ``actor_rollout_ref.rollout.val_kwargs.temperature`` / ``do_sample`` | held-out sampling (seeded, so repeatable); greedy without ``do_sample`` |
 | ``data.train_batch_size`` | tasks per RL step |
@@ -102,6 +103,7 @@ LOCAL_VERL_KEYS = frozenset(
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
         "actor_rollout_ref.actor.ppo_epochs",
         "actor_rollout_ref.actor.grad_clip",
+        "actor_rollout_ref.actor.freeze_vision_tower",
         "actor_rollout_ref.rollout.temperature",
         "actor_rollout_ref.rollout.max_num_seqs",
         "actor_rollout_ref.rollout.val_kwargs.temperature",
@@ -246,6 +248,7 @@ def _build(data: dict[str, Any]) -> tuple[RLConfig, dict[str, Any]]:
         max_batch_size=int(_get(verl, "actor_rollout_ref.rollout.max_num_seqs", 128) or 128),
         filters=tg.filters,
         lora=lora_config(verl),
+        freeze_vision_tower=bool(actor.get("freeze_vision_tower", False)),
     )
     if rl.eval.every < 0:
         raise ConfigError("verl.trainer.test_freq must be 0 or more")
@@ -686,6 +689,12 @@ def open_loop(
         model = AutoModelForImageTextToText.from_pretrained(str(model_path)).float().to(device).eval()
     else:
         model = AutoModelForCausalLM.from_pretrained(str(model_path)).float().to(device).eval()
+    if rl.freeze_vision_tower:
+        from toolgym.core.llm.local.vlm import freeze_vision_tower
+
+        freeze_vision_tower(
+            model
+        )  # before the optimiser is made: it then holds the text model's weights only
     adapter = (
         attach_lora(model, rl.lora, seed=rl.seed) if rl.lora.enabled else None
     )  # in place: the sampler runs it too

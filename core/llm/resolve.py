@@ -38,6 +38,7 @@ TINY = {
     "tiny-gpt-oss": "gpt-oss",
     "tiny-glm-4.5": "glm-4.5",
     "tiny-vl": "qwen2.5-vl",
+    "tiny-qwen3-vl": "qwen3-vl",
 }
 """``--model`` names of the tiny models, → their family (docs/model_families.md)."""
 IN_PROCESS = "transformers"

@@ -92,13 +92,14 @@ def policy_vision(path: str | None) -> Any:
     on); None for a text model, whose records hold one placeholder per image."""
     from pathlib import Path
 
+    from toolgym.core.llm.local.tiny import VISION_FAMILIES
     from toolgym.core.llm.resolve import TINY
     from toolgym.core.tokens.vision import VisionInputs, load_image_processor
 
     if path is None:
         return None
     if path in TINY:
-        if TINY[path] != "qwen2.5-vl":
+        if TINY[path] not in VISION_FAMILIES:
             return None
         from toolgym.core.llm.local.tiny_vl import image_processor
 

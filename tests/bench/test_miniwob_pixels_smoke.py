@@ -1,5 +1,5 @@
 """``bench/miniwob_pixels.py --smoke``: every part of the pixels benchmark at toy sizes, in a real
-Chromium (Docker's browser sandbox): the tiny-vl warm start built by its recipe from scripted
+Chromium (Docker's browser sandbox): the tiny-qwen3-vl warm start built by its recipe from scripted
 coordinate clicks on screenshots, the warm start's held-out evaluation, the blind baseline, one RL step
 of GRPO and of GiGPO, the records and the page; a rerun keeps what it has and ``--report-only`` rewrites
 the same page from the records alone. 44 to 55 s on 2 shared cores once the toy warm start is in the
@@ -38,7 +38,7 @@ def test_miniwob_pixels_smoke(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = out / "records"
     warm = json.loads((records / "warmstart.json").read_text())
-    assert warm["recipe"]["model"] == "tiny-vl" and warm["rows"] > 0 and warm["sft_steps"] == 4
+    assert warm["recipe"]["model"] == "tiny-qwen3-vl" and warm["rows"] > 0 and warm["sft_steps"] == 4
     assert json.loads((records / "before.json").read_text())["heldout"]["episodes"] == 2
     blind = json.loads((records / "blind.json").read_text())
     assert blind["episodes"] == 2 and set(blind["points"]) <= {"click-test", "focus-text"}

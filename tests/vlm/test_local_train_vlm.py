@@ -6,7 +6,8 @@ tool often enough for GRPO to see unequal rewards in a group), then 2 RL steps o
 samples through the shipped ``miniwob_screenshot_grpo`` config: rollouts sampled in process from
 the screenshots, PPO updates whose rows carry those screenshots, checkpoints that reload as a VLM,
 the held-out evaluation after the last step, and ``toolgym verify`` on the stored trajectories.
-The vision tower is not frozen: the test asks that both it and the text model move.
+The config freezes the vision tower (``actor.freeze_vision_tower``): the test asks that the text model
+moves and the tower's weights stay bit for bit.
 
 Time on 2 shared cores: 50 s the first time on a quiet machine, about 4 minutes at a load average
 near 10 (the scripted episodes and 50 SFT steps over 3,300-token rows take most of it); 25 to 70 s
@@ -131,10 +132,10 @@ def test_local_trainer_trains_tiny_vl_on_screenshot_miniwob(tmp_path: Path) -> N
     assert all(r["image_rows"] == r["rows"] > 0 for r in updated)
     assert "heldout" in steps[-1] and steps[-1]["heldout"]["episodes"] == 2  # held-out, after the last step
 
-    # the vision tower and the text model both moved (nothing is frozen)
+    # the text model moved; the vision tower, frozen by the config, did not
     before, after = _parameters(warm), _parameters(out / "step-00002")
     changed = [k for k in after if not torch.equal(after[k], before[k])]
-    assert any(k.startswith("model.visual.") for k in changed), changed[:5]
+    assert not any(k.startswith("model.visual.") for k in changed), changed[:5]
     assert any(k.startswith("model.language_model.") for k in changed), changed[:5]
 
     # the checkpoint reloads as a VLM and samples from a stored screenshot prompt, and a trainer
@@ -175,11 +176,19 @@ def _reload_and_sample(checkpoint: Path, dataset: Path) -> None:
 def _resume(warm: Path, checkpoint: Path, saved: dict[str, torch.Tensor]) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    from toolgym.core.llm.local.vlm import freeze_vision_tower
     from toolgym.core.tokens.vision import load_image_processor
     from toolgym.training.local.config import OptimConfig
     from toolgym.training.local.trainer import PolicyTrainer
 
     model = AutoModelForImageTextToText.from_pretrained(str(warm)).float()
+    unfrozen = PolicyTrainer(model, optim=OptimConfig(lr=1e-3), image_processor=load_image_processor(warm))
+    with pytest.raises(ConfigError, match="resume it with the settings it was trained with"):
+        unfrozen.load(
+            checkpoint
+        )  # the run froze the tower: its optimiser holds the text model's weights only
+    model = AutoModelForImageTextToText.from_pretrained(str(warm)).float()
+    freeze_vision_tower(model)
     trainer = PolicyTrainer(model, optim=OptimConfig(lr=1e-3), image_processor=load_image_processor(warm))
     assert trainer.load(checkpoint)["next_step"] == 2
     assert all(torch.equal(v, saved[k]) for k, v in model.named_parameters())

@@ -1,5 +1,7 @@
-"""The tiny vision-language model (``tiny-vl``): built here, sampled from with screenshots, and
-its trajectories token-faithful to the image tokens it saw (``docs/trajectory-format.md``, "Images").
+"""The tiny vision-language models (``tiny-vl``, Qwen2.5-VL-shaped, and ``tiny-qwen3-vl``): built
+here, sampled from with screenshots, and their trajectories token-faithful to the image tokens they
+saw (``docs/trajectory-format.md``, "Images"). Every test runs for both; the last ones check what
+``tiny-qwen3-vl``'s tower starts with (``core/llm/local/tiny_vl.py``).
 
 A random-weight model writes no tool calls, so each episode is one model turn over a prompt with a
 screenshot (the shot-adder environment of tests/trajectories/test_images.py)."""
@@ -32,10 +34,17 @@ from toolgym.core.types import GenerationRequest, SamplingParams
 from toolgym.trajectories.store import iter_trajectories
 from toolgym.trajectories.verify import verify
 
+MODEL_TYPES = {"tiny-vl": "qwen2_5_vl", "tiny-qwen3-vl": "qwen3_vl"}
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_TYPES))
+def vl_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
 
 @pytest.fixture(scope="module")
-def vl_dir() -> Path:
-    return ensure_tiny_model(TINY["tiny-vl"])  # type: ignore[arg-type]
+def vl_dir(vl_name: str) -> Path:
+    return ensure_tiny_model(TINY[vl_name])  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +62,11 @@ def screenshot(width: int, height: int, rgb: tuple[int, int, int] = (200, 30, 30
     return buf.getvalue()
 
 
-def test_tiny_vl_builds_offline_once_with_its_image_processor(vl_dir: Path) -> None:
+def test_tiny_vl_builds_offline_once_with_its_image_processor(vl_name: str, vl_dir: Path) -> None:
     assert (vl_dir / "READY").is_file() and (vl_dir / "preprocessor_config.json").is_file()
-    assert ensure_tiny_model("qwen2.5-vl") == vl_dir  # cached: the same directory, not rebuilt
+    assert ensure_tiny_model(TINY[vl_name]) == vl_dir  # type: ignore[arg-type]  # cached, not rebuilt
     config = json.loads((vl_dir / "config.json").read_text())
-    assert config["model_type"] == "qwen2_5_vl" and config["vision_config"]["depth"] == 1
+    assert config["model_type"] == MODEL_TYPES[vl_name] and config["vision_config"]["depth"] == 1
     # the template renders image parts itself (as HF processors call it) as toolgym's flattening does
     from transformers import AutoTokenizer
 
@@ -131,12 +140,12 @@ def screenshot_pil(width: int, height: int) -> Any:
 
 
 @pytest.fixture(scope="module")
-def vl_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def vl_dataset(vl_name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("vl-shots")
     opts = CollectOptions(
         env="shot-adder",
         out=out,
-        model="tiny-vl",
+        model=vl_name,
         episodes=2,
         sandbox_backend="none",
         engine=EngineConfig(max_turns=1, max_tokens_per_turn=8),
@@ -219,3 +228,108 @@ def test_one_local_trainer_step_on_a_multimodal_trajectory(vl_dataset: Path, vl_
     changed = [k for k, v in model.named_parameters() if not torch.equal(v, before[k])]
     assert any(k.startswith("model.visual") for k in changed)  # the gradient reached the vision tower
     assert any("language_model" in k for k in changed)
+
+
+# -- what tiny-qwen3-vl's tower starts with ---------------------------------------------------------------
+
+
+def tower_output(model: Any, processor: Any, image: Any) -> torch.Tensor:
+    inputs = processor(images=[image], return_tensors="pt")
+    with torch.no_grad():
+        out = model.model.visual(inputs["pixel_values"], grid_thw=inputs["image_grid_thw"])
+    return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+
+def page_with_box(x: int, y: int) -> Any:
+    """A 160x210 white page, a yellow band on top and one outlined box (a MiniWoB-like target) at x, y."""
+    from PIL import Image, ImageDraw
+
+    page = Image.new("RGB", (160, 210), (255, 255, 255))
+    draw = ImageDraw.Draw(page)
+    draw.rectangle([0, 0, 160, 50], fill=(255, 255, 0))
+    draw.rectangle([x, y, x + 60, y + 16], outline=(120, 120, 120))
+    return page
+
+
+def test_only_the_qwen3_tower_puts_positions_and_contents_into_its_features() -> None:
+    """On a blank page every patch shows the same white: Qwen2.5-VL's tower (rotary positions only)
+    gives every image token the same features, Qwen3-VL's (a position table) a different one per place.
+    And where a box is drawn moves its tokens' features by far more in Qwen3-VL's standardised output."""
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText
+
+    from toolgym.core.tokens.vision import load_image_processor
+
+    blank = Image.new("RGB", (160, 210), (255, 255, 255))
+    spread = {}
+    for name in MODEL_TYPES:
+        path = ensure_tiny_model(TINY[name])  # type: ignore[arg-type]
+        model = AutoModelForImageTextToText.from_pretrained(str(path)).float().eval()
+        processor = load_image_processor(path)
+        tokens = tower_output(model, processor, blank)
+        spread[name] = float((tokens - tokens.mean(0)).abs().mean() / tokens.abs().mean())
+        if name == "tiny-qwen3-vl":
+            a, b = (
+                tower_output(model, processor, page_with_box(10, 70)),
+                tower_output(model, processor, page_with_box(90, 170)),
+            )
+            changed = (a - b).abs().mean(-1)  # per token
+            assert float(changed.max()) > 0.5  # a standardised feature moves by a good part of its spread
+            assert float(tokens.std()) == pytest.approx(
+                1.0, abs=0.6
+            )  # the calibration's scale, on a page it never saw
+    assert spread["tiny-vl"] < 1e-3, spread  # all white tokens alike: no position in the features
+    assert spread["tiny-qwen3-vl"] > 0.2, spread
+
+
+def test_the_qwen3_tower_init_is_a_function_of_the_seed() -> None:
+    """Two towers from different random weights end with the same position table (a sinusoid), and the
+    calibration standardises each one's output over the synthetic pages of the seed."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    from toolgym.core.llm.local.tiny_vl import (
+        CALIBRATION_PAGES,
+        VISION3,
+        image_processor,
+        init_qwen3_tower,
+        synthetic_pages,
+    )
+
+    assert [p.tobytes() for p in synthetic_pages(3, seed=0)] == [
+        p.tobytes() for p in synthetic_pages(3, seed=0)
+    ]
+    assert synthetic_pages(1, seed=0)[0].tobytes() != synthetic_pages(1, seed=1)[0].tobytes()
+    config = Qwen3VLConfig(
+        text_config={
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "intermediate_size": 64,
+            "vocab_size": 32,
+        },
+        vision_config={**VISION3, "out_hidden_size": 64},
+    )
+    towers = []
+    for weights_seed in (1, 2):
+        torch.manual_seed(weights_seed)
+        visual = Qwen3VLForConditionalGeneration(config).model.visual.float().eval()
+        init_qwen3_tower(visual, image_processor(), seed=0)
+        towers.append(visual)
+    assert torch.equal(towers[0].pos_embed.weight, towers[1].pos_embed.weight)
+    processor = image_processor()
+    pages = synthetic_pages(CALIBRATION_PAGES, seed=0)[:40]
+    for visual in towers:
+        with torch.no_grad():
+            feats = torch.cat(
+                [
+                    visual(
+                        **{"hidden_states": i["pixel_values"], "grid_thw": i["image_grid_thw"]}
+                    ).pooler_output
+                    for i in (processor(images=[p], return_tensors="pt") for p in pages)
+                ]
+            )
+        assert float(feats.mean(0).abs().mean()) < 0.3 and float(feats.std(0).mean()) == pytest.approx(
+            1.0, abs=0.3
+        )

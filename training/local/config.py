@@ -118,6 +118,9 @@ class RLConfig(BaseModel):
     """Which rollouts are trained on, masked or dropped (``toolgym.training.filters``)."""
     lora: LoraConfig = Field(default_factory=LoraConfig)
     """Train a LoRA adapter instead of every weight (off unless ``lora.rank`` > 0)."""
+    freeze_vision_tower: bool = False
+    """A vision-language model's tower keeps its weights; the text model (and merger-fed layers after
+    it) trains. verl's ``actor_rollout_ref.actor.freeze_vision_tower``."""
 
     @model_validator(mode="after")
     def _engine_fields(self) -> RLConfig:

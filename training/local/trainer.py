@@ -388,6 +388,13 @@ class PolicyTrainer:
             else:
                 self._load_full_weights(src)
         state = torch.load(src / CHECKPOINT_STATE, weights_only=False)
+        saved_tensors = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])
+        trained = sum(len(g["params"]) for g in self.optimizer.param_groups)
+        if saved_tensors != trained:  # e.g. a run with a frozen vision tower resumed without freezing it
+            raise ConfigError(
+                f"checkpoint {src} was trained with {saved_tensors} weight tensors updated but this trainer updates "
+                f"{trained}; resume it with the settings it was trained with (freeze_vision_tower, lora_rank)"
+            )
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
         if state.get("reference") is not None and self.ppo.kl_coef > 0:

@@ -239,6 +239,10 @@ def build(
     if built is not None and not force:
         return built
     sft_lr_at(r, 0)  # a bad schedule fails here, before minutes of scripted data
+    if r.sft_freeze_vision and r.model is None:
+        raise ConfigError(
+            f"sft_freeze_vision applies to a vision-language warm start (model: tiny-qwen3-vl or tiny-vl); the {r.name} recipe builds a text model"
+        )
     if r.sft_target is not None and r.sft_val_tasks < 1:
         raise ConfigError(
             "sft_target stops SFT on validation success, which needs sft_val_tasks of 1 or more"

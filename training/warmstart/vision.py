@@ -1,9 +1,9 @@
-"""Warm starts of a vision-language model (a recipe with ``model: tiny-vl``): the tiny VLM fine-tuned on
+"""Warm starts of a vision-language model (a recipe with ``model: tiny-qwen3-vl`` or ``tiny-vl``): the tiny VLM fine-tuned on
 scripted screenshot episodes, for the RL configs that train from pixels (``miniwob_screenshot_*``).
 
 What differs from the text recipes of :mod:`.build`:
 
-1. **model**: the tiny model family named by ``model`` (``tiny-vl``: Qwen2.5-VL-shaped, its own
+1. **model**: the tiny model family named by ``model`` (``tiny-vl``: Qwen2.5-VL-shaped, or ``tiny-qwen3-vl``; its own
    tokenizer, chat template and image processor, random weights; :mod:`toolgym.core.llm.local.tiny_vl`),
    not a tokenizer and model trained from the environment's text, so ``hidden_size``, ``num_layers``,
    ``num_heads``, ``context``, ``vocab_size``, ``init_std`` and the whole-token options do not apply.
@@ -33,7 +33,7 @@ from toolgym.core.errors import ConfigError
 from toolgym.training.warmstart.floats import float_provenance
 from toolgym.training.warmstart.recipe import WarmStartRecipe
 
-VISION_MODELS = ("tiny-vl",)
+VISION_MODELS = ("tiny-vl", "tiny-qwen3-vl")
 """The model families a vision recipe may start from."""
 
 
@@ -79,7 +79,7 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
     progress("model", 1, 1, str(model_dir.name))
 
     engine_cfg = EngineConfig(
-        max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, seed=r.seed, max_live_episodes=8
+        max_turns=r.max_turns, max_tokens_per_turn=r.max_tokens_per_turn, seed=r.seed, max_live_episodes=16
     )
     with tempfile.TemporaryDirectory(prefix=f"warmstart-{r.name}-") as scratch:
         data = Path(scratch) / "scripted"
@@ -124,6 +124,10 @@ async def build_vision(r: WarmStartRecipe, progress: Any, threads: int, device: 
         )
 
         model = AutoModelForImageTextToText.from_pretrained(str(model_dir)).float().to(device)
+        if r.sft_freeze_vision:
+            from toolgym.core.llm.local.vlm import freeze_vision_tower
+
+            freeze_vision_tower(model)  # before the SFT optimiser is made (see the recipe field)
         backend = TransformersBackend(
             model, tokenizer=tokenizer, device=device, max_batch_size=16, image_processor=processor
         )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .tiny_vl import RECIPE as VL_RECIPE
+from .tiny_vl import RECIPE3 as VL3_RECIPE
 
 Family = Literal[
     "qwen",
@@ -36,6 +37,7 @@ Family = Literal[
     "gpt-oss",
     "glm-4.5",
     "qwen2.5-vl",
+    "qwen3-vl",
 ]
 
 RECIPE_VERSION = 2
@@ -248,11 +250,18 @@ FAMILIES["qwen2.5-vl"] = {
     "calls": "hermes",
     "vision": VL_RECIPE,
 }  # a vision-language model: Qwen2.5's tokens and tool calls, a vision tower (tiny_vl.py)
+FAMILIES["qwen3-vl"] = {
+    **FAMILIES["qwen2.5-vl"],
+    "architecture": "qwen3_vl",
+    "vision": VL3_RECIPE,
+}  # Qwen3-VL's tower (learned absolute positions) and text model; the same tokens and chat format
 FAMILIES["qwen3"] = {
     **FAMILIES["qwen"],
     "template": "qwen3.jinja",
     "calls": "hermes",
 }  # Qwen2.5's tokens, its own template
+VISION_FAMILIES = frozenset(name for name, fam in FAMILIES.items() if "vision" in fam)
+"""The families with a vision tower (their ``--model`` names take screenshots)."""
 
 
 @dataclass(frozen=True)
@@ -371,7 +380,7 @@ def _build_tokenizer(spec: TinySpec, extra: list[str], out: Path) -> None:
 
     fam = FAMILIES[spec.family]
     tok = Tokenizer(models.BPE())
-    qwen_like = fam["architecture"] in ("qwen2", "qwen2_5_vl")
+    qwen_like = fam["architecture"] in ("qwen2", "qwen2_5_vl", "qwen3_vl")
     split = QWEN_SPLIT if qwen_like else LLAMA3_SPLIT
     if qwen_like:
         tok.normalizer = normalizers.NFC()
@@ -431,6 +440,11 @@ def _build_weights(spec: TinySpec, out: Path) -> None:
         from .tiny_vl import build_vl_weights
 
         build_vl_weights(spec, tokenizer, common, out)
+        return
+    if fam["architecture"] == "qwen3_vl":
+        from .tiny_vl import build_qwen3_vl_weights
+
+        build_qwen3_vl_weights(spec, tokenizer, common, out)
         return
     if fam["architecture"] == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common))

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ...errors import LLMError
+from ...errors import ConfigError, LLMError
 from ...tokens.vision import image_pad_runs, image_token_count
 
 
@@ -67,3 +67,18 @@ def rope_positions(model: Any, ids: Sequence[int], grid: torch.Tensor | None) ->
     types = (tensor == int(model.config.image_token_id)).int()
     positions, delta = model.model.get_rope_index(tensor, types, image_grid_thw=grid)
     return positions[:, 0], int(delta.reshape(-1)[0])
+
+
+def freeze_vision_tower(model: Any) -> int:
+    """Keep the vision tower's weights out of training (``requires_grad`` off: an optimiser built after
+    this does not hold them), as verl's ``actor.freeze_vision_tower`` does; returns the tensors frozen."""
+    visual = getattr(getattr(model, "model", None), "visual", None)
+    if visual is None:
+        raise ConfigError(
+            "freeze_vision_tower needs a vision-language model (one with a vision tower); this one is text-only"
+        )
+    frozen = 0
+    for p in visual.parameters():
+        p.requires_grad_(False)
+        frozen += 1
+    return frozen
