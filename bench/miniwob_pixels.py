@@ -729,13 +729,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--estimators", nargs="+", default=["grpo", "gigpo"], choices=["grpo", "gigpo"])
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--tasks", type=int, default=4, help="tasks per RL step")
     parser.add_argument("--group", type=int, default=4, help="samples per task")
     parser.add_argument("--micro", type=int, default=8, help="rows per forward pass of the update")
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=3e-4,
+        help="RL learning rate (1e-3 broke the tool-call format within 5 steps)",
+    )
     parser.add_argument("--max-tokens", type=int, default=40, help="tokens per turn")
-    parser.add_argument("--eval-tasks", type=int, default=64)
+    parser.add_argument("--eval-tasks", type=int, default=48)
     parser.add_argument(
         "--blind-fit", type=int, default=32, help="scripted episodes that place the blind points"
     )

@@ -1,4 +1,4 @@
-"""The tiny vision-language model (``tiny-vl``) served by a real vLLM (its CPU build, from
+"""The tiny vision-language models (``tiny-vl`` and ``tiny-qwen3-vl``, every test for each) served by a real vLLM (its CPU build, from
 ``.venv-vllm-vl``), with screenshots sent as image parts and the ids and logprobs it returns stored.
 
 One server serves the module (quick start, float32, ``--max-model-len 4096``, ``--logprobs-mode
@@ -55,13 +55,21 @@ MAX_MODEL_LEN = 4096
 TEMPERATURE = 0.8  # not 1: the client also probes that the server's logprobs are temperature-scaled
 
 
-@pytest.fixture(scope="module")
-def model_dir() -> Path:
-    return vllm_tiny_model("qwen2.5-vl")
+SERVED = {"qwen2.5-vl": "tiny-vl", "qwen3-vl": "tiny-qwen3-vl"}
+
+
+@pytest.fixture(scope="module", params=sorted(SERVED))
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+def model_dir(family: str) -> Path:
+    return vllm_tiny_model(family)
+
+
+@pytest.fixture(scope="module")
+def vllm(family: str, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
     try:
         vllm_python(vision=True)
     except ConfigError as exc:
@@ -70,7 +78,11 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         pytest.skip(reason)
     log = tmp_path_factory.mktemp("vllm-vl") / "vllm.log"
     with VLLMServer(
-        model_dir, served_model_name="tiny-vl", max_model_len=MAX_MODEL_LEN, log_path=log, quick_start=True
+        model_dir,
+        served_model_name=SERVED[family],
+        max_model_len=MAX_MODEL_LEN,
+        log_path=log,
+        quick_start=True,
     ) as server:
         yield server
 
