@@ -26,8 +26,8 @@ point per task after 1,500 steps; with it, the same fine-tuning clicks within th
 
 The image processor is sized for screenshots of a few dozen tokens: 8-pixel patches merged 2x2, so
 one ``<|image_pad|>`` per 16x16 pixels, and an image resized to between ``MIN_PIXELS`` and
-``MAX_PIXELS`` (a 160x210 MiniWoB screenshot becomes 10x13 merged patches, 130 tokens at most,
-usually fewer). ``RECIPE`` is part of the family's recipe hash: changing it rebuilds the model.
+``MAX_PIXELS`` (a 160x210 MiniWoB screenshot is resized to 96x144 pixels: 6x9 merged patches, 54
+tokens). ``RECIPE`` is part of the family's recipe hash: changing it rebuilds the model.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MIN_PIXELS = 4 * 16 * 16
 """At least 4 image tokens per image."""
 MAX_PIXELS = 64 * 16 * 16
 """At most 64 image tokens per image (one token per 16x16 pixels)."""
-VISION = {
+_TOWER = {
     "depth": 1,
     "hidden_size": 32,
     "intermediate_size": 64,
@@ -50,9 +50,9 @@ VISION = {
     "patch_size": PATCH_SIZE,
     "spatial_merge_size": MERGE_SIZE,
     "temporal_patch_size": TEMPORAL_PATCH_SIZE,
-    "window_size": PATCH_SIZE * MERGE_SIZE * 2,
-    "fullatt_block_indexes": [0],
 }
+"""The sizes both tiny towers share."""
+VISION = {**_TOWER, "window_size": PATCH_SIZE * MERGE_SIZE * 2, "fullatt_block_indexes": [0]}
 """The vision tower's config (``Qwen2_5_VLVisionConfig``); ``out_hidden_size`` is the text width."""
 RECIPE = {**VISION, "min_pixels": MIN_PIXELS, "max_pixels": MAX_PIXELS, "version": 1}
 """What the family's recipe (and so the cache directory's hash) holds of the vision side."""
@@ -73,13 +73,7 @@ def image_processor() -> Any:
 
 
 VISION3 = {
-    "depth": 1,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_heads": 2,
-    "patch_size": PATCH_SIZE,
-    "spatial_merge_size": MERGE_SIZE,
-    "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+    **_TOWER,
     "num_position_embeddings": 256,
     "deepstack_visual_indexes": [0],
     "hidden_act": "gelu_pytorch_tanh",
