@@ -101,9 +101,7 @@ def build_vl_weights(spec: Any, tokenizer: Any, common: dict[str, Any], out: Pat
     the tokenizer already). ``common`` is the text model's config, shared with the text families."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    head_dim = spec.hidden_size // spec.num_heads
-    half = head_dim // 2  # rotary frequencies, split among (temporal, height, width)
-    section = [half - 2 * (half // 3), half // 3, half // 3]
+    section = _mrope_section(spec.hidden_size // spec.num_heads)
     text = {
         **common,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section},
@@ -127,8 +125,7 @@ def build_qwen3_vl_weights(spec: Any, tokenizer: Any, common: dict[str, Any], ou
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     head_dim = spec.hidden_size // spec.num_heads
-    half = head_dim // 2
-    section = [half - 2 * (half // 3), half // 3, half // 3]
+    section = _mrope_section(head_dim)
     text = {
         **{k: v for k, v in common.items() if k != "tie_word_embeddings"},
         "head_dim": head_dim,
@@ -151,6 +148,12 @@ def build_qwen3_vl_weights(spec: Any, tokenizer: Any, common: dict[str, Any], ou
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(str(out), safe_serialization=True)
     image_processor().save_pretrained(str(out))
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    """The rotary frequencies of a head, split among (temporal, height, width)."""
+    half = head_dim // 2
+    return [half - 2 * (half // 3), half // 3, half // 3]
 
 
 def _vision_token_ids(tokenizer: Any) -> dict[str, Any]:
@@ -181,9 +184,8 @@ def init_qwen3_tower(visual: Any, processor: Any, *, seed: int) -> None:
             conv = visual.patch_embed.proj
             mean = torch.tensor(processor.image_mean, dtype=torch.float64)
             std = torch.tensor(processor.image_std, dtype=torch.float64)
-            white = ((1.0 - mean) / std).view(
-                1, -1, 1, 1, 1
-            )  # a white pixel after the processor's normalisation
+            # a white pixel after the processor's normalisation
+            white = ((1.0 - mean) / std).view(1, -1, 1, 1, 1)
             conv.bias.copy_(-(conv.weight.double() * white).sum((1, 2, 3, 4)).to(conv.bias.dtype))
             outs = []
             for page in synthetic_pages(CALIBRATION_PAGES, seed=seed):
