@@ -78,10 +78,22 @@ def model_name() -> str:
 
 
 def warm_changes(args: argparse.Namespace) -> dict[str, Any]:
-    """The warm-start recipe's changes (none for the benchmark, toy sizes for ``--smoke``)."""
-    if not args.smoke:
-        return {}
-    return {"episodes": 4, "sft_max_steps": 4, "sft_check_every": 4, "sft_val_tasks": 0, "sft_batch_size": 2}
+    """The warm-start recipe's changes: toy sizes for ``--smoke``, then ``--warm-set``'s (none by default)."""
+    changes: dict[str, Any] = {}
+    if args.smoke:
+        changes.update(episodes=4, sft_max_steps=4, sft_check_every=4, sft_val_tasks=0, sft_batch_size=2)
+    changes.update(args.warm_set)
+    return changes
+
+
+def recipe_field(text: str) -> tuple[str, Any]:
+    """``--warm-set sft_max_steps=500`` → ``("sft_max_steps", 500)`` (the value read as YAML)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    return key.strip(), yaml.safe_load(value)
 
 
 def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -762,6 +774,15 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="one more `toolgym train` override for every run (repeatable; an ablation), shown in each run's command",
+    )
+    parser.add_argument(
+        "--warm-set",
+        action="append",
+        default=[],
+        type=recipe_field,
+        metavar="FIELD=VALUE",
+        help="one more warm-start recipe field (repeatable; e.g. sft_max_steps=500 for a shorter warm start); "
+        "its own cached build",
     )
     parser.add_argument("--hardware-note", default="", help="what else ran on the machine, for the page")
     args = parser.parse_args()

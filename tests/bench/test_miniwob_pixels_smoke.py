@@ -1,7 +1,7 @@
 """``bench/miniwob_pixels.py --smoke``: every part of the pixels benchmark at toy sizes, in a real
 Chromium (Docker's browser sandbox): the tiny-qwen3-vl warm start built by its recipe from scripted
 coordinate clicks on screenshots, the warm start's held-out evaluation, the blind baseline, one RL step
-of GRPO and of GiGPO, the records and the page; a rerun keeps what it has and ``--report-only`` rewrites
+of GRPO and of GiGPO, the records and the page (the warm start shortened once more by ``--warm-set``); a rerun keeps what it has and ``--report-only`` rewrites
 the same page from the records alone. 44 to 55 s on 2 shared cores once the toy warm start is in the
 toolgym cache (building it adds about 30 s); minutes when the host is loaded far past its cores."""
 
@@ -34,11 +34,11 @@ def test_miniwob_pixels_smoke(tmp_path: Path) -> None:
     require("docker")
     ensure_images("browser")
     out = tmp_path / "pixels"
-    done = bench(out)
+    done = bench(out, "--warm-set", "sft_max_steps=3", "--warm-set", "sft_check_every=3")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = out / "records"
     warm = json.loads((records / "warmstart.json").read_text())
-    assert warm["recipe"]["model"] == "tiny-qwen3-vl" and warm["rows"] > 0 and warm["sft_steps"] == 4
+    assert warm["recipe"]["model"] == "tiny-qwen3-vl" and warm["rows"] > 0 and warm["sft_steps"] == 3
     assert json.loads((records / "before.json").read_text())["heldout"]["episodes"] == 2
     blind = json.loads((records / "blind.json").read_text())
     assert blind["episodes"] == 2 and set(blind["points"]) <= {"click-test", "focus-text"}
@@ -50,9 +50,9 @@ def test_miniwob_pixels_smoke(tmp_path: Path) -> None:
     page = (out / "miniwob_pixels.md").read_text()
     assert "| **GRPO** | mean ± std (1) |" in page and "| **GiGPO** | mean ± std (1) |" in page
     assert "Blind baseline" in page and "## Where an RL step's time goes" in page
-    again = bench(out)
+    again = bench(out, "--warm-set", "sft_max_steps=3", "--warm-set", "sft_check_every=3")
     assert again.returncode == 0 and again.stdout.count("kept from") == 4, again.stdout[-2000:]
     (out / "miniwob_pixels.md").unlink()
-    report = bench(out, "--report-only")
+    report = bench(out, "--report-only", "--warm-set", "sft_max_steps=3", "--warm-set", "sft_check_every=3")
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     assert (out / "miniwob_pixels.md").read_text() == page

@@ -4,7 +4,6 @@ set what reaches stderr; a collection keeps a DEBUG log beside its outputs."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,19 +99,16 @@ def test_flag_names_agree_across_commands(cli: Runner, tmp_path: Path) -> None:
         assert helped.code == 0 and "--topk" in helped.text and "-k" in helped.text, helped.text
 
 
-def test_shell_completion_is_offered_once_at_the_root() -> None:
+def test_shell_completion_is_offered_once_at_the_root(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the real entry point, in this process: one ``python -m toolgym`` per command took 40 s."""
     from toolgym.cli import COMMANDS, GROUPS
 
+    monkeypatch.setenv("COLUMNS", "200")
+
     def help_of(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "toolgym", *args, "--help"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "COLUMNS": "200"},
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        done = cli(*args, "--help")
+        assert done.code == 0, done.text
+        return done.out
 
     assert "--install-completion" in help_of()
     offering = [name for name in (*GROUPS, *COMMANDS) if "--install-completion" in help_of(name)]

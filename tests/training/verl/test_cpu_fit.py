@@ -1,7 +1,8 @@
 """verl's own trainer (V1, trainer mode ``toolgym``) on the CPU, end to end: platform ``cpu``, rollout
 replica ``toolgym_cpu``, FSDP2 on gloo, the tiny model, one local Ray for the whole module.
 
-Six fits of two steps each (about a minute apiece, so each covers several things), on the test
+Five fits of two steps each in CI, six with ``TOOLGYM_FULL=1`` (about a minute apiece, so each
+covers several things), on the test
 plugin's ``probe-walk`` (every step is a tool call, so ARPO may branch after each, and the tiny model's
 rewards differ within a group, so every update moves the weights): ``toolgym_arpo`` with real forks,
 verl's checkpoints and its file tracker; a resume from that run's step-1 checkpoint; the weight sync
@@ -10,8 +11,8 @@ recomputed ``old_log_probs`` (``toolgym/rollout_logprob_diff_max``), which a pla
 breaks in a full-weight ``toolgym_grpo`` run (``cpu_fit_hooks.py``; ``TOOLGYM_TEST_PLANT_STALE=1``
 plants it in every run, and the ARPO and resume tests then fail on the check); GRPO with a LoRA
 adapter the rollout serves (base weights once, then the adapter alone), with verl's console tracker;
-and the shipped ALFWorld and WebShop GiGPO configs (step rows, a KL reference model) at a CPU's
-sizes. The demo's ``keychain_cpu`` goes through ``toolgym train`` in
+and the shipped ALFWorld GiGPO config (step rows, a KL reference model) at a CPU's sizes, with
+WebShop's as well under ``TOOLGYM_FULL=1`` (CI composes it at those sizes and runs verl's checks). The demo's ``keychain_cpu`` goes through ``toolgym train`` in
 ``tests/bench/test_verl_vs_local_smoke.py``. The file is one unit under xdist (``tests/conftest.py``:
 ``SERIAL``, with the other Ray tests), since it starts a Ray cluster."""
 
@@ -28,6 +29,7 @@ import pytest
 import yaml
 
 from tests.required import need_module
+from tests.sizes import ci_or_full
 
 need_module("verl")
 need_module("transfer_queue")
@@ -276,7 +278,15 @@ SHIPPED_SMALL = {
 
 
 @pytest.mark.parametrize("config", sorted(SHIPPED_SMALL))
+def test_shipped_gigpo_config_at_cpu_sizes_passes_verls_checks(config: str, tmp_path: Path) -> None:
+    cfg, settings = compose.compose_config(config, [*CPU_SIZES, *SHIPPED_SMALL[config]], data_dir=tmp_path)
+    compose.check_config(cfg)
+    assert settings.env == config.split("_")[0] + "-verl" and cfg.actor_rollout_ref.actor.use_kl_loss
+
+
+@pytest.mark.parametrize("config", ci_or_full(["alfworld_gigpo"], sorted(SHIPPED_SMALL)))
 def test_shipped_gigpo_config_with_its_kl_reference(cluster: Cluster, config: str) -> None:
+    """The two configs differ in their environment and sizes only, so CI fits one (a minute)."""
     metrics = fit(cluster, config, config, [*CPU_SIZES, *SHIPPED_SMALL[config]])
     assert sorted(metrics) == [1, 2]
     for step in (1, 2):
