@@ -102,14 +102,11 @@ install_python() {
   constraints=$(mktemp)
   echo "$torch_req" >"$constraints"
   "$VENV/bin/pip" install -q --upgrade pip || true
-  # --no-compile: pip would byte-compile every file of every package (torch's, transformers' ...),
-  # more than half of a cached install's two minutes; Python compiles the modules a process imports,
-  # once, the first time (the import check below does the common ones)
-  "$VENV/bin/pip" install -q --no-compile "$torch_req" || true
-  PIP_CONSTRAINT="$constraints" "$VENV/bin/pip" install -q --no-compile -e ".[$EXTRAS]" || true
+  "$VENV/bin/pip" install -q "$torch_req" || true
+  PIP_CONSTRAINT="$constraints" "$VENV/bin/pip" install -q -e ".[$EXTRAS]" || true
   # openenv-core (`toolgym serve-env`, its tests) without its hard dependency on gradio: gradio is
   # its web UI, which serve-env does not use, and it would pull ~100 MB and an older Pillow
-  case ",$EXTRAS," in *,dev,*) "$VENV/bin/pip" install -q --no-compile --no-deps "openenv-core>=0.3" || true ;; esac
+  case ",$EXTRAS," in *,dev,*) "$VENV/bin/pip" install -q --no-deps "openenv-core>=0.3" || true ;; esac
   rm -f "$constraints"
   "$VENV/bin/python" -c "import toolgym, torch, transformers"
 }
