@@ -1,18 +1,18 @@
 """verl's own trainer (V1, trainer mode ``toolgym``) on the CPU, end to end: platform ``cpu``, rollout
 replica ``toolgym_cpu``, FSDP2 on gloo, the tiny model, one local Ray for the whole module.
 
-Five fits of two steps each in CI, six with ``TOOLGYM_FULL=1`` (about a minute apiece, so each
-covers several things), on the test
-plugin's ``probe-walk`` (every step is a tool call, so ARPO may branch after each, and the tiny model's
-rewards differ within a group, so every update moves the weights): ``toolgym_arpo`` with real forks,
-verl's checkpoints and its file tracker; a resume from that run's step-1 checkpoint; the weight sync
-checked: after each actor update the rollout's logprobs of the sampled tokens equal the actor's
-recomputed ``old_log_probs`` (``toolgym/rollout_logprob_diff_max``), which a planted stale-weights bug
-breaks in a full-weight ``toolgym_grpo`` run (``cpu_fit_hooks.py``; ``TOOLGYM_TEST_PLANT_STALE=1``
-plants it in every run, and the ARPO and resume tests then fail on the check); GRPO with a LoRA
-adapter the rollout serves (base weights once, then the adapter alone), with verl's console tracker;
-and the shipped ALFWorld GiGPO config (step rows, a KL reference model) at a CPU's sizes, with
-WebShop's as well under ``TOOLGYM_FULL=1`` (CI composes it at those sizes and runs verl's checks). The demo's ``keychain_cpu`` goes through ``toolgym train`` in
+Five fits of two steps each in CI, six with ``TOOLGYM_FULL=1`` (about a minute apiece, so each covers
+several things), on the test plugin's ``probe-walk`` (every step is a tool call, so ARPO may branch
+after each, and the tiny model's rewards differ within a group, so every update moves the weights):
+``toolgym_arpo`` with real forks, verl's checkpoints and its file tracker; a resume from that run's
+step-1 checkpoint; the weight sync checked: after each actor update the rollout's logprobs of the
+sampled tokens equal the actor's recomputed ``old_log_probs`` (``toolgym/rollout_logprob_diff_max``),
+which a planted stale-weights bug breaks in a full-weight ``toolgym_grpo`` run (``cpu_fit_hooks.py``;
+``TOOLGYM_TEST_PLANT_STALE=1`` plants it in every run, and the ARPO and resume tests then fail on the
+check); GRPO with a LoRA adapter the rollout serves (base weights once, then the adapter alone), with
+verl's console tracker; and the shipped ALFWorld GiGPO config (step rows, a KL reference model) at a
+CPU's sizes, with WebShop's as well under ``TOOLGYM_FULL=1`` (CI composes it at those sizes and runs
+verl's checks). The demo's ``keychain_cpu`` goes through ``toolgym train`` in
 ``tests/bench/test_verl_vs_local_smoke.py``. The file is one unit under xdist (``tests/conftest.py``:
 ``SERIAL``, with the other Ray tests), since it starts a Ray cluster."""
 
