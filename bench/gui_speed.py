@@ -29,7 +29,9 @@ reset between episodes runs in the background and is not counted, as in a rollou
 - ``warm baseline``: in a sandbox whose Chromium runs, a fresh context and page made in one cell
   (no pool, no checks) then the same ``reset`` on it: the floor for any kept-browser design;
 - ``old path``: the same pool with the kept session given up before release, as every reset was
-  before: the next episode starts Playwright and Chromium again.
+  before: the next episode starts Playwright and Chromium again, and the Chromium is the full
+  ``/usr/bin/chromium`` the tools launched then (``--old-chromium``; the tools now launch
+  ``chromium-headless-shell``, which is cheaper to start and to open a context in).
 
 **Concurrency**: ``--episodes`` scripted episodes over ``--tasks`` at 1, 8 and 16 at once (one
 sandbox, so one Chromium, per live episode), through the rollout engine: success (core.js's raw
@@ -40,7 +42,7 @@ reward > 0), wall time, episodes/s, and the peak memory of the run's sandbox con
 engine, the MiniWoB server, the egress proxy) per episode: what an episode costs the host whatever
 else runs on it (episodes per second on 2 otherwise idle cores are about 2 / that).
 Each level runs on the pool as it is (``kept``) and, with ``--old-path``, again with every
-browser restarted at each reset (``old``), in the same run, ``--repeat`` pairs per level; each pair
+browser restarted at each reset and the old executable (``old``), in the same run, ``--repeat`` pairs per level; each pair
 prints kept / old episodes per second. Wall time runs from the first episode's start to the last's
 end (not the pool's teardown). ``--warm`` first runs as many untimed episodes as run at once on
 each row's pool, so that the timed ones find every sandbox made (and, kept, its browser started):
@@ -62,6 +64,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +77,7 @@ from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
 from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.tokens.chat import ChatFormat
 from toolgym.core.types import Action, ActionKind, ToolCall
-from toolgym.plugins.gui.tools import DRIVER, driver_session
+from toolgym.plugins.gui.tools import DRIVER, BrowserConfig, driver_session
 from toolgym.plugins.miniwob.env import _START, BROWSER, MINIWOB_TOOLS, MiniWoBEnv
 from toolgym.plugins.miniwob.site import SANDBOX_KIND, shared_site
 from toolgym.plugins.miniwob.tasks import task_list
@@ -212,6 +216,29 @@ class OldPathBackend(DockerBackend):
         await super().release(sandbox, broken=broken)
 
 
+OLD_CHROMIUM = "/usr/bin/chromium"
+"""The executable the browser tools launched before ``chromium-headless-shell``: the full browser."""
+
+
+@contextmanager
+def launching(executable: str | None) -> Iterator[None]:
+    """Drivers installed meanwhile launch ``executable`` (None: the tools' own), whatever the
+    environment's ``BrowserConfig`` says: the old path's browser, without a second environment."""
+    if executable is None:
+        yield
+        return
+    own = BrowserConfig.driver_config
+
+    def driver_config(self: BrowserConfig) -> dict[str, Any]:
+        return {**own(self), "chromium": executable}
+
+    BrowserConfig.driver_config = driver_config  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BrowserConfig.driver_config = own  # type: ignore[method-assign]
+
+
 FRESH_CONTEXT = f"""for _c in list({DRIVER}.browser.contexts):
     _c.close()
 {DRIVER}.pages, {DRIVER}.active, {DRIVER}.env_page = [], 0, None
@@ -219,41 +246,52 @@ FRESH_CONTEXT = f"""for _c in list({DRIVER}.browser.contexts):
 """The warm baseline's cell: a fresh context and blank page in the running Chromium."""
 
 
-async def resets(count: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+async def resets(
+    count: int, old_chromium: str | None
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """``MiniWoBEnv.reset`` one episode at a time: kept browser, warm baseline, old path; and the
     pool's release -> ready (its reset in the background) of the kept and old paths (ms)."""
     shared_site()
     out: dict[str, list[float]] = {"kept": [], "warm baseline": [], "old path": []}
     recycle: dict[str, list[float]] = {"kept": [], "old path": []}
     for column, backend in (("kept", DockerBackend(max_idle=1)), ("old path", OldPathBackend(max_idle=1))):
-        try:
-            for i in range(count + 2):  # the first 2 start the sandbox and its browser
-                env = MiniWoBEnv(task="click-button", time_limit=600)
-                ctx = EpisodeContext(
-                    episode_id=f"reset-{i}", sandbox_backend=backend, registry=get_registry()
-                )
-                env.bind(ctx)
-                t0 = time.perf_counter()
-                await env.reset(seed=i)
-                took = (time.perf_counter() - t0) * 1e3
-                if column == "kept" and i == count + 1:  # the last one: the warm baseline, in that sandbox
-                    session = await driver_session(await ctx.sandbox(SANDBOX_KIND))
-                    for j in range(count + 2):
-                        t0 = time.perf_counter()
-                        made = await session.execute(FRESH_CONTEXT, timeout=30)
-                        assert made.error is None, made.error
-                        await env.reset(seed=j)
-                        if j >= 2:
-                            out["warm baseline"].append((time.perf_counter() - t0) * 1e3)
-                t0 = time.perf_counter()
-                await ctx.aclose()
-                await backend.settle()
-                if i >= 2:
-                    out[column].append(took)
-                    recycle[column].append((time.perf_counter() - t0) * 1e3)
-        finally:
-            await backend.aclose()
+        with launching(old_chromium if column == "old path" else None):
+            await _reset_column(column, backend, count, out, recycle)
     return out, recycle
+
+
+async def _reset_column(  # one column of ``resets``
+    column: str,
+    backend: DockerBackend,
+    count: int,
+    out: dict[str, list[float]],
+    recycle: dict[str, list[float]],
+) -> None:
+    try:
+        for i in range(count + 2):  # the first 2 start the sandbox and its browser
+            env = MiniWoBEnv(task="click-button", time_limit=600)
+            ctx = EpisodeContext(episode_id=f"reset-{i}", sandbox_backend=backend, registry=get_registry())
+            env.bind(ctx)
+            t0 = time.perf_counter()
+            await env.reset(seed=i)
+            took = (time.perf_counter() - t0) * 1e3
+            if column == "kept" and i == count + 1:  # the last one: the warm baseline, in that sandbox
+                session = await driver_session(await ctx.sandbox(SANDBOX_KIND))
+                for j in range(count + 2):
+                    t0 = time.perf_counter()
+                    made = await session.execute(FRESH_CONTEXT, timeout=30)
+                    assert made.error is None, made.error
+                    await env.reset(seed=j)
+                    if j >= 2:
+                        out["warm baseline"].append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            await ctx.aclose()
+            await backend.settle()
+            if i >= 2:
+                out[column].append(took)
+                recycle[column].append((time.perf_counter() - t0) * 1e3)
+    finally:
+        await backend.aclose()
 
 
 # -- concurrency -----------------------------------------------------------------------------------
@@ -332,7 +370,13 @@ class MemorySampler:
 
 
 async def concurrent(
-    tasks: tuple[str, ...], episodes: int, level: int, *, old: bool = False, warmup: int = 0
+    tasks: tuple[str, ...],
+    episodes: int,
+    level: int,
+    *,
+    old: bool = False,
+    warmup: int = 0,
+    old_chromium: str | None = OLD_CHROMIUM,
 ) -> dict[str, Any]:
     """One concurrency row; ``warmup`` episodes first run untimed on the same pool (seeds after
     the timed ones'), so that the timed episodes find their sandboxes made, as in a long run."""
@@ -348,18 +392,32 @@ async def concurrent(
         on_trajectory=out.append,
     )
     try:
-        if warmup:
-            await engine.run(plan_episodes("miniwob", num_tasks=warmup, group_size=1, first_task=episodes))
-            await backend.settle()
-            out.clear()
-        before = load()
-        start, host_start = time.perf_counter(), os.times()
-        with MemorySampler(backend.run_id) as memory:
-            await engine.run(plan_episodes("miniwob", num_tasks=episodes, group_size=1))
-            wall = time.perf_counter() - start  # the episodes, not the pool's teardown
-            host_end = os.times()
+        with launching(old_chromium if old else None):
+            return await _timed_row(engine, backend, out, episodes, level, old=old, warmup=warmup)
     finally:
         await backend.aclose()
+
+
+async def _timed_row(  # the body of ``concurrent``
+    engine: RolloutEngine,
+    backend: DockerBackend,
+    out: list[Any],
+    episodes: int,
+    level: int,
+    *,
+    old: bool,
+    warmup: int,
+) -> dict[str, Any]:
+    if warmup:
+        await engine.run(plan_episodes("miniwob", num_tasks=warmup, group_size=1, first_task=episodes))
+        await backend.settle()
+        out.clear()
+    before = load()
+    start, host_start = time.perf_counter(), os.times()
+    with MemorySampler(backend.run_id) as memory:
+        await engine.run(plan_episodes("miniwob", num_tasks=episodes, group_size=1))
+        wall = time.perf_counter() - start  # the episodes, not the pool's teardown
+        host_end = os.times()
     ok = [t for t in out if t.status == "ok"]
     wins = sum(bool(t.steps and t.steps[-1].info.get("success")) for t in ok)
     timeouts = sum(1 for t in ok if t.steps and t.steps[-1].info.get("page_reason") == "timeout")
@@ -405,6 +463,12 @@ def main(argv: list[str] | None = None) -> None:
         help="run each concurrency level again with the browser restarted at each reset",
     )
     parser.add_argument(
+        "--old-chromium",
+        default=OLD_CHROMIUM,
+        help="the executable the old path launches (default: the full Chromium the tools launched "
+        "before the headless shell; 'same' for the tools' own)",
+    )
+    parser.add_argument(
         "--warm",
         action="store_true",
         help="before each concurrency row, run as many untimed episodes as run at once on its pool "
@@ -417,7 +481,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.smoke:
         args.calls, args.levels, args.episodes, args.resets = 10, "1,2", 4, 3
+    old_chromium = None if args.old_chromium == "same" else args.old_chromium
     print(f"host: {os.cpu_count()} CPUs, load average {load()}")
+    print(f"browser: {BROWSER.chromium}; the old path's: {old_chromium or BROWSER.chromium}")
     result: dict[str, Any] = {}
     if args.skip != "latency":
         lat = asyncio.run(latency(args.calls))
@@ -442,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
             )
     if args.resets:
-        res, recycle = asyncio.run(resets(args.resets))
+        res, recycle = asyncio.run(resets(args.resets, old_chromium))
         result["reset"] = {c: {"p50": pct(v, 50), "p90": pct(v, 90)} for c, v in res.items()}
         result["release_to_ready"] = {c: {"p50": pct(v, 50), "p90": pct(v, 90)} for c, v in recycle.items()}
         print(f"\nMiniWoBEnv.reset one at a time ({args.resets} episodes each, ms; load after: {load()})")
@@ -478,7 +544,14 @@ def main(argv: list[str] | None = None) -> None:
             if old and not args.old_path:
                 continue
             row = asyncio.run(
-                concurrent(tasks, args.episodes, level, old=old, warmup=level if args.warm else 0)
+                concurrent(
+                    tasks,
+                    args.episodes,
+                    level,
+                    old=old,
+                    warmup=level if args.warm else 0,
+                    old_chromium=old_chromium,
+                )
             )
             rows.append(row)
             print(

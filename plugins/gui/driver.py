@@ -3,7 +3,7 @@
 The host tools send this file's source (with ``axtree.py``, ``pagejs.py`` and ``pwstack.py``) into the session
 once per sandbox; after that each tool call is one cell, ``_toolgym_browser.call(op, args_json,
 limits_json)``, whose value is a JSON reply. One headless Chromium (Playwright's sync API, ``executable_path`` from the config,
-Debian's ``/usr/bin/chromium`` in the ``toolgym/sandbox-browser`` image) and its tabs live in
+Debian's ``/usr/lib/chromium/chromium-headless-shell`` in the ``toolgym/sandbox-browser`` image) and its tabs live in
 the session between calls, so a page keeps its state across an episode. Each episode gets its own
 browser context (Playwright's ``new_context``: Chromium's off-the-record profile, nothing on disk);
 between episodes of a pooled sandbox ``renew`` closes it and opens the next episode's, and the
@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +42,9 @@ pwstack.install()  # Playwright's per-call stack capture costs more than most ca
 PROXY_DENIED = "network allowlist"
 PROXY_UNREACHABLE = "toolgym sandbox proxy: cannot reach"
 SHOT = ".toolgym-browser/screenshot.png"
+RENEW_SETTLE_S = 2.0
+"""How long ``renew`` waits for the closed contexts' workers to go: a service worker's target can
+outlive its context by a few ms (the headless shell stops it after the context's close returns)."""
 _LISTED = re.compile(r"^\s*\[(\d+)\]", re.MULTILINE)
 """An element line of the observation: ``[id] role 'name'``, indented by depth."""
 KEY_HINT = (
@@ -180,15 +184,21 @@ class Driver:
                 context.close()
             cdp = browser.new_browser_cdp_session()
             try:
-                contexts = cdp.send("Target.getBrowserContexts")["browserContextIds"]
-                targets = [t for t in cdp.send("Target.getTargets")["targetInfos"] if t["type"] != "browser"]
+                deadline = time.monotonic() + RENEW_SETTLE_S
+                while True:
+                    contexts = cdp.send("Target.getBrowserContexts")["browserContextIds"]
+                    targets = [
+                        t for t in cdp.send("Target.getTargets")["targetInfos"] if t["type"] != "browser"
+                    ]
+                    if not (contexts or targets or browser.contexts):
+                        return True
+                    if contexts or browser.contexts or time.monotonic() > deadline:
+                        return False  # a context that outlived its close, or a worker still running
+                    time.sleep(0.02)
             finally:
                 cdp.detach()
-            if contexts or targets or browser.contexts:
-                return False
         except PlaywrightError:
             return False
-        return True
 
     def _on_page(self, page: Any) -> None:
         page.set_default_timeout(self.limits["action_ms"])
