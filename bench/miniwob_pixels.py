@@ -519,6 +519,20 @@ def mean_std(values: list[float]) -> str:
     return f"{100 * statistics.mean(values):.1f} ± {100 * spread:.1f}"
 
 
+REWARD_NOTES = {
+    "distance": " The RL runs train on `reward=distance`: a miss scores -1 plus up to 0.5 by how near its last "
+    "click came to the scripted solver's point (a Gaussian of the distance, 16 px spread), so that a click one image "
+    "cell off the target scores above one across the page; success still counts wins only."
+}
+"""What the page says of a training reward other than the environment's default (``--set``)."""
+
+
+def trained_reward(args: argparse.Namespace) -> str:
+    """The ``reward`` the runs train on (``--set toolgym.env_kwargs.reward=...``; ``raw`` by default)."""
+    found = [s.split("=", 1)[1] for s in args.set if s.startswith("toolgym.env_kwargs.reward=")]
+    return found[-1] if found else "raw"
+
+
 def page(args: argparse.Namespace, data: dict[str, Any], command: str) -> str:
     warm, before, blind, runs = data["warmstart"], data["before"], data["blind"], data["runs"]
     b = before["heldout"]["success"]
@@ -533,7 +547,8 @@ def page(args: argparse.Namespace, data: dict[str, Any], command: str) -> str:
         f"screenshot of the MiniWoB++ task area (scale {recipe['env_kwargs'].get('screenshot_scale')}, no element ids drawn, "
         "the latest screenshot only) and acts only by coordinates (`browser_click_at`, `browser_type_at`). "
         f"Tasks: {recipe['env_kwargs']['tasks'].replace(',', ', ')}, each with one target at a random place; at most "
-        f"{recipe['env_kwargs']['max_turns']} turns; a task ends with 1 when the page's own `core.js` says so, else -1.",
+        f"{recipe['env_kwargs']['max_turns']} turns; a task ends with 1 when the page's own `core.js` says so, else -1."
+        + REWARD_NOTES.get(trained_reward(args), ""),
         "",
         "## Held-out success (%)",
         "",

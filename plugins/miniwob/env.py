@@ -11,8 +11,12 @@ opened, the result ``core.js`` computed.
 
 Reward (``reward=``): ``raw`` (default; ``WOB_RAW_REWARD_GLOBAL``, in [-1, 1], partial for some
 tasks), ``original`` (the time-discounted ``WOB_REWARD_GLOBAL``, the gym package's default, which
-depends on how fast the model runs), or ``binary`` (1 when raw is 1, else -1). ``success`` in the
-step info is raw > 0. The task's own time limit (``core.EPISODE_MAX_TIME``, 10 s for most tasks)
+depends on how fast the model runs), ``binary`` (1 when raw is 1, else -1), or ``distance``
+(``actions=coordinates`` only): 1 when raw is 1; else -1 plus up to 0.5 for how near the last click
+or text entry came to the point the task's scripted solver would have acted at on that page, a
+Gaussian of the distance with a spread of ``NEAR_PX`` page pixels. A hit-or-miss reward scores a
+click one image cell off the target and one across the page alike; this one tells them apart,
+while no miss earns as much as half a win. ``success`` in the step info is raw > 0. The task's own time limit (``core.EPISODE_MAX_TIME``, 10 s for most tasks)
 runs in the page; ``time_limit=SECONDS`` replaces it (``task`` keeps it).
 
 Against a policy that games the score: the result is taken from the first ``core.endEpisode`` of
@@ -37,6 +41,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import math
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -86,7 +91,11 @@ COORDINATES_PROMPT = (
     "pixels (0, 0 is its top-left corner), one call per turn. The episode ends when the task is done."
 )
 ACTIONS = ("all", "coordinates")
-REWARDS = ("raw", "original", "binary")
+REWARDS = ("raw", "original", "binary", "distance")
+NEAR_PX = 16.0
+"""The spread of the ``distance`` reward's Gaussian, in page pixels (scaled with the screenshot):
+a miss one 16-pixel image cell from the solver's point scores about -0.70, two cells about -0.93."""
+POINT_TOOLS = ("browser_click_at", "browser_type_at")
 FAIL = -1.0
 """What the benchmark gives an instance that times out; also given for leaving the page or stopping."""
 
@@ -156,6 +165,16 @@ class MiniWoBEnv(ToolTaskEnv):
         if reward not in REWARDS:
             raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
         self.reward_kind = reward
+        if reward == "distance":
+            if not self.coordinates_only:
+                raise ConfigError(
+                    "reward=distance scores points on the screenshot; set actions=coordinates too"
+                )
+            unscored = next((t for t in self.task_names if t not in COORDINATE_SOLVERS), None)
+            if unscored is not None:
+                raise ConfigError(
+                    f"reward=distance needs a scripted solver's point on every task; {unscored!r} has none"
+                )
         if time_limit in (None, "", "task"):
             self.time_limit_ms: int | None = None
         else:
@@ -180,6 +199,10 @@ class MiniWoBEnv(ToolTaskEnv):
         self._nonce = ""
         self._turn = 0
         self._page_state = ""
+        self._target: tuple[float, float] | None = None
+        """``distance``: where the solver would act on the page as the model last saw it."""
+        self._miss: float | None = None
+        """``distance``: how far (screenshot pixels) the latest point action was from ``_target``."""
 
     @property
     def num_tasks(self) -> int | None:
@@ -219,7 +242,14 @@ class MiniWoBEnv(ToolTaskEnv):
             self._page_state = _IDS.sub("", value.get("state", ""))
         return value
 
-    def _score(self, result: dict[str, Any] | None) -> float:
+    def _score(self, result: dict[str, Any] | None, *, left: bool = False) -> float:
+        if self.reward_kind == "distance":
+            if result is not None and float(result["raw"]) == 1.0:
+                return 1.0
+            if left or self._miss is None:
+                return FAIL
+            spread = NEAR_PX * (self.screenshots.scale or 1.0)
+            return FAIL + 0.5 * math.exp(-0.5 * (self._miss / spread) ** 2)
         if result is None:
             return FAIL
         raw = float(result["raw"])
@@ -238,6 +268,7 @@ class MiniWoBEnv(ToolTaskEnv):
         self._history: list[str] = []
         self._state = RunningDigest(self.task.id)
         self._turn, self._page_state = 0, ""
+        self._target, self._miss = None, None
         self._nonce = secrets.token_hex(8)
         name = self.task.metadata["task"]
         site = shared_site()
@@ -279,6 +310,8 @@ class MiniWoBEnv(ToolTaskEnv):
                 scale=self.screenshots.scale,
             )
         await self._probe()
+        if self.reward_kind == "distance":
+            self._target = await self._solver_point()
         self.task.question = instruction
         first = observation_content(
             self.observation, f"Task: {instruction}\n\nThe page:\n{page.get('text', '')}", part
@@ -298,10 +331,12 @@ class MiniWoBEnv(ToolTaskEnv):
         assert self.task is not None
         return digest(self.task.id, self._page_state)
 
-    def _end(self, result: StepResult, outcome: dict[str, Any], reason: str) -> StepResult:
+    def _end(
+        self, result: StepResult, outcome: dict[str, Any], reason: str, *, left: bool = False
+    ) -> StepResult:
         found = outcome.get("result")
         raw = float(found["raw"]) if found else FAIL
-        result.reward = self._score(found)
+        result.reward = self._score(found, left=left)
         result.terminated = True
         result.info.update(miniwob_reason=reason, raw_reward=raw, success=raw > 0)
         if found:
@@ -317,14 +352,20 @@ class MiniWoBEnv(ToolTaskEnv):
             if outcome.get("result") and not outcome.get("left"):
                 return self._end(result, outcome, "done")
             return self._end(result, {}, "the agent stopped before the task ended")
+        if self.reward_kind == "distance":
+            self._aim(action)
         result = await super().step(action)
+        if self._miss is not None:
+            result.info["miss_px"] = round(self._miss, 1)
         outcome = await self._probe()
         if outcome.get("left"):
-            return self._end(result, {}, "the task page was left, reloaded or closed")
+            return self._end(result, {}, "the task page was left, reloaded or closed", left=True)
         if outcome.get("result"):
             return self._end(result, outcome, "done")
         if self._turn >= self.max_turns:
             return self._end(result, {}, "turn limit (counted as the task's time-out)")
+        if self.reward_kind == "distance":
+            self._target = await self._solver_point()
         if isinstance(result.observation, list):  # the page as the turn left it, for the next model call
             await attach(
                 self.ctx,
@@ -337,6 +378,32 @@ class MiniWoBEnv(ToolTaskEnv):
                 marks=not self.coordinates_only,
             )
         return result
+
+    def _aim(self, action: Action) -> None:
+        """``distance``: note how far the action's first point call is from the solver's point
+        (a call that names no point, or a page the solver had no point on, leaves the last miss)."""
+        call = next((c for c in action.tool_calls if c.name in POINT_TOOLS), None)
+        if call is None or self._target is None:
+            return
+        x, y = call.arguments.get("x"), call.arguments.get("y")
+        if (
+            not (isinstance(x, int | float) and isinstance(y, int | float))
+            or isinstance(x, bool)
+            or isinstance(y, bool)
+        ):
+            return  # the tool refuses it too
+        if math.isfinite(x) and math.isfinite(y):
+            self._miss = math.hypot(x - self._target[0], y - self._target[1])
+
+    async def _solver_point(self) -> tuple[float, float] | None:
+        """Where the task's scripted solver would click or type on the page now, in screenshot pixels."""
+        assert self.task is not None
+        script = solver_script(self.task.metadata["task"], self.screenshots.scale)
+        reply = await self._evaluate(script) if script is not None else {}
+        action = reply.get("value") if reply.get("ok") else None
+        if not action or action.get("tool") not in POINT_TOOLS:
+            return None
+        return float(action["args"]["x"]), float(action["args"]["y"])
 
     async def scripted_action(self) -> str | None:
         """The scripted solver's next action for this task (None when the task has none)."""
