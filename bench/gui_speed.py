@@ -18,7 +18,9 @@ textbox. Columns, p50 / p99 in ms:
   through the same kind of channel;
 - ``in-sandbox`` / ``bare in-sandbox``: those two actions timed inside their sandboxes (no channel).
 
-Then each step's p50 over each baseline's (the target: within 1.5x of bare Playwright).
+Then each step's p50 over each baseline's (the target: within 1.5x of bare Playwright). The columns
+run back to back, each right after the one before; ``--gap-ms`` waits that long before each (as a
+model call would: the page then has no frame under way when the action starts).
 
 **Reset** (browser sandboxes keep their browser), one episode at a time in one pooled
 ``miniwob`` sandbox, ``--resets`` episodes per column, p50 / p90 in ms of ``MiniWoBEnv.reset``
@@ -144,7 +146,7 @@ def bare_setup(task: str, selector: str) -> str:
     return code
 
 
-async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
+async def latency(calls: int, gap_s: float) -> dict[str, dict[str, list[float]]]:
     shared_site()  # registers the sandbox profile (allowlist: this server) before the backend reads it
     out: dict[str, dict[str, list[float]]] = {}
     for kind, task, role, selector in (
@@ -178,22 +180,30 @@ async def latency(calls: int) -> dict[str, dict[str, list[float]]]:
                 rows: dict[str, list[float]] = {c: [] for c in COLUMNS}
                 for i in range(calls + 3):  # the first 3 are warm-up
                     call = ToolCall(name=name, arguments=args)
+                    took: dict[str, float] = {}
+                    await asyncio.sleep(
+                        gap_s
+                    )  # with --gap-ms: each action finds its page idle, as after a model call
                     t0 = time.perf_counter()
                     await env.step(Action(text="", kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
-                    t1 = time.perf_counter()
+                    took["env step"] = time.perf_counter() - t0
+                    await asyncio.sleep(gap_s)
+                    t0 = time.perf_counter()
                     out_tool = await TOOLS[name].call(args, sandbox=sandbox, ctx=ctx)
-                    t2 = time.perf_counter()
+                    took["tool"] = time.perf_counter() - t0
+                    await asyncio.sleep(gap_s)
+                    t0 = time.perf_counter()
                     res = await session.execute(direct, timeout=30)
-                    t3 = time.perf_counter()
+                    took["direct"] = time.perf_counter() - t0
+                    await asyncio.sleep(gap_s)
+                    t0 = time.perf_counter()
                     plain = await bare.execute(bare_act, timeout=30)
-                    t4 = time.perf_counter()
+                    took["bare"] = time.perf_counter() - t0
                     assert not out_tool.error and res.error is None, (out_tool.text[:200], res.error)
                     assert plain.error is None, plain.error
                     if i >= 3:
-                        rows["env step"].append((t1 - t0) * 1e3)
-                        rows["tool"].append((t2 - t1) * 1e3)
-                        rows["direct"].append((t3 - t2) * 1e3)
-                        rows["bare"].append((t4 - t3) * 1e3)
+                        for column, seconds in took.items():
+                            rows[column].append(seconds * 1e3)
                         rows["in-sandbox"].append(float(res.value or "nan") * 1e3)
                         rows["bare in-sandbox"].append(float(plain.value or "nan") * 1e3)
                 out[kind] = rows
@@ -453,6 +463,13 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="idle time before each timed step (e.g. 150: a model call's worth, the page has no frame pending); "
+        "default 0: back to back, as the rows before this option",
+    )
     parser.add_argument("--levels", default="1,8,16")
     parser.add_argument("--episodes", type=int, default=48, help="episodes per concurrency level")
     parser.add_argument("--tasks", default="solvable")
@@ -486,7 +503,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"browser: {BROWSER.chromium}; the old path's: {old_chromium or BROWSER.chromium}")
     result: dict[str, Any] = {}
     if args.skip != "latency":
-        lat = asyncio.run(latency(args.calls))
+        lat = asyncio.run(latency(args.calls, args.gap_ms / 1000))
         result["latency"] = {
             k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()
         }
