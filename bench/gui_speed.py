@@ -181,9 +181,8 @@ async def latency(calls: int, gap_s: float) -> dict[str, dict[str, list[float]]]
                 for i in range(calls + 3):  # the first 3 are warm-up
                     call = ToolCall(name=name, arguments=args)
                     took: dict[str, float] = {}
-                    await asyncio.sleep(
-                        gap_s
-                    )  # with --gap-ms: each action finds its page idle, as after a model call
+                    # with --gap-ms, each action finds its page idle, as after a model call
+                    await asyncio.sleep(gap_s)
                     t0 = time.perf_counter()
                     await env.step(Action(text="", kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
                     took["env step"] = time.perf_counter() - t0
