@@ -14,6 +14,11 @@ a loopback port the agent forwards to the host's filtering proxy; Chromium sends
 there, loopback URLs included (Playwright adds ``<-loopback>`` to the bypass list), so
 ``http://127.0.0.1:PORT`` reaches the host's server when ``127.0.0.1:PORT`` is allowed.
 
+Site names: an environment opening its own site (``goto`` with ``site=[prefix, name]``) names it for the
+episode: observations, errors and replies show URLs under ``prefix`` (the host's server, whose port
+differs in every process; WebShop's also holds the episode's session) under ``name``, and the agent's
+URLs under ``name`` open ``prefix``'s. The model's tokens then do not depend on which port the server got.
+
 Replies: ``{"ok", "error", "text", "screenshot", "url", "title", "tab", "tabs", "truncated"}``
 (``"fatal": true`` when Chromium could not start);
 ``text`` is the observation (tabs, page, scroll position, the accessibility tree) and comes
@@ -119,6 +124,8 @@ class Driver:
         the look-up round trip (``_element``)."""
         self._unverified: int | None = None
         """The id ``_element`` took as there without asking the page, in this call."""
+        self.sites: list[tuple[str, str]] = []
+        """The episode's named sites, ``(prefix, name)`` (see the module docstring); renew forgets them."""
         self.shortcuts = True
         """Save round trips where the answer is known (an id the latest observation listed, a page
         Playwright saw load, the two snapshot commands sent together); False takes the long way
@@ -175,7 +182,7 @@ class Driver:
         started, or does not answer as it should."""
         browser = self.browser
         self.env_page, self.pages, self.active, self._cdp, self._nav = None, [], 0, {}, {}
-        self.frame, self._listed = None, None
+        self.frame, self._listed, self.sites = None, None, []
         self._opened, self.context = [], None
         if browser is None or not browser.is_connected():
             return False
@@ -291,7 +298,36 @@ class Driver:
             tabs=len(self.pages),
             title=title if title is not None else self._title(page) if page else "",
         )
+        for key in ("text", "error", "url"):
+            if reply.get(key):
+                reply[key] = self._shown(reply[key])
         return json.dumps(reply)
+
+    # -- site names -------------------------------------------------------------------------------
+
+    def _name_site(self, prefix: str, name: str) -> None:
+        for url in (prefix, name):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+                raise BrowserError(
+                    f"a site's prefix and name must be http(s) URLs without a query, got {url!r}"
+                )
+        prefix, name = prefix.rstrip("/"), name.rstrip("/")
+        self.sites = [(p, n) for p, n in self.sites if p != prefix and n != name]  # the latest naming wins
+        self.sites.append((prefix, name))
+
+    def _shown(self, text: str) -> str:
+        """``text`` with every URL under a named site's prefix written under its name."""
+        for prefix, name in self.sites:
+            text = re.sub(re.escape(prefix) + r"(?![0-9A-Za-z_.~-])", lambda _, name=name: name, text)
+        return text
+
+    def _real(self, url: str) -> str:
+        """The address ``url`` names: under a site's name, the same path under its prefix."""
+        for prefix, name in self.sites:
+            if url == name or url.startswith((name + "/", name + "?", name + "#")):
+                return prefix + url[len(name) :]
+        return url
 
     def _explain(self, exc: PlaywrightError) -> str:
         text = _first_line(exc)
@@ -549,16 +585,21 @@ class Driver:
 
     # -- operations (one per tool) --------------------------------------------------------------
 
-    def op_goto(self, url: str) -> None:
+    def op_goto(self, url: str, site: list[str] | None = None) -> None:
+        """Open ``url``; ``site`` (``[prefix, name]``, from an environment opening its own site, never
+        from a tool) names a site first (see the module docstring)."""
+        if site is not None:
+            self._name_site(*site)
+        shown, url = url, self._real(url)
         scheme = urlsplit(url).scheme.lower()
         if scheme not in ("http", "https") and url != "about:blank":
-            raise BrowserError(f"cannot open {url!r}: give a full http:// or https:// URL")
+            raise BrowserError(f"cannot open {shown!r}: give a full http:// or https:// URL")
         try:
             self.page.goto(url, wait_until="load")
         except PlaywrightTimeoutError:
             self._stop_loading(self.page)
             raise BrowserError(
-                f"{url} did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
+                f"{shown} did not finish loading within {self.limits['nav_ms'] / 1000:g} s; "
                 "loading was stopped and the page below is what there is"
             ) from None
         self._opened.clear()

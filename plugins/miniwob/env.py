@@ -112,6 +112,7 @@ _START = """() => {
     return out;
   };
   core.startEpisodeReal();
+  clearInterval(core.CD_TIMER);  // the countdown's text stays at its first value: later ones tell how fast the host ran
   window.__tgEpisode = NONCE;
   return {ready: WOB_TASK_READY !== false, query: core.getUtterance(), limit_ms: core.EPISODE_MAX_TIME};
 }"""
@@ -123,6 +124,9 @@ _PROBE = """() => {
     e => (e.type === 'checkbox' || e.type === 'radio') ? String(e.checked) : e.value);
   return {left: false, result: window.__tgResult, state: (wrap ? wrap.innerHTML : '') + '\\u001f' + values.join('\\u001f')};
 }"""
+SITE_NAME = "http://miniwob.test"
+"""What the agent sees as the site's address: the host's server listens on another port in every process
+(``toolgym.plugins.gui.driver``, site names)."""
 TASK_AREA = "#wrap"
 """The task's 160x210 area (query and page): what MiniWoB++'s own screenshots show."""
 _IDS = re.compile(r'\sdata-tg-id="\d+"')
@@ -273,7 +277,9 @@ class MiniWoBEnv(ToolTaskEnv):
         name = self.task.metadata["task"]
         site = shared_site()
         sandbox = await self.ctx.sandbox(SANDBOX_KIND)
-        opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.task_url(name)})
+        opened = await call_driver(
+            sandbox, BROWSER, "goto", {"url": site.task_url(name), "site": [site.url, SITE_NAME]}
+        )
         if not opened.get("ok"):
             raise SandboxError(
                 f"the MiniWoB++ page {name!r} did not open in the browser sandbox: {opened.get('error')}"

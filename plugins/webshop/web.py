@@ -84,6 +84,9 @@ from .shop import ShopConfig, cached_shop, get_shop
 SANDBOX_KIND = "webshop-web"
 """The sandbox kind of ``webshop-web`` episodes: the browser image, egress only to the episode site."""
 BROWSER = BrowserConfig(sandbox=SANDBOX_KIND)
+SITE_NAME = "http://webshop.test"
+"""What the agent sees as its session's address (the host's server and the session's secret id stay
+out of the model's tokens; ``toolgym.plugins.gui.driver``, site names)."""
 WEBSHOP_WEB_TOOLS = browser_tools(BROWSER)
 """The browser tools, bound to the ``webshop-web`` sandbox kind."""
 WEBSHOP_WEB_COORDINATE_TOOLS = coordinate_tools(BROWSER)
@@ -131,8 +134,12 @@ class EpisodeSite:
         with self._lock:
             self._sessions.pop(sid, None)
 
+    def session_url(self, sid: str) -> str:
+        """The prefix of every page of session ``sid``."""
+        return f"{self.url}/s/{quote(sid, safe='')}"
+
     def start_url(self, sid: str) -> str:
-        return f"{self.url}/s/{quote(sid, safe='')}/"
+        return self.session_url(sid) + "/"
 
     def close(self) -> None:
         self._httpd.shutdown()
@@ -327,7 +334,12 @@ class WebShopWebEnv(ToolTaskEnv):
         )
         self._history: list[str] = []
         sandbox = await self.ctx.sandbox(SANDBOX_KIND)
-        opened = await call_driver(sandbox, BROWSER, "goto", {"url": site.start_url(self.session_id)})
+        opened = await call_driver(
+            sandbox,
+            BROWSER,
+            "goto",
+            {"url": site.start_url(self.session_id), "site": [site.session_url(self.session_id), SITE_NAME]},
+        )
         if not opened.get("ok"):
             raise SandboxError(
                 f"the WebShop start page did not open in the browser sandbox: {opened.get('error')}"

@@ -21,7 +21,7 @@ from toolgym.core.rollout.engine import RolloutEngine, plan_episodes
 from toolgym.core.rollout.policy import ScriptedPolicy
 from toolgym.core.types import Action, ActionKind, ToolCall
 from toolgym.plugins.gui.testsite import TestSite
-from toolgym.plugins.miniwob.env import MiniWoBEnv
+from toolgym.plugins.miniwob.env import SITE_NAME, MiniWoBEnv
 from toolgym.plugins.miniwob.site import shared_site
 from toolgym.plugins.miniwob.solvers import SOLVERS
 from toolgym.plugins.miniwob.tasks import UNSUPPORTED, shipped_tasks, supported_tasks, task_list
@@ -330,6 +330,28 @@ def test_equal_seeds_give_equal_instances(backend: PooledBackend) -> None:
     query = [line for line in a.splitlines() if line.startswith("Task:")]
     assert query == [line for line in b.splitlines() if line.startswith("Task:")]
     assert query != [line for line in c.splitlines() if line.startswith("Task:")]
+
+
+def test_the_agent_sees_the_site_by_name_and_no_clock(backend: PooledBackend) -> None:
+    """The host's server listens on another port in every process, and the page's countdown ticks with
+    the host's speed: neither may reach the model's tokens (two runs of one seed would differ). The
+    observations name the site instead, the agent's URLs under that name open its pages, and the
+    countdown's text stays at its first value."""
+
+    async def body(ep: Episode) -> tuple[str, str, Any]:
+        first = await ep.reset(seed=11)
+        await asyncio.sleep(1.3)  # past the countdown's first tick
+        later = (await ep.call("browser_tabs")).observation[0]["content"]
+        return first, later, await ep.call("browser_goto", url=f"{SITE_NAME}/miniwob/click-button.html")
+
+    first, later, goto = _episode(backend, body, task="click-button", time_limit=60)
+    assert f"URL: {SITE_NAME}/miniwob/click-button.html" in first
+    for seen in (first, later, goto.observation[0]["content"]):
+        assert "127.0.0.1" not in seen and shared_site().url.rsplit(":", 1)[1] not in seen
+    clock = [line.strip() for line in first.splitlines() if "sec'" in line]
+    assert clock == ["StaticText '60 / 60sec'"], first
+    assert clock == [line.strip() for line in later.splitlines() if "sec'" in line], later
+    assert goto.terminated and "reloaded" in goto.info["miniwob_reason"], "the name opened the task page"
 
 
 def test_the_browser_reaches_only_the_task_site(backend: PooledBackend) -> None:

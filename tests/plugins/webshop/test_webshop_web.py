@@ -27,7 +27,7 @@ from toolgym.plugins.webshop.env import WebShopEnv
 from toolgym.plugins.webshop.oracle import oracle_query, wanted_options
 from toolgym.plugins.webshop.session import ShopSession
 from toolgym.plugins.webshop.shop import Shop
-from toolgym.plugins.webshop.web import EpisodeSite, WebShopWebEnv, shared_site
+from toolgym.plugins.webshop.web import SITE_NAME, EpisodeSite, WebShopWebEnv, shared_site
 from toolgym.sandboxes.pool import PooledBackend
 
 # -- the episode site, without a browser ---------------------------------------------------------
@@ -263,6 +263,23 @@ def test_typing_the_buy_url_in_the_browser_does_not_score(backend: PooledBackend
     steps = _episode(backend, body)
     assert not any(s.terminated for s in steps) and all(s.reward == 0 for s in steps)
     assert "not bought" in steps[0].observation[0]["content"] or "403" in steps[0].observation[0]["content"]
+
+
+def test_the_agent_sees_its_session_by_name(backend: PooledBackend) -> None:
+    """Neither the host server's port (another in every process) nor the session's secret id reaches
+    the model: the observations name the session's site, and URLs under that name open its pages."""
+
+    async def body(ep: Episode) -> tuple[str, Any, str]:
+        messages, _ = await ep.env.reset(seed=0)
+        first = str(messages[-1]["content"])
+        return first, await ep.call("browser_goto", url=f"{SITE_NAME}/"), ep.env.session_id
+
+    first, again, sid = _episode(backend, body)
+    text = again.observation[0]["content"]
+    assert f"URL: {SITE_NAME}/" in first and f"URL: {SITE_NAME}/" in text, text
+    assert not text.startswith("Error:")
+    for seen in (first, text):
+        assert "127.0.0.1" not in seen and sid not in seen
 
 
 def test_the_browser_reaches_only_the_episode_site(backend: PooledBackend) -> None:
