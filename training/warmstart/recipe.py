@@ -118,8 +118,9 @@ class WarmStartRecipe:
     has only 500 goals, and 800 scripted episodes cover most of them)."""
 
     data_version: int = 0
-    """Raised when the environment's tasks for the same seeds change (math-python's splits made
-    disjoint by question: version 1), so that the cache key moves with the data it was built from."""
+    """Raised when the environment's tasks or observations for the same seeds change (math-python's splits
+    made disjoint by question: version 1; miniwob_screenshot's pages named by site, not by the host's port,
+    with the countdown's text fixed: version 1), so that the cache key moves with the data it was built from."""
 
     def key(self) -> str:
         """The cache key: every field, except that fields added since (:data:`KEYED_WHEN_SET`) count only
@@ -241,6 +242,7 @@ RECIPES: dict[str, WarmStartRecipe] = {
         sft_max_steps=800,
         sft_check_every=400,
         sft_val_tasks=16,
+        data_version=1,
     ),
 }
 

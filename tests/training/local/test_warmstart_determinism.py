@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,9 +38,9 @@ SMOKE = [
 ]
 
 
-def test_two_builds_in_two_processes_give_bit_identical_weights(tmp_path: Path) -> None:
-    """Each build in its own process, cache (its own tokenizer too) and hash seed, both at once:
-    the same state dict bit for bit, the same losses, and all 4 budgeted steps (validation at 2 and 4)."""
+def _two_builds(tmp_path: Path, env_name: str, args: list[str]) -> tuple[list[Path], list[dict[str, Any]]]:
+    """Two builds of ``env_name``'s recipe at once, each in its own process, cache (its own tokenizer or
+    tiny model too) and hash seed: their output folders and ``warmstart.json``."""
     procs = []
     for k in (1, 2):
         env = {
@@ -49,7 +50,7 @@ def test_two_builds_in_two_processes_give_bit_identical_weights(tmp_path: Path) 
             "OMP_WAIT_POLICY": "PASSIVE",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         }
-        cmd = [sys.executable, "-m", "toolgym", "warmstart", "--env", "alfworld", *SMOKE]
+        cmd = [sys.executable, "-m", "toolgym", "warmstart", "--env", env_name, *args]
         procs.append(
             subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )
@@ -58,12 +59,29 @@ def test_two_builds_in_two_processes_give_bit_identical_weights(tmp_path: Path) 
         stdout, stderr = proc.communicate(timeout=600)
         assert proc.returncode == 0, stderr[-2000:]
         outs.append(Path(stdout.strip().splitlines()[-1]))
-    infos = [json.loads((out / "warmstart.json").read_text()) for out in outs]
+    return outs, [json.loads((out / "warmstart.json").read_text()) for out in outs]
+
+
+def test_two_builds_in_two_processes_give_bit_identical_weights(tmp_path: Path) -> None:
+    """The same state dict bit for bit, the same losses, and all 4 budgeted steps (validation at 2 and 4)."""
+    outs, infos = _two_builds(tmp_path, "alfworld", SMOKE)
     assert [info["sft_steps"] for info in infos] == [4, 4]  # the budget, whatever validation said
     assert [step for step, _ in infos[0]["validation"]] == [2, 4]
     assert infos[0]["sft_losses"] == infos[1]["sft_losses"]
     assert infos[0]["floats"]["threads"] == 1 and infos[0]["floats"]["deterministic_algorithms"]
     assert (outs[0] / "tokenizer.json").read_bytes() == (outs[1] / "tokenizer.json").read_bytes()
+    assert weights_digest(outs[0]) == weights_digest(outs[1])
+
+
+def test_two_vision_builds_give_bit_identical_weights(tmp_path: Path) -> None:
+    """The vision recipe's data are real browser episodes, served by a host server whose port differs in
+    every process: the pages' text must not carry it (nor a clock) into the SFT rows. Both builds saw the
+    same scripted screenshots and tokens: equal losses from the first step, equal weights (Docker: the
+    browser needs its image)."""
+    args = ["--set", "episodes=8", "--set", "sft_max_steps=3", "--set", "sft_val_tasks=0", "--threads", "1"]
+    outs, infos = _two_builds(tmp_path, "miniwob_screenshot", args)
+    assert [info["rows"] for info in infos] == [8, 8] and infos[0]["scripted_success"] == 1.0
+    assert infos[0]["sft_losses"] == infos[1]["sft_losses"] and len(infos[0]["sft_losses"]) == 3
     assert weights_digest(outs[0]) == weights_digest(outs[1])
 
 
