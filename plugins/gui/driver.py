@@ -319,7 +319,7 @@ class Driver:
     def _shown(self, text: str) -> str:
         """``text`` with every URL under a named site's prefix written under its name."""
         for prefix, name in self.sites:
-            text = re.sub(re.escape(prefix) + r"(?![0-9A-Za-z_.~-])", lambda _, name=name: name, text)
+            text = re.sub(re.escape(prefix) + r"(?![0-9A-Za-z_.~-])", name.replace("\\", r"\\"), text)
         return text
 
     def _real(self, url: str) -> str:
