@@ -19,8 +19,11 @@ textbox. Columns, p50 / p99 in ms:
 - ``in-sandbox`` / ``bare in-sandbox``: those two actions timed inside their sandboxes (no channel).
 
 Then each step's p50 over each baseline's (the target: within 1.5x of bare Playwright). The columns
-run back to back, each right after the one before; ``--gap-ms`` waits that long before each (as a
-model call would: the page then has no frame under way when the action starts).
+run one after another, each after a random wait of up to one 60 Hz frame (seeded): an action's
+latency moves in whole frames with the point of the frame it starts at, and without the wait each
+column would keep the phase the columns before it left (``--no-jitter``: that way, as the rows
+before the wait). ``--gap-ms`` waits that long more before each (as a model call would: the page
+then has no frame under way when the action starts).
 
 **Reset** (browser sandboxes keep their browser), one episode at a time in one pooled
 ``miniwob`` sandbox, ``--resets`` episodes per column, p50 / p90 in ms of ``MiniWoBEnv.reset``
@@ -64,6 +67,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -146,7 +150,11 @@ def bare_setup(task: str, selector: str) -> str:
     return code
 
 
-async def latency(calls: int, gap_s: float) -> dict[str, dict[str, list[float]]]:
+FRAME_S = 1 / 60
+"""One frame of Chromium's 60 Hz headless compositor: an action's latency depends on where in it the action starts."""
+
+
+async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, dict[str, list[float]]]:
     shared_site()  # registers the sandbox profile (allowlist: this server) before the backend reads it
     out: dict[str, dict[str, list[float]]] = {}
     for kind, task, role, selector in (
@@ -178,23 +186,26 @@ async def latency(calls: int, gap_s: float) -> dict[str, dict[str, list[float]]]
                 assert made.error is None, made.error
                 bare_act = f"_t0 = _time.perf_counter()\n_target.{act}\n_time.perf_counter() - _t0"
                 rows: dict[str, list[float]] = {c: [] for c in COLUMNS}
+                phase = random.Random(0)
                 for i in range(calls + 3):  # the first 3 are warm-up
                     call = ToolCall(name=name, arguments=args)
                     took: dict[str, float] = {}
-                    # with --gap-ms, each action finds its page idle, as after a model call
-                    await asyncio.sleep(gap_s)
+                    # with --gap-ms, each action finds its page idle, as after a model call; the jitter starts
+                    # each at a random point of the frame (back to back, a column would keep one phase: a
+                    # click then takes one frame or two by the luck of the column before it)
+                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
                     t0 = time.perf_counter()
                     await env.step(Action(text="", kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
                     took["env step"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s)
+                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
                     t0 = time.perf_counter()
                     out_tool = await TOOLS[name].call(args, sandbox=sandbox, ctx=ctx)
                     took["tool"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s)
+                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
                     t0 = time.perf_counter()
                     res = await session.execute(direct, timeout=30)
                     took["direct"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s)
+                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
                     t0 = time.perf_counter()
                     plain = await bare.execute(bare_act, timeout=30)
                     took["bare"] = time.perf_counter() - t0
@@ -469,6 +480,12 @@ def main(argv: list[str] | None = None) -> None:
         help="idle time before each timed step (e.g. 150: a model call's worth, the page has no frame pending); "
         "default 0: back to back, as the rows before this option",
     )
+    parser.add_argument(
+        "--no-jitter",
+        action="store_true",
+        help="start each timed step right after the one before, without the random wait of up to one frame "
+        "(the rows before that wait: each column then keeps one frame phase)",
+    )
     parser.add_argument("--levels", default="1,8,16")
     parser.add_argument("--episodes", type=int, default=48, help="episodes per concurrency level")
     parser.add_argument("--tasks", default="solvable")
@@ -502,7 +519,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"browser: {BROWSER.chromium}; the old path's: {old_chromium or BROWSER.chromium}")
     result: dict[str, Any] = {}
     if args.skip != "latency":
-        lat = asyncio.run(latency(args.calls, args.gap_ms / 1000))
+        lat = asyncio.run(latency(args.calls, args.gap_ms / 1000, jitter=not args.no_jitter))
         result["latency"] = {
             k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()
         }
