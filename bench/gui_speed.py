@@ -187,25 +187,29 @@ async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, di
                 bare_act = f"_t0 = _time.perf_counter()\n_target.{act}\n_time.perf_counter() - _t0"
                 rows: dict[str, list[float]] = {c: [] for c in COLUMNS}
                 phase = random.Random(0)
-                for i in range(calls + 3):  # the first 3 are warm-up
-                    call = ToolCall(name=name, arguments=args)
-                    took: dict[str, float] = {}
+
+                async def before_action(phase: random.Random = phase) -> None:
                     # with --gap-ms, each action finds its page idle, as after a model call; the jitter starts
                     # each at a random point of the frame (back to back, a column would keep one phase: a
                     # click then takes one frame or two by the luck of the column before it)
                     await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
+
+                for i in range(calls + 3):  # the first 3 are warm-up
+                    call = ToolCall(name=name, arguments=args)
+                    took: dict[str, float] = {}
+                    await before_action()
                     t0 = time.perf_counter()
                     await env.step(Action(text="", kind=ActionKind.TOOL_CALLS, tool_calls=[call]))
                     took["env step"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
+                    await before_action()
                     t0 = time.perf_counter()
                     out_tool = await TOOLS[name].call(args, sandbox=sandbox, ctx=ctx)
                     took["tool"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
+                    await before_action()
                     t0 = time.perf_counter()
                     res = await session.execute(direct, timeout=30)
                     took["direct"] = time.perf_counter() - t0
-                    await asyncio.sleep(gap_s + phase.uniform(0, FRAME_S) * jitter)
+                    await before_action()
                     t0 = time.perf_counter()
                     plain = await bare.execute(bare_act, timeout=30)
                     took["bare"] = time.perf_counter() - t0
