@@ -73,7 +73,7 @@ def sweep_state_dirs(*, everything: bool = False) -> int:
     for path in state_root().iterdir():
         if path.name.startswith(("agent-", ".")):
             # older agents' files: kept while a sandbox of an older process may still mount them
-            if path.name != current and time.time() - path.stat().st_mtime > AGENT_KEEP_S:
+            if path.name != current and _age_s(path) > AGENT_KEEP_S:
                 shutil.rmtree(path, ignore_errors=True)
             continue
         if not path.is_dir():
@@ -82,7 +82,7 @@ def sweep_state_dirs(*, everything: bool = False) -> int:
             owner = (path / "owner").read_text()
         except OSError:
             owner = ""
-        stale = not owner_alive(owner) if owner else time.time() - path.stat().st_mtime > 60
+        stale = not owner_alive(owner) if owner else 60 < _age_s(path) < float("inf")
         if everything or stale:
             doomed.append(path)
     if doomed:
@@ -92,6 +92,15 @@ def sweep_state_dirs(*, everything: bool = False) -> int:
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)
     return len(doomed)
+
+
+def _age_s(path: Path) -> float:
+    """Seconds since ``path`` last changed; infinity when it is gone (another process's sandbox removed
+    its own directory between the listing and this look: nothing left to sweep)."""
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
 
 
 def end_processes_using(paths: list[str], *, timeout_s: float = 5.0) -> int:

@@ -64,3 +64,17 @@ def test_the_state_dir_sweep_removes_dead_owners_only_unless_told(state_root: Pa
     assert (
         lifecycle.sweep_state_dirs(everything=True) == 1 and not live.exists()
     )  # `toolgym sandbox gc --all`
+
+
+def test_a_state_dir_removed_during_the_sweep_is_skipped(
+    state_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's sandbox removes its own directory between the listing and the sweep's look
+    at it (CI saw the sweep fail with FileNotFoundError): nothing is left to sweep, and no error."""
+    gone = state_root / "sb-gone"
+    gone.mkdir()
+    listed = list(state_root.iterdir())
+    gone.rmdir()
+    monkeypatch.setattr(Path, "is_dir", lambda self: True)  # it was a directory when listed
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(listed))
+    assert lifecycle.sweep_state_dirs() == 0
