@@ -124,6 +124,9 @@ class Driver:
         the look-up round trip (``_element``)."""
         self._unverified: int | None = None
         """The id ``_element`` took as there without asking the page, in this call."""
+        self.settled_by = ""
+        """What the latest action's settling waited for: ``frame``, ``task``, ``none`` (nothing was
+        queued), or ``navigation`` (the page navigated meanwhile)."""
         self.sites: list[tuple[str, str]] = []
         """The episode's named sites, ``(prefix, name)`` (see the module docstring); renew forgets them."""
         self.shortcuts = True
@@ -532,8 +535,10 @@ class Driver:
         try:
             settled = page.evaluate(pagejs.SETTLE_JS, self.shortcuts and not frame)
             popups, self._view = settled["popups"], (page, settled["view"])
+            self.settled_by = str(settled["wait"])
         except PlaywrightError:
             popups = 0  # it navigated meanwhile; the observation waits for the new document
+            self.settled_by = "navigation"
         if popups and not self._opened:
             try:
                 self.context.wait_for_event("page", timeout=self.limits["action_ms"])

@@ -55,21 +55,62 @@ POPUP_HOOK_JS = """(() => {
     if (Observer) window[name] = class extends Observer {
       constructor(...args) { super(...args); window.__tgObserved = true; } };
   }
-  // listeners of events a frame dispatches (scrolling, resizing, animations, transitions)
+  // listeners of events a frame dispatches (scrolling, resizing, animations, transitions), and of
+  // events the browser queues as a task of their own after an action (the selection, the URL's
+  // fragment, history, a <details> opening): the settling gives these a frame or a task turn
   const framed = ['scroll', 'scrollend', 'resize', 'animationstart', 'animationiteration', 'animationend',
     'animationcancel', 'transitionrun', 'transitionstart', 'transitionend', 'transitioncancel'];
+  const tasked = ['selectionchange', 'hashchange', 'popstate', 'toggle', 'message'];
+  const flag = (type) => {
+    type = String(type).toLowerCase();
+    if (framed.includes(type)) window.__tgObserved = true;
+    else if (tasked.includes(type)) window.__tgTasked = true;
+  };
   const listen = EventTarget.prototype.addEventListener;
   EventTarget.prototype.addEventListener = function (type, ...rest) {
-    if (framed.includes(String(type).toLowerCase())) window.__tgObserved = true;
-    return listen.call(this, type, ...rest);
+    flag(type); return listen.call(this, type, ...rest);
   };
   for (const proto of [HTMLElement.prototype, SVGElement.prototype, Document.prototype, Window.prototype]) {
-    for (const type of framed) {
+    for (const type of [...framed, ...tasked]) {
       const d = Object.getOwnPropertyDescriptor(proto, 'on' + type);
       if (d && d.set && d.configurable) Object.defineProperty(proto, 'on' + type, {...d,
-        set(value) { window.__tgObserved = true; d.set.call(this, value); }});
+        set(value) { flag(type); d.set.call(this, value); }});
     }
   }
+  // work the page queued as tasks: timers (with when each is due) and, since the last settling,
+  // messages, idle callbacks and scheduled tasks, whose delivery the page cannot be asked about
+  const due = new Map();
+  let posted = false;
+  const timer = (name, repeat) => {
+    const start = window[name];
+    window[name] = function (callback, delay, ...args) {
+      if (typeof callback !== 'function') { posted = true; return start.call(window, callback, delay, ...args); }
+      const every = Math.max(Number(delay) || 0, 0);
+      const id = start.call(window, function (...got) {
+        if (repeat) due.set(id, performance.now() + every); else due.delete(id);
+        return callback.apply(this, got);
+      }, delay, ...args);
+      due.set(id, performance.now() + every); return id;
+    };
+  };
+  timer('setTimeout', false); timer('setInterval', true);
+  for (const name of ['clearTimeout', 'clearInterval']) {
+    const clear = window[name];
+    window[name] = function (id) { due.delete(id); return clear.call(window, id); };
+  }
+  const posting = (owner, name) => {
+    const send = owner && owner[name];
+    if (typeof send === 'function') owner[name] = function (...args) { posted = true; return send.apply(this, args); };
+  };
+  posting(window, 'postMessage'); posting(window, 'requestIdleCallback');
+  for (const kind of ['MessagePort', 'BroadcastChannel', 'Worker']) posting(window[kind] && window[kind].prototype, 'postMessage');
+  if (window.scheduler) posting(window.scheduler, 'postTask');
+  window.__tgTasksDue = () => {
+    const any = posted; posted = false;
+    const now = performance.now() + 1;
+    for (const when of due.values()) if (when <= now) return true;
+    return any;
+  };
 })();"""
 # One frame for the page's own handlers to run; answers (and resets) the tab-opening count and,
 # in the same round trip, marks the page for the observation that follows. With ``quick``, a page
@@ -77,13 +118,21 @@ POPUP_HOOK_JS = """(() => {
 # dispatches (scroll, resize, animation, transition) and no child frames gets one task turn
 # instead of a frame: what its handlers queued (timers of 0 ms, promise callbacks) runs all
 # the same, and there is nothing a frame would add (the accessibility tree does not wait for paint).
+# Such a page with no task queued either (no timer due, nothing posted since the last settling, no
+# listener of an event the browser queues as a task) gets neither: its handlers have all run (an
+# action's events are dispatched, and their promise callbacks run, before this script does), and a
+# task turn right after an input event waits for the next frame anyway.
 SETTLE_JS = """async (quick) => {
+  const queued = window.__tgTasksDue ? window.__tgTasksDue() : true;
   const frameless = quick && !window.__tgObserved && window.frames.length === 0
     && window.__tgFramesWaiting && window.__tgFramesWaiting() === 0;
-  await new Promise(done => frameless ? setTimeout(done, 0) : requestAnimationFrame(() => setTimeout(done, 0)));
+  const wait = !frameless ? 'frame' : queued || window.__tgTasked ? 'task' : 'none';
+  if (wait !== 'none')
+    await new Promise(done => wait === 'task' ? setTimeout(done, 0) : requestAnimationFrame(() => setTimeout(done, 0)));
   const popups = window.__tgPopup || 0; window.__tgPopup = 0;
-  return {popups, view: (MARK)()};
+  return {popups, wait, view: (MARK)()};
 }""".replace("MARK", MARK_JS)
+"""``wait`` in its answer: what the settling waited for (``frame``, ``task`` or ``none``)."""
 SELECT_INFO_JS = (
     "el => ({tag: el.tagName.toLowerCase(), options: el.tagName === 'SELECT' ? "
     "[...el.options].map(o => ({label: o.label, value: o.value})) : []})"

@@ -67,6 +67,39 @@ JUMP = """() => {
 }"""
 """A button whose click scrolls the page, and a scroll listener: the scroll event comes with a frame."""
 
+QUIET = """() => {
+  const say = document.createElement('button'); say.textContent = 'Say';
+  const said = document.createElement('p'); said.textContent = 'silent';
+  say.onclick = () => { said.textContent = 'said at once'; Promise.resolve().then(() => { say.textContent = 'Said'; }); };
+  document.body.append(say, said);
+}"""
+"""A button whose click changes the page in its handler and a promise callback, queueing no task."""
+QUEUED = {
+    "Port": """() => { const channel = new MessageChannel();
+      channel.port1.onmessage = () => { document.querySelector('p.queued').textContent = 'got port'; };
+      window.__tgSend = () => channel.port2.postMessage('tg'); }""",
+    "Window": """() => {
+      window.addEventListener('message', () => { document.querySelector('p.queued').textContent = 'got window'; });
+      window.__tgSend = () => window.postMessage('tg', '*'); }""",
+    "Source": """() => {
+      window.__tgSend = () => setTimeout("document.querySelector('p.queued').textContent = 'got source'", 0); }""",
+}
+"""Ways a click can change the page in a task it posts: a port's message, a window message, a timer
+given as source text; each script defines ``__tgSend``, which a button calls."""
+SEND = """() => {
+  const shown = document.createElement('p'); shown.className = 'queued'; shown.textContent = 'nothing';
+  const send = document.createElement('button'); send.textContent = 'Send it'; send.onclick = () => window.__tgSend();
+  document.body.append(send, shown);
+}"""
+
+
+def settled_by(browser: Browser) -> str:
+    """What the driver's settling waited for after the latest action."""
+    session = browser.runner.run(driver_session(browser.sandbox))
+    result = browser.runner.run(session.execute(f"{DRIVER}.settled_by", timeout=30))
+    assert result.error is None, result.error
+    return str(ast.literal_eval(result.value or "''"))
+
 
 def page_part(text: str) -> str:
     """The observation from the tab list or URL on: the page itself, without the notes above it."""
@@ -170,3 +203,32 @@ def test_a_listed_element_removed_since_is_reported_missing(browser: Browser, si
     assert out.error and f"there is no element [{gift}] on this page" in out.text, out.text
     unknown = browser.call("browser_click", tools=quick, element_id=9999)  # never listed: at once
     assert unknown.error and "there is no element [9999] on this page" in unknown.text
+
+
+def test_a_page_with_nothing_queued_is_observed_without_waiting(browser: Browser, site: TestSite) -> None:
+    """The settling skips its task turn only where the page queued nothing: a handler that changes the
+    page at once (and in a promise callback) is seen without a wait; timers due now, messages and
+    source-text timers the page posts get their task turn and are seen."""
+    check(browser, "browser_goto", url=f"{site.url}/form")
+    in_page(browser, QUIET)
+    check(browser, "browser_tabs")
+    quiet = check(browser, "browser_click", element_id=browser.id_of("button 'Say'"))
+    assert "StaticText 'said at once'" in quiet and "button 'Said'" in quiet
+    assert settled_by(browser) == "none"
+    in_page(browser, PLAIN)
+    check(browser, "browser_tabs")
+    plain = check(browser, "browser_click", element_id=browser.id_of("button 'Add'"))
+    assert "StaticText 'added by a timer'" in plain
+    assert settled_by(browser) == "task"
+    in_page(browser, DEFERRED)
+    check(browser, "browser_tabs")
+    check(browser, "browser_click", element_id=browser.id_of("button 'Later'"))
+    assert settled_by(browser) == "frame"
+    for kind, script in QUEUED.items():
+        check(browser, "browser_goto", url=f"{site.url}/form")
+        in_page(browser, script)
+        in_page(browser, SEND)
+        check(browser, "browser_tabs")
+        out = check(browser, "browser_click", element_id=browser.id_of("button 'Send it'"))
+        assert f"StaticText 'got {kind.lower()}'" in out, (kind, out)
+        assert settled_by(browser) == "task", kind
