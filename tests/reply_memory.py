@@ -302,11 +302,12 @@ def _status_bytes(key: str) -> int:
 
 
 def _reset_peak() -> int:
-    """Start the peak (``VmHWM``) again from the current resident set; that resident set."""
-    before = _status_bytes("VmRSS")
+    """Start the peak (``VmHWM``) again from the current resident set; that resident set, read as the
+    new peak (a resident set read before the reset can be a page above it: another thread freed one
+    in between, and the growth came out at -4 KiB)."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-    return before
+    return _status_bytes("VmHWM")
 
 
 async def _growth(call: Call) -> tuple[int, Any]:
