@@ -92,32 +92,6 @@ def ids_from_snapshot(snapshot: Mapping[str, Any]) -> dict[int, str]:
     return ids
 
 
-def known_nodes(snapshot: Mapping[str, Any], ax_nodes: list[Mapping[str, Any]]) -> frozenset[int]:
-    """The backend node ids of every node of a ``DOMSnapshot.captureSnapshot`` reply (elements, text)
-    and of the accessibility tree taken with it (which also names nodes the snapshot leaves out: the
-    inner parts of form controls, a drop-down's list)."""
-    return frozenset(
-        backend_id
-        for document in snapshot.get("documents", [])
-        for backend_id in document.get("nodes", {}).get("backendNodeId", [])
-    ) | frozenset(n["backendDOMNodeId"] for n in ax_nodes if "backendDOMNodeId" in n)
-
-
-TEXT_ROLES = frozenset({"StaticText", "InlineTextBox"})
-"""Roles of text nodes: they never show an id, so the ids of their nodes are never looked up."""
-
-
-def ids_still_cover(ax_nodes: list[Mapping[str, Any]], known: frozenset[int]) -> bool:
-    """Whether an id map made from a snapshot whose nodes were ``known`` covers this accessibility
-    tree: every node the tree names, but text, was in that snapshot (a new element, or one a script
-    made by copying another with its id, was not)."""
-    for node in ax_nodes:
-        backend_id = node.get("backendDOMNodeId")
-        if backend_id is not None and backend_id not in known and _value(node.get("role")) not in TEXT_ROLES:
-            return False
-    return True
-
-
 def _value(field: Any) -> Any:
     return field.get("value") if isinstance(field, Mapping) else None
 

@@ -124,13 +124,6 @@ class Driver:
         the look-up round trip (``_element``)."""
         self._unverified: int | None = None
         """The id ``_element`` took as there without asking the page, in this call."""
-        self._ids: tuple[Any, int, frozenset[int], dict[int, str]] | None = None
-        """(page, ``MARK_JS``'s ``sig`` then, every node of the snapshot and its tree, backend node id → element id)
-        from the latest DOM snapshot: while the page's ids are unchanged (no id given since, the same
-        ids in the same order) and the tree names no element the snapshot lacked, the observation
-        takes the accessibility tree alone and this map (one snapshot command fewer)."""
-        self.ids_kept = False
-        """Whether the latest observation used the kept id map instead of a new DOM snapshot."""
         self.settled_by = ""
         """What the latest action's settling waited for: ``frame``, ``task``, ``none`` (nothing was
         queued), or ``navigation`` (the page navigated meanwhile)."""
@@ -171,7 +164,7 @@ class Driver:
         self.context.on("page", self._on_page)
         self.context.new_page()
         self._opened.clear()
-        self.frame, self._listed, self._ids = None, None, None
+        self.frame, self._listed = None, None
 
     def close(self) -> None:
         """Stop the browser and Playwright (the next call starts them again)."""
@@ -404,28 +397,10 @@ class Driver:
         cdp = self._session(page)
         dom: tuple[str, Any] = ("DOMSnapshot.captureSnapshot", {"computedStyles": []})
         tree: tuple[str, Any] = ("Accessibility.getFullAXTree", None)
-        kept, ids = self._ids, None
-        self.ids_kept = False
-        if (
-            self.shortcuts
-            and kept is not None
-            and kept[0] is page
-            and not view["fresh"]
-            and kept[1] == view["sig"]
-        ):
-            ax = cdp.send(*tree)  # the ids are as the last snapshot found them: its map may serve
-            if axtree.ids_still_cover(ax["nodes"], kept[2]):
-                ids, self.ids_kept = kept[3], True
-            else:
-                snapshot = cdp.send(*dom)
-        elif self.shortcuts:
-            snapshot, ax = _send_both(cdp, dom, tree)
-        else:
-            snapshot, ax = cdp.send(*dom), cdp.send(*tree)
-        if ids is None:
-            ids = axtree.ids_from_snapshot(snapshot)
-            self._ids = (page, view["sig"], axtree.known_nodes(snapshot, ax["nodes"]), ids)
-        lines = axtree.render(ax["nodes"], ids, scrollable=set(view["scrollable"]))
+        snapshot, ax = _send_both(cdp, dom, tree) if self.shortcuts else (cdp.send(*dom), cdp.send(*tree))
+        lines = axtree.render(
+            ax["nodes"], axtree.ids_from_snapshot(snapshot), scrollable=set(view["scrollable"])
+        )
         self._listed = (page, frozenset(int(i) for i in _LISTED.findall("\n".join(lines))))
         head = [*self.notes]
         if len(self.pages) > 1:

@@ -11,15 +11,11 @@ ID_ATTRIBUTE = "data-tg-id"
 """The attribute that carries an element's id on the page (``axtree.ID_ATTRIBUTE`` is the same)."""
 
 # Numbers every element once; a copy made by the page's scripts (same attribute) gets a new one.
-# ``fresh``: how many ids this walk gave; ``sig``: a hash of every id in document order (the
-# observation keeps the last snapshot's id map while both say the ids are as they were).
 MARK_JS = """() => {
-  const attr = ATTR; let next = window.__tgNext || 1; const seen = new Set(); let fresh = 0, sig = 0;
+  const attr = ATTR; let next = window.__tgNext || 1; const seen = new Set();
   const walk = (root) => { for (const el of root.querySelectorAll('*')) {
     let id = el.getAttribute(attr);
-    if (!id || seen.has(id)) { id = String(next++); el.setAttribute(attr, id); fresh++; }
-    for (let i = 0; i < id.length; i++) sig = (Math.imul(sig, 31) + id.charCodeAt(i)) | 0;
-    sig = (Math.imul(sig, 31) + 44) | 0;
+    if (!id || seen.has(id)) { id = String(next++); el.setAttribute(attr, id); }
     seen.add(id); if (el.shadowRoot) walk(el.shadowRoot); } };
   walk(document); window.__tgNext = next;
   const d = document.scrollingElement || document.documentElement; const scrollable = [];
@@ -30,7 +26,7 @@ MARK_JS = """() => {
       if (/(auto|scroll)/.test(style.overflowY + style.overflowX)) scrollable.push(el.getAttribute(attr));
     }
   }
-  return {x: Math.round(window.scrollX), y: Math.round(window.scrollY), w: window.innerWidth, scrollable, fresh, sig,
+  return {x: Math.round(window.scrollX), y: Math.round(window.scrollY), w: window.innerWidth, scrollable,
           h: window.innerHeight, sw: d ? d.scrollWidth : 0, sh: d ? d.scrollHeight : 0, title: document.title};
 }""".replace("ATTR", json.dumps(ID_ATTRIBUTE))
 # Counts what should open a tab (window.open, a link or form with a target) so that the driver

@@ -93,16 +93,6 @@ SEND = """() => {
 }"""
 
 
-SWAP = """() => {
-  const swap = document.createElement('button'); swap.textContent = 'Swap';
-  const old = document.createElement('button'); old.textContent = 'Original';
-  swap.onclick = () => { const copy = old.cloneNode(true); copy.textContent = 'Copy'; old.replaceWith(copy); };
-  document.body.append(swap, old);
-}"""
-"""A button whose click replaces another button with a copy of it, id attribute and all: the copy is
-a node no earlier snapshot had, under the id the original had."""
-
-
 def driver_value(browser: Browser, attribute: str) -> Any:
     """An attribute of the driver in the sandbox (after the latest action)."""
     session = browser.runner.run(driver_session(browser.sandbox))
@@ -269,34 +259,3 @@ def test_a_page_with_nothing_queued_is_observed_without_waiting(browser: Browser
         assert f"StaticText 'got {kind.lower()}'" in out, (kind, out)
         # the settling waited a task turn, or found the message already delivered (a busy host)
         assert settled_by(browser) in ("task", "none"), kind
-
-
-def kept_and_checked(browser: Browser, name: str, **arguments: Any) -> tuple[str, bool]:
-    """A tool call's observation and whether it used the kept id map; then, as ``check``, that it
-    equals an observation taken the long way."""
-    out = browser.call(name, **arguments)
-    assert not out.error, out.text
-    kept = driver_value(browser, "ids_kept")
-    assert page_part(out.text) == page_part(observe_the_long_way(browser)), (name, arguments)
-    return out.text, bool(kept)
-
-
-def test_the_id_map_is_kept_only_while_it_still_holds(browser: Browser, site: TestSite) -> None:
-    """An action that gives no element a new id (a checkbox, typing) is observed from the accessibility
-    tree alone with the last snapshot's id map; an element added, or a copy of an element that took
-    its place with its id, makes a new snapshot; each observation equals one taken the long way."""
-    check(browser, "browser_goto", url=f"{site.url}/form")
-    clicked, kept = kept_and_checked(
-        browser, "browser_click", element_id=browser.id_of("checkbox 'Gift wrap'")
-    )
-    assert "checked=true" in clicked and kept
-    typed, kept = kept_and_checked(
-        browser, "browser_type", element_id=browser.id_of("textbox 'Query'"), text="red hat"
-    )
-    assert "value='red hat'" in typed and kept
-    in_page(browser, SWAP)
-    _, kept = kept_and_checked(browser, "browser_tabs")
-    assert not kept  # two buttons with new ids
-    original = browser.id_of("button 'Original'")
-    swapped, kept = kept_and_checked(browser, "browser_click", element_id=browser.id_of("button 'Swap'"))
-    assert f"[{original}] button 'Copy'" in swapped and not kept, swapped
