@@ -365,11 +365,19 @@ def split_lines(runs: Sequence[Run]) -> list[str]:
             f"{', differences' if len(ests) > 1 else ''}): {_with_roles(in_run_splits)}"
         )
         if env.startswith("webshop") and {"validation", "eval"} & set(in_run_splits):
-            line += (
-                " — WebShop's validation goals are its published `eval` goals, from which the shipped warm start's "
-                "scripted episodes were drawn (its recipe under Warm starts): the curves start from a model that "
-                "has seen many of them"
-            )
+            evals = [(r.rl or {}).get("eval") or {} for r in rs]
+            if all(e.get("seed") == 500_000 and int(e.get("first_task") or 0) >= 800 for e in evals):
+                line += (
+                    " — WebShop's validation goals are its published `eval` goals; these are ones the shipped warm "
+                    "start's scripted episodes left out (they drew seeds 500,000-500,799 of the split, these runs "
+                    "seeds from 500,800)"
+                )
+            else:
+                line += (
+                    " — WebShop's validation goals are its published `eval` goals, from which the shipped warm "
+                    "start's scripted episodes were drawn (its recipe under Warm starts): the curves start from a "
+                    "model that has seen many of them"
+                )
         if any(_role(x) == "test" for x in in_run_splits):
             line += (
                 " — recorded before the environment had a validation split: these runs' in-run evaluations read "
