@@ -365,12 +365,19 @@ def split_lines(runs: Sequence[Run]) -> list[str]:
             f"{', differences' if len(ests) > 1 else ''}): {_with_roles(in_run_splits)}"
         )
         if env.startswith("webshop") and {"validation", "eval"} & set(in_run_splits):
+            from toolgym.training.warmstart.recipe import recipe
+
+            made = recipe("webshop")  # its scripted episodes play seeds data_seed .. data_seed + episodes - 1
             evals = [(r.rl or {}).get("eval") or {} for r in rs]
-            if all(e.get("seed") == 500_000 and int(e.get("first_task") or 0) >= 800 for e in evals):
+            if all(
+                e.get("seed") == made.data_seed and int(e.get("first_task") or 0) >= made.episodes
+                for e in evals
+            ):
                 line += (
                     " — WebShop's validation goals are its published `eval` goals; these are ones the shipped warm "
-                    "start's scripted episodes left out (they drew seeds 500,000-500,799 of the split, these runs "
-                    "seeds from 500,800)"
+                    f"start's scripted episodes left out (they drew seeds {made.data_seed:,}-"
+                    f"{made.data_seed + made.episodes - 1:,} of the split, these runs seeds from "
+                    f"{made.data_seed + made.episodes:,})"
                 )
             else:
                 line += (
