@@ -70,6 +70,7 @@ import os
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,9 +155,14 @@ FRAME_S = 1 / 60
 """One frame of Chromium's 60 Hz headless compositor: an action's latency depends on where in it the action starts."""
 
 
-async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, dict[str, list[float]]]:
+async def latency(
+    calls: int, gap_s: float, jitter: bool = True
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, Counter[str]]]:
+    """The columns' times by kind of action, and how each timed tool call's observation read the
+    accessibility tree (the driver's ``observed_by``: ``tree`` whole, or only the typed ``field``)."""
     shared_site()  # registers the sandbox profile (allowlist: this server) before the backend reads it
     out: dict[str, dict[str, list[float]]] = {}
+    reads: dict[str, Counter[str]] = {}
     for kind, task, role, selector in (
         ("click", "click-checkboxes", "checkbox", "input[type=checkbox]"),
         ("type", "enter-text", "textbox", "input[type=text]"),
@@ -186,6 +192,7 @@ async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, di
                 assert made.error is None, made.error
                 bare_act = f"_t0 = _time.perf_counter()\n_target.{act}\n_time.perf_counter() - _t0"
                 rows: dict[str, list[float]] = {c: [] for c in COLUMNS}
+                read = reads[kind] = Counter()
                 phase = random.Random(0)
 
                 async def before_action(phase: random.Random = phase) -> None:
@@ -205,6 +212,7 @@ async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, di
                     t0 = time.perf_counter()
                     out_tool = await TOOLS[name].call(args, sandbox=sandbox, ctx=ctx)
                     took["tool"] = time.perf_counter() - t0
+                    how = await session.execute(f"{DRIVER}.observed_by", timeout=30)
                     await before_action()
                     t0 = time.perf_counter()
                     res = await session.execute(direct, timeout=30)
@@ -220,13 +228,14 @@ async def latency(calls: int, gap_s: float, jitter: bool = True) -> dict[str, di
                             rows[column].append(seconds * 1e3)
                         rows["in-sandbox"].append(float(res.value or "nan") * 1e3)
                         rows["bare in-sandbox"].append(float(plain.value or "nan") * 1e3)
+                        read[str(how.value).strip("'")] += 1
                 out[kind] = rows
                 await backend.release(bare_box)
             finally:
                 await ctx.aclose()
         finally:
             await backend.aclose()
-    return out
+    return out, reads
 
 
 # -- reset -----------------------------------------------------------------------------------------
@@ -523,16 +532,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"browser: {BROWSER.chromium}; the old path's: {old_chromium or BROWSER.chromium}")
     result: dict[str, Any] = {}
     if args.skip != "latency":
-        lat = asyncio.run(latency(args.calls, args.gap_ms / 1000, jitter=not args.no_jitter))
+        lat, reads = asyncio.run(latency(args.calls, args.gap_ms / 1000, jitter=not args.no_jitter))
         result["latency"] = {
             k: {c: {"p50": pct(v, 50), "p99": pct(v, 99)} for c, v in rows.items()} for k, rows in lat.items()
         }
+        result["observed_by"] = {k: dict(v) for k, v in reads.items()}
         print(f"\nbrowser step on MiniWoB++ ({args.calls} calls each, ms; load after: {load()})")
         print(f"{'action':8} " + " ".join(f"{c + ' p50':>19} {'p99':>6}" for c in COLUMNS))
         for kind, rows in lat.items():
             print(
                 f"{kind:8} " + " ".join(f"{pct(rows[c], 50):19.1f} {pct(rows[c], 99):6.0f}" for c in COLUMNS)
             )
+        print(
+            "how the tool's observations read the accessibility tree: "
+            + "; ".join(
+                f"{k} {', '.join(f'{how} {n}' for how, n in sorted(v.items()))}" for k, v in reads.items()
+            )
+        )
         print("step p50 / bare Playwright p50 (target <= 1.5x):")
         for kind, rows in lat.items():
             base = {c: pct(rows[c], 50) for c in ("direct", "bare")}

@@ -28,10 +28,12 @@ with errors too, so the model sees where it is. Times in the config are millisec
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -82,14 +84,31 @@ def _send_both(cdp: Any, first: tuple[str, Any], second: tuple[str, Any]) -> tup
     if impl is None or sync is None:
         return cdp.send(*first), cdp.send(*second)
 
+    more = (
+        (None,) if "timeout" in inspect.signature(impl.send).parameters else ()
+    )  # Playwright 1.5x on: a timeout
+
     async def both() -> tuple[Any, Any]:
-        return await asyncio.gather(impl.send(*first), impl.send(*second), return_exceptions=True)
+        return await asyncio.gather(
+            impl.send(*first, *more), impl.send(*second, *more), return_exceptions=True
+        )
 
     one, two = sync(both())
     for answer in (one, two):  # both are awaited, so neither failure goes unretrieved
         if isinstance(answer, BaseException):
             raise answer
     return one, two
+
+
+@dataclass
+class _Tree:
+    """An observation's accessibility tree as read: whose page, its marking (``pagejs.MARK_JS``'s
+    ``gen``), the nodes by node id, the element ids by backend node id."""
+
+    page: Any
+    gen: str
+    nodes: dict[str, Any]
+    ids: dict[int, str]
 
 
 class Driver:
@@ -127,6 +146,15 @@ class Driver:
         self.settled_by = ""
         """What the latest action's settling waited for: ``frame``, ``task``, ``none`` (nothing was
         queued), or ``navigation`` (the page navigated meanwhile)."""
+        self._tree: _Tree | None = None
+        """The latest observation's accessibility tree, kept for the next one after typing (``_patched``)."""
+        self._calm: dict[str, Any] | None = None
+        """This call's settling after typing: ``CALM_JS``'s answer and the field's id, or None."""
+        self.observed_by = ""
+        """How the latest observation read the tree: ``tree`` (the whole of it) or ``field`` (only
+        the typed field and its kin, the rest kept from the observation before; ``_patched``)."""
+        self.check_patched = False
+        """Tests: read the whole tree as well after each ``field`` observation and fail on any difference."""
         self.sites: list[tuple[str, str]] = []
         """The episode's named sites, ``(prefix, name)`` (see the module docstring); renew forgets them."""
         self.shortcuts = True
@@ -164,7 +192,7 @@ class Driver:
         self.context.on("page", self._on_page)
         self.context.new_page()
         self._opened.clear()
-        self.frame, self._listed = None, None
+        self.frame, self._listed, self._tree = None, None, None
 
     def close(self) -> None:
         """Stop the browser and Playwright (the next call starts them again)."""
@@ -185,7 +213,7 @@ class Driver:
         started, or does not answer as it should."""
         browser = self.browser
         self.env_page, self.pages, self.active, self._cdp, self._nav = None, [], 0, {}, {}
-        self.frame, self._listed, self.sites = None, None, []
+        self.frame, self._listed, self.sites, self._tree = None, None, [], None
         self._opened, self.context = [], None
         if browser is None or not browser.is_connected():
             return False
@@ -250,6 +278,7 @@ class Driver:
         """Run ``op`` with ``args``; the JSON reply (see the module docstring)."""
         limits = self.limits = json.loads(limits_json)
         self.notes, self.shot, self._view, self._snap, self._unverified = [], None, None, None, None
+        self._calm = None
         reply: dict[str, Any] = {"ok": True, "error": None, "screenshot": None}
         if self.context is None:
             try:
@@ -395,12 +424,21 @@ class Driver:
                 view = page.evaluate(pagejs.MARK_JS)
             self._view = (page, view)
         cdp = self._session(page)
-        dom: tuple[str, Any] = ("DOMSnapshot.captureSnapshot", {"computedStyles": []})
-        tree: tuple[str, Any] = ("Accessibility.getFullAXTree", None)
-        snapshot, ax = _send_both(cdp, dom, tree) if self.shortcuts else (cdp.send(*dom), cdp.send(*tree))
-        lines = axtree.render(
-            ax["nodes"], axtree.ids_from_snapshot(snapshot), scrollable=set(view["scrollable"])
-        )
+        kept, self._tree = self._tree, None
+        nodes = self._patched(cdp, page, kept) if self.shortcuts else None
+        if nodes is None:
+            self.observed_by = "tree"
+            nodes, ids = self._whole_tree(cdp)
+        else:
+            self.observed_by, ids = "field", kept.ids if kept is not None else {}
+            if self.check_patched:
+                whole = self._whole_tree(cdp)
+                got, want = axtree.render(nodes.values(), ids), axtree.render(whole[0].values(), whole[1])
+                if got != want:
+                    raise AssertionError(f"patched tree differs from the whole one:\n{got}\n---\n{want}")
+        if view.get("gen"):
+            self._tree = _Tree(page, str(view["gen"]), nodes, ids)
+        lines = axtree.render(nodes.values(), ids, scrollable=set(view["scrollable"]))
         self._listed = (page, frozenset(int(i) for i in _LISTED.findall("\n".join(lines))))
         head = [*self.notes]
         if len(self.pages) > 1:
@@ -420,6 +458,59 @@ class Driver:
             )
         )
         return axtree.cap_lines(head + lines, max_chars)
+
+    def _whole_tree(self, cdp: Any) -> tuple[dict[str, Any], dict[int, str]]:
+        """The page's accessibility tree (node id → node) and element ids (backend node id → id)."""
+        dom: tuple[str, Any] = ("DOMSnapshot.captureSnapshot", {"computedStyles": []})
+        tree: tuple[str, Any] = ("Accessibility.getFullAXTree", None)
+        snapshot, ax = _send_both(cdp, dom, tree) if self.shortcuts else (cdp.send(*dom), cdp.send(*tree))
+        nodes = {n["nodeId"]: n for n in ax["nodes"] if "nodeId" in n}
+        return nodes, axtree.ids_from_snapshot(snapshot)
+
+    def _patched(self, cdp: Any, page: Any, kept: _Tree | None) -> dict[str, Any] | None:
+        """After typing into a field of a page on which nothing else changed since its latest
+        observation (the settling's ``calm``, see ``pagejs.CALM_JS``): that observation's tree with
+        the field, its children, ancestors and siblings read afresh, and the element that had the
+        focus before; the field's deeper descendants (the text of its value, which only repeats
+        it) are left out. Two commands in one round trip instead of the whole tree's larger one.
+        None where it cannot be done so (the caller reads the whole tree)."""
+        calm = self._calm
+        if calm is None or kept is None or kept.page is not page or kept.gen != calm["gen"]:
+            return None
+        backend = {element: node for node, element in kept.ids.items()}
+        field = backend.get(str(calm["field"]))
+        before = calm["focus"]
+        if field is None or (before is not None and before != str(calm["field"]) and before not in backend):
+            return None
+        asks = [("Accessibility.getPartialAXTree", {"backendNodeId": field, "fetchRelatives": True})]
+        if before is not None and before != str(calm["field"]):
+            asks.append(
+                (
+                    "Accessibility.getPartialAXTree",
+                    {"backendNodeId": backend[before], "fetchRelatives": False},
+                )
+            )
+        replies = _send_both(cdp, asks[0], asks[1]) if len(asks) == 2 else (cdp.send(*asks[0]),)
+        fresh = [n for reply in replies for n in reply.get("nodes", []) if "nodeId" in n]
+        own = [n for n in fresh if n.get("backendDOMNodeId") == field]
+        if len(own) != 1 or own[0]["nodeId"] not in kept.nodes:
+            return None
+        nodes = dict(kept.nodes)
+        gone = list(kept.nodes[own[0]["nodeId"]].get("childIds", []))
+        while gone:  # the field's descendants as they were
+            node = nodes.pop(gone.pop(), None)
+            if node is not None:
+                gone.extend(node.get("childIds", []))
+        for node in fresh:
+            if node["nodeId"] not in nodes and node.get("parentId") != own[0]["nodeId"]:
+                return None  # a node the kept tree did not have: something else changed after all
+            nodes[node["nodeId"]] = node
+        for node in fresh:
+            if node.get("parentId") != own[0]["nodeId"] and any(
+                c not in nodes for c in node.get("childIds", [])
+            ):
+                return None
+        return nodes
 
     def _screenshot(
         self, full_page: bool, *, marks: list[int] | None = None, selector: str | None = None
@@ -519,9 +610,10 @@ class Driver:
             "changes); use an id from the latest observation"
         )
 
-    def _settle(self, *, frame: bool = False) -> None:
+    def _settle(self, *, frame: bool = False, typed: int | None = None) -> None:
         """Let the action's effects land: loads it started, scripts it woke, tabs it opened.
-        ``frame``: wait for a rendered frame even where the page asked for none."""
+        ``frame``: wait for a rendered frame even where the page asked for none. ``typed``: the
+        element text was just typed into (the observation may then read only what it changed)."""
         page = self.page
         try:
             if not (self.shortcuts and _loaded(page)):
@@ -533,9 +625,14 @@ class Driver:
                 "loading was stopped."
             )
         try:
-            settled = page.evaluate(pagejs.SETTLE_JS, self.shortcuts and not frame)
+            quick = self.shortcuts and not frame
+            settled = page.evaluate(
+                pagejs.SETTLE_JS, [quick, str(typed) if quick and typed is not None else None]
+            )
             popups, self._view = settled["popups"], (page, settled["view"])
             self.settled_by = str(settled["wait"])
+            if settled.get("calm") and not popups:
+                self._calm = {**settled["calm"], "field": typed}
         except PlaywrightError:
             popups = 0  # it navigated meanwhile; the observation waits for the new document
             self.settled_by = "navigation"
@@ -646,7 +743,7 @@ class Driver:
             raise
         if submit:
             self._act(element_id, "press Enter in", target, lambda: target.press("Enter"))
-        self._settle()
+        self._settle(typed=None if submit else element_id)
 
     def op_press(self, key: str) -> None:
         try:

@@ -12,12 +12,13 @@ ID_ATTRIBUTE = "data-tg-id"
 
 # Numbers every element once; a copy made by the page's scripts (same attribute) gets a new one.
 MARK_JS = """() => {
-  const attr = ATTR; let next = window.__tgNext || 1; const seen = new Set();
+  const attr = ATTR; let next = window.__tgNext || 1; const seen = new Set(); let shadows = false;
   const walk = (root) => { for (const el of root.querySelectorAll('*')) {
     let id = el.getAttribute(attr);
     if (!id || seen.has(id)) { id = String(next++); el.setAttribute(attr, id); }
-    seen.add(id); if (el.shadowRoot) walk(el.shadowRoot); } };
+    seen.add(id); if (el.shadowRoot) { shadows = true; walk(el.shadowRoot); } } };
   walk(document); window.__tgNext = next;
+  const gen = window.__tgMarked ? window.__tgMarked(shadows) : null;
   const d = document.scrollingElement || document.documentElement; const scrollable = [];
   for (const el of document.body ? document.body.querySelectorAll('*') : []) {
     if (scrollable.length >= 50) break;
@@ -27,8 +28,93 @@ MARK_JS = """() => {
     }
   }
   return {x: Math.round(window.scrollX), y: Math.round(window.scrollY), w: window.innerWidth, scrollable,
-          h: window.innerHeight, sw: d ? d.scrollWidth : 0, sh: d ? d.scrollHeight : 0, title: document.title};
+          h: window.innerHeight, sw: d ? d.scrollWidth : 0, sh: d ? d.scrollHeight : 0, title: document.title, gen};
 }""".replace("ATTR", json.dumps(ID_ATTRIBUTE))
+"""``gen`` in its answer: this marking's name (the document's and a count), which ``CALM_JS`` answers
+with when nothing but a typed field changed since; null on a page without the init script."""
+# Part of the init script: what can change the accessibility tree between two observations without
+# the page's DOM changing is watched, so that after text is typed into a field the driver can tell
+# whether anything but that field (its value, the focus) changed since the latest marking. Watched:
+# DOM mutations, resources loading, CSS object-model edits, popovers; a page with shadow roots or
+# custom elements (out of a document's mutation observer's sight), child frames or running
+# animations is never calm. ``__tgMarked`` (end of MARK_JS) starts a new account and names it;
+# ``__tgCalm(id)`` (SETTLE_JS, after typing into element ``id``) answers that name, and which
+# element had the focus then, when the account is clean:
+# - no mutation, load, style-sheet edit or popover since the marking;
+# - the field is the focused element, a text field (not a password), holding at most 100 characters
+#   on one line (the text of its value in the tree then only repeats the value);
+# - no other element is named or described from the field or an element holding it
+#   (``aria-labelledby``, ``aria-describedby``, a label holding it that labels something else);
+# - no style rule selects on focus, a field's validity, a shown placeholder or ``:has()`` (their
+#   styles can show or hide elements when the value or the focus changes), and every sheet's rules
+#   can be read;
+# - every other form control holds the value, check state and selection it held at the marking.
+# What is not watched: a page script editing a style rule's declarations (``rule.style.x = ...``)
+# during typing.
+CALM_JS = """
+  const token = Math.random().toString(36).slice(2);
+  let count = 0, changed = true, opaque = false, styled = null, base = null;
+  const touch = () => { changed = true; styled = null; };
+  const watcher = new MutationObserver(touch);
+  watcher.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  window.addEventListener('load', touch, true); window.addEventListener('error', touch, true);
+  const watch = (proto, names, dark) => { for (const name of names) {
+    const f = proto && proto[name];
+    if (typeof f === 'function') proto[name] = function (...args) { touch(); if (dark) opaque = true; return f.apply(this, args); };
+  } };
+  watch(window.CSSStyleSheet && CSSStyleSheet.prototype, ['insertRule', 'deleteRule', 'addRule', 'removeRule', 'replace', 'replaceSync']);
+  watch(HTMLElement.prototype, ['showPopover', 'hidePopover', 'togglePopover']);
+  watch(Element.prototype, ['attachShadow'], true);
+  watch(window.CustomElementRegistry && CustomElementRegistry.prototype, ['define'], true);
+  const adopted = Object.getOwnPropertyDescriptor(Document.prototype, 'adoptedStyleSheets');
+  if (adopted && adopted.set && adopted.configurable) Object.defineProperty(Document.prototype, 'adoptedStyleSheets',
+    {...adopted, set(value) { touch(); adopted.set.call(this, value); }});
+  const SELECTS = /:(focus|focus-within|focus-visible|placeholder-shown|valid|invalid|user-valid|user-invalid|in-range|out-of-range|blank|has|autofill|read-write|read-only)(?![\\w-])/i;
+  const risky = (rules) => { for (const rule of rules) {
+    if (rule.selectorText && SELECTS.test(rule.selectorText)) return true;
+    if (rule.styleSheet && risky(rule.styleSheet.cssRules)) return true;
+    if (rule.cssRules && risky(rule.cssRules)) return true;
+  } return false; };
+  const sheets = () => { try {
+    for (const sheet of [...document.styleSheets, ...(document.adoptedStyleSheets || [])]) if (risky(sheet.cssRules)) return true;
+    return false;
+  } catch (e) { return true; } };  // a sheet from another origin: its rules cannot be read
+  const controls = () => { const held = new Map();
+    for (const el of document.querySelectorAll('input, textarea, select')) held.set(el, el.tagName === 'SELECT'
+      ? [...el.options].map(o => o.selected ? 1 : 0).join('') : el.value + '\\u0000' + el.checked + el.indeterminate);
+    return held; };
+  const TEXT = ['text', 'search', 'email', 'url', 'tel', 'number'];
+  window.__tgMarked = (shadows) => {
+    watcher.takeRecords(); changed = false; count += 1; if (shadows) opaque = true;
+    const focus = document.activeElement;
+    base = {gen: token + ':' + count, held: controls(),
+            focus: focus && focus !== document.body ? focus.getAttribute(ATTR) : null};
+    return base.gen;
+  };
+  window.__tgCalm = (id) => {
+    const was = base; base = null;
+    if (!was || watcher.takeRecords().length || changed || opaque || window.frames.length) return null;
+    if (document.getAnimations && document.getAnimations().length) return null;
+    const el = document.querySelector('[' + ATTR + '="' + id + '"]');
+    if (!el || document.activeElement !== el || el.shadowRoot) return null;
+    const kind = el.tagName === 'INPUT' ? (el.getAttribute('type') || 'text').toLowerCase() : null;
+    if (!(el.tagName === 'TEXTAREA' || TEXT.includes(kind))) return null;
+    if (el.value.length > 100 || /[\\r\\n]/.test(el.value)) return null;
+    const label = el.closest('label');
+    if (label && label.control !== el) return null;
+    for (const other of document.querySelectorAll('[aria-labelledby], [aria-describedby]')) {
+      const refs = ((other.getAttribute('aria-labelledby') || '') + ' ' + (other.getAttribute('aria-describedby') || '')).split(/\\s+/);
+      for (const ref of refs) { const named = ref && document.getElementById(ref);
+        if (named && other !== el && named.contains(el)) return null; }
+    }
+    if (styled === null) styled = sheets();
+    if (styled) return null;
+    const held = controls();
+    if (held.size !== was.held.size) return null;
+    for (const [other, state] of was.held) if (other !== el && held.get(other) !== state) return null;
+    return {gen: was.gen, focus: was.focus};
+  };
+""".replace("ATTR", json.dumps(ID_ATTRIBUTE))
 # Counts what should open a tab (window.open, a link or form with a target) so that the driver
 # knows when to wait for the new tab's page event; listeners run last and skip prevented clicks.
 POPUP_HOOK_JS = """(() => {
@@ -111,7 +197,7 @@ POPUP_HOOK_JS = """(() => {
     for (const when of due.values()) if (when <= now) return true;
     return any;
   };
-})();"""
+CALM})();""".replace("CALM", CALM_JS)
 # One frame for the page's own handlers to run; answers (and resets) the tab-opening count and,
 # in the same round trip, marks the page for the observation that follows. With ``quick``, a page
 # with no animation-frame callback waiting, no layout observer, no listener of an event a frame
@@ -122,7 +208,7 @@ POPUP_HOOK_JS = """(() => {
 # listener of an event the browser queues as a task) gets neither: its handlers have all run (an
 # action's events are dispatched, and their promise callbacks run, before this script does), and a
 # task turn right after an input event waits for the next frame anyway.
-SETTLE_JS = """async (quick) => {
+SETTLE_JS = """async ([quick, typed]) => {
   const queued = window.__tgTasksDue ? window.__tgTasksDue() : true;
   const frameless = quick && !window.__tgObserved && window.frames.length === 0
     && window.__tgFramesWaiting && window.__tgFramesWaiting() === 0;
@@ -130,9 +216,12 @@ SETTLE_JS = """async (quick) => {
   if (wait !== 'none')
     await new Promise(done => wait === 'task' ? setTimeout(done, 0) : requestAnimationFrame(() => setTimeout(done, 0)));
   const popups = window.__tgPopup || 0; window.__tgPopup = 0;
-  return {popups, wait, view: (MARK)()};
+  const calm = typed !== null && window.__tgCalm ? window.__tgCalm(typed) : null;
+  return {popups, wait, calm, view: (MARK)()};
 }""".replace("MARK", MARK_JS)
-"""``wait`` in its answer: what the settling waited for (``frame``, ``task`` or ``none``)."""
+"""Arguments ``[quick, typed]``: ``typed``, the id of the field text was just typed into (or null).
+``wait`` in its answer: what the settling waited for (``frame``, ``task`` or ``none``); ``calm``:
+``__tgCalm(typed)``'s answer (see ``CALM_JS``), taken after the wait and before the marking."""
 SELECT_INFO_JS = (
     "el => ({tag: el.tagName.toLowerCase(), options: el.tagName === 'SELECT' ? "
     "[...el.options].map(o => ({label: o.label, value: o.value})) : []})"

@@ -259,3 +259,110 @@ def test_a_page_with_nothing_queued_is_observed_without_waiting(browser: Browser
         assert f"StaticText 'got {kind.lower()}'" in out, (kind, out)
         # the settling waited a task turn, or found the message already delivered (a busy host)
         assert settled_by(browser) in ("task", "none"), kind
+
+
+SECOND = """() => { const box = document.createElement('div');
+  box.innerHTML = '<div><input aria-label="Second"></div>'; document.body.append(box); }"""
+"""A second text field, in a part of the page of its own."""
+UNCALM = {
+    "a style on a shown placeholder": """() => { const box = document.createElement('div');
+      box.innerHTML = '<style>input.tg:placeholder-shown ~ div .later { display: none }</style>'
+        + '<input class="tg" aria-label="Typed" placeholder="type"><div><div><span class="later">now typed</span></div></div>';
+      document.body.append(box); }""",
+    "a style on what holds the focus": """() => { const box = document.createElement('div');
+      box.innerHTML = '<style>body:has(input.tg:focus) .away { display: none }</style>'
+        + '<div><input class="tg" aria-label="Typed"></div><div><div><p class="away">not focused</p></div></div>';
+      document.body.append(box); }""",
+    "a name taken from the field": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div id="tg-amount">Amount <input aria-label="Typed"></div><div><div><button aria-labelledby="tg-amount">Pay</button></div></div>';
+      document.body.append(box); }""",
+    "another field's value set": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><input aria-label="Copy"></div></div>';
+      document.body.append(box);
+      const [typed, copy] = box.querySelectorAll('input');
+      typed.addEventListener('input', () => { copy.value = typed.value; }); }""",
+    "a popover shown": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><div popover>popped up</div></div></div>';
+      document.body.append(box);
+      box.querySelector('input').addEventListener('input', () => box.querySelector('[popover]').showPopover()); }""",
+    "a style rule added": """() => { const box = document.createElement('div');
+      box.innerHTML = '<style>.tg-rule {}</style><div><input aria-label="Typed"></div><div><div><p class="tg-hide">still here</p></div></div>';
+      document.body.append(box);
+      box.querySelector('input').addEventListener('input', () => box.querySelector('style').sheet.insertRule('.tg-hide { display: none }')); }""",
+    "the focus moved on": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><button>Next</button></div></div>';
+      document.body.append(box);
+      box.querySelector('input').addEventListener('input', () => box.querySelector('button').focus()); }""",
+    "a shadow root": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div><input aria-label="Typed"></div><div><div class="host"></div></div>';
+      document.body.append(box);
+      const shadow = box.querySelector('.host').attachShadow({mode: 'closed'});
+      shadow.innerHTML = '<p>shadow before</p>';
+      box.querySelector('input').addEventListener('input', () => { shadow.querySelector('p').textContent = 'shadow after'; }); }""",
+    "a label holding the field and another control": """() => { const box = document.createElement('div');
+      box.innerHTML = '<label><span><span><input type="checkbox"></span></span> Agree to <input aria-label="Typed"></label>';
+      document.body.append(box); }""",
+    "a custom element's own name": """() => { const box = document.createElement('div');
+      customElements.define('tg-named', class extends HTMLElement {
+        constructor() { super(); this.internals = this.attachInternals(); this.internals.role = 'button';
+          this.internals.ariaLabel = 'Named before'; } });
+      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><tg-named tabindex="0"></tg-named></div></div>';
+      document.body.append(box);
+      box.querySelector('input').addEventListener('input', () => { box.querySelector('tg-named').internals.ariaLabel = 'Named after'; }); }""",
+    "a long text": """() => { const box = document.createElement('div');
+      box.innerHTML = '<div><textarea aria-label="Typed"></textarea></div>'; document.body.append(box); }""",
+}
+"""Pages where typing into a field changes the accessibility tree elsewhere without changing the
+DOM the page's mutation observer sees (each change sits two levels below a sibling of the field's
+part of the page, where reading only the field and its kin would miss it)."""
+
+
+def type_and_check(browser: Browser, label: str, text: str) -> tuple[str, str]:
+    """Type ``text`` into the textbox named ``label``: the observation (checked against one taken
+    the long way) and how it read the tree (``observed_by``, read before the long way's)."""
+    out = browser.call("browser_type", element_id=browser.id_of(f"textbox '{label}'"), text=text)
+    assert not out.error, out.text
+    how = str(driver_value(browser, "observed_by"))
+    assert page_part(out.text) == page_part(observe_the_long_way(browser)), (label, text)
+    return out.text, how
+
+
+def test_typing_reads_only_the_field_where_nothing_else_changed(browser: Browser, site: TestSite) -> None:
+    """After text is typed into a field of a page that changed nowhere else, the observation reads
+    only the field and its kin (``observed_by == "field"``) and still equals one taken the long way,
+    also when the focus moves from one field to another; on pages where typing changes the tree
+    elsewhere (a style that depends on the value or the focus, a name taken from the field, another
+    field's value, a popover, a style rule added, the focus moved on, a shadow root, a label that
+    names another control from the field, a value too long to repeat only itself in the tree, a
+    custom element's own accessible name) it
+    reads the whole tree and shows the change."""
+    check(browser, "browser_goto", url=f"{site.url}/form")
+    in_page(browser, SECOND)
+    check(browser, "browser_tabs")
+    first, how = type_and_check(browser, "Query", "blue")
+    assert "value='blue' focused" in first and how == "field"
+    second, how = type_and_check(browser, "Second", "two words")
+    assert "value='two words' focused" in second and "value='blue' focused" not in second and how == "field"
+    assert type_and_check(browser, "Query", "again")[1] == "field"
+    shown = {
+        "a style on a shown placeholder": "StaticText 'now typed'",
+        "a style on what holds the focus": "!StaticText 'not focused'",
+        "a name taken from the field": "button 'Amount 42'",
+        "another field's value set": "textbox 'Copy' value='42'",
+        "a popover shown": "'popped up'",
+        "a style rule added": "!StaticText 'still here'",
+        "the focus moved on": "button 'Next' focused",
+        "a shadow root": "StaticText 'shadow after'",
+        "a label holding the field and another control": "checkbox 'Agree to 42'",
+        "a long text": "StaticText 'the second line'",
+        "a custom element's own name": "button 'Named after'",
+    }
+    typed = {"a long text": "word " * 35 + "\nthe second line"}
+    for case, script in UNCALM.items():
+        check(browser, "browser_goto", url=f"{site.url}/form")
+        in_page(browser, script)
+        check(browser, "browser_tabs")
+        out, how = type_and_check(browser, "Typed", typed.get(case, "42"))
+        want = shown[case]
+        assert (want[1:] not in out) if want.startswith("!") else (want in out), (case, out)
+        assert how == "tree", case
