@@ -261,56 +261,64 @@ def test_a_page_with_nothing_queued_is_observed_without_waiting(browser: Browser
         assert settled_by(browser) in ("task", "none"), kind
 
 
-SECOND = """() => { const box = document.createElement('div');
-  box.innerHTML = '<div><input aria-label="Second"></div>'; document.body.append(box); }"""
+def added(html: str, then: str = "") -> str:
+    """A page script that appends ``html`` in a box of its own, then runs ``then`` (``box`` in scope)."""
+    return (
+        "() => { const box = document.createElement('div'); box.innerHTML = " + json.dumps(html) + ";\n"
+        "  document.body.append(box);\n  " + then + "\n}"
+    )
+
+
+SECOND = added('<div><input aria-label="Second"></div>')
 """A second text field, in a part of the page of its own."""
+TYPED = "box.querySelector('input').addEventListener('input', "
 UNCALM = {
-    "a style on a shown placeholder": """() => { const box = document.createElement('div');
-      box.innerHTML = '<style>input.tg:placeholder-shown ~ div .later { display: none }</style>'
-        + '<input class="tg" aria-label="Typed" placeholder="type"><div><div><span class="later">now typed</span></div></div>';
-      document.body.append(box); }""",
-    "a style on what holds the focus": """() => { const box = document.createElement('div');
-      box.innerHTML = '<style>body:has(input.tg:focus) .away { display: none }</style>'
-        + '<div><input class="tg" aria-label="Typed"></div><div><div><p class="away">not focused</p></div></div>';
-      document.body.append(box); }""",
-    "a name taken from the field": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div id="tg-amount">Amount <input aria-label="Typed"></div><div><div><button aria-labelledby="tg-amount">Pay</button></div></div>';
-      document.body.append(box); }""",
-    "another field's value set": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><input aria-label="Copy"></div></div>';
-      document.body.append(box);
-      const [typed, copy] = box.querySelectorAll('input');
-      typed.addEventListener('input', () => { copy.value = typed.value; }); }""",
-    "a popover shown": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><div popover>popped up</div></div></div>';
-      document.body.append(box);
-      box.querySelector('input').addEventListener('input', () => box.querySelector('[popover]').showPopover()); }""",
-    "a style rule added": """() => { const box = document.createElement('div');
-      box.innerHTML = '<style>.tg-rule {}</style><div><input aria-label="Typed"></div><div><div><p class="tg-hide">still here</p></div></div>';
-      document.body.append(box);
-      box.querySelector('input').addEventListener('input', () => box.querySelector('style').sheet.insertRule('.tg-hide { display: none }')); }""",
-    "the focus moved on": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><button>Next</button></div></div>';
-      document.body.append(box);
-      box.querySelector('input').addEventListener('input', () => box.querySelector('button').focus()); }""",
-    "a shadow root": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div><input aria-label="Typed"></div><div><div class="host"></div></div>';
-      document.body.append(box);
-      const shadow = box.querySelector('.host').attachShadow({mode: 'closed'});
-      shadow.innerHTML = '<p>shadow before</p>';
-      box.querySelector('input').addEventListener('input', () => { shadow.querySelector('p').textContent = 'shadow after'; }); }""",
-    "a label holding the field and another control": """() => { const box = document.createElement('div');
-      box.innerHTML = '<label><span><span><input type="checkbox"></span></span> Agree to <input aria-label="Typed"></label>';
-      document.body.append(box); }""",
-    "a custom element's own name": """() => { const box = document.createElement('div');
-      customElements.define('tg-named', class extends HTMLElement {
-        constructor() { super(); this.internals = this.attachInternals(); this.internals.role = 'button';
-          this.internals.ariaLabel = 'Named before'; } });
-      box.innerHTML = '<div><input aria-label="Typed"></div><div><div><tg-named tabindex="0"></tg-named></div></div>';
-      document.body.append(box);
-      box.querySelector('input').addEventListener('input', () => { box.querySelector('tg-named').internals.ariaLabel = 'Named after'; }); }""",
-    "a long text": """() => { const box = document.createElement('div');
-      box.innerHTML = '<div><textarea aria-label="Typed"></textarea></div>'; document.body.append(box); }""",
+    "a style on a shown placeholder": added(
+        "<style>input.tg:placeholder-shown ~ div .later { display: none }</style>"
+        '<input class="tg" aria-label="Typed" placeholder="type"><div><div><span class="later">now typed</span></div></div>'
+    ),
+    "a style on what holds the focus": added(
+        "<style>body:has(input.tg:focus) .away { display: none }</style>"
+        '<div><input class="tg" aria-label="Typed"></div><div><div><p class="away">not focused</p></div></div>'
+    ),
+    "a name taken from the field": added(
+        '<div id="tg-amount">Amount <input aria-label="Typed"></div>'
+        '<div><div><button aria-labelledby="tg-amount">Pay</button></div></div>'
+    ),
+    "another field's value set": added(
+        '<div><input aria-label="Typed"></div><div><div><input aria-label="Copy"></div></div>',
+        "const [typed, copy] = box.querySelectorAll('input');"
+        " typed.addEventListener('input', () => { copy.value = typed.value; });",
+    ),
+    "a popover shown": added(
+        '<div><input aria-label="Typed"></div><div><div><div popover>popped up</div></div></div>',
+        TYPED + "() => box.querySelector('[popover]').showPopover());",
+    ),
+    "a style rule added": added(
+        '<style>.tg-rule {}</style><div><input aria-label="Typed"></div><div><div><p class="tg-hide">still here</p></div></div>',
+        TYPED + "() => box.querySelector('style').sheet.insertRule('.tg-hide { display: none }'));",
+    ),
+    "the focus moved on": added(
+        '<div><input aria-label="Typed"></div><div><div><button>Next</button></div></div>',
+        TYPED + "() => box.querySelector('button').focus());",
+    ),
+    "a shadow root": added(
+        '<div><input aria-label="Typed"></div><div><div class="host"></div></div>',
+        "const shadow = box.querySelector('.host').attachShadow({mode: 'closed'});"
+        " shadow.innerHTML = '<p>shadow before</p>';"
+        " " + TYPED + "() => { shadow.querySelector('p').textContent = 'shadow after'; });",
+    ),
+    "a label holding the field and another control": added(
+        '<label><span><span><input type="checkbox"></span></span> Agree to <input aria-label="Typed"></label>'
+    ),
+    "a custom element's own name": added(
+        '<div><input aria-label="Typed"></div><div><div><tg-named tabindex="0"></tg-named></div></div>',
+        "customElements.define('tg-named', class extends HTMLElement { constructor() { super();"
+        " this.internals = this.attachInternals(); this.internals.role = 'button';"
+        " this.internals.ariaLabel = 'Named before'; } });"
+        " " + TYPED + "() => { box.querySelector('tg-named').internals.ariaLabel = 'Named after'; });",
+    ),
+    "a long text": added('<div><textarea aria-label="Typed"></textarea></div>'),
 }
 """Pages where typing into a field changes the accessibility tree elsewhere without changing the
 DOM the page's mutation observer sees (each change sits two levels below a sibling of the field's
