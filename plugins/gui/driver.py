@@ -631,8 +631,14 @@ class Driver:
             )
             popups, self._view = settled["popups"], (page, settled["view"])
             self.settled_by = str(settled["wait"])
-            if settled.get("calm") and not popups:
-                self._calm = {**settled["calm"], "field": typed}
+            calm = settled.get("calm")  # from the page's own world: taken only in the shape CALM_JS gives
+            if (
+                isinstance(calm, dict)
+                and isinstance(calm.get("gen"), str)
+                and isinstance(calm.get("focus"), str | None)
+                and not popups
+            ):
+                self._calm = {"gen": calm["gen"], "focus": calm["focus"], "field": typed}
         except PlaywrightError:
             popups = 0  # it navigated meanwhile; the observation waits for the new document
             self.settled_by = "navigation"

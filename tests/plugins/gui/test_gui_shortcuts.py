@@ -343,7 +343,8 @@ def test_typing_reads_only_the_field_where_nothing_else_changed(browser: Browser
     field's value, a popover, a style rule added, the focus moved on, a shadow root, a label that
     names another control from the field, a value too long to repeat only itself in the tree, a
     custom element's own accessible name) it
-    reads the whole tree and shows the change."""
+    reads the whole tree and shows the change, as it does where the page replaced the account's answer
+    with one of another shape."""
     check(browser, "browser_goto", url=f"{site.url}/form")
     in_page(browser, SECOND)
     check(browser, "browser_tabs")
@@ -374,3 +375,8 @@ def test_typing_reads_only_the_field_where_nothing_else_changed(browser: Browser
         want = shown[case]
         assert (want[1:] not in out) if want.startswith("!") else (want in out), (case, out)
         assert how == "tree", case
+    for forged in ("() => ({gen: 5, focus: []})", "() => 'calm'", "() => ({focus: null})"):
+        # the answer comes from the page's own world: a page that replaces it gets the whole tree read
+        check(browser, "browser_goto", url=f"{site.url}/form")
+        in_page(browser, f"() => {{ window.__tgCalm = {forged}; }}")
+        assert type_and_check(browser, "Query", "forged")[1] == "tree", forged
