@@ -28,6 +28,7 @@ with errors too, so the model sees where it is. Times in the config are millisec
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import os
@@ -76,6 +77,13 @@ def _loaded(page: Any) -> bool:
     return isinstance(states, set) and "load" in states
 
 
+@functools.cache
+def _send_takes_timeout(send: Any) -> bool:
+    """Whether Playwright's internal ``CDPSession.send`` takes a timeout (newer Playwright does),
+    asked once per Playwright."""
+    return "timeout" in inspect.signature(send).parameters
+
+
 def _send_both(cdp: Any, first: tuple[str, Any], second: tuple[str, Any]) -> tuple[Any, Any]:
     """Two DevTools commands on one session, sent together: Chromium answers them in order, and
     the caller waits for one round trip instead of two (Playwright's sync API has no public way
@@ -84,9 +92,7 @@ def _send_both(cdp: Any, first: tuple[str, Any], second: tuple[str, Any]) -> tup
     if impl is None or sync is None:
         return cdp.send(*first), cdp.send(*second)
 
-    more = (
-        (None,) if "timeout" in inspect.signature(impl.send).parameters else ()
-    )  # Playwright 1.5x on: a timeout
+    more = (None,) if _send_takes_timeout(type(impl).send) else ()
 
     async def both() -> tuple[Any, Any]:
         return await asyncio.gather(

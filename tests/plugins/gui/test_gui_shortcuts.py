@@ -348,6 +348,11 @@ def test_typing_reads_only_the_field_where_nothing_else_changed(browser: Browser
     check(browser, "browser_goto", url=f"{site.url}/form")
     in_page(browser, SECOND)
     check(browser, "browser_tabs")
+    session = browser.runner.run(driver_session(browser.sandbox))
+    cross = browser.runner.run(session.execute(f"{DRIVER}.check_patched = True", timeout=30))
+    assert cross.error is None, (
+        cross.error
+    )  # each field read is also compared with the whole tree in the driver
     first, how = type_and_check(browser, "Query", "blue")
     assert "value='blue' focused" in first and how == "field"
     second, how = type_and_check(browser, "Second", "two words")
