@@ -419,7 +419,8 @@ def test_table(runs: Sequence[Run], warm_tests: dict[str, dict[str, Any]] | None
     """Per environment with named test splits: each split's warm-start figure and each estimator's after
     RL (mean ± std over seeds), from the runs' ``final_eval.json`` (``splits``) and the warm start's own
     evaluations (``warm_tests``: environment → test name → record). A run recorded without its last
-    checkpoint has no after-RL figure on a split added later; the cell says so."""
+    checkpoint has no after-RL figure on a split added later; the cell says so, and names the seeds a
+    figure comes from where only some of an estimator's runs measured that split."""
     warm_tests = warm_tests or {}
     groups = _groups(runs)
     lines: list[str] = []
@@ -451,12 +452,20 @@ def test_table(runs: Sequence[Run], warm_tests: dict[str, dict[str, Any]] | None
             tasks = int((before or {}).get("episodes") or 0)
             cells = []
             for est in ests:
-                after = [
-                    k["after"]["success"]
+                measured = [
+                    (r.seed, k["after"]["success"])
                     for r, k in zip(rs, kept, strict=True)
                     if r.estimator == est and k and k.get("after")
                 ]
-                cells.append(_cell(after) if after else "not measured (no checkpoint kept)")
+                seeds = sum(r.estimator == est for r in rs)
+                cells.append(
+                    "not measured (no checkpoint kept)"
+                    if not measured
+                    else _cell([v for _, v in measured])
+                    if len(measured) == seeds
+                    else f"{_cell([v for _, v in measured])} (seed{'s' * (len(measured) > 1)} "
+                    f"{', '.join(str(s) for s, _ in measured)} of {seeds}: the others kept no checkpoint)"
+                )
             lines.append(
                 f"| {name} | `{split}` | {tasks} | {_cell([before['success']]) if before else '–'} | "
                 + " | ".join(cells)

@@ -254,6 +254,12 @@ def test_every_figure_names_its_split_and_role_and_old_records_say_they_predate_
         in tests
     )
     assert "measured on a rebuild of the runs' warm start" in tests and "alfworld-b" in tests
+    # later seeds that kept their checkpoints beside the old ones: the figure names the seeds it is from
+    later = [_split_run("grpo", s, "eval_in_distribution", final) for s in (3, 4)]
+    assert (
+        "| out_of_distribution | `eval_out_of_distribution` | 480 | 10.0 | 20.0 ± 0.0 (seeds 3, 4 of 3: the others "
+        "kept no checkpoint) |" in test_table(old + later, warm)
+    )
     assert "the rebuild scores 25.0% and the recorded warm start 25.0%" in tests
     assert test_table([_run("grpo", 0, 0.1, 0.2)]) == ""  # no final evaluation: no test-split section
 
