@@ -458,14 +458,13 @@ def test_table(runs: Sequence[Run], warm_tests: dict[str, dict[str, Any]] | None
                     if r.estimator == est and k and k.get("after")
                 ]
                 seeds = sum(r.estimator == est for r in rs)
-                cells.append(
-                    "not measured (no checkpoint kept)"
-                    if not measured
-                    else _cell([v for _, v in measured])
-                    if len(measured) == seeds
-                    else f"{_cell([v for _, v in measured])} (seed{'s' * (len(measured) > 1)} "
-                    f"{', '.join(str(s) for s, _ in measured)} of {seeds}: the others kept no checkpoint)"
-                )
+                cell = _cell([v for _, v in measured])
+                if not measured:
+                    cell = "not measured (no checkpoint kept)"
+                elif len(measured) < seeds:
+                    which = ", ".join(str(s) for s, _ in measured)
+                    cell += f" (seed{'s' * (len(measured) > 1)} {which} of {seeds}: the others kept no checkpoint)"
+                cells.append(cell)
             lines.append(
                 f"| {name} | `{split}` | {tasks} | {_cell([before['success']]) if before else '–'} | "
                 + " | ".join(cells)
